@@ -1,0 +1,38 @@
+# The two set-up commands of the README: `make demo` and `make test`.
+# Both create .venv on first use; everything they need is installed from here.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+export PATH := $(abspath $(BIN)):$(PATH)
+
+.PHONY: demo test setup setup-dev sshd clean bench
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-dev: $(BIN)/python pyproject.toml
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@ $(VENV)/.installed
+
+setup: $(VENV)/.installed          ## runtime install (local cloud, OSU, report)
+setup-dev: $(VENV)/.installed-dev sshd   ## everything the test suite needs
+
+sshd:                              ## openssh-server for the ssh/fabric tests
+	@bash scripts/ensure_sshd.sh
+
+demo: setup                        ## a real OSU sweep on the local cloud
+	$(BIN)/spotbench run examples/osu-local.yaml
+
+test: setup-dev                    ## the whole suite
+	$(BIN)/python -m pytest -q
+
+bench: setup-dev                   ## figures in JSON (see bench/README.md)
+	@for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f; done
+
+clean:
+	rm -rf $(VENV) .spotbench results reports .pytest_cache

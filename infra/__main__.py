@@ -1,0 +1,26 @@
+"""The Pulumi program: reads the sweep spec from stack config and wires components.
+
+Stack config `spotbench:spec` is a path to a YAML spec (relative to the project root) or an
+inline object; it goes through the same `load_spec` as the CLI, so a bad spec fails
+`pulumi up`/`preview` with the same messages.
+"""
+
+import pulumi
+
+from infra.config import spec_from_config
+
+spec = spec_from_config(pulumi.Config("spotbench"))
+
+if spec.cloud == "gcp":
+    from infra.gcp import GcpSweep, GcpSweepArgs
+
+    GcpSweep(spec.name, GcpSweepArgs(spec=spec))
+elif spec.cloud == "aws":
+    from infra.aws import AwsSweep, AwsSweepArgs
+
+    AwsSweep(spec.name, AwsSweepArgs(spec=spec))
+else:
+    raise pulumi.RunError(
+        f"spec {spec.name!r} is for cloud {spec.cloud!r}; Pulumi deploys gcp and aws sweeps. "
+        "Run local sweeps with `spotbench run SPEC`."
+    )

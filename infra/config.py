@@ -1,0 +1,30 @@
+"""Read the sweep spec from Pulumi stack config (`spotbench:spec`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pulumi
+
+from spotbench.spec import SpecError, SweepSpec, load_spec
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def spec_from_config(config: pulumi.Config) -> SweepSpec:
+    raw: Any = config.get_object("spec")
+    if raw is None:
+        raw = config.get("spec")
+    if raw is None:
+        raise pulumi.RunError(
+            "stack config 'spotbench:spec' is not set: "
+            "`pulumi config set spotbench:spec examples/gcp-osu.yaml` (a path) or an object"
+        )
+    try:
+        if isinstance(raw, dict):
+            return load_spec(raw, origin="stack config spotbench:spec")
+        path = Path(str(raw))
+        return load_spec(path if path.is_absolute() else PROJECT_ROOT / path, origin=str(raw))
+    except SpecError as exc:
+        raise pulumi.RunError(f"invalid spec\n{exc}") from None

@@ -1,0 +1,27 @@
+"""`spotbench` command line. Each command group lives in its own module with a
+`register(app)` function; this file only wires them together."""
+
+from __future__ import annotations
+
+import typer
+
+from spotbench.cli import core
+
+app = typer.Typer(
+    name="spotbench",
+    help=(
+        "Benchmark sweeps on spot/preemptible VMs, priced and reported.\n\n"
+        "Start with `spotbench plan SPEC` to see the groups a spec expands to, "
+        "`spotbench run SPEC` to run it on the local cloud, and "
+        "`spotbench report RESULTS` to turn results into tables and plots."
+    ),
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+core.register(app)
+
+
+def main() -> None:
+    app()

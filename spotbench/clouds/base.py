@@ -1,0 +1,54 @@
+"""The verbs every cloud speaks, and the states instances are reported in.
+
+Pulumi *declares* instances (or the local cloud's `deploy`); a Cloud only *operates* them.
+Every verb selects instances by labels (all given labels must match), is idempotent, and
+returns the instances it acted on as they are afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol, runtime_checkable
+
+
+class State(StrEnum):
+    PENDING = "PENDING"  # asked to start, not running yet
+    RUNNING = "RUNNING"
+    STOPPING = "STOPPING"
+    STOPPED = "STOPPED"  # off, can be started again
+    TERMINATED = "TERMINATED"  # gone for good
+
+
+ACTIVE = frozenset({State.PENDING, State.RUNNING, State.STOPPING})
+
+
+@dataclass(frozen=True)
+class Instance:
+    name: str
+    state: State
+    labels: Mapping[str, str] = field(default_factory=dict)
+    zone: str | None = None
+    ip: str | None = None
+    detail: str = ""  # e.g. a capacity error, an exit code
+
+    def group(self) -> str | None:
+        return self.labels.get("spotbench-group")
+
+
+@runtime_checkable
+class Cloud(Protocol):
+    name: str
+
+    def start(self, labels: Mapping[str, str]) -> list[Instance]: ...
+
+    def stop(self, labels: Mapping[str, str]) -> list[Instance]: ...
+
+    def terminate(self, labels: Mapping[str, str]) -> list[Instance]: ...
+
+    def query(self, labels: Mapping[str, str]) -> list[Instance]: ...
+
+
+def matches(instance_labels: Mapping[str, str], selector: Mapping[str, str]) -> bool:
+    return all(instance_labels.get(k) == v for k, v in selector.items())

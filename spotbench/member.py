@@ -1,0 +1,111 @@
+"""What a workload process learns about itself at boot: the `SPOTBENCH_*` environment.
+
+The whole context travels as one JSON value in `SPOTBENCH_CONTEXT` (cloud-init writes it
+to the container's env file, the local cloud puts it in the process env). The most used
+fields are mirrored as plain variables (`SPOTBENCH_ROLE`, `SPOTBENCH_RANK`, …) for shell
+helpers and humans reading `env`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from spotbench.plan import Member, RunGroup
+
+ENV_KEY = "SPOTBENCH_CONTEXT"
+
+
+class Peer(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    role: str
+    index: int
+    rank: int
+    host: str  # internal IP on clouds, 127.0.0.1 locally
+    port: int  # the member's service port (TF gRPC, MPI exec agent / sshd)
+
+
+class MemberContext(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    sweep: str
+    group: str
+    trial: int
+    cloud: str
+    workload: str
+    params: dict[str, Any]
+    name: str  # this member's instance name
+    role: str
+    index: int
+    rank: int
+    members: list[Peer]
+    results_url: str
+    done_url: str | None = None
+    token: str | None = None  # local cloud: bearer token of this member; clouds use identity
+    machine_type: str = "local"
+    accelerator: str | None = None
+    zone: str | None = None
+    spot: bool = False
+
+    @classmethod
+    def for_member(
+        cls,
+        group: RunGroup,
+        member: Member,
+        *,
+        addresses: Mapping[str, tuple[str, int]],
+        cloud: str,
+        results_url: str,
+        done_url: str | None,
+        token: str | None = None,
+        zone: str | None = None,
+        spot: bool = False,
+    ) -> MemberContext:
+        """Build the context of `member`; `addresses` maps member name → (host, port)."""
+        peers = [
+            Peer(name=m.name, role=m.role, index=m.index, rank=m.rank,
+                 host=addresses[m.name][0], port=addresses[m.name][1])
+            for m in group.members
+        ]
+        return cls(
+            sweep=group.sweep, group=group.id, trial=group.trial, cloud=cloud,
+            workload=group.workload, params=group.params.model_dump(), name=member.name,
+            role=member.role, index=member.index, rank=member.rank, members=peers,
+            results_url=results_url, done_url=done_url, token=token,
+            machine_type=group.machine_type, accelerator=group.accelerator, zone=zone,
+            spot=spot,
+        )
+
+    def to_env(self) -> dict[str, str]:
+        return {
+            ENV_KEY: self.model_dump_json(),
+            "SPOTBENCH_SWEEP": self.sweep,
+            "SPOTBENCH_GROUP": self.group,
+            "SPOTBENCH_ROLE": self.role,
+            "SPOTBENCH_RANK": str(self.rank),
+            "SPOTBENCH_RESULTS_URL": self.results_url,
+        }
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> MemberContext:
+        env = os.environ if env is None else env
+        raw = env.get(ENV_KEY)
+        if not raw:
+            raise RuntimeError(
+                f"{ENV_KEY} is not set: workloads are started by a spotbench cloud "
+                "(`spotbench run SPEC`), which passes each member its context"
+            )
+        return cls.model_validate(json.loads(raw))
+
+    def peers(self, role: str | None = None) -> list[Peer]:
+        return [p for p in self.members if role is None or p.role == role]
+
+    @property
+    def me(self) -> Peer:
+        return next(p for p in self.members if p.name == self.name)

@@ -1,0 +1,127 @@
+"""Expand a sweep spec into run groups: one group = the VMs of one matrix point × trial.
+
+Ids are stable (the same spec gives the same ids) so that a re-plan, a restarted runner or
+a Pulumi update finds the same groups again. Labels follow cloud label rules (lowercase,
+≤ 63 characters) so they can be put on GCE instances and EC2 tags alike.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from spotbench.spec import OsuParams, SweepSpec, TfMnistParams
+
+MANAGED_BY = {"managed-by": "spotbench"}
+SWEEP_LABEL = "spotbench-sweep"
+GROUP_LABEL = "spotbench-group"
+ROLE_LABEL = "spotbench-role"
+
+
+def sweep_labels(sweep: str) -> dict[str, str]:
+    """Labels every resource of a sweep carries (what teardown and queries select on)."""
+    return {**MANAGED_BY, SWEEP_LABEL: sweep}
+
+
+@dataclass(frozen=True)
+class Member:
+    """One VM (or local process) of a group, with its task role."""
+
+    name: str
+    role: str  # osu: launcher|peer · tf: chief|ps|worker
+    index: int  # index within its role (ps 0, worker 2, …)
+    rank: int  # position within the group, 0-based
+
+
+@dataclass(frozen=True)
+class RunGroup:
+    id: str
+    sweep: str
+    trial: int  # 1-based
+    point: dict[str, Any]  # the matrix values of this group
+    params: OsuParams | TfMnistParams
+    machine_type: str
+    accelerator: str | None
+    accelerator_count: int
+    members: tuple[Member, ...]
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def workload(self) -> str:
+        return self.params.name
+
+    def member(self, name: str) -> Member:
+        for m in self.members:
+            if m.name == name:
+                return m
+        raise KeyError(f"{name} is not a member of group {self.id}")
+
+    def member_labels(self, member: Member) -> dict[str, str]:
+        return {**self.labels, ROLE_LABEL: member.role}
+
+
+def roles_for(params: OsuParams | TfMnistParams) -> list[tuple[str, int]]:
+    """(role, index) of every member a workload needs, in rank order."""
+    if isinstance(params, OsuParams):
+        return [("launcher", 0), ("peer", 0)]
+    if params.strategy == "parameter_server":
+        return (
+            [("chief", 0)]
+            + [("ps", i) for i in range(params.ps)]
+            + [("worker", i) for i in range(params.workers)]
+        )
+    return [("worker", i) for i in range(params.workers)]
+
+
+def point_key(point: dict[str, Any]) -> str:
+    """Short stable hash of a matrix point (order of keys does not matter)."""
+    blob = json.dumps(point, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:6]
+
+
+def plan(spec: SweepSpec) -> list[RunGroup]:
+    default_machine = "local" if spec.cloud == "local" else None
+    groups: list[RunGroup] = []
+    for point in spec.points():
+        params = spec.params_for(point)
+        machine_type = point.get("machine_type", default_machine)
+        if machine_type is None:
+            raise ValueError(f"{spec.name}: matrix.machine_type is required for cloud {spec.cloud}")
+        accelerator = point.get("accelerator") or None
+        count = int(point.get("accelerator_count", 1 if accelerator else 0))
+        key = point_key(point)
+        for trial in range(1, spec.trials + 1):
+            gid = f"{spec.name}-{key}-t{trial}"
+            members = tuple(
+                Member(name=f"{gid}-{_short(role)}{index}", role=role, index=index, rank=rank)
+                for rank, (role, index) in enumerate(roles_for(params))
+            )
+            groups.append(
+                RunGroup(
+                    id=gid,
+                    sweep=spec.name,
+                    trial=trial,
+                    point=dict(point),
+                    params=params,
+                    machine_type=str(machine_type),
+                    accelerator=accelerator,
+                    accelerator_count=count,
+                    members=members,
+                    labels={**sweep_labels(spec.name), GROUP_LABEL: gid},
+                )
+            )
+    return groups
+
+
+def _short(role: str) -> str:
+    return {"launcher": "l", "peer": "p", "chief": "c", "ps": "ps", "worker": "w"}.get(role, role)
+
+
+def find_member(groups: list[RunGroup], name: str) -> tuple[RunGroup, Member]:
+    for group in groups:
+        for member in group.members:
+            if member.name == name:
+                return group, member
+    raise KeyError(name)

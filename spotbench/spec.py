@@ -1,0 +1,292 @@
+"""The sweep spec: what to run, where, how often, and for how much.
+
+`load_spec()` turns YAML (or a dict, e.g. from Pulumi stack config) into a validated
+`SweepSpec`. Problems are reported all at once, one line each, naming the file, the field
+path, the bad value and what is allowed (`SpecError`). `SweepSpec.plan()` expands the
+matrix × trials into run groups (see `spotbench.plan`).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import yaml
+from croniter import croniter
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from spotbench._spec_errors import SpecError, problems_from_validation
+
+__all__ = [
+    "SpecError",
+    "SweepSpec",
+    "OsuParams",
+    "TfMnistParams",
+    "Schedule",
+    "load_spec",
+    "parse_duration",
+    "MATRIX_MACHINE_KEYS",
+]
+
+NAME_PATTERN = r"^[a-z]([a-z0-9-]{0,22}[a-z0-9])?$"
+MATRIX_MACHINE_KEYS = ("machine_type", "accelerator", "accelerator_count")
+_DURATION = re.compile(r"^\s*(?:(\d+)h)?\s*(?:(\d+)m)?\s*(?:(\d+)s)?\s*$")
+
+
+def parse_duration(value: Any) -> timedelta:
+    """Accept seconds (int/float) or text like `90s`, `30m`, `1h30m`."""
+    if isinstance(value, timedelta):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return timedelta(seconds=float(value))
+    if isinstance(value, str):
+        match = _DURATION.match(value)
+        if match and any(match.groups()):
+            h, m, s = (int(g or 0) for g in match.groups())
+            return timedelta(hours=h, minutes=m, seconds=s)
+        try:  # ISO 8601 ('PT2M'), as pydantic writes timedeltas to JSON
+            return TypeAdapter(timedelta).validate_python(value)
+        except ValidationError:
+            pass
+    raise ValueError(f"expected seconds or a duration like '90s', '30m', '1h30m', got {value!r}")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class OsuParams(_Strict):
+    """OSU micro-benchmarks between the two members of a group (MPI, point to point)."""
+
+    name: Literal["osu"] = "osu"
+    benchmarks: list[Literal["latency", "bibw"]] = Field(
+        default_factory=lambda: ["latency", "bibw"], min_length=1
+    )
+    max_size: int = Field(4 * 1024 * 1024, ge=1, le=1 << 30, description="largest message, bytes")
+    iterations: int = Field(10_000, ge=1, description="latency iterations for sizes <= large_size")
+    iterations_large: int = Field(1_000, ge=1, description="latency iterations above large_size")
+    warmup: int = Field(100, ge=0, description="latency warm-up iterations (small sizes)")
+    warmup_large: int = Field(10, ge=0)
+    bw_iterations: int = Field(100, ge=1, description="bibw loops of `window` messages (small)")
+    bw_iterations_large: int = Field(20, ge=1)
+    bw_warmup: int = Field(10, ge=0)
+    bw_warmup_large: int = Field(2, ge=0)
+    window: int = Field(64, ge=1, description="in-flight messages per direction for bibw")
+    large_size: int = Field(8192, ge=1, description="sizes above this use the *_large counts")
+    implementation: Literal["auto", "osu-c", "mpi4py"] = "auto"
+
+    @field_validator("max_size")
+    @classmethod
+    def _power_of_two(cls, v: int) -> int:
+        if v & (v - 1):
+            raise ValueError(f"must be a power of two (e.g. {1 << (v.bit_length() - 1)})")
+        return v
+
+
+class TfMnistParams(_Strict):
+    """Distributed TensorFlow training of the MNIST CNN."""
+
+    name: Literal["tf-mnist"] = "tf-mnist"
+    strategy: Literal["parameter_server", "multi_worker_mirrored"] = "parameter_server"
+    workers: int = Field(1, ge=1, le=256)
+    ps: int = Field(1, ge=1, le=64, description="parameter servers (parameter_server only)")
+    steps: int = Field(1000, ge=1)
+    warmup_steps: int = Field(10, ge=0, description="steps excluded from throughput")
+    batch_size: int = Field(64, ge=1, description="global batch size")
+    learning_rate: float = Field(0.01, gt=0)
+    dataset: Literal["mnist", "digits", "synthetic"] = "mnist"
+    dataset_url: str | None = Field(None, description="folder/URL with the four MNIST IDX files")
+    checkpoint_every: int = Field(0, ge=0, description="steps between checkpoints; 0 = off")
+
+
+WorkloadParams = Annotated[Union[OsuParams, TfMnistParams], Field(discriminator="name")]
+
+
+class Schedule(_Strict):
+    cron: str = Field(description="five-field cron, e.g. '0 3 * * *' for 03:00 daily")
+    timezone: str = "UTC"
+
+    @field_validator("cron")
+    @classmethod
+    def _valid_cron(cls, v: str) -> str:
+        if len(v.split()) != 5 or not croniter.is_valid(v):
+            raise ValueError("not a five-field cron expression (minute hour day month weekday)")
+        return v
+
+    @field_validator("timezone")
+    @classmethod
+    def _valid_tz(cls, v: str) -> str:
+        try:
+            ZoneInfo(v)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError("unknown IANA time zone (e.g. 'UTC', 'Europe/Berlin')") from exc
+        return v
+
+
+class GcpOptions(_Strict):
+    project: str | None = None
+    image_family: str = "cos-stable"
+    boot_disk_gb: int = Field(20, ge=10)
+    network_cidr: str = "10.42.0.0/24"
+
+
+class AwsOptions(_Strict):
+    ami_ssm_parameter: str | None = None
+    vpc_cidr: str = "10.43.0.0/16"
+    subnet_cidr: str = "10.43.1.0/24"
+    root_volume_gb: int = Field(30, ge=8)
+
+
+class SweepSpec(_Strict):
+    name: str = Field(pattern=NAME_PATTERN, description="lowercase, digits and '-', ≤ 24")
+    cloud: Literal["local", "gcp", "aws"] = "local"
+    region: str | None = None
+    zone: str | None = None
+    workload: WorkloadParams
+    matrix: dict[str, list[Any]] = Field(default_factory=dict)
+    trials: int = Field(1, ge=1, le=100)
+    provisioning: Literal["spot", "preemptible", "standard"] = "spot"
+    placement: Literal["spread", "compact", "none"] = "none"
+    schedule: Schedule | None = None
+    deadline: timedelta = Field(timedelta(hours=1), description="max run time of one group")
+    budget: float | None = Field(None, gt=0, description="USD cap for the whole sweep")
+    results: str | None = Field(None, description="results URL (file://, gs://, s3://)")
+    concurrency: int | None = Field(None, ge=1, description="groups running at once")
+    image: str | None = Field(None, description="workload container image (gcp/aws)")
+    gcp: GcpOptions = Field(default_factory=GcpOptions)
+    aws: AwsOptions = Field(default_factory=AwsOptions)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _spot_shorthand(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "spot" in data:
+            if "provisioning" in data:
+                raise ValueError("give either 'spot' or 'provisioning', not both")
+            data = dict(data)
+            spot = data.pop("spot")
+            if not isinstance(spot, bool):
+                raise ValueError(f"spot: expected true or false, got {spot!r}")
+            data["provisioning"] = "spot" if spot else "standard"
+        return data
+
+    @field_validator("deadline", mode="before")
+    @classmethod
+    def _deadline(cls, v: Any) -> timedelta:
+        d = parse_duration(v)
+        if d < timedelta(seconds=10):
+            raise ValueError("must be at least 10s")
+        return d
+
+    @field_validator("matrix")
+    @classmethod
+    def _matrix_lists(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        for key, values in v.items():
+            if not values:
+                raise ValueError(f"matrix.{key} is empty: give at least one value")
+            if len(set(map(repr, values))) != len(values):
+                raise ValueError(f"matrix.{key} repeats a value: {values}")
+        return v
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> SweepSpec:
+        allowed = set(MATRIX_MACHINE_KEYS) | (set(type(self.workload).model_fields) - {"name"})
+        for key in self.matrix:
+            if key not in allowed:
+                raise ValueError(
+                    f"matrix.{key} is not a matrix key; allowed: {', '.join(sorted(allowed))}"
+                )
+        if self.cloud == "gcp" and not self.zone:
+            raise ValueError("cloud 'gcp' needs 'zone' (e.g. us-central1-a)")
+        if self.cloud == "aws" and not self.region:
+            raise ValueError("cloud 'aws' needs 'region' (e.g. us-east-1)")
+        for point in self.points():  # matrix values must be valid workload parameters
+            try:
+                self.params_for(point)
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                key = ".".join(map(str, err["loc"]))
+                raise ValueError(
+                    f"matrix.{key} value {err.get('input')!r}: {err['msg']}"
+                ) from None
+        return self
+
+    # ---- derived values -------------------------------------------------------------
+    @property
+    def spot(self) -> bool:
+        return self.provisioning != "standard"
+
+    @property
+    def max_concurrency(self) -> int | None:
+        """Groups that may run at once: the spec's value; on `local` one at a time."""
+        if self.concurrency is not None:
+            return self.concurrency
+        return 1 if self.cloud == "local" else None
+
+    def results_url(self, base_dir: Path | None = None) -> str:
+        """Where results go. Local default: ./results/<name> as an absolute file:// URL."""
+        url = self.results or f"results/{self.name}"
+        if "://" in url:
+            return url.rstrip("/")
+        path = Path(url)
+        if not path.is_absolute():
+            path = (base_dir or Path.cwd()) / path
+        return "file://" + str(path.resolve())
+
+    def points(self) -> list[dict[str, Any]]:
+        """Every combination of the matrix values, in a stable order."""
+        points: list[dict[str, Any]] = [{}]
+        for key in sorted(self.matrix):
+            points = [{**p, key: value} for p in points for value in self.matrix[key]]
+        return points
+
+    def params_for(self, point: dict[str, Any]) -> OsuParams | TfMnistParams:
+        merged = {**self.workload.model_dump(), **_params(point)}
+        return type(self.workload).model_validate(merged)
+
+    def plan(self) -> list["RunGroup"]:  # noqa: F821 - imported lazily to avoid a cycle
+        from spotbench.plan import plan
+
+        return plan(self)
+
+
+def _params(point: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in point.items() if k not in MATRIX_MACHINE_KEYS}
+
+
+def load_spec(source: str | Path | dict[str, Any], *, origin: str | None = None) -> SweepSpec:
+    """Load and validate a spec from a YAML file path, YAML text or a dict.
+
+    Raises `SpecError` listing every problem (file, field path, value, what is allowed).
+    """
+    if isinstance(source, dict):
+        data, where = source, origin or "<spec>"
+    else:
+        path = Path(source)
+        where = origin or str(source)
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            raise SpecError(where, [("", source, "file not found")]) from None
+        except OSError as exc:
+            raise SpecError(where, [("", source, f"cannot read: {exc.strerror}")]) from None
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise SpecError(where, [("", None, f"not valid YAML: {exc}")]) from None
+    if not isinstance(data, dict):
+        raise SpecError(where, [("", data, "the spec must be a mapping of fields")])
+    try:
+        return SweepSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(where, problems_from_validation(exc, data, SweepSpec)) from None
