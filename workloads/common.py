@@ -1,0 +1,114 @@
+"""What every workload entrypoint shares: its context, recording results, preemption, done.
+
+    run = WorkloadRun.from_env()
+    with run.preemptible():          # SIGTERM inside → stored as preempted, then exit
+        ... run.record("latency", 1.9, "us", size=8) ...
+        run.raw("osu_latency.txt", text)
+    run.finish()                     # store the records (once), whole
+    run.done()                       # ask the sweep to stop this group (launcher/chief only)
+
+A SIGTERM (spot preemption, a deadline stop, `done` stopping the group) raises `Preempted`
+in the main thread; `preemptible()` stores what was measured with `preempted=true` and
+exits with code 143. Records are written once: after `finish()` a SIGTERM just exits.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+from spotbench.done_client import call_done
+from spotbench.member import MemberContext
+from spotbench.results import Result, ResultStore, utcnow
+
+log = logging.getLogger("spotbench.workload")
+
+
+class Preempted(BaseException):
+    """Raised in the main thread on SIGTERM (BaseException: not swallowed by `except Exception`)."""
+
+
+class WorkloadRun:
+    def __init__(self, ctx: MemberContext, store: ResultStore | None = None):
+        self.ctx = ctx
+        self.store = store or ResultStore(ctx.results_url)
+        self.run_id = os.environ.get("SPOTBENCH_RUN") or self._current_run()
+        self.started_at: datetime = utcnow()
+        self.records: list[Result] = []
+        self._raw: dict[str, str | bytes] = {}
+        self.stored_path: str | None = None
+
+    @classmethod
+    def from_env(cls) -> WorkloadRun:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+        return cls(MemberContext.from_env())
+
+    def _current_run(self) -> str:
+        current = self.store.current_run()
+        if current is None:
+            runs = self.store.runs()
+            if not runs:
+                raise RuntimeError(f"no run is open in {self.store.url}: start groups through the start function")
+            current = runs[-1]
+        return current.run
+
+    def record(self, metric: str, value: float, unit: str, **metadata: Any) -> Result:
+        now = utcnow()
+        result = Result(
+            sweep=self.ctx.sweep, run=self.run_id, group=self.ctx.group, trial=self.ctx.trial,
+            params=self.ctx.params, workload=self.ctx.workload, metric=metric, value=value,
+            unit=unit, cloud=self.ctx.cloud, machine_type=self.ctx.machine_type,
+            accelerator=self.ctx.accelerator, zone=self.ctx.zone, spot=self.ctx.spot,
+            started_at=self.started_at, ended_at=now, metadata=metadata,
+        )
+        self.records.append(result)
+        return result
+
+    def raw(self, name: str, text: str | bytes) -> None:
+        self._raw[name] = text
+
+    def finish(self, preempted: bool = False) -> str | None:
+        """Store records and raw output once; later calls are no-ops."""
+        if self.stored_path is not None:
+            return self.stored_path
+        ended = utcnow()
+        records = [
+            r.model_copy(update={"preempted": preempted or r.preempted, "ended_at": ended})
+            for r in self.records
+        ]
+        if not records and preempted:  # keep a trace that this group ran and was cut short
+            marker = self.record("preempted", 1.0, "flag", reason="stopped before any value")
+            records = [marker.model_copy(update={"preempted": True, "ended_at": ended})]
+        self.stored_path = self.store.write_group(self.run_id, self.ctx.group, records)
+        attempt = int(self.stored_path.rsplit(".", 2)[-2])
+        for name, text in self._raw.items():
+            self.store.write_raw(self.run_id, self.ctx.group, name, text, attempt=attempt)
+        log.info("stored %d records at %s (preempted=%s)", len(records), self.stored_path, preempted)
+        return self.stored_path
+
+    def done(self) -> dict:
+        return call_done(self.ctx)
+
+    @contextmanager
+    def preemptible(self) -> Iterator[None]:
+        def on_term(signum: int, frame: Any) -> None:
+            if self.stored_path is not None:  # already stored: a stop after finish is normal
+                sys.exit(0)
+            raise Preempted(f"signal {signum}")
+
+        previous = signal.signal(signal.SIGTERM, on_term)
+        try:
+            yield
+        except Preempted:
+            log.warning("SIGTERM: storing what was measured as preempted")
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            self.finish(preempted=True)
+            sys.exit(143)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
