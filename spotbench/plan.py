@@ -19,6 +19,10 @@ SWEEP_LABEL = "spotbench-sweep"
 GROUP_LABEL = "spotbench-group"
 ROLE_LABEL = "spotbench-role"
 
+# The port each workload's members listen on, on clouds (the local cloud picks free ports):
+# osu → the container's sshd that mpiexec's launcher reaches; tf-mnist → TF's gRPC server.
+SERVICE_PORTS = {"osu": 2222, "tf-mnist": 2223}
+
 
 def sweep_labels(sweep: str) -> dict[str, str]:
     """Labels every resource of a sweep carries (what teardown and queries select on)."""

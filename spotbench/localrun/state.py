@@ -1,0 +1,68 @@
+"""Files a local sweep keeps under `.spotbench/<sweep>/` so that any spotbench process
+(the runner, `spotbench schedule …`, `spotbench status`) can find and steer it.
+
+    cloud.db          the local cloud's SQLite instance table
+    secret            the per-sweep secret the bearer tokens derive from (mode 0600)
+    functions.json    {"url": …, "pid": …} of the running functions server
+    schedule.json     {"paused": bool, "next_start": iso|None, "next_stop": iso|None}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+DEFAULT_ROOT = Path(os.environ.get("SPOTBENCH_STATE_ROOT", ".spotbench"))
+
+
+class LocalState:
+    def __init__(self, sweep: str, root: Path | str | None = None):
+        self.sweep = sweep
+        self.dir = Path(root or DEFAULT_ROOT).resolve() / sweep
+        self.dir.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def db_path(self) -> Path:
+        return self.dir / "cloud.db"
+
+    def secret(self) -> str:
+        """The sweep's secret, made on first use and kept (0600) for later processes."""
+        path = self.dir / "secret"
+        if not path.exists():
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(secrets.token_hex(32))
+        return path.read_text().strip()
+
+    def _read(self, name: str) -> dict[str, Any]:
+        path = self.dir / name
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    def _write(self, name: str, data: dict[str, Any]) -> None:
+        tmp = self.dir / f".{name}.tmp"
+        tmp.write_text(json.dumps(data, indent=2, default=str))
+        tmp.replace(self.dir / name)
+
+    @property
+    def functions(self) -> dict[str, Any]:
+        return self._read("functions.json")
+
+    @functions.setter
+    def functions(self, value: dict[str, Any]) -> None:
+        self._write("functions.json", value)
+
+    @property
+    def schedule(self) -> dict[str, Any]:
+        return {"paused": False, "next_start": None, "next_stop": None, **self._read("schedule.json")}
+
+    def update_schedule(self, **changes: Any) -> dict[str, Any]:
+        data = {**self.schedule, **changes}
+        self._write("schedule.json", data)
+        return data
+
+    @property
+    def paused(self) -> bool:
+        return bool(self.schedule["paused"])
