@@ -6,6 +6,7 @@ from __future__ import annotations
 import typer
 
 from spotbench.cli import core
+from spotbench.cli import report as report_cli
 
 app = typer.Typer(
     name="spotbench",
@@ -21,6 +22,7 @@ app = typer.Typer(
 )
 
 core.register(app)
+report_cli.register(app)
 
 
 def main() -> None:

@@ -1,0 +1,59 @@
+"""`spotbench report RESULTS_URL`: tables, plots and costs from stored results."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from spotbench.cli._common import EXIT_BAD_INPUT, console, fail
+
+
+def _url(value: str) -> str:
+    """Accept a URL or a plain local path (turned into an absolute file:// URL)."""
+    if "://" in value:
+        return value.rstrip("/")
+    return "file://" + str(Path(value).resolve())
+
+
+def report(
+    results_url: str = typer.Argument(
+        ..., metavar="RESULTS_URL", help="results URL (file://, gs://, s3://) or a local folder"
+    ),
+    out: Path | None = typer.Option(
+        None, "--out", "-o", envvar="SPOTBENCH_REPORT_DIR", help="output folder [default: reports/<sweep>]"
+    ),
+    reference: Path | None = typer.Option(
+        None, "--reference", envvar="SPOTBENCH_REFERENCE",
+        help="CSV of published/earlier numbers in the Result columns, shown beside ours with the ratio",
+    ),
+    prices: Path | None = typer.Option(
+        None, "--prices", envvar="SPOTBENCH_PRICES", help="CSV of price rows overriding/adding to the catalog"
+    ),
+    base: str | None = typer.Option(
+        None, "--base", envvar="SPOTBENCH_REPORT_BASE",
+        help="base configuration for normalised cost, e.g. machine_type=n1-standard-4",
+    ),
+) -> None:
+    """Write Markdown, a self-contained HTML page, PNG plots and CSV for RESULTS_URL."""
+    from spotbench.report import NoResults, default_out_dir, write_report
+
+    url = _url(results_url)
+    for label, path in (("--reference", reference), ("--prices", prices)):
+        if path is not None and not path.is_file():
+            fail(f"{label} {path}: file not found", EXIT_BAD_INPUT)
+    try:
+        paths = write_report(url, out or default_out_dir(url), reference=reference, prices=prices, base=base)
+    except NoResults as exc:
+        fail(str(exc))
+    except ValueError as exc:  # bad reference/prices/base input
+        fail(str(exc), EXIT_BAD_INPUT)
+    console.print(f"report:   {paths.markdown}", highlight=False)
+    console.print(f"html:     {paths.html}", highlight=False)
+    console.print(f"csv:      {paths.csv}", highlight=False)
+    for png in paths.png:
+        console.print(f"plot:     {png}", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(report)

@@ -1,0 +1,95 @@
+"""`spotbench report`: results → Markdown, one self-contained HTML page, PNG plots, CSV.
+
+    paths = write_report("file:///…/results/osu-local", Path("reports/osu-local"))
+
+Sections are added per workload found in the results (OSU, TF) plus costs; each section
+module builds tables/plots from one shared DataFrame (`_data.frame`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from spotbench.report import _data, osu
+from spotbench.report._doc import Document, Para, to_html, to_markdown
+from spotbench.results import ResultStore
+
+__all__ = ["NoResults", "ReportPaths", "write_report", "default_out_dir"]
+
+
+class NoResults(LookupError):
+    """The results URL holds no records yet."""
+
+
+@dataclass(frozen=True)
+class ReportPaths:
+    markdown: Path
+    html: Path
+    csv: Path  # every table in long form (table, config, …, column, value)
+    png: list[Path] = field(default_factory=list)
+    records_csv: Path | None = None  # the raw records, one row per value
+
+
+def default_out_dir(results_url: str) -> Path:
+    """`reports/<sweep>` (the sweep named in the records, else the URL's last part)."""
+    try:
+        records = ResultStore(results_url).read()
+    except FileNotFoundError:
+        records = []
+    name = records[0].sweep if records else results_url.rstrip("/").rsplit("/", 1)[-1]
+    return Path("reports") / name
+
+
+def write_report(
+    results_url: str,
+    out_dir: Path,
+    *,
+    reference: Path | None = None,
+    prices: Path | None = None,
+    base: str | None = None,
+) -> ReportPaths:
+    records = ResultStore(results_url).read()
+    if not records:
+        raise NoResults(
+            f"no results under {results_url}: run the sweep first (`spotbench run SPEC`) "
+            "or check the URL (it is the spec's `results`, e.g. file:///abs/path)"
+        )
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    df = _data.frame(records)
+    sweeps = ", ".join(sorted(df["sweep"].unique()))
+    doc = Document(f"spotbench report: {sweeps}")
+    runs = sorted(df["run"].unique())
+    doc.add(Para(
+        f"Results: {results_url} · runs: {', '.join(runs)} · {len(df)} values from "
+        f"{df['group'].nunique()} groups · clouds: {', '.join(sorted(df['cloud'].unique()))}."
+    ))
+
+    pngs: list[Path] = []
+    exports: list[pd.DataFrame] = []
+    for add_section in _sections():
+        p, e = add_section(df, doc, out_dir, reference=reference, prices=prices, base=base)
+        pngs += p
+        exports += e
+
+    md = out_dir / "report.md"
+    md.write_text(to_markdown(doc, out_dir))
+    page = out_dir / "report.html"
+    page.write_text(to_html(doc))
+    summary_csv = out_dir / "summary.csv"
+    (pd.concat(exports, ignore_index=True) if exports else pd.DataFrame()).to_csv(summary_csv, index=False)
+    records_csv = out_dir / "records.csv"
+    df.drop(columns=["config", "sample"]).to_csv(records_csv, index=False)
+    return ReportPaths(markdown=md, html=page, csv=summary_csv, png=pngs, records_csv=records_csv)
+
+
+def _sections():
+    """Section builders in report order; each returns (pngs, long-form CSV frames)."""
+
+    def osu_section(df, doc, out_dir, **_):
+        return osu.section(df, doc, out_dir)
+
+    return [osu_section]

@@ -1,0 +1,108 @@
+"""Records → one flat DataFrame the report sections share.
+
+Adds: `size_bytes` (from metadata), `config` (machine type, accelerator and any workload
+parameter that varies across the records, e.g. `n1-standard-2 · workers=4`), `sample`
+(the trial label shown as a table column) and `members` (VMs of the group, if known).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+
+from spotbench.results import Result
+
+# Parameters that never distinguish configurations in a table.
+_IGNORED_PARAMS = {"name", "dataset_url"}
+
+
+def frame(records: list[Result]) -> pd.DataFrame:
+    rows = []
+    for r in records:
+        row = r.model_dump()
+        meta = row.get("metadata") or {}
+        row["size_bytes"] = meta.get("size_bytes")
+        row["cpu_count"] = meta.get("cpu_count")
+        row["members"] = meta.get("members")
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return df
+    df["config"] = _config_labels(df)
+    df["sample"] = _sample_labels(df)
+    return df
+
+
+def _params_key(params: dict[str, Any]) -> str:
+    return json.dumps(params, sort_keys=True, default=str)
+
+
+def varying_params(df: pd.DataFrame) -> list[str]:
+    """Workload parameters whose value differs between records of the same workload."""
+    out: set[str] = set()
+    for _, sub in df.groupby("workload"):
+        keys: set[str] = set().union(*(p.keys() for p in sub["params"]))
+        for key in keys - _IGNORED_PARAMS:
+            values = {json.dumps(p.get(key), sort_keys=True, default=str) for p in sub["params"]}
+            if len(values) > 1:
+                out.add(key)
+    return sorted(out)
+
+
+def _config_labels(df: pd.DataFrame) -> pd.Series:
+    varying = varying_params(df)
+    labels = []
+    for _, row in df.iterrows():
+        parts = [str(row["machine_type"])]
+        if row.get("accelerator"):
+            parts.append(str(row["accelerator"]))
+        if row.get("spot") and row["cloud"] != "local":
+            parts.append("spot")
+        for key in varying:
+            if key in row["params"] and key != "workers":
+                parts.append(f"{key}={row['params'][key]}")
+        labels.append(" · ".join(parts))
+    return pd.Series(labels, index=df.index)
+
+
+def _sample_labels(df: pd.DataFrame) -> pd.Series:
+    """`trial N`, or `<run> trial N` when a configuration has several runs."""
+    runs_per_config = df.groupby("config")["run"].nunique()
+    return pd.Series(
+        [
+            f"trial {t}" if runs_per_config[c] == 1 else f"{run} trial {t}"
+            for c, run, t in zip(df["config"], df["run"], df["trial"], strict=True)
+        ],
+        index=df.index,
+    )
+
+
+def trial_counts(df: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration: trials complete, preempted/incomplete (excluded), total."""
+    per_trial = df.groupby(["config", "run", "trial"])["preempted"].agg(
+        complete=lambda s: bool((~s).any())
+    )
+    per_trial["preempted"] = ~per_trial["complete"]
+    counts = per_trial.groupby("config")[["complete", "preempted"]].sum().astype(int)
+    counts["total"] = counts["complete"] + counts["preempted"]
+    return counts
+
+
+def fmt(value: Any, digits: int = 2) -> str:
+    if value is None or (isinstance(value, float) and pd.isna(value)):
+        return "—"
+    if isinstance(value, (int, float)):
+        if abs(value) >= 1000:
+            return f"{value:,.{max(0, digits - 2)}f}"
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def size_label(size: int) -> str:
+    if size >= 1 << 20 and size % (1 << 20) == 0:
+        return f"{size >> 20}M"
+    if size >= 1 << 10 and size % (1 << 10) == 0:
+        return f"{size >> 10}K"
+    return str(size)

@@ -1,0 +1,143 @@
+"""OSU section: per instance type and message size, each trial and the average.
+
+Tables are laid out the way published OSU comparisons across instance types are: one row
+per (instance type, message size), one column per trial, then the average of the
+complete trials. Values from preempted/incomplete runs are shown with a `*` and are not
+part of the average; the counts are printed under each table.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
+
+from spotbench.report._data import fmt, size_label, trial_counts  # noqa: E402
+from spotbench.report._doc import Document, Heading, Image, Para, TableBlock  # noqa: E402
+
+METRICS = {
+    "latency": ("Latency", "µs", "lower is better"),
+    "bibw": ("Bidirectional bandwidth", "MB/s", "higher is better"),
+}
+
+
+def summary(df: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Numeric table: index (config, size_bytes); columns = samples, `average`, `n`.
+
+    Cells hold complete-run values; `average` and `n` use only those. Preempted values are
+    in columns named `<sample> (preempted)` when a trial has no complete value.
+    """
+    sub = df[(df["workload"] == "osu") & (df["metric"] == metric) & df["size_bytes"].notna()]
+    if sub.empty:
+        return pd.DataFrame()
+    sub = sub.assign(size_bytes=sub["size_bytes"].astype(int))
+    ok = sub[~sub["preempted"]]
+    bad = sub[sub["preempted"]]
+    idx = ["config", "size_bytes"]
+    good = ok.pivot_table(index=idx, columns="sample", values="value", aggfunc="mean")
+    cut = bad.pivot_table(index=idx, columns="sample", values="value", aggfunc="mean")
+    samples = sorted(set(df.loc[df["workload"] == "osu", "sample"]), key=_sample_order)
+    table = pd.DataFrame(index=sub.set_index(idx).index.unique().sort_values())
+    for s in samples:
+        table[s] = good[s] if s in good else float("nan")
+    table["average"] = table[samples].mean(axis=1, skipna=True)
+    table["n"] = table[samples].notna().sum(axis=1)
+    for s in samples:
+        if s in cut:
+            only_cut = cut[s].where(table[s].reindex(cut.index).isna())
+            if only_cut.notna().any():
+                table[f"{s} (preempted)"] = only_cut
+    return table
+
+
+def _sample_order(label: str) -> tuple[str, int]:
+    head, _, num = label.rpartition("trial ")
+    return head, int(num) if num.isdigit() else 0
+
+
+def display(table: pd.DataFrame, cut: set[tuple[str, str]] = frozenset(), digits: int = 2) -> pd.DataFrame:
+    """Strings for the table: `v*` = preempted value, `preempted` = trial cut before it."""
+    samples = [c for c in table.columns if c not in ("average", "n") and "(preempted)" not in c]
+    out = pd.DataFrame(index=table.index)
+    out.index = out.index.set_names(["instance type", "size (B)"])
+    for s in samples:
+        cut_col = f"{s} (preempted)"
+        cells = []
+        for key in table.index:
+            value = table.at[key, s]
+            if pd.isna(value) and cut_col in table and not pd.isna(table.at[key, cut_col]):
+                cells.append(fmt(table.at[key, cut_col], digits) + "*")
+            elif pd.isna(value) and (key[0], s) in cut:
+                cells.append("preempted")
+            else:
+                cells.append(fmt(value, digits))
+        out[s] = cells
+    out["average"] = [fmt(v, digits) for v in table["average"]]
+    return out
+
+
+def plot(table: pd.DataFrame, metric: str, path: Path) -> Path:
+    name, unit, better = METRICS[metric]
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    for config, sub in table.groupby(level="config"):
+        sizes = sub.index.get_level_values("size_bytes")
+        keep = sizes > 0  # a log2 axis has no 0: the 0-byte latency is in the table
+        ax.plot(sizes[keep], sub["average"][keep], marker="o", ms=3, label=str(config))
+        samples = [c for c in sub.columns if c.startswith("trial") or " trial " in c]
+        for s in samples:
+            if "(preempted)" not in s:
+                ax.scatter(sizes[keep], sub[s][keep], s=6, alpha=0.35, color="grey")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: size_label(int(x)) if x >= 1 else ""))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
+    ax.set_xlabel("message size (bytes, log2)")
+    ax.set_ylabel(f"{name.lower()} ({unit}, log)")
+    ax.set_title(f"OSU {metric}: {name.lower()} vs message size ({better})")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def section(df: pd.DataFrame, doc: Document, out_dir: Path) -> tuple[list[Path], list[pd.DataFrame]]:
+    """Add the OSU tables and plots to `doc`; returns PNG paths and long-form CSV frames."""
+    osu = df[df["workload"] == "osu"]
+    if osu.empty:
+        return [], []
+    pngs: list[Path] = []
+    exports: list[pd.DataFrame] = []
+    doc.add(Heading("OSU micro-benchmarks (point to point, 2 ranks)"))
+    counts = trial_counts(osu)
+    doc.add(Para(
+        "Trials per instance type: "
+        + "; ".join(
+            f"{c}: {r.complete} complete, {r.preempted} preempted/incomplete (excluded from averages)"
+            for c, r in counts.iterrows()
+        )
+    ))
+    for metric, (name, unit, better) in METRICS.items():
+        table = summary(osu, metric)
+        if table.empty:
+            continue
+        doc.add(Heading(f"{name} ({unit}, {better})", 3))
+        cut = {(c, s) for c, s, p in zip(osu["config"], osu["sample"], osu["preempted"], strict=True) if p}
+        shown = display(table, cut)
+        note = " `*` = value from a preempted/incomplete run, not in the average." if any(
+            "(preempted)" in c for c in table.columns) else ""
+        doc.add(TableBlock(shown, f"OSU {metric} in {unit}: each trial and the average of complete trials.{note}"))
+        path = plot(table, metric, out_dir / f"osu_{metric}.png")
+        pngs.append(path)
+        doc.add(Image(path, f"OSU {metric} vs message size (average line; grey dots = trials)"))
+        long = table.reset_index().melt(id_vars=["config", "size_bytes"], var_name="column", value_name="value")
+        long.insert(0, "table", f"osu_{metric}")
+        long.insert(1, "unit", unit)
+        exports.append(long)
+    return pngs, exports
