@@ -1,0 +1,108 @@
+"""AWS orphan sweep: instances and spot requests tagged `managed-by=spotbench`, every region.
+
+This lists with boto3 directly (not through `spotbench.clouds.aws`) because the Cloud
+protocol only operates instances of one region, and teardown must also find spot requests
+and look in every region the account has enabled, whether or not a stack still knows them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from spotbench.ops._resources import Resource
+from spotbench.plan import MANAGED_BY, SWEEP_LABEL
+
+LIVE_INSTANCE_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"]
+LIVE_REQUEST_STATES = ["open", "active", "disabled"]
+
+
+class AwsSweeper:
+    cloud = "aws"
+
+    def __init__(
+        self,
+        regions: list[str] | None = None,
+        endpoint_url: str | None = None,
+        session: Any = None,
+    ):
+        import boto3
+
+        self.session = session or boto3.session.Session()
+        self.endpoint_url = endpoint_url or os.environ.get("AWS_ENDPOINT_URL") or None
+        self._regions = regions
+
+    def _ec2(self, region: str) -> Any:
+        return self.session.client("ec2", region_name=region, endpoint_url=self.endpoint_url)
+
+    def regions(self) -> list[str]:
+        """The regions to search: the given ones, else every region enabled for the account."""
+        if not self._regions:
+            home = self.session.region_name or "us-east-1"
+            found = self._ec2(home).describe_regions()["Regions"]
+            self._regions = sorted(r["RegionName"] for r in found)
+        return self._regions
+
+    @staticmethod
+    def _filters(sweep: str | None) -> list[dict[str, Any]]:
+        (key, value), = MANAGED_BY.items()
+        filters = [{"Name": f"tag:{key}", "Values": [value]}]
+        if sweep:
+            filters.append({"Name": f"tag:{SWEEP_LABEL}", "Values": [sweep]})
+        return filters
+
+    def find(self, sweep: str | None) -> list[Resource]:
+        out: list[Resource] = []
+        for region in self.regions():
+            out.extend(self._find_in(region, sweep))
+        return out
+
+    def _find_in(self, region: str, sweep: str | None) -> Iterator[Resource]:
+        ec2 = self._ec2(region)
+        requests: dict[str, Resource] = {}
+        state_filter = {"Name": "state", "Values": LIVE_REQUEST_STATES}
+        for req in ec2.describe_spot_instance_requests(
+            Filters=[*self._filters(sweep), state_filter]
+        )["SpotInstanceRequests"]:
+            rid = req["SpotInstanceRequestId"]
+            requests[rid] = Resource("aws", "spot-request", rid, region, _sweep_tag(req), req["State"])
+        pages = ec2.get_paginator("describe_instances").paginate(
+            Filters=[
+                *self._filters(sweep),
+                {"Name": "instance-state-name", "Values": LIVE_INSTANCE_STATES},
+            ]
+        )
+        instances: list[Resource] = []
+        for page in pages:
+            for reservation in page["Reservations"]:
+                for inst in reservation["Instances"]:
+                    owner = _sweep_tag(inst)
+                    instances.append(
+                        Resource("aws", "instance", inst["InstanceId"], region, owner, inst["State"]["Name"])
+                    )
+                    # a persistent request relaunches its instance: cancel it too, tagged or not
+                    rid = inst.get("SpotInstanceRequestId")
+                    if rid and rid not in requests:
+                        requests[rid] = Resource("aws", "spot-request", rid, region, owner, "untagged")
+        yield from requests.values()
+        yield from instances
+
+    def delete(self, resource: Resource) -> None:
+        ec2 = self._ec2(resource.where)
+        if resource.kind == "spot-request":
+            answer = ec2.cancel_spot_instance_requests(SpotInstanceRequestIds=[resource.id])
+            done = {r["SpotInstanceRequestId"] for r in answer.get("CancelledSpotInstanceRequests", [])}
+            if resource.id not in done:
+                raise RuntimeError(f"EC2 did not confirm cancelling {resource.id}: {answer}")
+        elif resource.kind == "instance":
+            answer = ec2.terminate_instances(InstanceIds=[resource.id])
+            states = {i["InstanceId"]: i["CurrentState"]["Name"] for i in answer["TerminatingInstances"]}
+            if states.get(resource.id) not in ("shutting-down", "terminated"):
+                raise RuntimeError(f"instance {resource.id} is {states.get(resource.id)!r} after terminate")
+        else:
+            raise ValueError(f"aws sweeper cannot delete a {resource.kind}")
+
+
+def _sweep_tag(obj: dict[str, Any]) -> str | None:
+    return next((t["Value"] for t in obj.get("Tags", []) if t["Key"] == SWEEP_LABEL), None)

@@ -1,0 +1,81 @@
+"""GCP orphan sweep: instances and static addresses labelled `managed-by=spotbench`, in
+every zone and region of the project (aggregated lists), with google-cloud-compute directly.
+
+The `gcp` Cloud driver operates instances of the sweep's region; teardown must also find
+static addresses and look in every zone, whether or not a stack still knows them.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from spotbench.ops._resources import Resource
+from spotbench.plan import MANAGED_BY, SWEEP_LABEL
+
+OPERATION_TIMEOUT_S = 300
+
+
+class GcpSweeper:
+    cloud = "gcp"
+
+    def __init__(self, project: str, api_endpoint: str | None = None, credentials: Any = None):
+        self.project = project
+        endpoint = api_endpoint or os.environ.get("SPOTBENCH_GCP_API_ENDPOINT") or None
+        self._kwargs: dict[str, Any] = {"credentials": credentials}
+        if endpoint:
+            self._kwargs |= {"transport": "rest", "client_options": {"api_endpoint": endpoint}}
+
+    def _client(self, name: str) -> Any:
+        from google.cloud import compute_v1
+
+        return getattr(compute_v1, name)(**self._kwargs)
+
+    @staticmethod
+    def _filter(sweep: str | None) -> str:
+        (key, value), = MANAGED_BY.items()
+        parts = [f'labels.{key} = "{value}"']
+        if sweep:
+            parts.append(f'labels.{SWEEP_LABEL} = "{sweep}"')
+        return " AND ".join(parts)
+
+    @staticmethod
+    def _ours(labels: Any, sweep: str | None) -> bool:
+        labels = dict(labels or {})
+        if any(labels.get(k) != v for k, v in MANAGED_BY.items()):
+            return False
+        return sweep is None or labels.get(SWEEP_LABEL) == sweep
+
+    def find(self, sweep: str | None) -> list[Resource]:
+        out: list[Resource] = []
+        request = {"project": self.project, "filter": self._filter(sweep)}
+        for scope, listing in self._client("InstancesClient").aggregated_list(request=request):
+            for inst in listing.instances:
+                if self._ours(inst.labels, sweep):  # re-checked: filters are easy to get wrong
+                    zone = scope.rsplit("/", 1)[-1]
+                    out.append(
+                        Resource("gcp", "instance", inst.name, zone, inst.labels.get(SWEEP_LABEL), inst.status)
+                    )
+        for scope, listing in self._client("AddressesClient").aggregated_list(request=request):
+            for addr in listing.addresses:
+                if self._ours(addr.labels, sweep):
+                    region = scope.rsplit("/", 1)[-1]
+                    out.append(
+                        Resource("gcp", "address", addr.name, region, addr.labels.get(SWEEP_LABEL), addr.status)
+                    )
+        return out
+
+    def delete(self, resource: Resource) -> None:
+        if resource.kind == "instance":
+            op = self._client("InstancesClient").delete(
+                project=self.project, zone=resource.where, instance=resource.id
+            )
+        elif resource.kind == "address":
+            op = self._client("AddressesClient").delete(
+                project=self.project, region=resource.where, address=resource.id
+            )
+        else:
+            raise ValueError(f"gcp sweeper cannot delete a {resource.kind}")
+        op.result(timeout=OPERATION_TIMEOUT_S)
+        if op.error_code:
+            raise RuntimeError(f"{op.error_code}: {op.error_message}")

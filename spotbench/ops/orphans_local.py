@@ -1,0 +1,96 @@
+"""Local orphan sweep: every instance row of a local sweep's cloud db (its process is
+killed: SIGTERM, then SIGKILL after the grace period) and the sweep's functions server.
+
+Local sweeps live in `<state root>/<sweep>/` (see `spotbench.localrun.state`); with no
+sweep given, every sweep directory under the root is searched.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from spotbench.clouds import State, get_cloud
+from spotbench.localrun.state import LocalState
+from spotbench.ops._resources import Resource
+
+
+class LocalSweeper:
+    cloud = "local"
+
+    def __init__(self, root: Path | str, grace_s: float | None = None):
+        self.root = Path(root).resolve()
+        self.grace_s = float(grace_s if grace_s is not None else os.environ.get("SPOTBENCH_GRACE_S", "30"))
+
+    def _sweeps(self, sweep: str | None) -> list[str]:
+        if sweep:
+            return [sweep] if (self.root / sweep).is_dir() else []
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if (p / "cloud.db").exists())
+
+    def _state(self, sweep: str) -> LocalState:
+        return LocalState(sweep, root=self.root)
+
+    def _cloud(self, sweep: str) -> Any:
+        state = self._state(sweep)
+        return get_cloud("local", db_path=state.db_path, grace_s=self.grace_s, log_dir=state.dir / "logs")
+
+    def find(self, sweep: str | None) -> list[Resource]:
+        out: list[Resource] = []
+        for name in self._sweeps(sweep):
+            state = self._state(name)
+            server = _functions_process(state)
+            if server is not None:
+                out.append(Resource("local", "functions-server", str(server.pid), str(state.dir), name, "running"))
+            if not state.db_path.exists():
+                continue
+            for inst in self._cloud(name).query({}):  # every row of this sweep's db is ours
+                out.append(Resource("local", "instance", inst.name, str(state.dir), name, inst.state.value))
+        return out
+
+    def delete(self, resource: Resource) -> None:
+        sweep = resource.sweep or Path(resource.where).name
+        if resource.kind == "functions-server":
+            proc = _functions_process(self._state(sweep))
+            if proc is not None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=self.grace_s)
+                except psutil.TimeoutExpired:
+                    proc.kill()
+            return
+        if resource.kind != "instance":
+            raise ValueError(f"local sweeper cannot delete a {resource.kind}")
+        cloud = self._cloud(sweep)
+        mine = [i for i in cloud.query({}) if i.name == resource.id]
+        if not mine:
+            return  # already gone
+        cloud.terminate(dict(mine[0].labels))
+        left = [i for i in cloud.query({}) if i.name == resource.id and i.state != State.TERMINATED]
+        if left:
+            raise RuntimeError(f"still {left[0].state.value} after terminate ({left[0].detail})")
+        _forget(cloud, resource.id)
+
+
+def _forget(cloud: Any, name: str) -> None:
+    """Drop a terminated instance's row from the local cloud's table."""
+    forget = getattr(cloud, "forget", None)
+    if callable(forget):
+        forget(name)
+
+
+def _functions_process(state: LocalState) -> psutil.Process | None:
+    """The sweep's functions server if it is still running (and really is one)."""
+    pid = state.functions.get("pid")
+    if not pid:
+        return None
+    try:
+        proc = psutil.Process(int(pid))
+        cmdline = " ".join(proc.cmdline())
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
+        return None
+    return proc if "functions" in cmdline else None
