@@ -22,6 +22,8 @@ ROLE_LABEL = "spotbench-role"
 # The port each workload's members listen on, on clouds (the local cloud picks free ports):
 # osu → the container's sshd that mpiexec's launcher reaches; tf-mnist → TF's gRPC server.
 SERVICE_PORTS = {"osu": 2222, "tf-mnist": 2223}
+# The module a member runs (`python -m …`), also the container image's entrypoint.
+WORKLOAD_MODULES = {"osu": "workloads.osu", "tf-mnist": "workloads.tf_mnist"}
 
 
 def sweep_labels(sweep: str) -> dict[str, str]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from spotbench.cli._common import console, spec_or_exit
+from spotbench.cli._common import EXIT_BAD_INPUT, console, fail, spec_or_exit
 
 SpecArg = typer.Argument(..., exists=False, help="sweep spec (YAML)", metavar="SPEC")
 
@@ -42,5 +42,43 @@ def plan(
     console.print(table)
 
 
+def run(
+    spec_path: Path = SpecArg,
+    on_schedule: bool = typer.Option(
+        False, "--on-schedule", envvar="SPOTBENCH_ON_SCHEDULE",
+        help="wait for the spec's cron ticks instead of firing one start tick now",
+    ),
+    grace: float = typer.Option(
+        30.0, "--grace", envvar="SPOTBENCH_GRACE_S", min=0,
+        help="seconds between SIGTERM and SIGKILL when a group is stopped (GCE spot: 30)",
+    ),
+    report_dir: Path = typer.Option(
+        None, "--report-dir", envvar="SPOTBENCH_REPORT_DIR",
+        help="where the report goes (default: reports/<sweep>)",
+    ),
+    no_report: bool = typer.Option(False, "--no-report", help="skip writing the report"),
+) -> None:
+    """Run SPEC on the local cloud: deploy, fire the start tick, wait, write the report.
+
+    Each group's members run as local processes; the start/stop/done functions are served
+    by the real functions-framework server on 127.0.0.1; results go to the spec's results
+    URL. Ctrl-C stops every group (nothing is left running).
+    """
+    spec = spec_or_exit(spec_path)
+    if spec.cloud != "local":
+        fail(
+            f"spec {spec.name} is for cloud {spec.cloud}: deploy it with `pulumi up` "
+            f"(see docs/{spec.cloud}.md) or preview it with `spotbench preview {spec_path}`",
+            code=EXIT_BAD_INPUT,
+        )
+    from spotbench.localrun.live import run_with_progress
+
+    run_with_progress(
+        spec, on_schedule=on_schedule, grace_s=grace,
+        report_dir=None if no_report else (report_dir or Path("reports") / spec.name),
+    )
+
+
 def register(app: typer.Typer) -> None:
     app.command()(plan)
+    app.command()(run)

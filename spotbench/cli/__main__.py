@@ -1,0 +1,3 @@
+from spotbench.cli import main
+
+main()

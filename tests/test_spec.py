@@ -1,0 +1,103 @@
+"""The spec: every class of bad input gets its own clear message; examples round-trip."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import yaml
+
+from spotbench.spec import SpecError, load_spec, parse_duration
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+
+GOOD = {"name": "s1", "workload": {"name": "osu"}, "matrix": {"machine_type": ["local"]}}
+
+
+def problems(data: dict) -> str:
+    with pytest.raises(SpecError) as info:
+        load_spec(data, origin="bad.yaml")
+    return str(info.value)
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        ({"cloud": "azure"}, "cloud = 'azure': not allowed; choose one of 'local', 'gcp' or 'aws'"),
+        ({"trials": 0}, "trials = 0: Input should be greater than or equal to 1"),
+        ({"schedule": {"cron": "61 * * *"}}, "schedule.cron = '61 * * *': not a five-field cron"),
+        ({"schedule": {"cron": "0 3 * * *", "timezone": "Mars/Base"}}, "unknown IANA time zone"),
+        ({"matrix": {"machine_type": []}}, "matrix.machine_type is empty"),
+        ({"matrix": {"colour": ["red"]}}, "matrix.colour is not a matrix key"),
+        ({"trails": 3}, "trails: unknown key; did you mean 'trials'?"),
+        ({"workload": {"name": "osu", "iteratons": 5}}, "workload.iteratons: unknown key; did you mean 'iterations'?"),
+        ({"workload": {"name": "nbody"}}, "unknown workload; choose one of 'osu', 'tf-mnist'"),
+        ({"workload": {"name": "osu", "max_size": 1000}}, "must be a power of two"),
+        ({"deadline": "soon"}, "duration like '90s'"),
+        ({"cloud": "gcp"}, "cloud 'gcp' needs 'zone'"),
+        ({"budget": -1}, "budget = -1"),
+        ({"spot": "yes"}, "spot: expected true or false"),
+    ],
+)
+def test_each_bad_input_has_its_message(change: dict, expected: str) -> None:
+    message = problems({**GOOD, **change})
+    assert message.startswith("bad.yaml: ")
+    assert expected in message
+
+
+def test_matrix_values_are_checked_against_the_workload() -> None:
+    message = problems({**GOOD, "workload": {"name": "tf-mnist"}, "matrix": {"workers": [1, -2]}})
+    assert "matrix.workers value -2" in message
+
+
+def test_several_problems_are_all_reported() -> None:
+    message = problems({**GOOD, "cloud": "azure", "trials": 0, "trails": 1})
+    assert len(message.splitlines()) == 3
+
+
+def test_yaml_file_errors_name_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "sweep.yaml"
+    bad.write_text("name: x\nworkload: {name: osu}\ntrials: -1\n")
+    with pytest.raises(SpecError, match=r"sweep.yaml: trials = -1"):
+        load_spec(bad)
+    with pytest.raises(SpecError, match="file not found"):
+        load_spec(tmp_path / "missing.yaml")
+    (tmp_path / "broken.yaml").write_text("name: [unclosed\n")
+    with pytest.raises(SpecError, match="not valid YAML"):
+        load_spec(tmp_path / "broken.yaml")
+
+
+def test_durations() -> None:
+    assert parse_duration("1h30m") == timedelta(minutes=90)
+    assert parse_duration(45) == timedelta(seconds=45)
+    assert parse_duration("PT2M") == timedelta(minutes=2)
+    with pytest.raises(ValueError):
+        parse_duration("ten minutes")
+
+
+def test_spot_shorthand() -> None:
+    assert load_spec({**GOOD, "spot": False}).provisioning == "standard"
+    assert load_spec({**GOOD, "spot": True}).spot
+    assert "either 'spot' or 'provisioning'" in problems({**GOOD, "spot": True, "provisioning": "spot"})
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_every_example_round_trips(path: Path) -> None:
+    spec = load_spec(path)
+    again = load_spec(spec.model_dump(mode="json"))
+    assert again == spec
+    assert load_spec(yaml.safe_load(yaml.safe_dump(spec.model_dump(mode="json")))) == spec
+    assert [g.id for g in spec.plan()] == [g.id for g in again.plan()]
+
+
+def test_cli_exits_2_on_a_bad_spec(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\ncloud: azure\nworkload: {name: osu}\n")
+    proc = subprocess.run([sys.executable, "-m", "spotbench.cli", "run", str(bad)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "cloud = 'azure'" in proc.stderr
