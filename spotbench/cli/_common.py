@@ -10,7 +10,7 @@ from rich.console import Console
 from spotbench.spec import SpecError, SweepSpec, load_spec
 
 console = Console()
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 EXIT_BAD_INPUT = 2
 
