@@ -135,6 +135,14 @@ class ResultStore:
         names = (p.rsplit("/", 1)[-1] for p in self.fs.glob(self._p("runs", run, "*.jsonl")))
         return {n.rsplit(".", 2)[0] for n in names}
 
+    def record_launch(self, run: str, group: str) -> None:
+        """Note that `group` was started in `run` (bounds restarts of a failing group)."""
+        n = self.launch_count(run, group) + 1
+        self._write_whole(self._p("runs", run, "launches", f"{group}.{n}"), b"")
+
+    def launch_count(self, run: str, group: str) -> int:
+        return len(self.fs.glob(self._p("runs", run, "launches", f"{group}.*")))
+
     # ---- run ledger ----------------------------------------------------------------
     def runs(self) -> list[RunInfo]:
         infos = []

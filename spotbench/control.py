@@ -1,0 +1,215 @@
+"""Start, stop and done: the sweep's control logic, as plain functions over a Cloud.
+
+No HTTP here: `functions/` adapts these to functions-framework and Lambda, after it has
+authenticated the caller. Every action is idempotent, because schedulers deliver at
+least once:
+
+- `start` (scheduler tick): opens a run (or reuses the open one) and starts pending
+  groups, as many as `spec.max_concurrency` allows and the budget admits.
+- `done` (a member VM, after storing its results): stops exactly the caller's group, then
+  starts the next pending group of the open run.
+- `stop` (deadline tick, or the local runner's per-group deadline): stops the given
+  groups, or every running group of the sweep and closes the run.
+
+A run is over when every group has stored a complete result, or at the stop tick;
+pending groups of a closed run wait for the next start tick (e.g. after a budget raise).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from spotbench.auth import Caller, Forbidden
+from spotbench.clouds.base import ACTIVE, Cloud, Instance, State
+from spotbench.plan import GROUP_LABEL, RunGroup, sweep_labels
+from spotbench.results import ResultStore, utcnow
+from spotbench.spec import SweepSpec
+
+log = logging.getLogger("spotbench.control")
+
+MAX_LAUNCHES_PER_RUN = 3  # a group that keeps failing is not restarted forever
+
+BudgetCheck = Callable[[SweepSpec, ResultStore, list[Instance], RunGroup, datetime], "str | None"]
+
+
+class BadRequest(ValueError):
+    """The request body is not what the action takes (HTTP 400)."""
+
+
+@dataclass
+class Sweep:
+    """Everything the control logic needs about one sweep."""
+
+    spec: SweepSpec
+    cloud: Cloud
+    store: ResultStore
+    groups: list[RunGroup] = field(default_factory=list)
+    budget_check: BudgetCheck | None = None
+
+    def __post_init__(self) -> None:
+        if not self.groups:
+            self.groups = self.spec.plan()
+        if self.budget_check is None and self.spec.budget is not None:
+            from spotbench.budget import check_budget
+
+            self.budget_check = check_budget
+
+
+# ---- request bodies -------------------------------------------------------------------
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StartBody(_Body):
+    tick: str | None = None  # the scheduler's time for the tick (informational)
+
+
+class StopBody(_Body):
+    groups: list[str] | None = None  # None: every group of the sweep, and close the run
+    reason: str = "deadline"
+
+
+class DoneBody(_Body):
+    group: str
+
+
+def parse_body(model: type[_Body], body: Any) -> Any:
+    if body is None:
+        body = {}
+    if not isinstance(body, dict):
+        raise BadRequest("the request body must be a JSON object")
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()
+        )
+        raise BadRequest(problems) from None
+
+
+# ---- actions ----------------------------------------------------------------------------
+def start(sweep: Sweep, caller: Caller, body: Any = None, now: datetime | None = None) -> dict:
+    _require(caller, "scheduler", "operator", action="start")
+    parse_body(StartBody, body)
+    run = sweep.store.open_run(now)
+    return {"action": "start", "run": run.run, **_launch_pending(sweep, run.run, now)}
+
+
+def stop(sweep: Sweep, caller: Caller, body: Any = None, now: datetime | None = None) -> dict:
+    _require(caller, "scheduler", "operator", action="stop")
+    req = parse_body(StopBody, body)
+    known = {g.id for g in sweep.groups}
+    unknown = sorted(set(req.groups or []) - known)
+    if unknown:
+        raise BadRequest(f"unknown groups for sweep {sweep.spec.name}: {', '.join(unknown)}")
+    selectors = [g.labels for g in sweep.groups if g.id in req.groups] if req.groups else [
+        sweep_labels(sweep.spec.name)
+    ]
+    stopped = _names(inst for sel in selectors for inst in sweep.cloud.stop(sel))
+    out: dict[str, Any] = {"action": "stop", "reason": req.reason, "stopped": stopped}
+    run = sweep.store.current_run()
+    if run is None:
+        return out
+    out["run"] = run.run
+    if req.groups is None:
+        sweep.store.close_run(run.run, reason=req.reason, now=now)
+        out["closed"] = True
+    else:
+        out.update(_launch_pending(sweep, run.run, now))
+    log.info("stop (%s): %d instances", req.reason, len(stopped))
+    return out
+
+
+def done(sweep: Sweep, caller: Caller, body: Any = None, now: datetime | None = None) -> dict:
+    _require(caller, "member", action="done")
+    req = parse_body(DoneBody, body)
+    instances = sweep.cloud.query(sweep_labels(sweep.spec.name))
+    mine = next((i for i in instances if i.name == caller.name), None)
+    if mine is None:
+        raise Forbidden(f"instance {caller.name} is not part of sweep {sweep.spec.name}")
+    own_group = mine.labels.get(GROUP_LABEL)
+    if req.group != own_group:
+        raise Forbidden(f"instance {caller.name} may stop only its own group ({own_group})")
+    group = next(g for g in sweep.groups if g.id == own_group)
+    stopped = _names(sweep.cloud.stop(group.labels))
+    out: dict[str, Any] = {"action": "done", "group": own_group, "stopped": stopped}
+    run = sweep.store.current_run()
+    if run is not None:
+        out["run"] = run.run
+        out.update(_launch_pending(sweep, run.run, now, finished={own_group}))
+    log.info("done from %s: stopped group %s", caller.name, own_group)
+    return out
+
+
+# ---- helpers ------------------------------------------------------------------------------
+def _require(caller: Caller, *kinds: str, action: str) -> None:
+    if caller.kind not in kinds:
+        raise Forbidden(f"{caller.kind} {caller.name!r} may not call {action}")
+
+
+def _names(instances: Any) -> list[str]:
+    return sorted({i.name for i in instances})
+
+
+def group_states(sweep: Sweep) -> dict[str, list[Instance]]:
+    """Instances of the sweep by group id."""
+    by_group: dict[str, list[Instance]] = {g.id: [] for g in sweep.groups}
+    for inst in sweep.cloud.query(sweep_labels(sweep.spec.name)):
+        gid = inst.labels.get(GROUP_LABEL)
+        if gid in by_group:
+            by_group[gid].append(inst)
+    return by_group
+
+
+def _launch_pending(
+    sweep: Sweep, run: str, now: datetime | None, finished: set[str] = frozenset()
+) -> dict[str, Any]:
+    store = sweep.store
+    completed = store.completed_groups(run)
+    states = group_states(sweep)
+    active = {
+        gid for gid, insts in states.items()
+        if gid not in completed and gid not in finished
+        and any(i.state in ACTIVE for i in insts)
+    }
+    pending = [g for g in sweep.groups if g.id not in completed | active | finished]
+    exhausted = [g.id for g in pending if store.launch_count(run, g.id) >= MAX_LAUNCHES_PER_RUN]
+    pending = [g for g in pending if g.id not in exhausted]
+    limit = sweep.spec.max_concurrency
+    slots = len(pending) if limit is None else max(0, limit - len(active))
+    started: list[str] = []
+    refused: list[dict[str, str]] = []
+    running = [i for insts in states.values() for i in insts if i.state in ACTIVE]
+    for group in pending:
+        if len(started) >= slots:
+            break
+        if sweep.budget_check is not None:
+            reason = sweep.budget_check(sweep.spec, store, running, group, now or utcnow())
+            if reason:
+                log.warning("budget: group %s refused: %s", group.id, reason)
+                refused.append({"group": group.id, "reason": reason})
+                continue
+        store.record_launch(run, group.id)
+        launched = sweep.cloud.start(group.labels)
+        failed = [i for i in launched if i.state not in ACTIVE and i.state != State.STOPPED]
+        running.extend(i for i in launched if i.state in ACTIVE)
+        started.append(group.id)
+        if failed:
+            log.warning("group %s: %s", group.id, "; ".join(f"{i.name}: {i.detail}" for i in failed))
+    remaining = len(pending) - len(started)
+    if not active and not pending:
+        store.close_run(run, reason="complete" if not exhausted else "gave up", now=now)
+    return {
+        "started": started,
+        "running": sorted(active),
+        "refused": refused,
+        "completed": len(completed | finished),
+        "pending": remaining,
+        "gave_up": exhausted,
+    }
