@@ -1,0 +1,135 @@
+"""The functions' shared core: configuration from env, authentication, dispatch.
+
+`functions/main.py` (functions-framework, GCP and local) and `functions/lambda_handler.py`
+(AWS) are thin adapters over `handle()`; the control logic itself is `spotbench.control`.
+
+Environment (every value has this one source, set by Pulumi or the local runner):
+    SPOTBENCH_CLOUD            local | gcp | aws
+    SPOTBENCH_SPEC             the sweep spec as JSON (or a path to a YAML spec)
+    SPOTBENCH_RESULTS_URL      results URL (defaults to the spec's)
+    SPOTBENCH_STATE_DIR        local: the sweep's state folder (cloud.db, secret)
+    SPOTBENCH_GRACE_S          local: SIGTERM → SIGKILL grace period (default 30)
+    SPOTBENCH_AUDIENCE         gcp: this function's URL (ID-token audience)
+    SPOTBENCH_SCHEDULER_ACCOUNTS  gcp: comma-separated service accounts allowed start/stop
+    SPOTBENCH_GCP_PROJECT      gcp: project of the sweep's instances
+    SPOTBENCH_GCP_API_ENDPOINT gcp: compute API endpoint override (tests)
+    AWS_ENDPOINT_URL           aws: EC2 endpoint override (tests)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from spotbench import control
+from spotbench.auth import Caller, Forbidden, Unauthorized
+from spotbench.clouds import Cloud, get_cloud
+from spotbench.results import ResultStore
+from spotbench.spec import SpecError, SweepSpec, load_spec
+
+log = logging.getLogger("spotbench.functions")
+
+ACTIONS = {"start": control.start, "stop": control.stop, "done": control.done}
+
+
+class ConfigError(RuntimeError):
+    pass
+
+
+@dataclass
+class FunctionConfig:
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+
+    def _need(self, key: str) -> str:
+        value = self.env.get(key)
+        if not value:
+            raise ConfigError(f"environment variable {key} is not set")
+        return value
+
+    @cached_property
+    def cloud_name(self) -> str:
+        return self.env.get("SPOTBENCH_CLOUD") or self.spec.cloud
+
+    @cached_property
+    def spec(self) -> SweepSpec:
+        raw = self._need("SPOTBENCH_SPEC")
+        try:
+            if raw.lstrip().startswith("{"):
+                return load_spec(json.loads(raw), origin="SPOTBENCH_SPEC")
+            return load_spec(Path(raw))
+        except SpecError as exc:
+            raise ConfigError(f"invalid spec\n{exc}") from None
+
+    @cached_property
+    def state_dir(self) -> Path:
+        return Path(self._need("SPOTBENCH_STATE_DIR"))
+
+    @cached_property
+    def secret(self) -> str:
+        return (self.state_dir / "secret").read_text().strip()
+
+    @cached_property
+    def cloud(self) -> Cloud:
+        spec = self.spec
+        if self.cloud_name == "local":
+            grace = float(self.env.get("SPOTBENCH_GRACE_S", "30"))
+            return get_cloud(
+                "local", db_path=self.state_dir / "cloud.db", grace_s=grace,
+                log_dir=self.state_dir / "logs",
+            )
+        if self.cloud_name == "gcp":
+            return get_cloud(
+                "gcp", project=self.env.get("SPOTBENCH_GCP_PROJECT") or spec.gcp.project,
+                zones=[spec.zone], api_endpoint=self.env.get("SPOTBENCH_GCP_API_ENDPOINT"),
+            )
+        return get_cloud("aws", region=spec.region, endpoint_url=self.env.get("AWS_ENDPOINT_URL"))
+
+    @cached_property
+    def sweep(self) -> control.Sweep:
+        url = self.env.get("SPOTBENCH_RESULTS_URL") or self.spec.results_url()
+        return control.Sweep(spec=self.spec, cloud=self.cloud, store=ResultStore(url))
+
+
+def authenticate(headers: Mapping[str, str], config: FunctionConfig) -> Caller:
+    """Who is calling (local bearer token or GCP ID token); raises Unauthorized/Forbidden."""
+    if config.cloud_name == "local":
+        from spotbench.auth.local import caller_from_headers
+
+        return caller_from_headers(headers, config.secret)
+    if config.cloud_name == "gcp":
+        from spotbench.auth.gcp import caller_from_headers as gcp_caller
+
+        return gcp_caller(
+            headers,
+            audience=config._need("SPOTBENCH_AUDIENCE"),
+            scheduler_accounts=[
+                a for a in config.env.get("SPOTBENCH_SCHEDULER_ACCOUNTS", "").split(",") if a
+            ],
+            project=config.env.get("SPOTBENCH_GCP_PROJECT") or config.spec.gcp.project or "",
+        )
+    raise ConfigError("on aws, callers are authenticated by the Lambda adapter")
+
+
+def handle(action: str, body: Any, caller: Caller, config: FunctionConfig) -> tuple[int, dict]:
+    """Run `action` for an authenticated caller; returns (HTTP status, JSON body)."""
+    fn = ACTIONS.get(action)
+    if fn is None:
+        return 404, {"error": f"unknown action {action!r}; use one of {sorted(ACTIONS)}"}
+    try:
+        return 200, fn(config.sweep, caller, body)
+    except control.BadRequest as exc:
+        return 400, {"error": str(exc)}
+    except Unauthorized as exc:
+        return 401, {"error": str(exc)}
+    except Forbidden as exc:
+        log.warning("%s refused for %s %s: %s", action, caller.kind, caller.name, exc)
+        return 403, {"error": str(exc)}
+    except Exception:  # noqa: BLE001 - the caller gets JSON, the log gets the trace
+        log.exception("%s failed for %s %s", action, caller.kind, caller.name)
+        return 500, {"error": f"internal error in {action}; see the function's log"}

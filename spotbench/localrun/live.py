@@ -1,0 +1,49 @@
+"""Terminal side of `spotbench run`: a live progress line, a summary, the report."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from spotbench.localrun.runner import Progress, RunOutcome, run_local
+from spotbench.spec import SweepSpec
+
+console = Console()
+
+
+def _line(p: Progress) -> str:
+    running = ", ".join(sorted(p.running)) or "-"
+    return f"[bold]{len(p.completed)}/{p.total}[/] groups complete · {p.message} · running: {running}"
+
+
+def run_with_progress(spec: SweepSpec, *, on_schedule: bool, grace_s: float,
+                      report_dir: Path | None) -> RunOutcome:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    console.print(f"[bold]{spec.name}[/]: {len(spec.plan())} groups on the local cloud"
+                  f"{' (waiting for cron ticks)' if on_schedule else ''}")
+    with Live(console=console, refresh_per_second=4, transient=True) as live:
+        outcome = run_local(spec, on_schedule=on_schedule, grace_s=grace_s,
+                            on_progress=lambda p: live.update(_line(p)))
+    table = Table(title=f"run {outcome.run}")
+    table.add_column("group")
+    table.add_column("result")
+    refused = {r["group"]: r["reason"] for r in outcome.refused}
+    for gid in outcome.completed:
+        table.add_row(gid, "[green]complete[/]")
+    for gid in outcome.incomplete:
+        table.add_row(gid, f"[yellow]refused: {refused[gid]}[/]" if gid in refused
+                      else "[red]incomplete (preempted, failed or stopped)[/]")
+    console.print(table)
+    console.print(f"results: {outcome.results_url}")
+    console.print(f"logs:    {outcome.state_dir / 'logs'}")
+    if report_dir is not None and outcome.run:
+        from spotbench.report import write_report
+
+        paths = write_report(outcome.results_url, report_dir)
+        console.print(f"report:  {paths.markdown}")
+        console.print(f"         {paths.html}")
+    return outcome

@@ -1,0 +1,99 @@
+"""The local start/stop pair: an in-process cron (APScheduler) calling the functions over HTTP.
+
+Like Cloud Scheduler / EventBridge Scheduler: each start tick POSTs `/start` with the
+scheduler's token and schedules the matching stop tick (`/stop`) one run window later.
+A paused sweep (`schedule.json`, see `LocalState`) skips start ticks; stop ticks still fire
+so nothing runs past its deadline. Deliveries are retried on connection errors and 5xx.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import requests
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.date import DateTrigger
+from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
+
+from spotbench.localrun.state import LocalState
+from spotbench.spec import SweepSpec
+
+log = logging.getLogger("spotbench.scheduler")
+
+
+def _retryable(exc: BaseException) -> bool:
+    if isinstance(exc, requests.ConnectionError | requests.Timeout):
+        return True
+    return isinstance(exc, requests.HTTPError) and exc.response is not None and exc.response.status_code >= 500
+
+
+@retry(retry=retry_if_exception(_retryable), stop=stop_after_attempt(4),
+       wait=wait_exponential(multiplier=0.2, max=3), reraise=True)
+def post(url: str, token: str, body: dict[str, Any] | None = None, timeout: float = 30) -> dict:
+    """POST a JSON body with a bearer token; returns the JSON answer (4xx raise HTTPError)."""
+    resp = requests.post(url, json=body or {}, headers={"Authorization": f"Bearer {token}"},
+                         timeout=timeout)
+    resp.raise_for_status()
+    return resp.json()
+
+
+class LocalScheduler:
+    def __init__(self, spec: SweepSpec, state: LocalState, functions_url: str, token: str,
+                 window: timedelta):
+        self.spec = spec
+        self.state = state
+        self.url = functions_url.rstrip("/")
+        self.token = token
+        self.window = window
+        self.tz = ZoneInfo(spec.schedule.timezone if spec.schedule else "UTC")
+        self._sched = BackgroundScheduler(timezone=self.tz)
+        self.answers: list[dict] = []  # every answer of start/stop, newest last
+
+    # ---- ticks --------------------------------------------------------------------------
+    def start_tick(self, *, force: bool = False) -> dict | None:
+        """One start tick (skipped when paused, unless forced as with run-now)."""
+        if self.state.paused and not force:
+            log.info("sweep %s is paused: start tick skipped", self.spec.name)
+            return None
+        now = datetime.now(self.tz)
+        answer = post(f"{self.url}/start", self.token, {"tick": now.isoformat()})
+        self.answers.append(answer)
+        stop_at = now + self.window
+        self._sched.add_job(self.stop_tick, DateTrigger(run_date=stop_at), id=f"stop-{now:%s}",
+                            misfire_grace_time=None)
+        self.state.update_schedule(next_stop=stop_at.isoformat())
+        log.info("start tick: %s", answer)
+        return answer
+
+    def stop_tick(self, groups: list[str] | None = None, reason: str = "deadline") -> dict:
+        body: dict[str, Any] = {"reason": reason}
+        if groups is not None:
+            body["groups"] = groups
+        answer = post(f"{self.url}/stop", self.token, body)
+        self.answers.append(answer)
+        log.info("stop tick: %s", answer)
+        return answer
+
+    # ---- lifecycle ------------------------------------------------------------------------
+    def run(self, *, now: bool, on_schedule: bool) -> None:
+        """Start the background scheduler; fire one start tick now and/or follow the cron."""
+        self._sched.start()
+        if on_schedule:
+            if self.spec.schedule is None:
+                raise ValueError(f"spec {self.spec.name} has no schedule: remove --on-schedule")
+            trigger = CronTrigger.from_crontab(self.spec.schedule.cron, timezone=self.tz)
+            job = self._sched.add_job(self.start_tick, trigger, id="start", misfire_grace_time=60)
+            self.state.update_schedule(next_start=str(job.next_run_time))
+        if now:
+            self._sched.add_job(lambda: self.start_tick(force=True), id="start-now")
+
+    def next_start(self) -> datetime | None:
+        job = self._sched.get_job("start")
+        return job.next_run_time if job else None
+
+    def shutdown(self) -> None:
+        self._sched.shutdown(wait=False)

@@ -1,0 +1,70 @@
+"""Serve `functions/main.py` with the real functions-framework server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import requests
+
+from spotbench.localrun.net import free_ports
+
+FUNCTIONS_SOURCE = Path(__file__).resolve().parents[2] / "functions" / "main.py"
+
+
+class FunctionsServer:
+    """A functions-framework process serving the `router` target (POST /start|/stop|/done)."""
+
+    def __init__(self, env: dict[str, str], log_path: Path, port: int | None = None):
+        self.port = port or free_ports(1)[0]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = env
+        self.log_path = log_path
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 60) -> FunctionsServer:
+        if not FUNCTIONS_SOURCE.exists():
+            raise RuntimeError(f"functions source not found at {FUNCTIONS_SOURCE}")
+        exe = Path(sys.executable).with_name("functions-framework")
+        cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "functions_framework"]
+        cmd += ["--target", "router", "--source", str(FUNCTIONS_SOURCE),
+                "--host", "127.0.0.1", "--port", str(self.port)]
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child's lifetime
+        self.proc = subprocess.Popen(
+            cmd, env={**os.environ, **self.env}, stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"the functions server exited with code {self.proc.returncode}; "
+                    f"see {self.log_path}"
+                )
+            try:
+                requests.get(self.url + "/", timeout=1)
+                return self
+            except requests.ConnectionError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"the functions server did not answer within {timeout:.0f}s; see {self.log_path}")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def __enter__(self) -> FunctionsServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
