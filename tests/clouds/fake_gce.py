@@ -1,0 +1,218 @@
+"""A small local Compute Engine REST endpoint: exactly the calls `GcpCloud` makes.
+
+Serves `aggregated/instances` (with a `labels.KEY = "VALUE"` filter), instance get / start /
+stop / resume / delete, and zone operations get / wait, over plain HTTP on 127.0.0.1, so the
+real `google-cloud-compute` REST client can be pointed at it. Hooks let a test make the next
+operation on an instance fail (e.g. ZONE_RESOURCE_POOL_EXHAUSTED), never finish, or make the
+next matching request answer 503 once. Every request is recorded in `calls`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+BASE = "https://www.googleapis.com/compute/v1"
+_FILTER_TERM = re.compile(r'labels\.([a-z0-9_-]+)\s*=\s*"([^"]*)"')
+_ZONE = r"^/compute/v1/projects/(?P<p>[^/]+)/zones/(?P<z>[^/]+)"
+_INSTANCE = re.compile(_ZONE + r"/instances/(?P<i>[^/]+)(?:/(?P<verb>\w+))?$")
+_OPERATION = re.compile(_ZONE + r"/operations/(?P<o>[^/]+?)(?P<wait>/wait)?$")
+_AGGREGATED = re.compile(r"^/compute/v1/projects/(?P<p>[^/]+)/aggregated/instances$")
+# The status an instance is in while an operation runs, and after it succeeds.
+_EFFECT = {"start": ("STAGING", "RUNNING"), "resume": ("STAGING", "RUNNING"),
+           "stop": ("STOPPING", "TERMINATED"), "delete": ("STOPPING", None)}  # fmt: skip
+
+
+@dataclass
+class _Op:
+    name: str
+    zone: str
+    instance: str
+    kind: str
+    error: tuple[str, str] | None = None  # (code, message) the op ends with
+    stuck: bool = False  # never reaches DONE
+    done: bool = False
+
+    def body(self, project: str) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "kind": "compute#operation",
+            "name": self.name,
+            "operationType": self.kind,
+            "status": "DONE" if self.done else "RUNNING",
+            "zone": f"{BASE}/projects/{project}/zones/{self.zone}",
+            "targetLink": f"{BASE}/projects/{project}/zones/{self.zone}/instances/{self.instance}",
+        }
+        if self.done and self.error:
+            out["error"] = {"errors": [{"code": self.error[0], "message": self.error[1]}]}
+            out["httpErrorStatusCode"] = 503
+            out["httpErrorMessage"] = "SERVICE UNAVAILABLE"
+        return out
+
+
+@dataclass
+class FakeGce:
+    project: str = "proj"
+    instances: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    filters: list[str] = field(default_factory=list)  # every aggregatedList filter seen
+    _ops: dict[str, _Op] = field(default_factory=dict)
+    _fail: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    _stuck: set[tuple[str, str]] = field(default_factory=set)
+    _refuse: list[tuple[str, str, int]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _ids: Any = field(default_factory=lambda: itertools.count(1))
+    _server: ThreadingHTTPServer | None = None
+
+    # -- test set-up -------------------------------------------------------------------
+    def add(self, name: str, zone: str, status: str = "TERMINATED",
+            labels: dict[str, str] | None = None, ip: str | None = None) -> None:  # fmt: skip
+        self.instances[(zone, name)] = {"name": name, "status": status,
+                                        "labels": dict(labels or {}), "ip": ip}  # fmt: skip
+
+    def fail_next(self, verb: str, name: str, code: str = "ZONE_RESOURCE_POOL_EXHAUSTED",
+                  message: str = "The zone does not have enough resources.") -> None:  # fmt: skip
+        """The next `verb` operation on instance `name` ends DONE with this error."""
+        self._fail[(verb, name)] = (code, message)
+
+    def stick_next(self, verb: str, name: str) -> None:
+        """The next `verb` operation on `name` never reaches DONE."""
+        self._stuck.add((verb, name))
+
+    def unavailable_once(self, method: str, path_suffix: str) -> None:
+        """The next `method` request whose path ends with `path_suffix` gets a 503."""
+        self.refuse_once(method, path_suffix, 503)
+
+    def refuse_once(self, method: str, path_suffix: str, code: int) -> None:
+        """The next `method` request whose path ends with `path_suffix` gets HTTP `code`."""
+        self._refuse.append((method, path_suffix, code))
+
+    def status(self, zone: str, name: str) -> str | None:
+        inst = self.instances.get((zone, name))
+        return inst["status"] if inst else None
+
+    def mutations(self) -> list[tuple[str, str]]:
+        """Calls that would change an instance (POST/DELETE on instances)."""
+        return [c for c in self.calls if c[0] in ("POST", "DELETE") and "/instances/" in c[1]]
+
+    # -- server --------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        assert self._server is not None, "call start() first"
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> FakeGce:
+        handler = type("Handler", (_Handler,), {"fake": self})
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    # -- request handling ----------------------------------------------------------------
+    def handle(self, method: str, path: str, query: dict[str, list[str]]) -> tuple[int, Any]:
+        with self._lock:
+            self.calls.append((method, path))
+            for i, (m, suffix, code) in enumerate(self._refuse):
+                if m == method and path.endswith(suffix):
+                    del self._refuse[i]
+                    return code, _error(code, f"refused by the fake with HTTP {code}")
+            if m_ := _AGGREGATED.match(path):
+                return 200, self._aggregated(query.get("filter", [""])[0])
+            if m_ := _OPERATION.match(path):
+                return self._operation(m_["o"])
+            if m_ := _INSTANCE.match(path):
+                return self._instance(method, m_["z"], m_["i"], m_["verb"])
+            return 404, _error(404, f"fake GCE does not serve {method} {path}")
+
+    def _aggregated(self, filter_: str) -> dict[str, Any]:
+        self.filters.append(filter_)
+        wanted = dict(_FILTER_TERM.findall(filter_))
+        items: dict[str, Any] = {}
+        for (zone, name), inst in sorted(self.instances.items()):
+            if all(inst["labels"].get(k) == v for k, v in wanted.items()):
+                items.setdefault(f"zones/{zone}", {"instances": []})["instances"].append(
+                    self._body(zone, name)
+                )
+        items["zones/empty-zone-a"] = {"warning": {"code": "NO_RESULTS_ON_PAGE"}}
+        return {"kind": "compute#instanceAggregatedList", "items": items}
+
+    def _body(self, zone: str, name: str) -> dict[str, Any]:
+        inst = self.instances[(zone, name)]
+        zone_url = f"{BASE}/projects/{self.project}/zones/{zone}"
+        body = {"kind": "compute#instance", "name": name, "status": inst["status"],
+                "labels": inst["labels"], "zone": zone_url}  # fmt: skip
+        if inst["ip"]:
+            body["networkInterfaces"] = [{"name": "nic0", "networkIP": inst["ip"]}]
+        return body
+
+    def _instance(self, method: str, zone: str, name: str, verb: str | None) -> tuple[int, Any]:
+        if (zone, name) not in self.instances:
+            where = f"projects/{self.project}/zones/{zone}/instances/{name}"
+            return 404, _error(404, f"The resource '{where}' was not found")
+        if method == "GET" and verb is None:
+            return 200, self._body(zone, name)
+        kind = "delete" if method == "DELETE" and verb is None else verb
+        if method not in ("POST", "DELETE") or kind not in _EFFECT:
+            return 400, _error(400, f"fake GCE: unsupported {method} {verb}")
+        op = _Op(f"operation-{next(self._ids)}", zone, name, kind,
+                 error=self._fail.pop((kind, name), None),
+                 stuck=(kind, name) in self._stuck)  # fmt: skip
+        self._stuck.discard((kind, name))
+        if not op.error:
+            self.instances[(zone, name)]["status"] = _EFFECT[kind][0]
+        self._ops[op.name] = op
+        return 200, op.body(self.project)
+
+    def _operation(self, name: str) -> tuple[int, Any]:
+        op = self._ops.get(name)
+        if op is None:
+            return 404, _error(404, f"operation {name} not found")
+        if not op.done and not op.stuck:
+            op.done = True
+            key = (op.zone, op.instance)
+            if op.error is None and key in self.instances:
+                final = _EFFECT[op.kind][1]
+                if final is None:
+                    del self.instances[key]
+                else:
+                    self.instances[key]["status"] = final
+        return 200, op.body(self.project)
+
+
+def _error(code: int, message: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "errors": [{"message": message}]}}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    fake: FakeGce
+    protocol_version = "HTTP/1.1"
+
+    def _serve(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+        url = urlsplit(self.path)
+        status, body = self.fake.handle(self.command, url.path, parse_qs(url.query))
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = do_DELETE = _serve
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        pass
