@@ -85,6 +85,7 @@ class WorkloadRun:
         if not records and preempted:  # keep a trace that this group ran and was cut short
             marker = self.record("preempted", 1.0, "flag", reason="stopped before any value")
             records = [marker.model_copy(update={"preempted": True, "ended_at": ended})]
+        records = _priced(records, len(self.ctx.members))
         self.stored_path = self.store.write_group(self.run_id, self.ctx.group, records)
         attempt = int(self.stored_path.rsplit(".", 2)[-2])
         for name, text in self._raw.items():
@@ -112,3 +113,15 @@ class WorkloadRun:
             sys.exit(143)
         finally:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _priced(records: list[Result], members: int) -> list[Result]:
+    """Fill billed_s/cost_usd (spotbench.costs); pricing never stops results being stored."""
+    try:
+        from spotbench.costs import annotate
+
+        return annotate(records, os.environ.get("SPOTBENCH_PRICES"), members=members)
+    except Exception as exc:  # noqa: BLE001 - a price problem must not lose measurements
+        log.warning("cost not computed: %s", exc)
+        note = f"cost not computed: {exc}"
+        return [r.model_copy(update={"metadata": {**r.metadata, "cost_note": note}}) for r in records]

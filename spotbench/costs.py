@@ -1,0 +1,221 @@
+"""Prices as data and the billing rules that turn run time into dollars.
+
+The catalog is the CSV files in `spotbench/prices/` (loaded with importlib.resources), one
+row per price with its date and source; a user CSV (`--prices FILE`, same columns) overrides
+rows with the same key or adds new ones. Columns:
+
+    cloud,region,kind,item,provisioning,unit,usd,bundled_gpu,date,source,note
+
+`kind` is machine | gpu | disk | scheduler | function; `region` `*` matches any region;
+`provisioning` is on-demand | spot (empty: any). Billing rules (GCE and EC2 alike):
+
+- instances: per second with a one-minute minimum per start (`billed_seconds`);
+- GPUs: a separate hourly line where the cloud prices them apart (GCP N1 + accelerator);
+  a machine row with `bundled_gpu` (a2, g2, g4dn, p3, …) already includes them;
+- disks: per GB-month, prorated by time, and billed while the VM is stopped;
+- scheduler jobs: per job per month (GCP) or per invocation (AWS EventBridge Scheduler);
+- functions: per invocation plus per GB-second at the configured memory.
+
+`annotate(results, prices)` fills `billed_s` and `cost_usd` of stored records (see there).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import timedelta
+from importlib import resources
+from pathlib import Path
+
+from spotbench.results import Result
+
+__all__ = [
+    "Catalog", "MissingPrice", "PriceRow", "annotate", "billed_seconds", "disk_cost",
+    "group_costs", "instance_hourly", "load_catalog", "region_of", "HOURS_PER_MONTH",
+]
+
+HOURS_PER_MONTH = 730.0  # what both clouds use to turn monthly prices into hourly ones
+MIN_BILLED_S = 60
+COLUMNS = ["cloud", "region", "kind", "item", "provisioning", "unit", "usd", "bundled_gpu",
+           "date", "source", "note"]
+
+
+class MissingPrice(LookupError):
+    """No catalog row for something a sweep uses; the message names the row to add."""
+
+
+@dataclass(frozen=True)
+class PriceRow:
+    cloud: str
+    region: str
+    kind: str
+    item: str
+    provisioning: str
+    unit: str
+    usd: float
+    bundled_gpu: str = ""
+    date: str = ""
+    source: str = ""
+    note: str = ""
+
+    @property
+    def key(self) -> tuple[str, str, str, str, str]:
+        return (self.cloud, self.region, self.kind, self.item, self.provisioning)
+
+    @property
+    def approximate(self) -> bool:
+        return "approximation" in self.note.lower()
+
+
+class Catalog:
+    def __init__(self, rows: Iterable[PriceRow]):
+        self.rows: dict[tuple[str, str, str, str, str], PriceRow] = {}
+        for row in rows:
+            self.rows[row.key] = row  # later rows (user overrides) win
+
+    def get(self, cloud: str, region: str | None, kind: str, item: str, spot: bool = False) -> PriceRow:
+        prov = "spot" if spot else "on-demand"
+        for r in (region or "*", "*"):
+            for p in (prov, ""):
+                row = self.rows.get((cloud, r, kind, item, p))
+                if row is not None:
+                    return row
+        raise MissingPrice(
+            f"no price for cloud={cloud} region={region or '*'} kind={kind} item={item} "
+            f"provisioning={prov}: add a row to a --prices CSV with the columns "
+            f"{','.join(COLUMNS)} (e.g. {cloud},{region or '*'},{kind},{item},{prov},"
+            f"{_UNITS.get(kind, 'hour')},0.123,,2024-06-01,<source>,<note>)"
+        )
+
+    def find(self, cloud: str, region: str | None, kind: str, item: str, spot: bool = False) -> PriceRow | None:
+        try:
+            return self.get(cloud, region, kind, item, spot)
+        except MissingPrice:
+            return None
+
+
+_UNITS = {"machine": "hour", "gpu": "hour", "disk": "gb-month", "scheduler": "job-month",
+          "function": "invocation"}
+
+
+def _read_rows(text: str, origin: str) -> list[PriceRow]:
+    reader = csv.DictReader(line for line in text.splitlines() if line.strip())
+    missing = {"cloud", "region", "kind", "item", "unit", "usd"} - set(reader.fieldnames or [])
+    if missing:
+        raise ValueError(f"{origin}: price CSV lacks columns {sorted(missing)}; expected {','.join(COLUMNS)}")
+    rows = []
+    for n, rec in enumerate(reader, start=2):
+        try:
+            usd = float(rec["usd"])
+        except (TypeError, ValueError):
+            raise ValueError(f"{origin}:{n}: usd {rec.get('usd')!r} is not a number") from None
+        rows.append(PriceRow(**{
+            **{c: (rec.get(c) or "").strip() for c in COLUMNS if c != "usd"},
+            "region": (rec.get("region") or "*").strip() or "*",
+            "usd": usd,
+        }))
+    return rows
+
+
+def load_catalog(extra: Path | str | None = None) -> Catalog:
+    """The built-in catalog, with the rows of `extra` (a CSV path) overriding/adding."""
+    rows: list[PriceRow] = []
+    for entry in sorted(resources.files("spotbench.prices").iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".csv"):
+            rows += _read_rows(entry.read_text(), f"spotbench/prices/{entry.name}")
+    if extra is not None:
+        path = Path(extra)
+        if not path.is_file():
+            raise ValueError(f"--prices {path}: file not found")
+        rows += _read_rows(path.read_text(), str(path))
+    return Catalog(rows)
+
+
+# ---- billing rules ------------------------------------------------------------------
+
+
+def billed_seconds(run_s: float) -> int:
+    """Per-second billing with a one-minute minimum per start (whole seconds, rounded up)."""
+    return max(MIN_BILLED_S, math.ceil(max(0.0, run_s) - 1e-9))
+
+
+def region_of(cloud: str, zone: str | None, region: str | None = None) -> str | None:
+    """The price region: given region, or the zone without its suffix (us-central1-a, us-east-1a)."""
+    if cloud == "local":
+        return "*"
+    if region:
+        return region
+    if not zone:
+        return None
+    if cloud == "gcp":
+        return zone.rsplit("-", 1)[0]
+    return zone.rstrip("abcdefghijklmnopqrstuvwxyz") if zone[-1].isalpha() else zone
+
+
+def instance_hourly(
+    catalog: Catalog, cloud: str, region: str | None, machine_type: str, spot: bool,
+    accelerator: str | None = None, accelerator_count: int = 0,
+) -> tuple[float, float]:
+    """(machine USD/h, separate GPU USD/h) of one instance."""
+    machine = catalog.get(cloud, region, "machine", machine_type, spot)
+    gpu = 0.0
+    if accelerator and accelerator_count and not machine.bundled_gpu and cloud != "local":
+        gpu = catalog.get(cloud, region, "gpu", accelerator, spot).usd * accelerator_count
+    return machine.usd, gpu
+
+
+def disk_cost(catalog: Catalog, cloud: str, region: str | None, disk: str, gb: float, seconds: float) -> float:
+    """Disk cost for `seconds` of existence (running or stopped), prorated per month."""
+    row = catalog.get(cloud, region, "disk", disk)
+    return row.usd * gb * seconds / (HOURS_PER_MONTH * 3600)
+
+
+def run_seconds(started_at, ended_at) -> float:
+    delta: timedelta = ended_at - started_at
+    return max(0.0, delta.total_seconds())
+
+
+# ---- records ------------------------------------------------------------------------
+
+
+def annotate(results: list[Result], prices: Catalog | Path | str | None = None,
+             members: int | None = None) -> list[Result]:
+    """Fill `billed_s` and `cost_usd` for the instance time of each record's group run.
+
+    Instance time of a run = (ended_at − started_at), billed with the one-minute minimum,
+    × the group's members (`members`, else metadata `members`, else 1). Every record of
+    the run carries the run's total (`billed_s` = instance-seconds over all members): sum
+    it once per run, e.g. with `group_costs`. Boot time before the workload starts is not
+    seen here (the estimate adds it). A missing price → cost None and a `cost_note`.
+    """
+    catalog = prices if isinstance(prices, Catalog) else load_catalog(prices)
+    out = []
+    for r in results:
+        n = int(members or r.metadata.get("members") or 1)
+        per_member = billed_seconds(run_seconds(r.started_at, r.ended_at))
+        region = region_of(r.cloud, r.zone)
+        try:
+            count = int(r.metadata.get("accelerator_count") or (1 if r.accelerator else 0))
+            machine, gpu = instance_hourly(catalog, r.cloud, region, r.machine_type, r.spot,
+                                           r.accelerator, count)
+        except MissingPrice as exc:
+            meta = {**r.metadata, "cost_note": str(exc)}
+            out.append(r.model_copy(update={"billed_s": float(per_member * n), "cost_usd": None,
+                                            "metadata": meta}))
+            continue
+        cost = (machine + gpu) * per_member / 3600 * n
+        meta = {**r.metadata, "members": n} if members else r.metadata
+        out.append(r.model_copy(update={"billed_s": float(per_member * n), "cost_usd": cost,
+                                        "metadata": meta}))
+    return out
+
+
+def group_costs(results: Iterable[Result]) -> dict[tuple[str, str, str], float | None]:
+    """Cost of each stored group run once: key (run, group, started/ended) → cost_usd."""
+    costs: dict[tuple[str, str, str], float | None] = {}
+    for r in results:
+        key = (r.run, r.group, f"{r.started_at.isoformat()}/{r.ended_at.isoformat()}")
+        costs.setdefault(key, r.cost_usd)
+    return costs
