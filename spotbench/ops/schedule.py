@@ -1,0 +1,109 @@
+"""Schedule control: pause, resume and fire a sweep's start/stop pair now.
+
+Every sweep has a start tick (the spec's cron) and a stop tick (start + deadline). Pausing
+pauses only the START: a paused sweep starts nothing, and its deadline stop still fires for
+groups already running. Each cloud keeps the pair in its own scheduler:
+
+- gcp: Cloud Scheduler jobs `{sweep}-start` / `{sweep}-stop` (`schedule_gcp`)
+- aws: EventBridge Scheduler schedules `{sweep}-start` / `{sweep}-stop` (`schedule_aws`)
+- local: the in-process scheduler, steered by `schedule.json` (`schedule_local`)
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+from zoneinfo import ZoneInfo
+
+from croniter import croniter
+
+from spotbench.spec import SweepSpec
+
+
+@dataclass
+class ScheduleInfo:
+    sweep: str
+    cloud: str
+    cron: str | None
+    timezone: str | None
+    next_start: datetime | None
+    next_stop: datetime | None
+    paused: bool | None  # None: could not be read (reason in `detail`)
+    detail: str = ""
+    jobs: dict[str, str] = field(default_factory=dict)  # job/schedule name → its state
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        for key in ("next_start", "next_stop"):
+            out[key] = out[key].isoformat() if out[key] else None
+        return out
+
+
+class ScheduleControl(Protocol):
+    def pause(self) -> str: ...
+
+    def resume(self) -> str: ...
+
+    def run_now(self) -> str: ...
+
+    def state(self) -> tuple[bool | None, str, dict[str, str]]:
+        """(paused, detail, job states)."""
+        ...
+
+
+def next_ticks(spec: SweepSpec, now: datetime | None = None) -> tuple[datetime | None, datetime | None]:
+    """The next start tick (spec's cron in its time zone) and the stop tick it implies."""
+    if spec.schedule is None:
+        return None, None
+    tz = ZoneInfo(spec.schedule.timezone)
+    base = (now or datetime.now(UTC)).astimezone(tz)
+    start = croniter(spec.schedule.cron, base).get_next(datetime)
+    return start, start + spec.deadline
+
+
+def stop_cron(spec: SweepSpec) -> str:
+    """The cron of the stop tick: the start cron shifted by the deadline (whole minutes,
+    wrapping past midnight). Only exact for minute/hour fields given as single numbers."""
+    assert spec.schedule is not None
+    minute, hour, *rest = spec.schedule.cron.split()
+    if not (minute.isdigit() and hour.isdigit()):
+        raise ValueError("the stop cron can only be derived when minute and hour are numbers")
+    total = int(hour) * 60 + int(minute) + int(spec.deadline / timedelta(minutes=1))
+    return " ".join([str(total % 60), str(total // 60 % 24), *rest])
+
+
+def control_for(spec: SweepSpec, **options: Any) -> ScheduleControl:
+    """The schedule control of the spec's cloud (options go to its constructor)."""
+    if spec.cloud == "local":
+        from spotbench.ops.schedule_local import LocalSchedule
+
+        return LocalSchedule(spec.name, **options)
+    if spec.cloud == "gcp":
+        from spotbench.ops.schedule_gcp import GcpSchedule
+
+        return GcpSchedule.for_spec(spec, **options)
+    from spotbench.ops.schedule_aws import AwsSchedule
+
+    return AwsSchedule.for_spec(spec, **options)
+
+
+def describe(spec: SweepSpec, control: ScheduleControl | None, now: datetime | None = None) -> ScheduleInfo:
+    start, stop = next_ticks(spec, now)
+    paused, detail, jobs = None, "", {}
+    if control is not None:
+        try:
+            paused, detail, jobs = control.state()
+        except Exception as exc:  # noqa: BLE001 - status must still print everything else
+            detail = f"schedule state unavailable: {exc}"
+    return ScheduleInfo(
+        sweep=spec.name,
+        cloud=spec.cloud,
+        cron=spec.schedule.cron if spec.schedule else None,
+        timezone=spec.schedule.timezone if spec.schedule else None,
+        next_start=start,
+        next_stop=stop,
+        paused=paused,
+        detail=detail,
+        jobs=jobs,
+    )

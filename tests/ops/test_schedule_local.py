@@ -1,0 +1,52 @@
+"""Schedule control of a local sweep: schedule.json for pause/resume (what the runner's
+in-process scheduler honours) and run-now over HTTP with the scheduler's bearer token."""
+
+from __future__ import annotations
+
+import pytest
+
+from spotbench.auth import Unauthorized
+from spotbench.auth.local import caller_from_headers
+from spotbench.localrun.state import LocalState
+from spotbench.ops.schedule_local import LocalSchedule, NoFunctionsServer
+from tests.ops._http import LocalHttp
+
+
+def test_pause_and_resume_write_the_state_file(tmp_path):
+    control = LocalSchedule("osu", root=tmp_path)
+    control.pause()
+    assert LocalState("osu", root=tmp_path).paused is True
+    assert control.state()[0] is True
+    control.resume()
+    assert LocalState("osu", root=tmp_path).paused is False
+
+
+def test_run_now_without_a_server_says_how_to_start_one(tmp_path):
+    control = LocalSchedule("osu", root=tmp_path)
+    with pytest.raises(NoFunctionsServer, match="spotbench run SPEC --on-schedule"):
+        control.run_now()
+    LocalState("osu", root=tmp_path).functions = {"url": "http://127.0.0.1:9", "pid": 1}
+    with pytest.raises(NoFunctionsServer, match="not running"):
+        control.run_now()
+
+
+def test_run_now_posts_start_as_the_scheduler(tmp_path):
+    state = LocalState("osu", root=tmp_path)
+    secret = state.secret()
+
+    def handle(method, path, headers, body):
+        try:
+            caller = caller_from_headers(headers, secret)
+        except Unauthorized as exc:
+            return 401, {"error": str(exc)}
+        return 200, {"action": path.strip("/"), "caller": caller.kind, "launched": ["g1"]}
+
+    with LocalHttp(handle) as http:
+        state.functions = {"url": http.url, "pid": 0}
+        message = LocalSchedule("osu", root=tmp_path).run_now()
+        (method, path, _, body), = http.calls
+        assert (method, path) == ("POST", "/start") and "tick" in body
+        assert "'caller': 'scheduler'" in message
+        (tmp_path / "osu" / "secret").write_text("another-secret")  # wrong token → refused
+        with pytest.raises(RuntimeError, match="401"):
+            LocalSchedule("osu", root=tmp_path).run_now()
