@@ -1,0 +1,225 @@
+"""The process that plays one local "VM": spawns the workload, watches it, powers it off.
+
+Started detached by `LocalCloud.start` (double fork, own session) so it outlives its caller:
+
+    python -m spotbench.clouds._local_supervisor --db DB --name NAME --token TOKEN --grace S
+
+It spawns the workload command as the leader of its own process group, records pid and
+create time in the instance table, and waits on a pidfd (no polling): the moment the
+workload exits it kills what is left of the group and records STOPPED with the exit code.
+A SIGTERM to the supervisor is a stop request (`LocalCloud.stop` sends it): SIGTERM to the
+whole group, SIGKILL after the row's `stop_deadline`.
+
+`--watch` takes over a workload whose supervisor died (no exit code is available then):
+it polls the group and escalates to SIGKILL at the deadline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+
+import psutil
+
+from spotbench.clouds import _local_db as db
+
+WATCH_POLL_S = 0.2
+
+
+def _say(msg: str) -> None:
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    print(f"[spotbench-local {stamp}] {msg}", flush=True)
+
+
+def _killpg(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class Supervisor:
+    def __init__(self, db_path: str, name: str, token: str, grace: float):
+        self.conn = db.connect(db_path)
+        self.name, self.token, self.grace = name, token, grace
+        self.wake_r, wake_w = os.pipe()
+        os.set_blocking(self.wake_r, False)
+        os.set_blocking(wake_w, False)
+        signal.set_wakeup_fd(wake_w)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: None)  # handled through the wakeup fd
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        self.pid = 0
+        self.ctime: float | None = None
+        self.termed = False
+        self.killed = False
+        self.deadline: float | None = None
+        self.escaped: list[psutil.Process] = []  # descendants that left the group
+
+    def _me(self) -> dict[str, object]:
+        return {"sup_pid": os.getpid(), "sup_ctime": db.create_time(os.getpid())}
+
+    def _finish(self, detail: str, exit_code: int | None = None) -> None:
+        with db.transaction(self.conn):
+            row = db.get(self.conn, self.name)
+            if row is None or row.token != self.token:
+                _say(f"{self.name}: superseded, not recording {detail!r}")
+                return
+            state = "TERMINATED" if row.terminating else "STOPPED"
+            db.update(self.conn, self.name, self.token, state=state, detail=detail, exit_code=exit_code,
+                      pid=None, sup_pid=None, stop_deadline=None, stopped_at=time.time())
+        _say(f"{self.name}: {state} ({detail})")
+
+    # --- run: spawn and watch ------------------------------------------------------------
+
+    def run(self) -> None:
+        with db.transaction(self.conn):
+            row = db.get(self.conn, self.name)
+            if row is None or row.token != self.token:
+                _say(f"{self.name}: superseded before start")
+                return
+            if row.state == "STOPPING":
+                state = "TERMINATED" if row.terminating else "STOPPED"
+                db.update(self.conn, self.name, self.token, state=state, detail="stopped before it started",
+                          sup_pid=None, stop_deadline=None, stopped_at=time.time())
+                return
+            command = row.spec["command"]
+            _say(f"{self.name}: starting {command!r}")
+            try:
+                proc = subprocess.Popen(command, env={**os.environ, **row.spec.get("env", {})},
+                                        cwd=row.spec.get("cwd"), stdin=subprocess.DEVNULL,
+                                        start_new_session=True)
+            except OSError as exc:
+                db.update(self.conn, self.name, self.token, state="STOPPED", sup_pid=None,
+                          detail=f"could not start {command[0]!r}: {exc}", stopped_at=time.time())
+                _say(f"{self.name}: could not start: {exc}")
+                return
+            self.pid, self.ctime = proc.pid, db.create_time(proc.pid)
+            proc.returncode = 0  # we reap it ourselves; keep Popen.__del__ out of it
+            db.update(self.conn, self.name, self.token, state="RUNNING", pid=self.pid, ctime=self.ctime,
+                      started_at=time.time(), detail="", exit_code=None, **self._me())
+        rc = self._wait_leader()
+        self._after_exit(rc)
+
+    def _wait_leader(self) -> int:
+        pidfd = os.pidfd_open(self.pid)
+        sel = selectors.DefaultSelector()
+        sel.register(pidfd, selectors.EVENT_READ, "exit")
+        sel.register(self.wake_r, selectors.EVENT_READ, "signal")
+        while True:
+            timeout = None if self.deadline is None else max(0.0, self.deadline - time.time())
+            events = sel.select(timeout)
+            if not events:
+                self._kill()
+                continue
+            for key, _ in events:
+                if key.data == "signal":
+                    self._drain()
+                    self._on_stop_request()
+                else:  # peek without reaping: the zombie leader keeps the pgid ours
+                    info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)
+                    sel.close()
+                    os.close(pidfd)
+                    if info.si_code == os.CLD_EXITED:
+                        return info.si_status
+                    return -info.si_status
+
+    def _drain(self) -> None:
+        try:
+            while os.read(self.wake_r, 512):
+                pass
+        except BlockingIOError:
+            pass
+
+    def _on_stop_request(self) -> None:
+        with db.transaction(self.conn):
+            row = db.get(self.conn, self.name)
+            if row is None or row.token != self.token:
+                return
+            deadline = row.stop_deadline
+            if row.state != "STOPPING" or deadline is None:  # a signal not sent by LocalCloud.stop
+                deadline = time.time() + self.grace
+                db.update(self.conn, self.name, self.token, state="STOPPING", stop_deadline=deadline,
+                          detail="stopping (supervisor signalled)")
+        self.deadline = deadline if self.deadline is None else min(self.deadline, deadline)
+        if not self.termed:
+            self.termed = True
+            try:
+                self.escaped = [p for p in psutil.Process(self.pid).children(recursive=True)
+                                if os.getpgid(p.pid) != self.pid]
+            except (psutil.NoSuchProcess, ProcessLookupError):
+                pass
+            _say(f"{self.name}: SIGTERM to process group {self.pid}")
+            _killpg(self.pid, signal.SIGTERM)
+            db.signal_processes(self.escaped, signal.SIGTERM)
+
+    def _kill(self) -> None:
+        _say(f"{self.name}: grace period over, SIGKILL to process group {self.pid}")
+        _killpg(self.pid, signal.SIGKILL)
+        db.signal_processes(self.escaped, signal.SIGKILL)
+        self.killed = True
+        self.deadline = None
+
+    def _after_exit(self, rc: int) -> None:
+        killed = self.killed
+        if self.termed and not killed:  # give the rest of the group its grace period too
+            while self.deadline is not None and time.time() < self.deadline:
+                others = [p for p in db.group_members(self.pid, self.ctime) if p.pid != self.pid]
+                if not others:
+                    break
+                time.sleep(0.05)
+        _killpg(self.pid, signal.SIGKILL)  # a powered-off VM keeps no stragglers
+        db.signal_processes(self.escaped, signal.SIGKILL)
+        os.waitpid(self.pid, 0)
+        if not self.termed:
+            detail = f"exited with code {rc}" if rc >= 0 else f"killed by {db.signame(-rc)}"
+        elif killed:
+            detail = "stopped: still running when the grace period ended, killed with SIGKILL"
+        else:
+            detail = f"stopped: exit code {rc}" if rc >= 0 else f"stopped: {db.signame(-rc)}"
+        self._finish(detail, rc)
+
+    # --- watch: take over an orphaned workload -----------------------------------------
+
+    def watch(self) -> None:
+        with db.transaction(self.conn):
+            row = db.get(self.conn, self.name)
+            if row is None or row.token != self.token or row.pid is None:
+                return
+            self.pid, self.ctime, self.deadline = row.pid, row.ctime, row.stop_deadline
+            db.update(self.conn, self.name, self.token, **self._me())
+        _say(f"{self.name}: watching process group {self.pid} (its supervisor was lost)")
+        while members := db.group_members(self.pid, self.ctime):
+            if self.deadline is not None and time.time() >= self.deadline:
+                db.signal_processes(members, signal.SIGKILL)
+                self.deadline, self.killed = None, True
+            time.sleep(WATCH_POLL_S)
+        how = "killed with SIGKILL after the grace period" if self.killed else "exited"
+        self._finish(f"stopped: {how} (exit code unknown: its supervisor was lost)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="spotbench-local-supervisor")
+    ap.add_argument("--db", required=True)
+    ap.add_argument("--name", required=True)
+    ap.add_argument("--token", required=True)
+    ap.add_argument("--grace", type=float, default=30.0)
+    ap.add_argument("--watch", action="store_true")
+    args = ap.parse_args(argv)
+    sup = Supervisor(args.db, args.name, args.token, args.grace)
+    try:
+        sup.watch() if args.watch else sup.run()
+    except Exception as exc:  # leave a trace in the instance log; query() reconciles the row
+        _say(f"{args.name}: supervisor failed: {exc!r}")
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
