@@ -17,6 +17,8 @@ from spotbench.clouds import State, get_cloud
 from spotbench.localrun.state import LocalState
 from spotbench.ops._resources import Resource
 
+WAIT_MARGIN_S = 30.0  # on top of the grace period, for the supervisor to record the end
+
 
 class LocalSweeper:
     cloud = "local"
@@ -69,18 +71,24 @@ class LocalSweeper:
         mine = [i for i in cloud.query({}) if i.name == resource.id]
         if not mine:
             return  # already gone
-        cloud.terminate(dict(mine[0].labels))
-        left = [i for i in cloud.query({}) if i.name == resource.id and i.state != State.TERMINATED]
-        if left:
-            raise RuntimeError(f"still {left[0].state.value} after terminate ({left[0].detail})")
-        _forget(cloud, resource.id)
+        labels = dict(mine[0].labels)
+        cloud.terminate(labels)  # SIGTERM now; the supervisor sends SIGKILL after grace_s
+        try:
+            cloud.wait(labels, {State.TERMINATED}, timeout=self.grace_s + WAIT_MARGIN_S)
+        except TimeoutError as exc:
+            raise RuntimeError(str(exc)) from None
+        _forget(cloud.db_path, resource.id)
 
 
-def _forget(cloud: Any, name: str) -> None:
-    """Drop a terminated instance's row from the local cloud's table."""
-    forget = getattr(cloud, "forget", None)
-    if callable(forget):
-        forget(name)
+def _forget(db_path: Path, name: str) -> None:
+    """Drop a TERMINATED instance's row from the local cloud's table (LocalCloud keeps
+    terminated rows; teardown leaves the table clean)."""
+    from contextlib import closing
+
+    from spotbench.clouds import _local_db as db
+
+    with closing(db.connect(db_path)) as conn, db.transaction(conn):
+        conn.execute("DELETE FROM instances WHERE name = ? AND state = ?", (name, State.TERMINATED.value))
 
 
 def _functions_process(state: LocalState) -> psutil.Process | None:
