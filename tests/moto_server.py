@@ -1,0 +1,75 @@
+"""A real `moto_server` on 127.0.0.1 for tests: started on a free port, stopped after.
+
+Use as a context manager (`with MotoServer() as url:`) or through a pytest fixture that
+wraps it. Credentials are fake (`testing`) and set by the caller's monkeypatch.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import requests
+
+VENV_BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class MotoServer:
+    def __init__(self, start_timeout_s: float = 60) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.start_timeout_s = start_timeout_s
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> str:
+        exe = VENV_BIN / "moto_server"
+        cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "moto.server"]
+        self.proc = subprocess.Popen(
+            [*cmd, "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                err = self.proc.stderr.read().decode() if self.proc.stderr else ""
+                raise RuntimeError(f"moto_server exited early: {err[-2000:]}")
+            try:
+                requests.get(f"{self.url}/moto-api/", timeout=2)
+                break
+            except requests.ConnectionError:
+                time.sleep(0.2)
+        else:
+            self.__exit__()
+            raise RuntimeError(f"moto_server did not answer on {self.url} within {self.start_timeout_s}s")
+        # Lambda invocations run in-process, not in Docker (there is no Docker daemon).
+        requests.post(f"{self.url}/moto-api/config", json={"lambda": {"use_docker": False}}, timeout=10)
+        return self.url
+
+    def reset(self) -> None:
+        self.reset_url(self.url)
+
+    @staticmethod
+    def reset_url(url: str) -> None:
+        """Forget every resource (keeps the server and its config)."""
+        requests.post(f"{url}/moto-api/reset", timeout=10).raise_for_status()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        if self.proc and self.proc.stderr:
+            self.proc.stderr.close()
