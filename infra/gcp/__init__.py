@@ -1,0 +1,126 @@
+"""The GCP sweep: every resource a spec needs, as one component tree.
+
+`GcpSweep(spec.name, GcpSweepArgs(spec=spec))` declares the network, identities, results
+bucket, functions, the start/stop scheduler pair and one `GcpRunGroup` per planned group,
+and exports the stack outputs (`bucket_url`, `function_urls`, `groups`, `crons`).
+Project and region come from the spec (`gcp.project`, `region`/`zone`) or the stack config
+(`gcp:project`, `gcp:region`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_tls as tls
+
+from infra.gcp.bucket import ResultsBucket, ResultsBucketArgs
+from infra.gcp.cloud_init import SshKeys
+from infra.gcp.functions import GcpFunctions, GcpFunctionsArgs
+from infra.gcp.identity import GcpIdentities, GcpIdentitiesArgs
+from infra.gcp.network import GcpNetwork, GcpNetworkArgs
+from infra.gcp.scheduler import GcpScheduler, GcpSchedulerArgs, cron_pair
+from infra.gcp.vms import GcpRunGroup, GcpRunGroupArgs, default_image
+from spotbench.spec import SweepSpec
+
+__all__ = ["GcpSweep", "GcpSweepArgs", "resolve_location"]
+
+
+def resolve_location(spec: SweepSpec) -> tuple[str, str, str]:
+    """(project, region, zone) from the spec, falling back to the `gcp:*` stack config."""
+    config = pulumi.Config("gcp")
+    project = spec.gcp.project or config.get("project")
+    if not project:
+        raise pulumi.RunError(
+            "no GCP project: set `gcp.project` in the spec or "
+            "`pulumi config set gcp:project MY-PROJECT`"
+        )
+    zone = spec.zone
+    if not zone:
+        raise pulumi.RunError(f"spec {spec.name!r}: cloud gcp needs 'zone' (e.g. us-central1-a)")
+    region = spec.region or zone.rsplit("-", 1)[0]
+    if not zone.startswith(region + "-"):
+        raise pulumi.RunError(f"spec {spec.name!r}: zone {zone!r} is not in region {region!r}")
+    return project, region, zone
+
+
+@dataclass
+class GcpSweepArgs:
+    spec: SweepSpec
+
+
+class GcpSweep(pulumi.ComponentResource):
+    def __init__(self, name: str, args: GcpSweepArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("spotbench:gcp:Sweep", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        spec = args.spec
+        if spec.cloud != "gcp":
+            raise pulumi.RunError(f"spec {spec.name!r} is for cloud {spec.cloud!r}, not gcp")
+        project, region, zone = resolve_location(spec)
+        groups = spec.plan()
+        crons = cron_pair(spec)  # fail before declaring anything
+
+        self.network = GcpNetwork(
+            f"{name}-net", GcpNetworkArgs(spec=spec, region=region, project=project), child
+        )
+        self.identities = GcpIdentities(
+            f"{name}-id", GcpIdentitiesArgs(sweep=spec.name, project=project), child
+        )
+        ids = self.identities
+        self.bucket = ResultsBucket(
+            f"{name}-bucket",
+            ResultsBucketArgs(spec=spec, project=project, location=region,
+                              writers=[ids.vm.email], managers=[ids.function.email]),
+            child,
+        )
+        self.functions = GcpFunctions(
+            f"{name}-fn",
+            GcpFunctionsArgs(
+                spec=spec, project=project, region=region, bucket=self.bucket.bucket.name,
+                results_url=self.bucket.url, function_account=ids.function.email,
+                scheduler_account=ids.scheduler.email, vm_account=ids.vm.email,
+            ),
+            child,
+        )
+        urls = self.functions.urls
+        self.scheduler = GcpScheduler(
+            f"{name}-sched",
+            GcpSchedulerArgs(spec=spec, project=project, region=region,
+                             scheduler_account=ids.scheduler.email,
+                             start_url=urls["start"], stop_url=urls["stop"]),
+            pulumi.ResourceOptions(parent=self, depends_on=list(self.functions.functions.values())),
+        )
+        ssh = None
+        if spec.workload.name == "osu":
+            key = tls.PrivateKey(
+                f"{name}-mpi-ssh", algorithm="ED25519",
+                opts=pulumi.ResourceOptions(parent=self, additional_secret_outputs=[
+                    "privateKeyOpenssh", "privateKeyPem"]),
+            )
+            ssh = pulumi.Output.secret(pulumi.Output.all(
+                key.private_key_openssh, key.public_key_openssh
+            ).apply(lambda kv: SshKeys(private_openssh=kv[0], public_openssh=kv[1])))
+        image = default_image(spec, project, region)
+        self.groups = {
+            g.id: GcpRunGroup(
+                g.id,
+                GcpRunGroupArgs(
+                    spec=spec, group=g, project=project, region=region, zone=zone,
+                    subnet=self.network.subnet.id, tag=self.network.tag,
+                    vm_account=ids.vm.email, results_url=self.bucket.url,
+                    done_url=urls["done"], image=image, ssh=ssh,
+                ),
+                pulumi.ResourceOptions(parent=self, depends_on=[self.network.firewall]),
+            )
+            for g in groups
+        }
+        self.outputs = {
+            "bucket_url": self.bucket.url,
+            "function_urls": dict(urls),
+            "groups": {gid: grp.instance_names for gid, grp in self.groups.items()},
+            "crons": {"start": crons[0], "stop": crons[1],
+                      "time_zone": spec.schedule.timezone if spec.schedule else "UTC"},
+        }
+        for key_, value in self.outputs.items():
+            pulumi.export(key_, value)
+        self.register_outputs(self.outputs)

@@ -1,0 +1,82 @@
+"""The results bucket: uniform access, public access prevented, labelled.
+
+The VM account may create and read objects (results, raw output; it never overwrites or
+deletes), the function account may read and write them (run ledger). The functions'
+source archive lives in the same bucket under `_spotbench/`.
+`force_destroy` is on so `pulumi destroy` removes everything: copy the results first
+(`gcloud storage cp -r gs://BUCKET/SWEEP .`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+
+from spotbench.plan import sweep_labels
+from spotbench.spec import SweepSpec
+
+
+def bucket_name(spec: SweepSpec, project: str) -> str:
+    """The spec's gs:// bucket, or `spotbench-<sweep>-<project>` (≤ 63 chars)."""
+    if spec.results and spec.results.startswith("gs://"):
+        return spec.results.removeprefix("gs://").split("/", 1)[0]
+    if spec.results:
+        raise pulumi.RunError(
+            f"results {spec.results!r}: a gcp sweep stores results in Cloud Storage; give a "
+            "gs://BUCKET[/prefix] URL or leave 'results' out for a bucket named after the sweep"
+        )
+    name = re.sub(r"[^a-z0-9-]", "-", f"spotbench-{spec.name}-{project}".lower())
+    return name[:63].rstrip("-")
+
+
+def results_url(spec: SweepSpec, project: str) -> str:
+    """Where members write: the spec's gs:// URL, or gs://<bucket>/<sweep>."""
+    if spec.results and spec.results.startswith("gs://"):
+        url = spec.results.rstrip("/")
+        return url if "/" in url.removeprefix("gs://") else f"{url}/{spec.name}"
+    return f"gs://{bucket_name(spec, project)}/{spec.name}"
+
+
+@dataclass
+class ResultsBucketArgs:
+    spec: SweepSpec
+    project: str
+    location: str
+    writers: list[pulumi.Input[str]]  # emails: objectCreator + objectViewer
+    managers: list[pulumi.Input[str]]  # emails: objectUser (read/write/overwrite)
+
+
+class ResultsBucket(pulumi.ComponentResource):
+    def __init__(
+        self, name: str, args: ResultsBucketArgs, opts: pulumi.ResourceOptions | None = None
+    ):
+        super().__init__("spotbench:gcp:ResultsBucket", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.bucket_name = bucket_name(args.spec, args.project)
+        self.url = results_url(args.spec, args.project)
+        self.bucket = gcp.storage.Bucket(
+            f"{name}-results",
+            name=self.bucket_name,
+            location=args.location.upper(),
+            uniform_bucket_level_access=True,
+            public_access_prevention="enforced",
+            force_destroy=True,
+            labels=sweep_labels(args.spec.name),
+            project=args.project,
+            opts=child,
+        )
+        grants = [(e, r) for e in args.writers
+                  for r in ("roles/storage.objectCreator", "roles/storage.objectViewer")]
+        grants += [(e, "roles/storage.objectUser") for e in args.managers]
+        for i, (email, role) in enumerate(grants):
+            gcp.storage.BucketIAMMember(
+                f"{name}-{role.split('.')[-1]}-{i}",
+                bucket=self.bucket.name,
+                role=role,
+                member=pulumi.Output.from_input(email).apply(lambda e: f"serviceAccount:{e}"),
+                opts=child,
+            )
+        self.register_outputs({"bucket": self.bucket.name, "url": self.url})

@@ -1,0 +1,117 @@
+"""The cloud-init user-data of one VM (Container-Optimized OS).
+
+It writes the container's env file (the member's `SPOTBENCH_CONTEXT` and friends), the MPI
+ssh keys when given, and a systemd unit that — on every boot, since COS re-applies
+cloud-init's write_files/runcmd on each boot (its /etc is not persistent) — installs the
+GPU driver (`cos-extensions install gpu`) when a GPU is attached, then runs the workload
+image with `docker run --network host --env-file …`. `docker run` stays in the foreground,
+so the ACPI shutdown of a preemption reaches the workload as SIGTERM (GCE allows ~30 s).
+Not `gce-container-declaration` (deprecated).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import yaml
+
+from infra.common import SSH_DIR_IN_CONTAINER
+
+STATE_DIR = "/var/lib/spotbench"
+ENV_FILE = f"{STATE_DIR}/env"
+SSH_DIR = f"{STATE_DIR}/ssh"
+UNIT = "spotbench.service"
+CONTAINER = "spotbench"
+
+
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings as `|` blocks, so the user-data reads like the files it writes."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+@dataclass(frozen=True)
+class SshKeys:
+    private_openssh: str
+    public_openssh: str
+
+
+def env_file(env: Mapping[str, str]) -> str:
+    """`docker --env-file` text: KEY=VALUE per line, values verbatim (no quoting)."""
+    for key, value in env.items():
+        if "\n" in value or "=" in key:
+            raise ValueError(f"env {key!r}: keys cannot hold '=' and values cannot span lines")
+    return "".join(f"{k}={v}\n" for k, v in env.items())
+
+
+def docker_command(image: str, *, gpu_count: int, ssh: bool) -> list[str]:
+    cmd = ["/usr/bin/docker", "run", "--rm", "--name", CONTAINER, "--network", "host",
+           "--stop-timeout", "25", "--env-file", ENV_FILE]
+    if ssh:
+        cmd += ["--volume", f"{SSH_DIR}:{SSH_DIR_IN_CONTAINER}:ro"]
+    if gpu_count:
+        cmd += ["--volume", "/var/lib/nvidia/lib64:/usr/local/nvidia/lib64",
+                "--volume", "/var/lib/nvidia/bin:/usr/local/nvidia/bin",
+                "--device", "/dev/nvidia-uvm", "--device", "/dev/nvidiactl"]
+        for i in range(gpu_count):
+            cmd += ["--device", f"/dev/nvidia{i}"]
+    return cmd + [image]
+
+
+def _unit(image: str, *, gpu_count: int, ssh: bool) -> str:
+    registry = image.split("/", 1)[0] if "/" in image else ""
+    pre = []
+    if gpu_count:
+        pre += ["/usr/bin/cos-extensions install gpu",
+                "/bin/mount --bind /var/lib/nvidia /var/lib/nvidia",
+                "/bin/mount -o remount,exec /var/lib/nvidia"]
+    if registry.endswith(("pkg.dev", "gcr.io")):
+        pre.append(f"/usr/bin/docker-credential-gcr configure-docker --registries={registry}")
+    pre.append(f"-/usr/bin/docker rm -f {CONTAINER}")
+    lines = [
+        "[Unit]",
+        "Description=spotbench workload",
+        "Wants=network-online.target",
+        "After=network-online.target docker.service",
+        "Requires=docker.service",
+        "",
+        "[Service]",
+        "Type=simple",
+        f"Environment=HOME={STATE_DIR}",
+        *(f"ExecStartPre={c}" for c in pre),
+        "ExecStart=" + " ".join(docker_command(image, gpu_count=gpu_count, ssh=ssh)),
+        "TimeoutStartSec=0",
+        "TimeoutStopSec=28",
+        "Restart=no",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def user_data(
+    *, image: str, env: Mapping[str, str], gpu_count: int = 0, ssh: SshKeys | None = None
+) -> str:
+    """The `#cloud-config` document for one member."""
+    files = [{"path": ENV_FILE, "permissions": "0600", "owner": "root", "content": env_file(env)}]
+    if ssh:
+        files += [
+            {"path": f"{SSH_DIR}/id_ed25519", "permissions": "0600",
+             "content": ssh.private_openssh.rstrip("\n") + "\n"},
+            {"path": f"{SSH_DIR}/id_ed25519.pub", "permissions": "0644",
+             "content": ssh.public_openssh.rstrip("\n") + "\n"},
+            {"path": f"{SSH_DIR}/authorized_keys", "permissions": "0644",
+             "content": ssh.public_openssh.rstrip("\n") + "\n"},
+        ]
+    files.append({"path": f"/etc/systemd/system/{UNIT}", "permissions": "0644",
+                  "content": _unit(image, gpu_count=gpu_count, ssh=ssh is not None)})
+    doc = {
+        "write_files": files,
+        "runcmd": ["systemctl daemon-reload", f"systemctl start --no-block {UNIT}"],
+    }
+    return "#cloud-config\n" + yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=10_000)

@@ -1,0 +1,115 @@
+"""The `start`, `stop` and `done` Cloud Functions (gen2) and who may invoke them.
+
+One source archive (`functions/` + `spotbench/` + requirements + a `main.py` shim),
+uploaded to the results bucket under `_spotbench/` with its content digest in the name.
+
+Nobody is `allUsers`: `roles/run.invoker` goes to the scheduler account on start/stop and to
+the VM account on done, on each function's Cloud Run service only. Ingress is
+`ALLOW_INTERNAL_ONLY` for all three: VMs reach `done` through the VPC (Private Google
+Access), and Cloud Scheduler in the same project counts as internal for Cloud Run ingress,
+so start/stop need no public path either. Each function also verifies the caller's token
+itself (`SPOTBENCH_AUDIENCE` = its own URL).
+
+URLs use the deterministic `https://REGION-PROJECT.cloudfunctions.net/NAME` form, so the
+VMs' done URL and the OIDC audiences are known before the functions exist (no cycle).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+
+from infra.common import function_source
+from spotbench.plan import sweep_labels
+from spotbench.spec import SweepSpec
+
+ENTRY_POINTS = ("start", "stop", "done")
+RUNTIME = "python312"
+INGRESS = "ALLOW_INTERNAL_ONLY"
+
+
+def function_name(sweep: str, entry: str) -> str:
+    return f"{sweep}-{entry}"
+
+
+def function_url(region: str, project: str, sweep: str, entry: str) -> str:
+    return f"https://{region}-{project}.cloudfunctions.net/{function_name(sweep, entry)}"
+
+
+@dataclass
+class GcpFunctionsArgs:
+    spec: SweepSpec
+    project: str
+    region: str
+    bucket: pulumi.Input[str]
+    results_url: str
+    function_account: pulumi.Input[str]  # email the functions run as
+    scheduler_account: pulumi.Input[str]  # email allowed to call start/stop
+    vm_account: pulumi.Input[str]  # email allowed to call done
+
+
+class GcpFunctions(pulumi.ComponentResource):
+    def __init__(
+        self, name: str, args: GcpFunctionsArgs, opts: pulumi.ResourceOptions | None = None
+    ):
+        super().__init__("spotbench:gcp:Functions", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        spec = args.spec
+        archive, digest = function_source("gcp")
+        self.source = gcp.storage.BucketObject(
+            f"{name}-source",
+            bucket=args.bucket,
+            name=f"_spotbench/functions-{digest}.zip",
+            source=archive,
+            opts=child,
+        )
+        self.urls = {e: function_url(args.region, args.project, spec.name, e)
+                     for e in ENTRY_POINTS}
+        self.functions: dict[str, gcp.cloudfunctionsv2.Function] = {}
+        for entry in ENTRY_POINTS:
+            fn = gcp.cloudfunctionsv2.Function(
+                f"{name}-{entry}",
+                name=function_name(spec.name, entry),
+                location=args.region,
+                project=args.project,
+                description=f"spotbench {spec.name}: {entry}",
+                labels=sweep_labels(spec.name),
+                build_config={
+                    "runtime": RUNTIME,
+                    "entry_point": entry,
+                    "source": {"storage_source": {
+                        "bucket": args.bucket, "object": self.source.name,
+                    }},
+                },
+                service_config={
+                    "max_instance_count": 3,
+                    "available_memory": "512M",
+                    "timeout_seconds": 300,
+                    "ingress_settings": INGRESS,
+                    "all_traffic_on_latest_revision": True,
+                    "service_account_email": args.function_account,
+                    "environment_variables": {
+                        "SPOTBENCH_CLOUD": "gcp",
+                        "SPOTBENCH_SPEC": spec.model_dump_json(),
+                        "SPOTBENCH_RESULTS_URL": args.results_url,
+                        "SPOTBENCH_GCP_PROJECT": args.project,
+                        "SPOTBENCH_AUDIENCE": self.urls[entry],
+                        "SPOTBENCH_SCHEDULER_ACCOUNTS": args.scheduler_account,
+                    },
+                },
+                opts=child,
+            )
+            self.functions[entry] = fn
+            invoker = args.vm_account if entry == "done" else args.scheduler_account
+            gcp.cloudrunv2.ServiceIamMember(
+                f"{name}-{entry}-invoker",
+                name=fn.name,
+                location=args.region,
+                project=args.project,
+                role="roles/run.invoker",
+                member=pulumi.Output.from_input(invoker).apply(lambda e: f"serviceAccount:{e}"),
+                opts=child,
+            )
+        self.register_outputs({f"{e}_url": u for e, u in self.urls.items()})

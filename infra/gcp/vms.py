@@ -1,0 +1,199 @@
+"""One run group: a static internal IP and a stopped VM per member, plus its placement.
+
+VMs boot Container-Optimized OS and run the workload through cloud-init (cloud_init.py).
+They are created stopped (`desired_status: TERMINATED`); `desired_status` is ignored on
+later updates so a `pulumi up` never stops or restarts a group the scheduler started, and
+`allow_stopping_for_update` is off so an update that needs a stop fails instead.
+`max_run_duration` (= the spec's deadline) is the platform's own dead-man switch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+
+from infra.common import member_contexts, workload_env
+from infra.gcp.cloud_init import SshKeys, user_data
+from spotbench.plan import RunGroup
+from spotbench.spec import SweepSpec
+
+# Machine series that accept a COLLOCATED (compact) placement policy.
+COMPACT_SERIES = frozenset(
+    {"a2", "a3", "a4", "c2", "c2d", "c3", "c3d", "c4", "c4a", "c4d", "g2", "h3", "n2",
+     "n2d", "z3"}
+)
+MAX_AVAILABILITY_DOMAINS = 8
+
+
+def machine_series(machine_type: str) -> str:
+    return machine_type.split("-", 1)[0].lower()
+
+
+def scheduling(spec: SweepSpec, *, gpu: bool, compact: bool, domain: int | None) -> dict:
+    s: dict = {
+        "max_run_duration": {"seconds": max(30, int(spec.deadline.total_seconds()))},
+        "instance_termination_action": "STOP",
+    }
+    if spec.provisioning == "spot":
+        s.update(provisioning_model="SPOT", preemptible=True, automatic_restart=False,
+                 on_host_maintenance="TERMINATE")
+    elif spec.provisioning == "preemptible":
+        s.update(preemptible=True, automatic_restart=False, on_host_maintenance="TERMINATE")
+    else:
+        s.update(provisioning_model="STANDARD", preemptible=False, automatic_restart=True,
+                 on_host_maintenance="TERMINATE" if gpu or compact else "MIGRATE")
+    if domain is not None:
+        s["availability_domain"] = domain
+    return s
+
+
+def default_image(spec: SweepSpec, project: str, region: str) -> str:
+    return spec.image or (
+        f"{region}-docker.pkg.dev/{project}/spotbench/{spec.workload.name}:latest"
+    )
+
+
+@dataclass
+class GcpRunGroupArgs:
+    spec: SweepSpec
+    group: RunGroup
+    project: str
+    region: str
+    zone: str
+    subnet: pulumi.Input[str]
+    tag: str
+    vm_account: pulumi.Input[str]
+    results_url: str
+    done_url: str
+    image: str
+    ssh: pulumi.Output | None = None  # Output[SshKeys] (secret) for MPI workloads
+
+
+class GcpRunGroup(pulumi.ComponentResource):
+    def __init__(
+        self, name: str, args: GcpRunGroupArgs, opts: pulumi.ResourceOptions | None = None
+    ):
+        super().__init__("spotbench:gcp:RunGroup", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        spec, group = args.spec, args.group
+        compact = spec.placement == "compact"
+        if compact and machine_series(group.machine_type) not in COMPACT_SERIES:
+            raise pulumi.RunError(
+                f"group {group.id}: placement 'compact' is not supported for machine type "
+                f"{group.machine_type!r}; compact placement needs one of the series "
+                f"{', '.join(sorted(COMPACT_SERIES))} — change matrix.machine_type or use "
+                "placement 'spread' or 'none'"
+            )
+        policies, domains = self._placement(name, args, child)
+
+        self.addresses = {
+            m.name: gcp.compute.Address(
+                f"{name}-{m.name.removeprefix(group.id + '-')}-ip",
+                name=m.name,
+                address_type="INTERNAL",
+                subnetwork=args.subnet,
+                region=args.region,
+                project=args.project,
+                labels=group.member_labels(m),
+                opts=child,
+            )
+            for m in group.members
+        }
+        names = [m.name for m in group.members]
+        ssh = args.ssh if args.ssh is not None else pulumi.Output.from_input(None)
+        ips = pulumi.Output.all(*(self.addresses[n].address for n in names))
+        gpu = group.accelerator_count if group.accelerator else 0
+
+        def render(values: list) -> dict[str, str]:
+            ip_list, keys = values
+            contexts = member_contexts(
+                group, dict(zip(names, ip_list)), cloud="gcp", results_url=args.results_url,
+                done_url=args.done_url, zone=args.zone, spot=spec.spot,
+            )
+            extra = workload_env(group.workload)
+            return {
+                n: user_data(image=args.image, env={**ctx.to_env(), **extra},
+                             gpu_count=gpu, ssh=keys)
+                for n, ctx in contexts.items()
+            }
+
+        documents = pulumi.Output.all(ips, ssh).apply(render)
+        if args.ssh is not None:
+            documents = pulumi.Output.secret(documents)
+
+        self.instances: dict[str, gcp.compute.Instance] = {}
+        for m in group.members:
+            domain = domains[m.rank % len(domains)] if domains else None
+            self.instances[m.name] = gcp.compute.Instance(
+                f"{name}-{m.name.removeprefix(group.id + '-')}",
+                name=m.name,
+                zone=args.zone,
+                project=args.project,
+                machine_type=group.machine_type,
+                labels=group.member_labels(m),
+                tags=[args.tag],
+                boot_disk={
+                    "auto_delete": True,
+                    "initialize_params": {
+                        "image": f"cos-cloud/{spec.gcp.image_family}",
+                        "size": spec.gcp.boot_disk_gb,
+                        "type": "pd-balanced",
+                        "labels": group.member_labels(m),
+                    },
+                },
+                network_interfaces=[{
+                    "subnetwork": args.subnet,
+                    "network_ip": self.addresses[m.name].address,
+                }],
+                guest_accelerators=(
+                    [{"type": group.accelerator, "count": gpu}] if gpu else None
+                ),
+                scheduling=scheduling(spec, gpu=bool(gpu), compact=compact, domain=domain),
+                resource_policies=policies[0] if policies else None,
+                service_account={"email": args.vm_account, "scopes": ["cloud-platform"]},
+                metadata={
+                    "user-data": documents.apply(lambda d, n=m.name: d[n]),
+                    "google-logging-enabled": "true",
+                    "enable-oslogin": "TRUE",
+                    "block-project-ssh-keys": "TRUE",
+                },
+                desired_status="TERMINATED",
+                allow_stopping_for_update=False,
+                deletion_protection=False,
+                opts=pulumi.ResourceOptions(parent=self, ignore_changes=["desiredStatus"]),
+            )
+        self.instance_names = names
+        self.register_outputs({
+            "instances": names,
+            "ips": {n: a.address for n, a in self.addresses.items()},
+        })
+
+    def _placement(self, name: str, args: GcpRunGroupArgs, child: pulumi.ResourceOptions):
+        spec, group = args.spec, args.group
+        n = len(group.members)
+        if spec.placement == "spread" and n > 1:
+            count = min(n, MAX_AVAILABILITY_DOMAINS)
+            policy = gcp.compute.ResourcePolicy(
+                f"{name}-spread",
+                name=f"{group.id}-spread",
+                region=args.region,
+                project=args.project,
+                description=f"spread {group.id} over {count} availability domains",
+                group_placement_policy={"availability_domain_count": count},
+                opts=child,
+            )
+            return [policy.self_link], list(range(1, count + 1))
+        if spec.placement == "compact":
+            policy = gcp.compute.ResourcePolicy(
+                f"{name}-compact",
+                name=f"{group.id}-compact",
+                region=args.region,
+                project=args.project,
+                description=f"collocate {group.id}",
+                group_placement_policy={"collocation": "COLLOCATED", "vm_count": n},
+                opts=child,
+            )
+            return [policy.self_link], []
+        return [], []
