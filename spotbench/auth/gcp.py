@@ -1,0 +1,230 @@
+"""GCP callers: Google-signed OIDC/ID tokens, verified with google-auth.
+
+Two kinds of callers reach the functions:
+
+* the Cloud Scheduler jobs, with an OIDC token of the sweep's scheduler service account
+  (`email` claim, `email_verified`) → `Caller("scheduler", email)`;
+* a member VM calling `done`, with the token its metadata server issues for
+  `audience=<function URL>&format=full`; Google adds the VM's identity under
+  `google.compute_engine` (instance_name, zone, project_id, …) → `Caller("member", name)`.
+
+Every token is checked for signature (Google's certificates), audience, expiry and issuer.
+A missing or invalid token raises `Unauthorized` (401); a valid token of someone who may not
+call (another project's VM, an unknown account) raises `Forbidden` (403). Whether a member
+VM belongs to the sweep is the control logic's check (it looks the instance up by labels).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import google.auth.exceptions
+import google.auth.transport
+import google.auth.transport.requests
+from google.oauth2 import id_token
+
+try:  # google-auth verifies JWK-set certificates with pyjwt, which raises its own errors
+    from jwt import PyJWTError
+except ImportError:  # pragma: no cover - pyjwt absent: only x509 certificate dicts work
+    PyJWTError = ValueError  # type: ignore[misc,assignment]
+
+from spotbench.auth import Caller, Forbidden, Unauthorized
+
+GOOGLE_ISSUERS = frozenset({"accounts.google.com", "https://accounts.google.com"})
+GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v1/certs"
+CLOCK_SKEW_S = 10  # tolerated clock difference for iat/exp
+_MAX_CERTS_AGE_S = 3600.0
+
+
+class VerifierUnavailable(RuntimeError):
+    """Google's signing certificates could not be fetched: answer 503 so callers retry."""
+
+
+@dataclass(frozen=True)
+class GcpIdentity:
+    """A verified caller plus what its token said about it (zone etc. only for VMs)."""
+
+    caller: Caller
+    email: str
+    project: str | None = None
+    zone: str | None = None
+    instance_id: str | None = None
+
+
+def caller_from_headers(
+    headers: Mapping[str, str],
+    *,
+    audience: str | Sequence[str],
+    scheduler_accounts: Collection[str],
+    project: str,
+    request: google.auth.transport.Request | None = None,
+    certs_url: str | None = None,
+) -> Caller:
+    """The verified caller of a request, from its `Authorization: Bearer <ID token>`."""
+    return identify(
+        headers,
+        audience=audience,
+        scheduler_accounts=scheduler_accounts,
+        project=project,
+        request=request,
+        certs_url=certs_url,
+    ).caller
+
+
+def identify(
+    headers: Mapping[str, str],
+    *,
+    audience: str | Sequence[str],
+    scheduler_accounts: Collection[str],
+    project: str,
+    request: google.auth.transport.Request | None = None,
+    certs_url: str | None = None,
+    member_accounts: Collection[str] | None = None,
+) -> GcpIdentity:
+    """Like `caller_from_headers`, also returning the VM's zone/project/instance id.
+
+    `member_accounts`, when given, are the only service accounts member VMs may run as.
+    """
+    if not audience or not project:
+        raise ValueError(
+            "GCP token verification needs the expected audience (the function URL, "
+            "SPOTBENCH_AUDIENCE) and the project (SPOTBENCH_GCP_PROJECT)"
+        )
+    claims = verify_claims(
+        bearer_token(headers), audience=audience, request=request, certs_url=certs_url
+    )
+    return identity_from_claims(
+        claims, scheduler_accounts=scheduler_accounts, project=project,
+        member_accounts=member_accounts,
+    )  # fmt: skip
+
+
+def bearer_token(headers: Mapping[str, str]) -> str:
+    """The token of an `Authorization: Bearer …` header (header name case-insensitive)."""
+    value = headers.get("Authorization") or headers.get("authorization")
+    if value is None:
+        value = next((v for k, v in headers.items() if k.lower() == "authorization"), None)
+    if not value:
+        raise Unauthorized("missing Authorization header: send 'Authorization: Bearer <ID token>'")
+    match = re.fullmatch(r"\s*Bearer\s+(\S+)\s*", value, flags=re.IGNORECASE)
+    if not match:
+        raise Unauthorized("Authorization header must be 'Bearer <ID token>'")
+    return match.group(1)
+
+
+def verify_claims(
+    token: str,
+    *,
+    audience: str | Sequence[str],
+    request: google.auth.transport.Request | None = None,
+    certs_url: str | None = None,
+) -> Mapping[str, Any]:
+    """The claims of a Google-signed ID token, checked for signature, audience, expiry and
+    issuer; `Unauthorized` otherwise."""
+    try:
+        claims = id_token.verify_token(
+            token,
+            request or _default_request(),
+            audience=list(audience) if not isinstance(audience, str) else audience,
+            certs_url=certs_url or GOOGLE_CERTS_URL,
+            clock_skew_in_seconds=CLOCK_SKEW_S,
+        )
+    except google.auth.exceptions.TransportError as exc:
+        raise VerifierUnavailable(f"cannot fetch Google's token certificates: {exc}") from exc
+    except (ValueError, google.auth.exceptions.GoogleAuthError, PyJWTError) as exc:
+        raise Unauthorized(f"invalid ID token: {exc}") from exc
+    if claims.get("iss") not in GOOGLE_ISSUERS:
+        raise Unauthorized(f"ID token issuer {claims.get('iss')!r} is not Google")
+    return claims
+
+
+def identity_from_claims(
+    claims: Mapping[str, Any],
+    *,
+    scheduler_accounts: Collection[str],
+    project: str,
+    member_accounts: Collection[str] | None = None,
+) -> GcpIdentity:
+    """Who verified `claims` belong to: a member VM of `project` or a scheduler account."""
+    email = str(claims.get("email") or "")
+    engine = (claims.get("google") or {}).get("compute_engine")
+    if engine:  # a VM's identity token (format=full): the VM is the caller, whatever its SA
+        vm_project = engine.get("project_id")
+        name = engine.get("instance_name")
+        if vm_project != project:
+            raise Forbidden(f"instance {name!r} belongs to project {vm_project!r}, not {project!r}")
+        if not name or not engine.get("zone"):
+            raise Forbidden("VM identity token lacks instance_name/zone; request format=full")
+        allowed = _accounts(member_accounts) if member_accounts is not None else None
+        if allowed is not None and email not in allowed:
+            raise Forbidden(f"instance {name!r} runs as {email!r}, not a sweep VM account")
+        instance_id = engine.get("instance_id")
+        return GcpIdentity(
+            Caller("member", str(name)), email, project=str(vm_project),
+            zone=str(engine["zone"]), instance_id=str(instance_id) if instance_id else None,
+        )  # fmt: skip
+    if email and email in _accounts(scheduler_accounts):
+        if claims.get("email_verified") is not True:
+            raise Forbidden(f"email {email!r} of the scheduler token is not verified")
+        return GcpIdentity(Caller("scheduler", email), email)
+    raise Forbidden(
+        f"{email or 'this caller'} may not call: not a scheduler account, and not a VM "
+        "identity token (VMs must fetch theirs with format=full)"
+    )
+
+
+def _accounts(accounts: Collection[str]) -> set[str]:
+    """Configured account emails, tolerating blanks from `"a,b,".split(",")`."""
+    return {a.strip() for a in accounts if a and a.strip()}
+
+
+class CachingRequest:
+    """A google-auth transport Request that remembers successful GETs (the certificates)
+    for their Cache-Control max-age, at most an hour, so warm functions do not refetch
+    Google's certificates on every call."""
+
+    def __init__(
+        self,
+        inner: google.auth.transport.Request | None = None,
+        max_age_s: float = _MAX_CERTS_AGE_S,
+    ) -> None:
+        self._inner = inner or google.auth.transport.requests.Request()
+        self._max_age_s = max_age_s
+        self._cache: dict[str, tuple[float, Any]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, url: str, method: str = "GET", **kwargs: Any) -> Any:
+        if method != "GET":
+            return self._inner(url, method=method, **kwargs)
+        with self._lock:
+            hit = self._cache.get(url)
+        if hit and hit[0] > time.monotonic():
+            return hit[1]
+        response = self._inner(url, method=method, **kwargs)
+        if response.status == 200:
+            ttl = min(_max_age(response.headers), self._max_age_s)
+            if ttl > 0:
+                with self._lock:
+                    self._cache[url] = (time.monotonic() + ttl, response)
+        return response
+
+
+def _max_age(headers: Mapping[str, str]) -> float:
+    control = next((v for k, v in headers.items() if k.lower() == "cache-control"), "")
+    match = re.search(r"max-age=(\d+)", control)
+    return float(match.group(1)) if match else 300.0
+
+
+_DEFAULT: CachingRequest | None = None
+
+
+def _default_request() -> CachingRequest:
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = CachingRequest()
+    return _DEFAULT

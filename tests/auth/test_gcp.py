@@ -1,0 +1,259 @@
+"""GCP ID-token checks: tokens signed here by a test key, certificates served locally."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import google.auth.transport.requests
+import jwt
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import NameOID
+
+from spotbench.auth import Caller, Forbidden, Unauthorized
+from spotbench.auth.gcp import (
+    CachingRequest,
+    VerifierUnavailable,
+    bearer_token,
+    caller_from_headers,
+    identify,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+AUD = "https://europe-west4-proj.cloudfunctions.net/done"
+PROJECT = "proj"
+SCHEDULER = "spotbench-scheduler@proj.iam.gserviceaccount.com"
+VM_SA = "spotbench-vm@proj.iam.gserviceaccount.com"
+KID = "test-key-1"
+
+
+def _key() -> rsa.RSAPrivateKey:
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+def _cert_pem(key: rsa.RSAPrivateKey) -> str:
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test.googleusercontent.com")])
+    now = dt.datetime.now(dt.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(days=1))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
+    return cert.public_bytes(serialization.Encoding.PEM).decode()
+
+
+KEY = _key()
+OTHER_KEY = _key()
+
+
+class CertServer:
+    """Google's v1 certs endpoint, locally: {kid: x509 PEM}, counting fetches."""
+
+    def __init__(self, certs: dict[str, str]) -> None:
+        self.certs, self.hits, self.status = certs, 0, 200
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - stdlib name
+                outer.hits += 1
+                data = json.dumps(outer.certs).encode()
+                self.send_response(outer.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Cache-Control", "public, max-age=19000, must-revalidate")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/oauth2/v1/certs"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="module")
+def certs() -> Iterator[CertServer]:
+    server = CertServer({KID: _cert_pem(KEY), "unused-key": _cert_pem(OTHER_KEY)})
+    yield server
+    server.close()
+
+
+def token(claims: dict[str, Any], key: rsa.RSAPrivateKey = KEY, kid: str = KID) -> str:
+    now = int(time.time())
+    body = {"iss": "https://accounts.google.com", "aud": AUD, "iat": now, "exp": now + 3600,
+            "sub": "1234567890", **claims}  # fmt: skip
+    return jwt.encode(body, key, algorithm="RS256", headers={"kid": kid})
+
+
+def scheduler_claims() -> dict[str, Any]:
+    return {"email": SCHEDULER, "email_verified": True, "azp": "1234567890"}
+
+
+def vm_claims(project: str = PROJECT) -> dict[str, Any]:
+    return {
+        "email": VM_SA,
+        "email_verified": True,
+        "google": {
+            "compute_engine": {
+                "instance_creation_timestamp": 1700000000,
+                "instance_id": "4242424242",
+                "instance_name": "s1-g1-launcher-0",
+                "project_id": project,
+                "project_number": 99,
+                "zone": "europe-west4-a",
+            }
+        },
+    }
+
+
+def check(tok: str | None, certs: CertServer, **kw: Any) -> Caller:
+    headers = {} if tok is None else {"Authorization": f"Bearer {tok}"}
+    opts = {
+        "audience": AUD,
+        "scheduler_accounts": [SCHEDULER],
+        "project": PROJECT,
+        "request": google.auth.transport.requests.Request(),
+        "certs_url": certs.url,
+    }
+    return caller_from_headers(headers, **{**opts, **kw})
+
+
+def test_valid_scheduler_token(certs):
+    assert check(token(scheduler_claims()), certs) == Caller("scheduler", SCHEDULER)
+
+
+def test_valid_scheduler_token_with_env_style_account_list(certs):
+    accounts = f"other@proj.iam.gserviceaccount.com,{SCHEDULER},".split(",")
+    caller = check(token({**scheduler_claims(), "iss": "accounts.google.com"}), certs,
+                   scheduler_accounts=accounts)  # fmt: skip
+    assert caller == Caller("scheduler", SCHEDULER)
+
+
+def test_valid_vm_token_is_a_member_with_its_zone(certs):
+    assert check(token(vm_claims()), certs) == Caller("member", "s1-g1-launcher-0")
+    ident = identify(
+        {"authorization": f"Bearer {token(vm_claims())}"},  # lower-case header name
+        audience=[AUD, AUD + "/"], scheduler_accounts=[SCHEDULER], project=PROJECT,
+        request=google.auth.transport.requests.Request(), certs_url=certs.url,
+    )  # fmt: skip
+    assert ident.caller == Caller("member", "s1-g1-launcher-0")
+    assert (ident.zone, ident.project) == ("europe-west4-a", PROJECT)
+    assert ident.instance_id == "4242424242"
+    assert ident.email == VM_SA
+
+
+@pytest.mark.parametrize(
+    ("tok", "why"),
+    [
+        (lambda: token({**scheduler_claims(), "aud": "https://evil.example/start"}), "udience"),
+        (lambda: token({**scheduler_claims(), "iat": int(time.time()) - 7200,
+                        "exp": int(time.time()) - 3600}), "xpired"),  # fmt: skip
+        (lambda: token(scheduler_claims(), key=OTHER_KEY), "signature"),  # forged, same kid
+        (lambda: token(scheduler_claims(), kid="no-such-key"), "no-such-key"),
+        (lambda: token({**scheduler_claims(), "iss": "https://evil.example"}), "issuer"),
+        (lambda: jwt.encode({**scheduler_claims(), "aud": AUD, "exp": int(time.time()) + 60,
+                             "iat": int(time.time()), "iss": "accounts.google.com"},
+                            None, algorithm="none"), "invalid ID token"),  # fmt: skip
+        (lambda: "not-a-jwt", "invalid ID token"),
+    ],
+    ids=["wrong-audience", "expired", "forged", "unknown-kid", "wrong-issuer", "alg-none",
+         "garbage"],  # fmt: skip
+)
+def test_invalid_tokens_are_unauthorized(certs, tok, why):
+    with pytest.raises(Unauthorized, match=why):
+        check(tok(), certs)
+
+
+def test_vm_token_with_wrong_audience_is_unauthorized(certs):
+    with pytest.raises(Unauthorized):
+        check(token({**vm_claims(), "aud": "https://europe-west4-proj.cloudfunctions.net/start"}),
+              certs)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": ""},
+        {"Authorization": "Basic dXNlcjpwYXNz"},
+        {"Authorization": "Bearer"},
+    ],
+)
+def test_missing_or_malformed_header_is_unauthorized(certs, headers):
+    with pytest.raises(Unauthorized, match="Authorization"):
+        caller_from_headers(headers, audience=AUD, scheduler_accounts=[SCHEDULER],
+                            project=PROJECT, certs_url=certs.url)  # fmt: skip
+
+
+def test_foreign_project_vm_is_forbidden(certs):
+    with pytest.raises(Forbidden, match="other-proj"):
+        check(token(vm_claims(project="other-proj")), certs)
+
+
+def test_unknown_account_is_forbidden(certs):
+    claims = {"email": "someone@example.com", "email_verified": True}
+    with pytest.raises(Forbidden, match="someone@example.com"):
+        check(token(claims), certs)
+
+
+def test_vm_token_without_format_full_is_forbidden(certs):
+    # format=standard: a VM's token has only its service account email
+    with pytest.raises(Forbidden, match="format=full"):
+        check(token({"email": VM_SA, "email_verified": True}), certs)
+
+
+def test_unverified_scheduler_email_is_forbidden(certs):
+    with pytest.raises(Forbidden, match="not verified"):
+        check(token({**scheduler_claims(), "email_verified": False}), certs)
+
+
+def test_vm_is_never_the_scheduler_and_member_accounts_are_enforced(certs):
+    as_scheduler = {**vm_claims(), "email": SCHEDULER}
+    assert check(token(as_scheduler), certs).kind == "member"
+    with pytest.raises(Forbidden, match="runs as"):
+        identify({"Authorization": f"Bearer {token(vm_claims())}"}, audience=AUD,
+                 scheduler_accounts=[SCHEDULER], project=PROJECT, certs_url=certs.url,
+                 request=google.auth.transport.requests.Request(),
+                 member_accounts=["other@proj.iam.gserviceaccount.com"])  # fmt: skip
+
+
+def test_missing_configuration_is_a_clear_error(certs):
+    with pytest.raises(ValueError, match="SPOTBENCH_AUDIENCE"):
+        check(token(scheduler_claims()), certs, audience="")
+
+
+def test_certificates_are_cached_and_outages_are_not_401(certs):
+    cached = CachingRequest()
+    before = certs.hits
+    for _ in range(3):
+        assert check(token(vm_claims()), certs, request=cached).kind == "member"
+    assert certs.hits == before + 1
+    certs.status = 500
+    try:
+        with pytest.raises(VerifierUnavailable, match="certificates"):
+            check(token(vm_claims()), certs)
+    finally:
+        certs.status = 200
+
+
+def test_bearer_token_parsing():
+    assert bearer_token({"AUTHORIZATION": "bearer abc.def.ghi"}) == "abc.def.ghi"
