@@ -7,6 +7,8 @@ import typer
 
 from spotbench.cli import core
 from spotbench.cli import report as report_cli
+from spotbench.cli import estimate as estimate_cli
+from spotbench.cli import preview as preview_cli
 
 app = typer.Typer(
     name="spotbench",
@@ -23,6 +25,8 @@ app = typer.Typer(
 
 core.register(app)
 report_cli.register(app)
+estimate_cli.register(app)
+preview_cli.register(app)
 
 
 def main() -> None:

@@ -1,0 +1,68 @@
+"""`spotbench estimate SPEC`: cost per group, per schedule tick and per month, line by line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from spotbench.cli._common import EXIT_BAD_INPUT, console, fail, spec_or_exit
+
+
+def _lines_table(title: str, lines, total: float) -> Table:
+    table = Table(title=title, title_justify="left")
+    for col, just in (("item", "left"), ("quantity", "right"), ("unit", "left"),
+                      ("USD/unit", "right"), ("USD", "right"), ("note", "left")):
+        table.add_column(col, justify=just)
+    for ln in lines:
+        table.add_row(ln.item, f"{ln.quantity:,.4f}", ln.unit, f"{ln.unit_usd:.7g}", f"{ln.usd:,.4f}", ln.note)
+    table.add_row("[bold]total[/]", "", "", "", f"[bold]{total:,.4f}[/]", "")
+    return table
+
+
+def estimate(
+    spec_path: Path = typer.Argument(..., metavar="SPEC", help="sweep spec (YAML)"),
+    prices: Path | None = typer.Option(
+        None, "--prices", envvar="SPOTBENCH_PRICES", help="CSV of price rows overriding/adding to the catalog"
+    ),
+    as_json: bool = typer.Option(False, "--json", help="print the estimate as JSON"),
+) -> None:
+    """What SPEC will cost: per group run, per schedule tick and per month, with assumptions."""
+    from spotbench.costs import MissingPrice, load_catalog
+    from spotbench.estimate import Estimate, estimate as compute
+
+    spec = spec_or_exit(spec_path)
+    try:
+        est = compute(spec, load_catalog(prices))
+    except MissingPrice as exc:
+        fail(str(exc), EXIT_BAD_INPUT)
+    except ValueError as exc:  # a bad --prices file
+        fail(str(exc), EXIT_BAD_INPUT)
+    if as_json:
+        typer.echo(json.dumps(est.to_dict(), indent=2, default=str))
+        return
+    groups = Table(title=f"{est.sweep} on {est.cloud} ({est.region}): per group run", title_justify="left")
+    for col in ("group", "machine", "members", "run s", "from", "billed s/member", "compute USD", "GPU USD",
+                "until deadline USD"):
+        groups.add_column(col)
+    for g in est.groups:
+        groups.add_row(g.group, g.machine_type, str(g.members), f"{g.run_s:.0f}", g.run_source, str(g.billed_s),
+                       f"{g.compute_usd:.4f}", f"{g.gpu_usd:.4f}", f"{g.deadline_usd:.4f}")
+    console.print(groups)
+    console.print(_lines_table("per schedule tick (one run of every group)", est.per_tick, Estimate.total(est.per_tick)))
+    if est.per_month is not None:
+        console.print(_lines_table(f"per month ({est.ticks_per_month} ticks)", est.per_month,
+                                   Estimate.total(est.per_month)))
+    saving = f"self-stop saves {est.self_stop_saving_tick:.4f} USD per tick"
+    if est.self_stop_saving_month is not None:
+        saving += f", {est.self_stop_saving_month:.2f} USD per month"
+    if all(g.run_source == "deadline" for g in est.groups):
+        saving += " (no earlier results: the expected run time is the deadline itself)"
+    console.print(saving + " against stopping only at the deadline", highlight=False)
+    console.print("assumptions:\n" + "\n".join(f"  - {a}" for a in est.assumptions), highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(estimate)
