@@ -14,7 +14,7 @@ import flask
 import functions_framework
 
 from functions._app import ConfigError, FunctionConfig, authenticate, handle
-from spotbench.auth import Forbidden, Unauthorized
+from spotbench.auth import Forbidden, Unauthorized, Unavailable
 
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
 log = logging.getLogger("spotbench.functions")
@@ -43,7 +43,10 @@ def _serve(action: str, request: flask.Request) -> flask.Response:
         return _reply(401, {"error": str(exc)})
     except Forbidden as exc:
         return _reply(403, {"error": str(exc)})
-    except ConfigError as exc:
+    except Unavailable as exc:  # e.g. Google's signing keys unreachable: let the caller retry
+        log.warning("cannot verify identity now: %s", exc)
+        return _reply(503, {"error": "identity cannot be verified right now; retry"})
+    except (ConfigError, ValueError) as exc:
         log.error("configuration: %s", exc)
         return _reply(500, {"error": "the function is misconfigured; see its log"})
     except Exception:  # noqa: BLE001

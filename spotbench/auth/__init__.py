@@ -23,3 +23,7 @@ class Forbidden(Exception):
 class Caller:
     kind: Literal["scheduler", "member", "operator"]
     name: str  # member: the instance name; scheduler/operator: the account name
+
+
+class Unavailable(RuntimeError):
+    """Identity cannot be checked right now, e.g. signing keys unreachable (HTTP 503: retry)."""

@@ -33,7 +33,7 @@ try:  # google-auth verifies JWK-set certificates with pyjwt, which raises its o
 except ImportError:  # pragma: no cover - pyjwt absent: only x509 certificate dicts work
     PyJWTError = ValueError  # type: ignore[misc,assignment]
 
-from spotbench.auth import Caller, Forbidden, Unauthorized
+from spotbench.auth import Caller, Forbidden, Unauthorized, Unavailable
 
 GOOGLE_ISSUERS = frozenset({"accounts.google.com", "https://accounts.google.com"})
 GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v1/certs"
@@ -41,7 +41,7 @@ CLOCK_SKEW_S = 10  # tolerated clock difference for iat/exp
 _MAX_CERTS_AGE_S = 3600.0
 
 
-class VerifierUnavailable(RuntimeError):
+class VerifierUnavailable(Unavailable):
     """Google's signing certificates could not be fetched: answer 503 so callers retry."""
 
 

@@ -1,0 +1,129 @@
+"""The functions over real HTTP: the functions-framework server, a local cloud, tokens."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import requests
+
+from spotbench.auth.local import member_token, scheduler_token
+from spotbench.clouds.base import State
+from spotbench.clouds.local import LocalCloud, LocalInstanceSpec
+from spotbench.localrun.server import FunctionsServer
+from spotbench.localrun.state import LocalState
+from spotbench.spec import load_spec
+
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(300)"]
+
+
+class Env:
+    def __init__(self, root: Path, results_url: str | None = None):
+        self.spec = load_spec({"name": "fx", "workload": {"name": "osu"}, "trials": 2})
+        self.groups = self.spec.plan()
+        self.state = LocalState("fx", root / "state")
+        self.secret = self.state.secret()
+        self.cloud = LocalCloud(self.state.db_path, grace_s=2, log_dir=self.state.dir / "logs")
+        self.cloud.deploy([
+            LocalInstanceSpec(name=m.name, labels=g.member_labels(m), command=SLEEPER, env={})
+            for g in self.groups for m in g.members
+        ])
+        env = {
+            "SPOTBENCH_CLOUD": "local", "SPOTBENCH_SPEC": self.spec.model_dump_json(),
+            "SPOTBENCH_RESULTS_URL": results_url or f"file://{root}/results",
+            "SPOTBENCH_STATE_DIR": str(self.state.dir), "SPOTBENCH_GRACE_S": "2",
+        }
+        self.server = FunctionsServer(env, root / "functions.log").start()
+
+    def post(self, path: str, body=None, token: str | None = None, raw: bytes | None = None):
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        if raw is not None:
+            return requests.post(self.server.url + path, data=raw, headers=headers, timeout=30)
+        return requests.post(self.server.url + path, json=body, headers=headers, timeout=30)
+
+    def scheduler(self) -> str:
+        return scheduler_token(self.secret)
+
+    def member(self, group_index: int, member_index: int = 0) -> tuple[str, str]:
+        name = self.groups[group_index].members[member_index].name
+        return name, member_token(self.secret, name)
+
+    def close(self) -> None:
+        self.server.stop()
+        self.cloud.terminate({"spotbench-sweep": "fx"})
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    e = Env(tmp_path_factory.mktemp("functions"))
+    yield e
+    e.close()
+
+
+def test_no_or_wrong_token_is_401(env: Env) -> None:
+    assert env.post("/start", {}).status_code == 401
+    resp = env.post("/start", {}, token="scheduler.deadbeef")
+    assert resp.status_code == 401 and resp.json() == {"error": "invalid bearer token"}
+    name, _ = env.member(0)
+    forged = member_token("another-secret", name)
+    assert env.post("/done", {"group": env.groups[0].id}, token=forged).status_code == 401
+
+
+def test_malformed_bodies_are_400_with_a_reason(env: Env) -> None:
+    name, token = env.member(0)
+    resp = env.post("/done", raw=b"{not json", token=token)
+    assert resp.status_code == 400 and "not valid JSON" in resp.json()["error"]
+    resp = env.post("/done", {"group": env.groups[0].id, "colour": "red"}, token=token)
+    assert resp.status_code == 400 and "colour" in resp.json()["error"]
+    assert env.post("/stop", {"groups": "all"}, token=env.scheduler()).status_code == 400
+    assert requests.get(env.server.url + "/start", timeout=10).status_code == 405
+
+
+def test_members_may_not_start(env: Env) -> None:
+    _, token = env.member(0)
+    assert env.post("/start", {}, token=token).status_code == 403
+
+
+def test_cycle_start_done_stopped_with_duplicates(env: Env) -> None:
+    first = env.post("/start", {"tick": "t"}, token=env.scheduler())
+    assert first.status_code == 200, first.text
+    started = first.json()["started"]
+    assert started == [env.groups[0].id]
+    dup = env.post("/start", {"tick": "t"}, token=env.scheduler())  # at-least-once delivery
+    assert dup.status_code == 200 and dup.json()["started"] == []
+    assert dup.json()["run"] == first.json()["run"]
+    g0 = env.groups[0]
+    env.cloud.wait(g0.labels, {State.RUNNING}, timeout=20)
+    assert len([i for i in env.cloud.query({"spotbench-sweep": "fx"}) if i.state == State.RUNNING]) == 2
+
+    # a member of group 0 may not stop group 1, and nothing is stopped by trying
+    _, token0 = env.member(0, 1)
+    resp = env.post("/done", {"group": env.groups[1].id}, token=token0)
+    assert resp.status_code == 403 and "only its own group" in resp.json()["error"]
+    assert all(i.state == State.RUNNING for i in env.cloud.query(g0.labels))
+
+    resp = env.post("/done", {"group": g0.id}, token=token0)
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["stopped"] == sorted(m.name for m in g0.members)
+    env.cloud.wait(g0.labels, {State.STOPPED}, timeout=20)
+    # group 0 stored no result, so it is pending again; group 1 is what starts next
+    assert resp.json()["started"] == [env.groups[1].id]
+    again = env.post("/done", {"group": g0.id}, token=token0)  # a retried done is harmless
+    assert again.status_code == 200
+    env.post("/stop", {"reason": "deadline"}, token=env.scheduler())
+    env.cloud.wait({"spotbench-sweep": "fx"}, {State.STOPPED}, timeout=20)
+
+
+def test_unexpected_errors_are_500_json_without_a_trace(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the results folder should be")
+    e = Env(tmp_path, results_url=f"file://{blocker}/results")
+    try:
+        resp = e.post("/start", {}, token=e.scheduler())
+        assert resp.status_code == 500
+        assert resp.json() == {"error": "internal error in start; see the function's log"}
+        assert "Traceback" not in resp.text
+    finally:
+        e.close()
+    assert "Traceback" in (tmp_path / "functions.log").read_text()
