@@ -1,0 +1,219 @@
+"""SSH access to a running group's members with fabric: run a command on all of them,
+collect raw logs and tool output into the results store, or open a shell on one.
+
+How members are reached (`AccessConfig.via`, CLI `--via`, env `SPOTBENCH_SSH_VIA`):
+
+- `direct`  the member's IP (local runs, tests, a VPN into the sweep's network)
+- `jump`    through a bastion (`--jump user@host[:port]`), ProxyJump-style, its host key
+            checked against the same known_hosts
+- `iap`     GCP: `gcloud compute start-iap-tunnel NAME PORT --listen-on-stdin` as the
+            ProxyCommand, what `gcloud compute ssh --tunnel-through-iap` does
+- `ssm`     AWS: `aws ssm start-session --document-name AWS-StartSSHSession` as the
+            ProxyCommand (the member's name is its instance id)
+
+Host keys are checked against `known_hosts` (the keys the stack recorded, e.g. exported
+from its outputs to `.spotbench/<sweep>/known_hosts`) with paramiko's RejectPolicy: an
+unknown host is refused, a changed key is refused; nothing is ever auto-accepted or
+written back. One unreachable member is reported; the others are still served.
+"""
+
+from __future__ import annotations
+
+import io
+import posixpath
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from fabric import Config, Connection, ThreadingGroup
+from fabric.exceptions import GroupException
+from paramiko import RejectPolicy
+
+from spotbench.clouds import Cloud
+from spotbench.plan import RunGroup
+from spotbench.results import ResultStore
+
+Via = Literal["direct", "jump", "iap", "ssm"]
+DEFAULT_COLLECT_PATHS = ("/var/log/spotbench",)
+
+
+@dataclass(frozen=True)
+class Target:
+    member: str
+    host: str  # IP, hostname, or (iap/ssm) the instance name / id
+    port: int = 22
+
+
+@dataclass
+class AccessConfig:
+    known_hosts: Path
+    user: str = "spotbench"
+    key_filename: str | None = None
+    via: Via = "direct"
+    port: int = 22
+    jump: str | None = None  # user@host[:port], for via=jump
+    gcp_project: str | None = None
+    gcp_zone: str | None = None
+    aws_region: str | None = None
+    connect_timeout: float = 15.0
+
+    def proxy_command(self, target: Target) -> str | None:
+        if self.via == "iap":
+            cmd = ["gcloud", "compute", "start-iap-tunnel", target.host, str(target.port),
+                   "--listen-on-stdin", "--verbosity=warning"]
+            cmd += [f"--zone={self.gcp_zone}"] if self.gcp_zone else []
+            cmd += [f"--project={self.gcp_project}"] if self.gcp_project else []
+            return shlex.join(cmd)
+        if self.via == "ssm":
+            cmd = ["aws", "ssm", "start-session", "--target", target.host,
+                   "--document-name", "AWS-StartSSHSession", "--parameters", f"portNumber={target.port}"]
+            cmd += ["--region", self.aws_region] if self.aws_region else []
+            return shlex.join(cmd)
+        return None
+
+
+@dataclass
+class MemberOutcome:
+    member: str
+    ok: bool
+    exit_code: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+    error: str = ""  # why the member could not be served (unreachable, host key, …)
+    files: list[str] = field(default_factory=list)  # collect: where each file was stored
+
+
+class HostKeyError(RuntimeError):
+    pass
+
+
+def targets_for(group: RunGroup, cloud: Cloud | None, cfg: AccessConfig,
+                overrides: Mapping[str, str] | None = None) -> list[Target]:
+    """Each member's address: `overrides` (member → host[:port]) first, then the cloud's
+    view (its IP; for iap/ssm its name). A member the cloud does not know is skipped."""
+    overrides = dict(overrides or {})
+    known = {i.name: i for i in cloud.query(group.labels)} if cloud is not None else {}
+    out = []
+    for m in group.members:
+        if m.name in overrides:
+            host, _, port = overrides[m.name].rpartition(":") if ":" in overrides[m.name] else (
+                overrides[m.name], "", "")
+            out.append(Target(m.name, host, int(port) if port else cfg.port))
+        elif m.name in known:
+            inst = known[m.name]
+            host = inst.name if cfg.via in ("iap", "ssm") else (inst.ip or inst.name)
+            out.append(Target(m.name, host, cfg.port))
+    return out
+
+
+def _checked(conn: Connection, cfg: AccessConfig) -> Connection:
+    if not cfg.known_hosts.exists():
+        raise HostKeyError(
+            f"no known_hosts file at {cfg.known_hosts}: export the host keys the stack recorded "
+            "there (refusing to trust keys on first use)"
+        )
+    conn.client.set_missing_host_key_policy(RejectPolicy())
+    conn.client.get_host_keys().load(str(cfg.known_hosts))
+    return conn
+
+
+def connection(target: Target, cfg: AccessConfig) -> Connection:
+    """A fabric Connection whose host key must already be in `cfg.known_hosts`."""
+    config = Config(overrides={"load_ssh_configs": False})
+    connect_kwargs = {
+        "key_filename": cfg.key_filename,
+        "allow_agent": cfg.key_filename is None,
+        "look_for_keys": cfg.key_filename is None,
+        "banner_timeout": cfg.connect_timeout,
+        "auth_timeout": cfg.connect_timeout,
+    }
+    gateway: Connection | str | None = cfg.proxy_command(target)
+    if cfg.via == "jump":
+        if not cfg.jump:
+            raise ValueError("via=jump needs a jump host (--jump user@host[:port])")
+        gateway = _checked(Connection(cfg.jump, config=config, connect_kwargs=dict(connect_kwargs),
+                                      connect_timeout=int(cfg.connect_timeout)), cfg)
+    conn = Connection(
+        target.host, user=cfg.user, port=target.port, config=config, gateway=gateway or False,
+        connect_kwargs=connect_kwargs, connect_timeout=int(cfg.connect_timeout),
+    )
+    return _checked(conn, cfg)
+
+
+def _explain(exc: BaseException) -> str:
+    import paramiko
+
+    if isinstance(exc, paramiko.BadHostKeyException):
+        return f"host key mismatch (refused): {exc}"
+    if isinstance(exc, paramiko.SSHException) and "known_hosts" in str(exc):
+        return f"host key not in known_hosts (refused): {exc}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def run_on_group(targets: list[Target], cfg: AccessConfig, command: str) -> list[MemberOutcome]:
+    """Run `command` on every member at once; each member's exit code and output, or why it
+    could not be reached. A non-zero exit is reported, not raised."""
+    endpoints = [(t.host, t.port) for t in targets]
+    if len(set(endpoints)) != len(endpoints):
+        raise ValueError(f"two members share one address: {endpoints}; give each its own host:port")
+    conns = {target.member: connection(target, cfg) for target in targets}
+    by_conn = {id(c): m for m, c in conns.items()}
+    group = ThreadingGroup.from_connections(list(conns.values()))
+    try:  # no stdin: a batch command must not wait for input
+        results = group.run(command, hide=True, warn=True, in_stream=False)
+    except GroupException as exc:  # some members failed; exc.result holds every member's
+        results = exc.result
+    outcomes = {}
+    for conn, res in results.items():
+        member = by_conn[id(conn)]
+        if isinstance(res, BaseException):
+            outcomes[member] = MemberOutcome(member, False, error=_explain(res))
+        else:
+            outcomes[member] = MemberOutcome(member, res.exited == 0, res.exited, res.stdout, res.stderr)
+    for conn in conns.values():
+        conn.close()
+    return [outcomes[t.member] for t in targets]
+
+
+def collect(targets: list[Target], cfg: AccessConfig, store: ResultStore, group: str,
+            paths: tuple[str, ...] = DEFAULT_COLLECT_PATHS, run: str | None = None) -> list[MemberOutcome]:
+    """Fetch every file under `paths` from every member into the results store, beside the
+    group's records: `runs/<run>/<group>.<attempt>/collected/<member>/<path>`."""
+    run = run or _run_for(store)
+    attempt = max(1, len(store._group_files(run, group)))
+    listing = " ".join(shlex.quote(p) for p in paths)
+    found = run_on_group(targets, cfg, f"find {listing} -type f 2>/dev/null; true")
+    conns = {t.member: t for t in targets}
+    for outcome in found:
+        if not outcome.ok:
+            continue
+        conn = connection(conns[outcome.member], cfg)
+        try:
+            for remote in filter(None, outcome.stdout.splitlines()):
+                buf = io.BytesIO()
+                conn.get(remote, local=buf)
+                name = posixpath.join("collected", outcome.member, remote.lstrip("/"))
+                outcome.files.append(store.write_raw(run, group, name, buf.getvalue(), attempt=attempt))
+        except Exception as exc:  # noqa: BLE001 - report, keep what was fetched
+            outcome.ok, outcome.error = False, f"while fetching files: {_explain(exc)}"
+        finally:
+            conn.close()
+    return found
+
+
+def _run_for(store: ResultStore) -> str:
+    current = store.current_run()
+    if current is not None:
+        return current.run
+    runs = store.runs()
+    if runs:
+        return runs[-1].run
+    raise ValueError(f"no run in {store.url} yet: nothing to collect into (give --run)")
+
+
+def open_shell(target: Target, cfg: AccessConfig) -> int:
+    """An interactive shell on one member; returns its exit code."""
+    with connection(target, cfg) as conn:
+        return conn.shell().exited

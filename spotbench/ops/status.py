@@ -1,0 +1,208 @@
+"""`spotbench status`: every group of a sweep with its members, state, zone, age, deadline,
+spend so far, last result, and the schedule (next start/stop tick, paused or not).
+
+Instances come from the Cloud driver (`query` by the group's labels); a group's age and
+deadline from the run ledger (the group's latest launch in the open run, else the run's
+opening); last results from the results store; spend from `spotbench.budget.budget_status`
+when that module is installed (otherwise left out, with a note).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from spotbench.clouds import Cloud, Instance, State
+from spotbench.ops.schedule import ScheduleControl, ScheduleInfo, describe
+from spotbench.plan import RunGroup, sweep_labels
+from spotbench.results import Result, ResultStore, RunInfo
+from spotbench.spec import SweepSpec
+
+
+@dataclass
+class MemberStatus:
+    name: str
+    role: str
+    state: str  # a cloud State, or MISSING when the cloud does not know the instance
+    zone: str | None = None
+    ip: str | None = None
+    detail: str = ""
+
+
+@dataclass
+class GroupStatus:
+    id: str
+    trial: int
+    point: dict[str, Any]
+    state: str
+    members: list[MemberStatus]
+    zone: str | None = None
+    launched_at: datetime | None = None
+    age_s: float | None = None
+    deadline: datetime | None = None
+    last_result: str | None = None
+    last_result_at: datetime | None = None
+
+
+@dataclass
+class SweepStatus:
+    sweep: str
+    cloud: str
+    run: str | None
+    groups: list[GroupStatus]
+    schedule: ScheduleInfo
+    spend: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["schedule"] = self.schedule.as_dict()
+        return _iso(out)
+
+
+def _iso(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {k: _iso(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_iso(v) for v in value]
+    return value
+
+
+def group_state(members: list[MemberStatus]) -> str:
+    """One word for the group when its members agree, else counts (`RUNNING 1, STOPPED 1`)."""
+    counts = Counter(m.state for m in members)
+    if len(counts) == 1:
+        return next(iter(counts))
+    return ", ".join(f"{s} {n}" for s, n in sorted(counts.items()))
+
+
+def _launched_at(store: ResultStore, run: RunInfo | None, group: str) -> datetime | None:
+    if run is None:
+        return None
+    paths = store.fs.glob(store._p("runs", run.run, "launches", f"{group}.*"))
+    if not paths:
+        return None
+    try:
+        times = [store.fs.modified(p) for p in paths]
+    except (NotImplementedError, OSError):
+        return run.opened_at
+    latest = max(times)
+    return latest if latest.tzinfo else latest.replace(tzinfo=UTC)
+
+
+def _last_results(results: list[Result]) -> dict[str, tuple[str, datetime]]:
+    """Per group: a one-line summary of its newest stored attempt."""
+    newest: dict[str, list[Result]] = {}
+    for r in results:
+        have = newest.get(r.group)
+        if have is None or r.ended_at > have[0].ended_at:
+            newest[r.group] = [r]
+        elif r.ended_at == have[0].ended_at:
+            have.append(r)
+    out = {}
+    for group, rs in newest.items():
+        first = rs[0]
+        text = f"{first.metric}={first.value:g} {first.unit}"
+        if len(rs) > 1:
+            text += f" (+{len(rs) - 1} more)"
+        if any(r.preempted for r in rs):
+            text += " [preempted]"
+        out[group] = (text, first.ended_at)
+    return out
+
+
+def _spend(spec: SweepSpec, store: ResultStore, notes: list[str]) -> dict[str, Any] | None:
+    try:
+        from spotbench.budget import budget_status  # written by the costs work
+    except ImportError:
+        notes.append("spend not shown: spotbench.budget is not installed in this build")
+        return None
+    try:
+        status = budget_status(spec, store)
+    except Exception as exc:  # noqa: BLE001 - status still prints the rest
+        notes.append(f"spend unavailable: {exc}")
+        return None
+    if hasattr(status, "model_dump"):
+        return status.model_dump(mode="json")
+    return asdict(status) if hasattr(status, "__dataclass_fields__") else dict(status)
+
+
+def _group(group: RunGroup, found: list[Instance], store: ResultStore, run: RunInfo | None,
+           last: dict[str, tuple[str, datetime]], spec: SweepSpec, now: datetime) -> GroupStatus:
+    by_name = {i.name: i for i in found}
+    members = []
+    for m in group.members:
+        inst = by_name.pop(m.name, None)
+        members.append(
+            MemberStatus(m.name, m.role, inst.state.value, inst.zone, inst.ip, inst.detail)
+            if inst else MemberStatus(m.name, m.role, "MISSING")
+        )
+    for extra in by_name.values():  # labelled with this group but not in the plan
+        members.append(MemberStatus(extra.name, "?", extra.state.value, extra.zone, extra.ip, "not in the plan"))
+    launched = _launched_at(store, run, group.id)
+    active = any(m.state in (State.PENDING, State.RUNNING, State.STOPPING) for m in members)
+    text, at = last.get(group.id, (None, None))
+    return GroupStatus(
+        id=group.id,
+        trial=group.trial,
+        point=group.point,
+        state=group_state(members),
+        members=members,
+        zone=next((m.zone for m in members if m.zone), None),
+        launched_at=launched,
+        age_s=(now - launched).total_seconds() if launched and active else None,
+        deadline=launched + spec.deadline if launched and active else None,
+        last_result=text,
+        last_result_at=at,
+    )
+
+
+def sweep_status(
+    spec: SweepSpec,
+    cloud: Cloud | None,
+    store: ResultStore,
+    control: ScheduleControl | None = None,
+    now: datetime | None = None,
+) -> SweepStatus:
+    now = now or datetime.now(UTC)
+    notes: list[str] = []
+    run = store.current_run()
+    found: list[Instance] = []
+    if cloud is not None:
+        try:
+            found = cloud.query(sweep_labels(spec.name))
+        except Exception as exc:  # noqa: BLE001
+            notes.append(f"could not query {spec.cloud} instances: {exc}")
+    by_group: dict[str, list[Instance]] = {}
+    for inst in found:
+        by_group.setdefault(inst.group() or "", []).append(inst)
+    try:
+        last = _last_results(store.read())
+    except Exception as exc:  # noqa: BLE001
+        notes.append(f"could not read results at {store.url}: {exc}")
+        last = {}
+    groups = [_group(g, by_group.pop(g.id, []), store, run, last, spec, now) for g in spec.plan()]
+    for gid, insts in sorted(by_group.items()):  # groups the plan no longer has: orphans
+        notes.append(
+            f"{len(insts)} instance(s) of group {gid or '?'} are not in the plan "
+            f"(orphans; `spotbench teardown SPEC` removes them)"
+        )
+    return SweepStatus(
+        sweep=spec.name,
+        cloud=spec.cloud,
+        run=run.run if run else None,
+        groups=groups,
+        schedule=describe(spec, control, now),
+        spend=_spend(spec, store, notes),
+        notes=notes,
+    )
+
+
+def fmt_age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    return str(timedelta(seconds=int(seconds)))
