@@ -1,0 +1,142 @@
+"""`python -m workloads.osu`: one member of an OSU group (role from SPOTBENCH_CONTEXT).
+
+peer (rank 1)      serves the launcher until its instance is stopped: the exec agent on the
+                   local cloud, sshd on gcp/aws. Stores nothing; SIGTERM → exit 0.
+launcher (rank 0)  runs each benchmark of `params.benchmarks` with mpiexec across both
+                   members, records one Result per message size as rows arrive, stores the
+                   raw OSU text beside them, then calls `done` (which stops the group).
+                   SIGTERM, a lost peer or a timeout → what was measured is stored with
+                   preempted=true (metadata `interrupted` says why) and done is still called.
+
+Exit codes: 0 finished or preempted/peer lost (results stored), 1 the benchmark failed,
+143 SIGTERM (results stored).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from spotbench.member import MemberContext
+from spotbench.spec import OsuParams
+from workloads.common import WorkloadRun
+from workloads.osu import agent, launch, ssh
+from workloads.osu.parse import OsuParseError, OsuStream
+
+log = logging.getLogger("spotbench.osu")
+
+
+def mpi_library_version() -> str:
+    try:
+        import mpi4py
+
+        mpi4py.rc.initialize = False  # only ask the library, do not start MPI here
+        from mpi4py import MPI
+
+        return MPI.Get_library_version().strip().splitlines()[0].strip()
+    except Exception as exc:  # noqa: BLE001 - metadata only
+        return f"unknown ({exc})"
+
+
+def peer(ctx: MemberContext) -> int:
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    mode = os.environ.get("SPOTBENCH_OSU_TRANSPORT") or ("agent" if ctx.cloud == "local" else "ssh")
+    if mode == "agent":
+        agent.serve(ctx.me.host, ctx.me.port, ctx.name, ctx.token, stop)
+        return 0
+    with tempfile.TemporaryDirectory(prefix="spotbench-sshd-") as tmp:
+        sshd = ssh.peer_sshd_from_env(Path(tmp), ctx.me.port)
+        log.info("sshd for %s listening on port %d", ctx.name, ctx.me.port)
+        while not stop.wait(0.5):
+            if sshd.poll() is not None:
+                log.error("sshd exited with %s; see %s/sshd.log", sshd.returncode, tmp)
+                return 1
+        agent.kill_tree(sshd.pid)
+    return 0
+
+
+def _bench(run: WorkloadRun, t: launch.Transport, params: OsuParams, benchmark: str,
+           mpi_version: str) -> str | None:
+    """Run one benchmark, recording rows as they come; returns why it was cut short."""
+    source = launch.choose(params.implementation, benchmark)
+    cmd = launch.command(t, launch.program(benchmark, params, source))
+    log.info("%s via %s: %s", benchmark, source, " ".join(cmd))
+    stream, lines = OsuStream(), []
+    raw_name = f"osu_{benchmark}.txt"
+
+    def on_line(line: str) -> None:
+        lines.append(line)
+        run.raw(raw_name, "".join(lines))
+        row = stream.feed(line)
+        if row is None:
+            return
+        size, value = row
+        out = stream.out
+        assert out is not None
+        iters, warm = launch.counts(benchmark, params, source, size)
+        meta = {"benchmark": benchmark, "size_bytes": size, "iterations": iters, "warmup": warm,
+                "source": source, "osu_version": out.version, "mpi_library": mpi_version}
+        if benchmark == "bibw":
+            meta["window"] = params.window
+        run.record(benchmark, value, out.unit, **meta)
+
+    peer_member = run.ctx.peers("peer")[0]
+    try:
+        outcome = launch.run_streaming(cmd, on_line, timeout=launch.timeout_for(benchmark, params),
+                                       peer=peer_member)
+    except OsuParseError as exc:
+        return f"unparseable {benchmark} output: {exc}"
+    if outcome.stderr.strip():
+        run.raw(f"osu_{benchmark}.stderr.txt", outcome.stderr)
+    if outcome.reason:
+        log.warning("%s cut short: %s\n%s", benchmark, outcome.reason, outcome.stderr[-2000:])
+        return outcome.reason
+    try:
+        stream.result()
+    except OsuParseError as exc:
+        return f"incomplete {benchmark} output: {exc}"
+    return None
+
+
+def launcher(run: WorkloadRun) -> int:
+    params = OsuParams.model_validate(run.ctx.params)
+    interrupted: str | None = None
+    with run.preemptible():
+        with tempfile.TemporaryDirectory(prefix="spotbench-osu-") as tmp:
+            t = launch.transport(run.ctx, Path(tmp))
+            mpi_version = mpi_library_version()
+            for benchmark in params.benchmarks:
+                interrupted = _bench(run, t, params, benchmark, mpi_version)
+                if interrupted:
+                    break
+        if interrupted:
+            run.records = [r.model_copy(update={"metadata": {**r.metadata, "interrupted": interrupted}})
+                           for r in run.records]
+        run.finish(preempted=interrupted is not None)
+        try:
+            run.done()
+        except Exception as exc:  # noqa: BLE001 - the deadline stop still ends the group
+            log.error("done call failed (the group stops at its deadline): %s", exc)
+    failed = interrupted is not None and interrupted not in ("peer lost", "timeout")
+    return 1 if failed else 0
+
+
+def main() -> int:
+    ctx = MemberContext.from_env()
+    if ctx.role == "peer":
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+        return peer(ctx)
+    if ctx.role == "launcher":
+        return launcher(WorkloadRun.from_env())
+    print(f"osu: unknown role {ctx.role!r} (expected launcher or peer)", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
