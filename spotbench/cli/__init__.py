@@ -9,6 +9,7 @@ from spotbench.cli import core
 from spotbench.cli import report as report_cli
 from spotbench.cli import estimate as estimate_cli
 from spotbench.cli import preview as preview_cli
+from spotbench.cli import ops as ops_cli
 
 app = typer.Typer(
     name="spotbench",
@@ -27,6 +28,7 @@ core.register(app)
 report_cli.register(app)
 estimate_cli.register(app)
 preview_cli.register(app)
+ops_cli.register(app)
 
 
 def main() -> None:

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from spotbench.clouds import Cloud, Instance, State
+from spotbench.clouds import ACTIVE, Cloud, Instance, State
 from spotbench.ops.schedule import ScheduleControl, ScheduleInfo, describe
 from spotbench.plan import RunGroup, sweep_labels
 from spotbench.results import Result, ResultStore, RunInfo
@@ -115,14 +115,14 @@ def _last_results(results: list[Result]) -> dict[str, tuple[str, datetime]]:
     return out
 
 
-def _spend(spec: SweepSpec, store: ResultStore, notes: list[str]) -> dict[str, Any] | None:
+def _spend(spec: SweepSpec, store: ResultStore, found: list[Instance], notes: list[str]) -> dict[str, Any] | None:
     try:
         from spotbench.budget import budget_status  # written by the costs work
     except ImportError:
         notes.append("spend not shown: spotbench.budget is not installed in this build")
         return None
     try:
-        status = budget_status(spec, store)
+        status = budget_status(spec, store, [i for i in found if i.state in ACTIVE])
     except Exception as exc:  # noqa: BLE001 - status still prints the rest
         notes.append(f"spend unavailable: {exc}")
         return None
@@ -197,7 +197,7 @@ def sweep_status(
         run=run.run if run else None,
         groups=groups,
         schedule=describe(spec, control, now),
-        spend=_spend(spec, store, notes),
+        spend=_spend(spec, store, found, notes),
         notes=notes,
     )
 

@@ -1,0 +1,287 @@
+"""Operations commands: status, schedule pause|resume|run-now, teardown, ssh, exec, collect.
+
+Every option has an environment-variable twin (shown in --help), so cron jobs and CI can
+configure them once (see also the thin twins in `scripts/`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from spotbench.cli._common import console, err_console, fail, spec_or_exit
+
+schedule_app = typer.Typer(help="Pause, resume or fire now a sweep's start/stop pair.", no_args_is_help=True)
+
+SpecArg = typer.Argument(..., help="sweep spec (YAML)", metavar="SPEC")
+JsonOpt = typer.Option(False, "--json", help="print JSON instead of a table")
+RootOpt = typer.Option(None, "--state-root", envvar="SPOTBENCH_STATE_ROOT", help="local state dir (.spotbench)")
+
+
+# ---- status --------------------------------------------------------------------------
+def status(
+    spec_path: Path | None = typer.Argument(None, help="sweep spec; omit to list local sweeps", metavar="[SPEC]"),
+    as_json: bool = JsonOpt,
+    results: str | None = typer.Option(None, "--results", envvar="SPOTBENCH_RESULTS_URL", help="results URL"),
+    root: Path | None = RootOpt,
+) -> None:
+    """Every group with members, state, zone, age, deadline, spend, last result, schedule."""
+    from spotbench.ops import status as st
+    from spotbench.ops._context import cloud_for, results_for
+    from spotbench.ops.schedule import control_for
+
+    if spec_path is None:
+        _local_overview(root, as_json)
+        return
+    spec = spec_or_exit(spec_path)
+    cloud = control = None
+    try:
+        cloud = cloud_for(spec, root)
+    except Exception as exc:  # noqa: BLE001 - status shows what it can
+        err_console.print(f"[yellow]cannot reach {spec.cloud}:[/] {exc}")
+    try:
+        control = control_for(spec, **({"root": root} if spec.cloud == "local" else {}))
+    except Exception as exc:  # noqa: BLE001
+        err_console.print(f"[yellow]schedule state unavailable:[/] {exc}")
+    report = st.sweep_status(spec, cloud, results_for(spec, results), control)
+    if as_json:
+        typer.echo(json.dumps(report.as_dict(), indent=2, default=str))
+        return
+    table = Table(title=f"{spec.name} on {spec.cloud}" + (f" · run {report.run}" if report.run else ""))
+    for col in ("group", "state", "members", "zone", "age", "deadline", "last result"):
+        table.add_column(col)
+    for g in report.groups:
+        members = "\n".join(f"{m.name.removeprefix(g.id + '-')}:{m.role} {m.state}" for m in g.members)
+        deadline = g.deadline.strftime("%Y-%m-%d %H:%M:%SZ") if g.deadline else "-"
+        table.add_row(g.id, g.state, members, g.zone or "-", st.fmt_age(g.age_s), deadline, g.last_result or "-")
+    console.print(table)
+    sch = report.schedule
+    paused = {True: "PAUSED", False: "active", None: "unknown"}[sch.paused]
+    if sch.cron:
+        console.print(f"schedule: '{sch.cron}' {sch.timezone} · {paused} · next start {sch.next_start} · "
+                      f"next stop {sch.next_stop} {sch.detail}", highlight=False)
+    else:
+        console.print(f"schedule: none (runs on demand) · {paused}", highlight=False)
+    if report.spend is not None:
+        console.print(f"spend: {report.spend}", highlight=False)
+    for note in report.notes:
+        console.print(f"note: {note}", highlight=False)
+
+
+def _local_overview(root: Path | None, as_json: bool) -> None:
+    from spotbench.ops._context import state_root
+    from spotbench.ops.orphans_local import LocalSweeper
+
+    found = LocalSweeper(state_root(root)).find(None)
+    if as_json:
+        typer.echo(json.dumps([r.__dict__ for r in found], indent=2))
+        return
+    if not found:
+        console.print(f"no local sweeps under {state_root(root)}; give a SPEC for a cloud sweep")
+    for r in found:
+        console.print(f"{r.sweep}  {r.kind}  {r.id}  {r.state}", highlight=False)
+
+
+# ---- schedule --------------------------------------------------------------------------
+def _schedule(spec_path: Path, action: str, root: Path | None) -> None:
+    from spotbench.ops.schedule import control_for
+
+    spec = spec_or_exit(spec_path)
+    try:
+        control = control_for(spec, **({"root": root} if spec.cloud == "local" else {}))
+        message = getattr(control, action)()
+    except Exception as exc:  # noqa: BLE001 - one clear line, exit 1
+        fail(f"{action.replace('_', '-')} {spec.name}: {exc}")
+    console.print(message, highlight=False)
+
+
+@schedule_app.command("pause")
+def schedule_pause(spec_path: Path = SpecArg, root: Path | None = RootOpt) -> None:
+    """Stop starting groups (the deadline stop still fires for running ones)."""
+    _schedule(spec_path, "pause", root)
+
+
+@schedule_app.command("resume")
+def schedule_resume(spec_path: Path = SpecArg, root: Path | None = RootOpt) -> None:
+    """Let the start ticks fire again."""
+    _schedule(spec_path, "resume", root)
+
+
+@schedule_app.command("run-now")
+def schedule_run_now(spec_path: Path = SpecArg, root: Path | None = RootOpt) -> None:
+    """Fire the start tick now."""
+    _schedule(spec_path, "run_now", root)
+
+
+# ---- teardown --------------------------------------------------------------------------
+def teardown(
+    spec_path: Path | None = typer.Argument(None, help="sweep spec (optional with --all-sweeps)", metavar="SPEC"),
+    yes: bool = typer.Option(False, "--yes", envvar="SPOTBENCH_YES", help="really delete (default: dry run)"),
+    all_sweeps: bool = typer.Option(False, "--all-sweeps", envvar="SPOTBENCH_ALL_SWEEPS",
+                                    help="every spotbench-labelled resource, of any sweep"),
+    cloud: str | None = typer.Option(None, "--cloud", envvar="SPOTBENCH_CLOUD",
+                                     help="local|gcp|aws (default: the spec's)"),
+    stack: str | None = typer.Option(None, "--stack", envvar="SPOTBENCH_STACK",
+                                     help="Pulumi stack to destroy (default: the sweep's name)"),
+    regions: str | None = typer.Option(None, "--regions", envvar="SPOTBENCH_REGIONS",
+                                       help="aws: comma-separated regions (default: every enabled region)"),
+    project: str | None = typer.Option(None, "--project", envvar="SPOTBENCH_GCP_PROJECT", help="gcp project"),
+    root: Path | None = RootOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """pulumi destroy, then remove every orphan labelled managed-by=spotbench. Results stay."""
+    from spotbench.ops.teardown import sweeper_for
+    from spotbench.ops.teardown import teardown as run_teardown
+
+    spec = spec_or_exit(spec_path) if spec_path is not None else None
+    if spec is None and not all_sweeps:
+        fail("give SPEC, or --all-sweeps with --cloud", 2)
+    which = cloud or (spec.cloud if spec else None)
+    if which is None:
+        fail("--all-sweeps without SPEC needs --cloud local|gcp|aws", 2)
+    try:
+        sweeper = sweeper_for(which, spec, root=root, project=project,
+                              regions=[r.strip() for r in regions.split(",")] if regions else None)
+    except ValueError as exc:
+        fail(str(exc), 2)
+    pulumi_stack = None if which == "local" or (spec is None) else (stack or spec.name)
+    echo = (lambda line: err_console.print(line, highlight=False)) if as_json else (
+        lambda line: console.print(line, highlight=False))
+    report = run_teardown(None if all_sweeps else spec.name, sweeper, yes=yes, stack=pulumi_stack, echo=echo)
+    if as_json:
+        typer.echo(json.dumps(report.as_dict(), indent=2))
+    if report.failed:
+        raise typer.Exit(1)
+
+
+# ---- ssh / exec / collect --------------------------------------------------------------
+SpecOpt = typer.Option(..., "--spec", "-s", envvar="SPOTBENCH_SPEC", help="sweep spec (YAML)")
+GroupArg = typer.Argument(..., help="group id (see `spotbench status`)")
+
+
+def _access(
+    spec_path: Path, group_id: str, known_hosts: Path | None, user: str, key: str | None, via: str,
+    jump: str | None, port: int, hosts: list[str] | None, root: Path | None,
+):
+    from spotbench.ops._context import cloud_for, gcp_project, local_state
+    from spotbench.ops.remote import AccessConfig, targets_for
+
+    spec = spec_or_exit(spec_path)
+    group = next((g for g in spec.plan() if g.id == group_id), None)
+    if group is None:
+        fail(f"{spec.name} has no group {group_id!r}; `spotbench plan {spec_path}` lists them", 2)
+    if via not in ("direct", "jump", "iap", "ssm"):
+        fail(f"--via {via!r}: choose direct, jump, iap or ssm", 2)
+    cfg = AccessConfig(
+        known_hosts=known_hosts or local_state(spec.name, root).dir / "known_hosts",
+        user=user, key_filename=key, via=via, jump=jump, port=port,  # type: ignore[arg-type]
+        gcp_project=gcp_project(spec) if spec.cloud == "gcp" and via == "iap" else None,
+        gcp_zone=spec.zone, aws_region=spec.region,
+    )
+    overrides = dict(h.split("=", 1) for h in hosts or [])
+    cloud = None if len(overrides) >= len(group.members) else cloud_for(spec, root)
+    return spec, group, cfg, targets_for(group, cloud, cfg, overrides)
+
+
+_ACCESS_OPTS = dict(
+    known_hosts=typer.Option(None, "--known-hosts", envvar="SPOTBENCH_KNOWN_HOSTS",
+                             help="host keys the stack recorded (default .spotbench/<sweep>/known_hosts)"),
+    user=typer.Option("spotbench", "--user", envvar="SPOTBENCH_SSH_USER"),
+    key=typer.Option(None, "--key", envvar="SPOTBENCH_SSH_KEY", help="private key file"),
+    via=typer.Option("direct", "--via", envvar="SPOTBENCH_SSH_VIA", help="direct|jump|iap|ssm"),
+    jump=typer.Option(None, "--jump", envvar="SPOTBENCH_SSH_JUMP", help="bastion user@host[:port]"),
+    port=typer.Option(22, "--port", envvar="SPOTBENCH_SSH_PORT"),
+    hosts=typer.Option(None, "--host", envvar="SPOTBENCH_SSH_HOSTS",
+                       help="MEMBER=HOST[:PORT] (repeatable) instead of the cloud's addresses"),
+)
+
+
+def _print_outcomes(outcomes) -> int:
+    bad = 0
+    for o in outcomes:
+        if o.error:
+            bad += 1
+            err_console.print(f"[red]{o.member}: {o.error}[/]", highlight=False)
+            continue
+        for line in (o.stdout + o.stderr).splitlines():
+            console.print(f"{o.member}: {line}", highlight=False, markup=False)
+        if o.exit_code:
+            bad += 1
+            err_console.print(f"[yellow]{o.member}: exit {o.exit_code}[/]", highlight=False)
+        for path in o.files:
+            console.print(f"{o.member}: stored {path}", highlight=False)
+    return 1 if bad else 0
+
+
+KH, USER, KEY, VIA = (_ACCESS_OPTS[k] for k in ("known_hosts", "user", "key", "via"))
+JUMP, PORT, HOSTS = (_ACCESS_OPTS[k] for k in ("jump", "port", "hosts"))
+
+
+def exec_cmd(
+    group_id: str = GroupArg,
+    command: list[str] = typer.Argument(..., help="command to run on every member (after --)"),
+    spec_path: Path = SpecOpt, known_hosts: Path | None = KH, user: str = USER, key: str | None = KEY,
+    via: str = VIA, jump: str | None = JUMP, port: int = PORT, hosts: list[str] | None = HOSTS,
+    root: Path | None = RootOpt,
+) -> None:
+    """Run a command on every member of a group at once (unreachable members are reported,
+    the others served). Exit 1 when any member failed."""
+    import shlex
+
+    from spotbench.ops.remote import run_on_group
+
+    _, _, cfg, targets = _access(spec_path, group_id, known_hosts, user, key, via, jump, port, hosts, root)
+    if not targets:
+        fail(f"no member of {group_id} is known to the cloud (is the group deployed?)")
+    raise typer.Exit(_print_outcomes(run_on_group(targets, cfg, shlex.join(command))))
+
+
+def collect_cmd(
+    group_id: str = GroupArg,
+    paths: list[str] = typer.Option(["/var/log/spotbench"], "--path", envvar="SPOTBENCH_COLLECT_PATHS",
+                                    help="remote file or directory to fetch (repeatable)"),
+    run: str | None = typer.Option(None, "--run", envvar="SPOTBENCH_RUN", help="run id (default: current/latest)"),
+    results: str | None = typer.Option(None, "--results", envvar="SPOTBENCH_RESULTS_URL", help="results URL"),
+    spec_path: Path = SpecOpt, known_hosts: Path | None = KH, user: str = USER, key: str | None = KEY,
+    via: str = VIA, jump: str | None = JUMP, port: int = PORT, hosts: list[str] | None = HOSTS,
+    root: Path | None = RootOpt,
+) -> None:
+    """Fetch raw logs and tool output from every member into the results store."""
+    from spotbench.ops._context import results_for
+    from spotbench.ops.remote import collect
+
+    spec, group, cfg, targets = _access(spec_path, group_id, known_hosts, user, key, via, jump, port, hosts, root)
+    try:
+        outcomes = collect(targets, cfg, results_for(spec, results), group.id, tuple(paths), run)
+    except ValueError as exc:
+        fail(str(exc))
+    raise typer.Exit(_print_outcomes(outcomes))
+
+
+def ssh_cmd(
+    group_id: str = GroupArg,
+    member: str | None = typer.Argument(None, help="member name or suffix (default: rank 0)"),
+    spec_path: Path = SpecOpt, known_hosts: Path | None = KH, user: str = USER, key: str | None = KEY,
+    via: str = VIA, jump: str | None = JUMP, port: int = PORT, hosts: list[str] | None = HOSTS,
+    root: Path | None = RootOpt,
+) -> None:
+    """An interactive shell on one member of a group (host key checked, never auto-accepted)."""
+    from spotbench.ops.remote import open_shell
+
+    _, group, cfg, targets = _access(spec_path, group_id, known_hosts, user, key, via, jump, port, hosts, root)
+    wanted = [t for t in targets if member is None or t.member in (member, f"{group.id}-{member}")]
+    if not wanted:
+        fail(f"no reachable member {member or ''} in {group.id}; members: {[m.name for m in group.members]}")
+    raise typer.Exit(open_shell(wanted[0], cfg))
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(status)
+    app.add_typer(schedule_app, name="schedule")
+    app.command()(teardown)
+    app.command("ssh")(ssh_cmd)
+    app.command("exec", context_settings={"allow_interspersed_args": False})(exec_cmd)
+    app.command("collect")(collect_cmd)
