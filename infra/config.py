@@ -13,7 +13,10 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 def spec_from_config(config: pulumi.Config) -> SweepSpec:
-    raw: Any = config.get_object("spec")
+    try:
+        raw: Any = config.get_object("spec")
+    except pulumi.ConfigTypeError:  # a plain path is not JSON: read it as a string
+        raw = None
     if raw is None:
         raw = config.get("spec")
     if raw is None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import runpy
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -188,6 +189,8 @@ def preview(
     elif spec.cloud == "aws":
         config["aws:region"] = region or spec.region or "us-east-1"
     pulumi.runtime.set_all_config(config)
+    if str(PROJECT_ROOT) not in sys.path:  # `infra` is a top-level package of the checkout
+        sys.path.insert(0, str(PROJECT_ROOT))
     try:
         run_declarations(lambda: runpy.run_path(str(PROGRAM), run_name="__main__"))
     finally:
@@ -216,7 +219,14 @@ def key_properties(d: Declared) -> dict[str, Any]:
             out["maxRunDuration"] = f"{scheduling['maxRunDuration'].get('seconds')}s"
     accels = d.inputs.get("guestAccelerators")
     if accels:
-        out["accelerators"] = [f"{a.get('count')}x{a.get('type')}" for a in accels]
+        out["accelerators"] = [f"{int(a.get('count') or 0)}x{a.get('type')}" for a in accels]
+    service = d.inputs.get("serviceConfig")
+    if isinstance(service, dict) and "ingressSettings" in service:
+        out["ingress"] = service["ingressSettings"]
+    target = d.inputs.get("httpTarget")
+    if isinstance(target, dict):
+        out["uri"] = target.get("uri")
+        out["oidc"] = (target.get("oidcToken") or {}).get("serviceAccountEmail")
     perms = d.inputs.get("permissions")
     if perms:
         out["permissions"] = list(perms)

@@ -1,0 +1,59 @@
+"""`spotbench preview SPEC`: what `pulumi up` would declare, offline (Pulumi mocks)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from spotbench.cli._common import EXIT_BAD_INPUT, console, fail, spec_or_exit
+
+
+def preview(
+    spec_path: Path = typer.Argument(..., help="sweep spec (YAML)", metavar="SPEC"),
+    cloud: str = typer.Option(
+        None, "--cloud", envvar="SPOTBENCH_CLOUD", help="gcp or aws (default: the spec's cloud)"
+    ),
+    project: str = typer.Option(
+        None, "--project", envvar="SPOTBENCH_GCP_PROJECT",
+        help="GCP project to show in names and URLs (default: spec gcp.project or a placeholder)",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="print the resources as JSON"),
+) -> None:
+    """Run the Pulumi program for SPEC under mocks and list the resources it declares.
+
+    Needs no Pulumi CLI, credentials or network: review a sweep before `pulumi up`.
+    """
+    spec = spec_or_exit(spec_path)
+    if cloud is not None and cloud not in ("gcp", "aws"):
+        fail(f"--cloud {cloud!r}: preview knows gcp and aws", EXIT_BAD_INPUT)
+    if spec.cloud not in ("gcp", "aws"):
+        fail(f"spec {spec.name!r} is for cloud {spec.cloud!r}; preview shows gcp and aws "
+             "stacks (use `spotbench plan` for local sweeps)", EXIT_BAD_INPUT)
+    from spotbench import preview as pv  # imports pulumi: only when asked
+
+    try:
+        declared = pv.preview(spec_path, cloud=cloud, project=project)
+    except Exception as exc:  # RunError / ValueError from the program: show, exit 2
+        fail(str(exc).strip() or type(exc).__name__, EXIT_BAD_INPUT)
+        return
+    if as_json:
+        typer.echo(pv.as_json(declared))
+        return
+    custom = [d for d in declared if d.custom]
+    table = Table(title=f"{spec.name}: {len(custom)} resources on {spec.cloud} (offline preview)")
+    for col in ("type", "name", "key properties"):
+        table.add_column(col, overflow="fold")
+    for d in custom:
+        props = pv.key_properties(d)
+        text = ", ".join(f"{k}={json.dumps(v, default=str)}" for k, v in props.items())
+        if d.secrets:
+            text += f" [secret: {', '.join(sorted(d.secrets))}]"
+        table.add_row(d.type.split(":")[-1] if ":" in d.type else d.type, d.name, text)
+    console.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(preview)

@@ -1,0 +1,338 @@
+"""The GCP Pulumi program under mocks: the resource graph a `pulumi up` would create."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import pulumi
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from infra.common import CronShiftError, shift_cron
+from spotbench.member import MemberContext
+from spotbench.preview import RecordingMocks, install, run_declarations
+from spotbench.spec import load_spec
+from tests.infra.conftest import MOCKS
+
+ROOT = Path(__file__).resolve().parents[2]
+INSTANCE = "gcp:compute/instance:Instance"
+ADDRESS = "gcp:compute/address:Address"
+FUNCTION = "gcp:cloudfunctionsv2/function:Function"
+JOB = "gcp:cloudscheduler/job:Job"
+CONFIG = {"gcp:project": "proj-1", "gcp:region": "us-central1"}
+
+
+def _snapshot(config: dict[str, str], fn) -> RecordingMocks:
+    install(MOCKS, stack="test")
+    MOCKS.reset()
+    pulumi.runtime.set_all_config(config)
+    try:
+        run_declarations(fn)
+    finally:
+        pulumi.runtime.set_all_config({})
+    snap = RecordingMocks()
+    snap.declared = list(MOCKS.declared)
+    return snap
+
+
+def _program(spec_file: str) -> RecordingMocks:
+    import runpy
+
+    from spotbench.preview import PROGRAM
+
+    config = {**CONFIG, "spotbench:spec": spec_file}
+    return _snapshot(config, lambda: runpy.run_path(str(PROGRAM), run_name="__main__"))
+
+
+def _sweep(spec_dict: dict) -> RecordingMocks:
+    from infra.gcp import GcpSweep, GcpSweepArgs
+
+    spec = load_spec(spec_dict)
+    return _snapshot(CONFIG, lambda: GcpSweep(spec.name, GcpSweepArgs(spec=spec)))
+
+
+def _spec(**over) -> dict:
+    base = {"name": "t", "cloud": "gcp", "zone": "us-central1-a",
+            "workload": {"name": "tf-mnist", "workers": 2},
+            "matrix": {"machine_type": ["n2-standard-2"]},
+            "schedule": {"cron": "0 3 * * *"}, "deadline": "20m"}
+    return {**base, **over}
+
+
+@pytest.fixture(scope="module")
+def osu() -> RecordingMocks:
+    return _program("examples/gcp-osu.yaml")
+
+
+@pytest.fixture(scope="module")
+def gpu() -> RecordingMocks:
+    return _program("examples/gcp-gpu.yaml")
+
+
+def _user_data(inst) -> dict:
+    text = inst.inputs["metadata"]["user-data"]
+    assert text.startswith("#cloud-config\n")
+    return yaml.safe_load(text)
+
+
+def _file(doc: dict, path: str) -> str:
+    return next(f["content"] for f in doc["write_files"] if f["path"] == path)
+
+
+def _env(doc: dict) -> dict[str, str]:
+    lines = _file(doc, "/var/lib/spotbench/env").splitlines()
+    return dict(line.split("=", 1) for line in lines)
+
+
+# ---- VMs --------------------------------------------------------------------------------
+def test_one_spot_vm_per_member_labelled_spread(osu):
+    spec = load_spec(ROOT / "examples/gcp-osu.yaml")
+    planned = {m.name: (g, m) for g in spec.plan() for m in g.members}
+    vms = osu.of_type(INSTANCE)
+    assert {v.inputs["name"] for v in vms} == set(planned) and len(vms) == 18
+    for vm in vms:
+        group, member = planned[vm.inputs["name"]]
+        s = vm.inputs["scheduling"]
+        assert (s["provisioningModel"], s["preemptible"], s["instanceTerminationAction"]) == (
+            "SPOT", True, "STOP")
+        assert s["maxRunDuration"]["seconds"] == 30 * 60
+        assert vm.inputs["labels"] == {"managed-by": "spotbench", "spotbench-sweep": "gcp-osu",
+                                       "spotbench-group": group.id, "spotbench-role": member.role}
+        assert vm.inputs["machineType"] == group.machine_type
+        assert vm.inputs["desiredStatus"] == "TERMINATED"
+        assert vm.inputs["bootDisk"]["initializeParams"]["image"] == "cos-cloud/cos-stable"
+        assert "guestAccelerators" not in vm.inputs
+        assert vm.inputs["resourcePolicies"].endswith(f"{group.id}-spread")
+        assert s["availabilityDomain"] == member.rank + 1  # the two members on different domains
+    policies = osu.of_type("gcp:compute/resourcePolicy:ResourcePolicy")
+    assert len(policies) == 9
+    assert all(p.inputs["groupPlacementPolicy"] == {"availabilityDomainCount": 2} for p in policies)
+
+
+def test_no_external_ip_and_static_internal_address(osu):
+    addresses = {a.inputs["name"]: a for a in osu.of_type(ADDRESS)}
+    for vm in osu.of_type(INSTANCE):
+        (nic,) = vm.inputs["networkInterfaces"]
+        assert "accessConfigs" not in nic and "ipv6AccessConfigs" not in nic
+        addr = addresses[vm.inputs["name"]]
+        assert addr.inputs["addressType"] == "INTERNAL"
+        assert nic["networkIp"] == MOCKS_IP(addr.name)
+
+
+def MOCKS_IP(resource_name: str) -> str:
+    from spotbench.preview import _stable_ip
+
+    return _stable_ip(resource_name)
+
+
+def test_cloud_init_runs_image_with_member_context(osu):
+    addresses = {a.inputs["name"]: MOCKS_IP(a.name) for a in osu.of_type(ADDRESS)}
+    for vm in osu.of_type(INSTANCE):
+        meta = vm.inputs["metadata"]
+        assert "gce-container-declaration" not in meta
+        assert "metadata" in vm.secrets  # the user-data carries the MPI private key
+        doc = _user_data(vm)
+        env = _env(doc)
+        ctx = MemberContext.model_validate(json.loads(env["SPOTBENCH_CONTEXT"]))
+        assert ctx.name == vm.inputs["name"] and ctx.cloud == "gcp" and ctx.spot
+        assert ctx.done_url == "https://us-central1-proj-1.cloudfunctions.net/gcp-osu-done"
+        assert ctx.results_url == "gs://spotbench-gcp-osu-proj-1/gcp-osu"
+        assert ctx.params["max_size"] == 1 << 20
+        assert {(p.name, p.host, p.port) for p in ctx.members} == {
+            (p.name, addresses[p.name], 2222) for p in ctx.members}
+        assert env["SPOTBENCH_ROLE"] == ctx.role and env["MPICH_PORT_RANGE"] == "50000:50100"
+        unit = _file(doc, "/etc/systemd/system/spotbench.service")
+        start = next(l for l in unit.splitlines() if l.startswith("ExecStart="))
+        assert "docker run" in start and "--network host" in start
+        assert "--env-file /var/lib/spotbench/env" in start
+        assert start.endswith(" us-central1-docker.pkg.dev/proj-1/spotbench/osu:latest")
+        assert "cos-extensions" not in unit
+        key = _file(doc, "/var/lib/spotbench/ssh/id_ed25519")
+        assert "PRIVATE KEY" in key
+        assert doc["runcmd"][-1] == "systemctl start --no-block spotbench.service"
+
+
+def test_gpu_vms_terminate_on_maintenance_and_install_driver_first(gpu):
+    vms = gpu.of_type(INSTANCE)
+    assert len(vms) == 6  # chief, ps, worker × 2 trials
+    for vm in vms:
+        assert vm.inputs["guestAccelerators"] == [{"type": "nvidia-tesla-t4", "count": 1}]
+        s = vm.inputs["scheduling"]
+        assert s["onHostMaintenance"] == "TERMINATE" and s["provisioningModel"] == "SPOT"
+        assert s["maxRunDuration"]["seconds"] == 45 * 60
+        unit = _file(_user_data(vm), "/etc/systemd/system/spotbench.service")
+        lines = unit.splitlines()
+        install_at = lines.index("ExecStartPre=/usr/bin/cos-extensions install gpu")
+        run_at = next(i for i, l in enumerate(lines) if l.startswith("ExecStart="))
+        assert install_at < run_at and "--device /dev/nvidia0" in lines[run_at]
+        env = _env(_user_data(vm))
+        assert json.loads(env["SPOTBENCH_CONTEXT"])["members"][0]["port"] == 2223
+        assert "metadata" not in vm.secrets  # no key material for TF
+    assert not gpu.of_type("tls:index/privateKey:PrivateKey")
+
+
+def test_preemptible_and_standard_provisioning():
+    pre = _sweep(_spec(provisioning="preemptible"))
+    for vm in pre.of_type(INSTANCE):
+        s = vm.inputs["scheduling"]
+        assert s["preemptible"] is True and "provisioningModel" not in s
+        assert s["onHostMaintenance"] == "TERMINATE" and s["automaticRestart"] is False
+    std = _sweep(_spec(provisioning="standard", name="s"))
+    for vm in std.of_type(INSTANCE):
+        s = vm.inputs["scheduling"]
+        assert s["provisioningModel"] == "STANDARD" and s["preemptible"] is False
+        assert s["maxRunDuration"]["seconds"] == 20 * 60 and s["instanceTerminationAction"] == "STOP"
+
+
+def test_vm_options_ignore_desired_status():
+    seen: dict[str, pulumi.ResourceOptions] = {}
+
+    def record(args: pulumi.ResourceTransformationArgs):
+        if args.type_ == INSTANCE:
+            seen[args.name] = args.opts
+        return None
+
+    from infra.gcp import GcpSweep, GcpSweepArgs
+
+    spec = load_spec(_spec())
+
+    def prog():
+        pulumi.runtime.register_stack_transformation(record)
+        GcpSweep(spec.name, GcpSweepArgs(spec=spec))
+
+    _snapshot(CONFIG, prog)
+    assert len(seen) == 4
+    for opts in seen.values():
+        assert "desiredStatus" in (opts.ignore_changes or [])
+
+
+def test_compact_placement():
+    snap = _sweep(_spec(placement="compact"))
+    (policy,) = snap.of_type("gcp:compute/resourcePolicy:ResourcePolicy")
+    assert policy.inputs["groupPlacementPolicy"] == {"collocation": "COLLOCATED", "vmCount": 4}
+    with pytest.raises(Exception, match=r"compact.*not supported for machine type 'n1-standard-4'"):
+        _sweep(_spec(placement="compact", matrix={"machine_type": ["n1-standard-4"]}))
+
+
+# ---- identities, functions, scheduler ---------------------------------------------------
+def test_custom_role_is_exactly_start_stop_list(osu):
+    (role,) = osu.of_type("gcp:projects/iAMCustomRole:IAMCustomRole")
+    assert sorted(role.inputs["permissions"]) == [
+        "compute.instances.get", "compute.instances.list", "compute.instances.start",
+        "compute.instances.stop", "compute.zoneOperations.get",
+    ]
+    roles = [d.inputs.get("role", "") for d in osu.declared]
+    assert not any("compute.instanceAdmin" in r or r in ("roles/owner", "roles/editor")
+                   for r in roles)
+
+
+def test_functions_not_public_and_invokers_scoped(osu):
+    for d in osu.declared:
+        assert d.inputs.get("member") not in ("allUsers", "allAuthenticatedUsers")
+    fns = {f.inputs["name"]: f for f in osu.of_type(FUNCTION)}
+    assert set(fns) == {"gcp-osu-start", "gcp-osu-stop", "gcp-osu-done"}
+    for name, fn in fns.items():
+        sc = fn.inputs["serviceConfig"]
+        assert sc["ingressSettings"] == "ALLOW_INTERNAL_ONLY"
+        env = sc["environmentVariables"]
+        assert env["SPOTBENCH_AUDIENCE"] == f"https://us-central1-proj-1.cloudfunctions.net/{name}"
+        assert env["SPOTBENCH_CLOUD"] == "gcp" and env["SPOTBENCH_GCP_PROJECT"] == "proj-1"
+        assert json.loads(env["SPOTBENCH_SPEC"])["name"] == "gcp-osu"
+        assert env["SPOTBENCH_SCHEDULER_ACCOUNTS"].startswith("sb-gcp-osu-sch@")
+        assert fn.inputs["buildConfig"]["entryPoint"] == name.rsplit("-", 1)[1]
+    invokers = {d.inputs["name"]: d.inputs["member"]
+                for d in osu.of_type("gcp:cloudrunv2/serviceIamMember:ServiceIamMember")}
+    assert invokers["gcp-osu-done"].startswith("serviceAccount:sb-gcp-osu-vm@")
+    assert invokers["gcp-osu-start"].startswith("serviceAccount:sb-gcp-osu-sch@")
+    assert invokers["gcp-osu-stop"].startswith("serviceAccount:sb-gcp-osu-sch@")
+    roles = {d.inputs["role"] for d in osu.of_type("gcp:cloudrunv2/serviceIamMember:ServiceIamMember")}
+    assert roles == {"roles/run.invoker"}
+
+
+def test_scheduler_pair_with_oidc(gpu):
+    jobs = {j.inputs["name"]: j.inputs for j in gpu.of_type(JOB)}
+    start, stop = jobs["gcp-gpu-start"], jobs["gcp-gpu-stop"]
+    assert start["schedule"] == "30 5 * * 1-5" and stop["schedule"] == "15 6 * * 1-5"
+    for job, fn in ((start, "start"), (stop, "stop")):
+        url = f"https://us-central1-proj-1.cloudfunctions.net/gcp-gpu-{fn}"
+        target = job["httpTarget"]
+        assert target["uri"] == url and target["httpMethod"] == "POST"
+        assert target["oidcToken"]["audience"] == url
+        assert target["oidcToken"]["serviceAccountEmail"].startswith("sb-gcp-gpu-sch@")
+        assert job["timeZone"] == "Europe/Berlin" and job["retryConfig"]["retryCount"] >= 1
+
+
+# ---- network, bucket --------------------------------------------------------------------
+def test_firewall_members_only_no_internet(osu):
+    fws = osu.of_type("gcp:compute/firewall:Firewall")
+    assert len(fws) == 1
+    fw = fws[0].inputs
+    assert fw["direction"] == "INGRESS" and fw["sourceTags"] == fw["targetTags"] == ["gcp-osu-member"]
+    assert "sourceRanges" not in fw or "0.0.0.0/0" not in fw["sourceRanges"]
+    assert fw["allows"] == [{"protocol": "tcp", "ports": ["2222", "50000-50100"]}]
+    assert all(v.inputs["tags"] == ["gcp-osu-member"] for v in osu.of_type(INSTANCE))
+    (subnet,) = osu.of_type("gcp:compute/subnetwork:Subnetwork")
+    assert subnet.inputs["privateIpGoogleAccess"] is True
+    assert len(osu.of_type("gcp:compute/routerNat:RouterNat")) == 1
+
+
+def test_results_bucket_private_and_labelled(osu):
+    (bucket,) = osu.of_type("gcp:storage/bucket:Bucket")
+    b = bucket.inputs
+    assert b["uniformBucketLevelAccess"] is True and b["publicAccessPrevention"] == "enforced"
+    assert b["labels"] == {"managed-by": "spotbench", "spotbench-sweep": "gcp-osu"}
+
+
+# ---- errors -----------------------------------------------------------------------------
+def test_bad_spec_in_stack_config_fails_clearly(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: Bad_Name\ncloud: gcp\nzone: us-central1-a\nworkload: {name: osu}\n")
+    with pytest.raises(Exception, match=r"invalid spec[\s\S]*name"):
+        _program(str(bad))
+
+
+def test_missing_schedule_and_unshiftable_cron_fail_clearly():
+    with pytest.raises(Exception, match="no schedule"):
+        _sweep(_spec(schedule=None))
+    with pytest.raises(Exception, match="gap between starts"):
+        _sweep(_spec(schedule={"cron": "0 * * * *"}, deadline="2h"))
+
+
+@pytest.mark.parametrize("cron,delta,want", [
+    ("0 3 * * *", timedelta(minutes=30), "30 3 * * *"),
+    ("50 23 * * *", timedelta(minutes=20), "10 0 * * *"),
+    ("30 22 * * 1-5", timedelta(hours=2), "30 0 * * 2,3,4,5,6"),
+    ("15 * * * *", timedelta(seconds=61), "17 * * * *"),
+])
+def test_shift_cron(cron, delta, want):
+    assert shift_cron(cron, delta) == want
+
+
+def test_shift_cron_refuses_inexpressible():
+    with pytest.raises(CronShiftError, match="crosses midnight"):
+        shift_cron("0 23 1 * *", timedelta(hours=2))
+
+
+# ---- offline preview CLI ----------------------------------------------------------------
+def test_preview_cli_json_lists_vms():
+    from spotbench.cli import app
+
+    result = CliRunner().invoke(app, ["preview", str(ROOT / "examples/gcp-gpu.yaml"),
+                                      "--cloud", "gcp", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    vms = [r for r in rows if r["type"] == INSTANCE]
+    assert len(vms) == 6
+    assert vms[0]["properties"]["provisioningModel"] == "SPOT"
+    assert vms[0]["properties"]["accelerators"] == ["1xnvidia-tesla-t4"]
+
+
+def test_preview_cli_rejects_wrong_cloud():
+    from spotbench.cli import app
+
+    result = CliRunner().invoke(app, ["preview", str(ROOT / "examples/gcp-gpu.yaml"),
+                                      "--cloud", "aws"])
+    assert result.exit_code == 2 and "--cloud aws" in result.output
