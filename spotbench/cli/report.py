@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from spotbench.cli._common import EXIT_BAD_INPUT, console, fail
+from spotbench.cli._common import EXIT_BAD_INPUT, fail
 
 
 def _url(value: str) -> str:
@@ -48,11 +48,11 @@ def report(
         fail(str(exc))
     except ValueError as exc:  # bad reference/prices/base input
         fail(str(exc), EXIT_BAD_INPUT)
-    console.print(f"report:   {paths.markdown}", highlight=False)
-    console.print(f"html:     {paths.html}", highlight=False)
-    console.print(f"csv:      {paths.csv}", highlight=False)
+    typer.echo(f"report:   {paths.markdown}")
+    typer.echo(f"html:     {paths.html}")
+    typer.echo(f"csv:      {paths.csv}")
     for png in paths.png:
-        console.print(f"plot:     {png}", highlight=False)
+        typer.echo(f"plot:     {png}")
 
 
 def register(app: typer.Typer) -> None:

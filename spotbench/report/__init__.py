@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from spotbench.report import _data, osu
+from spotbench.report import _data, cost, osu, reference as reference_mod, tf
 from spotbench.report._doc import Document, Para, to_html, to_markdown
 from spotbench.results import ResultStore
 
@@ -57,6 +57,10 @@ def write_report(
             f"no results under {results_url}: run the sweep first (`spotbench run SPEC`) "
             "or check the URL (it is the spec's `results`, e.g. file:///abs/path)"
         )
+    if prices is not None:  # re-price with the user's rows (historical or negotiated prices)
+        from spotbench.costs import annotate
+
+        records = annotate(records, prices)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     df = _data.frame(records)
@@ -92,4 +96,13 @@ def _sections():
     def osu_section(df, doc, out_dir, **_):
         return osu.section(df, doc, out_dir)
 
-    return [osu_section]
+    def tf_section(df, doc, out_dir, **_):
+        return tf.section(df, doc, out_dir)
+
+    def cost_section(df, doc, out_dir, base=None, **_):
+        return cost.section(df, doc, out_dir, base)
+
+    def reference_section(df, doc, out_dir, reference=None, **_):
+        return reference_mod.section(df, doc, reference)
+
+    return [osu_section, tf_section, cost_section, reference_section]

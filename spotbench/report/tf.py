@@ -1,0 +1,118 @@
+"""TF section: per worker count, training time, steps, accuracy, steps/s, speedup, efficiency.
+
+Speedup = training time of the 1-worker run / training time with N workers (same
+configuration otherwise); parallel efficiency = speedup / N. Averages use complete trials.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from spotbench.report._data import fmt, trial_counts  # noqa: E402
+from spotbench.report._doc import Document, Heading, Image, Para, TableBlock  # noqa: E402
+
+METRICS = ["train_time_s", "steps", "steps_per_s", "examples_per_s", "test_accuracy", "test_loss"]
+
+
+def tf_frame(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df["workload"] == "tf-mnist"].assign(
+        workers=lambda d: [int(p.get("workers", 1)) for p in d["params"]]
+    )
+
+
+def summary(df: pd.DataFrame) -> pd.DataFrame:
+    """Index (config, workers); metric means over complete trials + speedup, efficiency, n."""
+    tf = tf_frame(df)
+    ok = tf[~tf["preempted"] & tf["metric"].isin(METRICS)]
+    if ok.empty:
+        return pd.DataFrame()
+    per_trial = ok.pivot_table(index=["config", "workers", "run", "trial"], columns="metric",
+                               values="value", aggfunc="mean")
+    table = per_trial.groupby(level=["config", "workers"]).mean()
+    table["n"] = per_trial.groupby(level=["config", "workers"]).size()
+    speedups = []
+    for (config, workers), row in table.iterrows():
+        base = table.loc[config] if config in table.index.get_level_values(0) else None
+        t1 = base.loc[1, "train_time_s"] if base is not None and 1 in base.index and "train_time_s" in base else None
+        t = row.get("train_time_s")
+        speedups.append(t1 / t if t1 and t and not pd.isna(t) else float("nan"))
+    table["speedup"] = speedups
+    table["efficiency"] = table["speedup"] / table.index.get_level_values("workers")
+    return table
+
+
+def _core_notes(tf: pd.DataFrame) -> list[str]:
+    notes = []
+    for (config, workers), sub in tf.groupby(["config", "workers"]):
+        cores = sub["cpu_count"].dropna()
+        members = sub["members"].dropna()
+        tasks = int(members.max()) if not members.empty else int(workers)
+        if not cores.empty and int(cores.min()) < tasks:
+            local = (sub["cloud"] == "local").all()
+            notes.append(
+                f"{config}, {workers} workers: {tasks} tasks shared {int(cores.min())} CPU cores"
+                + (" on one machine (local run): no speedup is expected; these numbers measure "
+                   "overhead, not scaling" if local else ": tasks competed for cores")
+            )
+    return notes
+
+
+def _plot(table: pd.DataFrame, column: str, ylabel: str, path: Path, ideal: bool) -> Path:
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=110)
+    top = 1
+    for config, sub in table.groupby(level="config"):
+        w = sub.index.get_level_values("workers")
+        ax.plot(w, sub[column], marker="o", label=str(config))
+        top = max(top, int(w.max()))
+    if ideal:
+        ax.plot([1, top], [1, top], ls="--", color="grey", label="ideal (linear)")
+    ax.set_xlabel("workers")
+    ax.set_ylabel(ylabel)
+    ax.set_title(f"TF MNIST: {ylabel} vs workers")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def section(df: pd.DataFrame, doc: Document, out_dir: Path) -> tuple[list[Path], list[pd.DataFrame]]:
+    tf = tf_frame(df)
+    if tf.empty:
+        return [], []
+    table = summary(df)
+    doc.add(Heading("TensorFlow MNIST (distributed training)"))
+    counts = trial_counts(tf.assign(config=tf["config"] + " · workers=" + tf["workers"].astype(str)))
+    doc.add(Para("Trials: " + "; ".join(
+        f"{c}: {r.complete} complete, {r.preempted} preempted/incomplete (excluded)" for c, r in counts.iterrows()
+    )))
+    for note in _core_notes(tf):
+        doc.add(Para("Note: " + note + "."))
+    if table.empty:
+        doc.add(Para("No complete TF run yet."))
+        return [], []
+    shown = pd.DataFrame(index=table.index.set_names(["configuration", "workers"]))
+    for col, label, digits in (("train_time_s", "training time (s)", 2), ("steps", "steps", 0),
+                               ("test_accuracy", "accuracy", 4), ("steps_per_s", "steps/s", 2),
+                               ("examples_per_s", "examples/s", 1), ("speedup", "speedup vs 1 worker", 2),
+                               ("efficiency", "parallel efficiency", 2), ("n", "trials", 0)):
+        if col in table:
+            shown[label] = [fmt(v, digits) for v in table[col]]
+    doc.add(TableBlock(shown, "Averages of complete trials; speedup = T(1 worker) / T(N workers), "
+                              "efficiency = speedup / N."))
+    pngs = [
+        _plot(table, "speedup", "speedup vs 1 worker", out_dir / "tf_speedup.png", ideal=True),
+        _plot(table, "steps_per_s", "steps/s", out_dir / "tf_steps_per_s.png", ideal=False),
+    ]
+    doc.add(Image(pngs[0], "Speedup vs workers (dashed: ideal linear speedup)"),
+            Image(pngs[1], "Training throughput (steps/s) vs workers"))
+    long = table.reset_index().melt(id_vars=["config", "workers"], var_name="column", value_name="value")
+    long.insert(0, "table", "tf")
+    return pngs, [long]
