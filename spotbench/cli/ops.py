@@ -236,7 +236,12 @@ def exec_cmd(
     _, _, cfg, targets = _access(spec_path, group_id, known_hosts, user, key, via, jump, port, hosts, root)
     if not targets:
         fail(f"no member of {group_id} is known to the cloud (is the group deployed?)")
-    raise typer.Exit(_print_outcomes(run_on_group(targets, cfg, shlex.join(command))))
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        fail("give the command after --, e.g. `spotbench exec GROUP -- uptime`", 2)
+    line = command[0] if len(command) == 1 else shlex.join(command)  # one arg = a shell line
+    raise typer.Exit(_print_outcomes(run_on_group(targets, cfg, line)))
 
 
 def collect_cmd(
