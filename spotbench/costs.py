@@ -22,6 +22,7 @@ rows with the same key or adds new ones. Columns:
 from __future__ import annotations
 
 import csv
+import functools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -119,12 +120,18 @@ def _read_rows(text: str, origin: str) -> list[PriceRow]:
     return rows
 
 
-def load_catalog(extra: Path | str | None = None) -> Catalog:
-    """The built-in catalog, with the rows of `extra` (a CSV path) overriding/adding."""
+@functools.cache
+def _builtin_rows() -> tuple[PriceRow, ...]:
     rows: list[PriceRow] = []
     for entry in sorted(resources.files("spotbench.prices").iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".csv"):
             rows += _read_rows(entry.read_text(), f"spotbench/prices/{entry.name}")
+    return tuple(rows)
+
+
+def load_catalog(extra: Path | str | None = None) -> Catalog:
+    """The built-in catalog, with the rows of `extra` (a CSV path) overriding/adding."""
+    rows = list(_builtin_rows())
     if extra is not None:
         path = Path(extra)
         if not path.is_file():
