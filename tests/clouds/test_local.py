@@ -165,7 +165,8 @@ def test_sigterm_handled_exits_within_grace(cloud, tmp_path):
     assert mark.read_text() == "got SIGTERM"
 
 
-def test_sigterm_ignored_is_killed_after_the_grace_period(cloud, tmp_path):
+def test_sigterm_ignored_is_killed_after_the_grace_period(tmp_path):
+    cloud, grace = LocalCloud(tmp_path / "cloud.db", grace_s=2.5), 2.5
     ready = tmp_path / "ready"
     deploy(cloud, "stubborn", py(f"""
         import signal, time, pathlib
@@ -178,11 +179,12 @@ def test_sigterm_ignored_is_killed_after_the_grace_period(cloud, tmp_path):
     t0 = time.monotonic()
     [inst] = cloud.stop({})
     assert inst.state == State.STOPPING  # returns at once, escalation happens in the background
-    time.sleep(GRACE / 2)
+    time.sleep(0.5)
     assert cloud.query({})[0].state == State.STOPPING and not gone(pid)
     [inst] = cloud.wait({}, {State.STOPPED}, T)
-    assert time.monotonic() - t0 >= GRACE * 0.9
+    assert time.monotonic() - t0 >= grace * 0.9
     assert "SIGKILL" in inst.detail and gone(pid)
+    cloud.terminate({})
 
 
 def test_the_whole_process_group_is_stopped(cloud, tmp_path):
