@@ -1,0 +1,103 @@
+"""End to end on the local cloud: `spotbench run` with real mpiexec, results, report."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from spotbench.clouds.base import State
+from spotbench.clouds.local import LocalCloud
+from spotbench.results import ResultStore
+
+pytestmark = pytest.mark.slow
+
+BIN = Path(sys.executable).parent
+
+
+def write_spec(tmp_path: Path, name: str, trials: int, **workload) -> Path:
+    spec = {
+        "name": name, "cloud": "local", "trials": trials, "deadline": "3m",
+        "results": str(tmp_path / "results"),
+        "workload": {"name": "osu", "max_size": 65536, "iterations": 200, "iterations_large": 50,
+                     "warmup": 10, "warmup_large": 2, "bw_iterations": 5, "bw_iterations_large": 3,
+                     "bw_warmup": 1, "bw_warmup_large": 1, **workload},
+    }
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def cli(tmp_path: Path, *args: str, **kw) -> subprocess.Popen:
+    env = {**os.environ, "SPOTBENCH_STATE_ROOT": str(tmp_path / "state"),
+           "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "SPOTBENCH_GRACE_S": "5"}
+    return subprocess.Popen([str(BIN / "spotbench"), *args], env=env, cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+
+
+def test_run_two_member_osu_sweep_and_report(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, "e2e", trials=2)
+    proc = cli(tmp_path, "run", str(spec), "--report-dir", str(tmp_path / "report"))
+    out, _ = proc.communicate(timeout=240)
+    assert proc.returncode == 0, out
+    assert "report:" in out
+
+    records = ResultStore(f"file://{tmp_path}/results").read()
+    df = pd.DataFrame([{**r.model_dump(), "size": r.metadata["size_bytes"]} for r in records])
+    assert set(df["metric"]) == {"latency", "bibw"}
+    assert not df["preempted"].any() and (df["value"] > 0).all()
+    lat = df[df.metric == "latency"]
+    assert sorted(lat["size"].unique()) == [0] + [2**i for i in range(17)]
+    assert sorted(df[df.metric == "bibw"]["size"].unique()) == [2**i for i in range(17)]
+    assert sorted(df["trial"].unique()) == [1, 2]
+    assert df.groupby(["metric", "size", "trial"]).size().max() == 1
+
+    # the report's averages are the mean of the two trials, per size
+    summary = pd.read_csv(tmp_path / "report" / "summary.csv")
+    expected = lat.groupby("size")["value"].mean()
+    rows = summary[(summary["table"] == "osu_latency") & (summary["column"] == "average")]
+    report_lat = rows.set_index("size_bytes")["value"]
+    for size, mean in expected.items():
+        assert report_lat.loc[size] == pytest.approx(mean, rel=1e-3)
+    assert (tmp_path / "report" / "osu_latency.png").stat().st_size > 1000
+    assert (tmp_path / "report" / "osu_bibw.png").stat().st_size > 1000
+
+    # nothing is left running
+    cloud = LocalCloud(tmp_path / "state" / "e2e" / "cloud.db")
+    assert {i.state for i in cloud.query({"spotbench-sweep": "e2e"})} == {State.STOPPED}
+
+
+def test_a_member_killed_mid_run_is_recorded_as_preempted(tmp_path: Path) -> None:
+    # long enough that the peer can be stopped while latency is being measured
+    spec = write_spec(tmp_path, "kill", trials=1, iterations=20000, iterations_large=4000,
+                      max_size=262144)
+    proc = cli(tmp_path, "run", str(spec), "--no-report")
+    try:
+        cloud = LocalCloud(tmp_path / "state" / "kill" / "cloud.db")
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            if (tmp_path / "state" / "kill" / "cloud.db").exists():
+                peers = cloud.query({"spotbench-sweep": "kill", "spotbench-role": "peer"})
+                if peers and peers[0].state == State.RUNNING:
+                    break
+        else:
+            pytest.fail("the group never started")
+        time.sleep(3)  # mid-run: mpiexec and both ranks are up
+        cloud.stop({"spotbench-sweep": "kill", "spotbench-role": "peer"})  # the peer's VM goes
+        out, _ = proc.communicate(timeout=240)  # the run must end, not hang
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out
+    records = ResultStore(f"file://{tmp_path}/results").read()
+    preempted = [r for r in records if r.preempted]
+    assert preempted, "the interrupted attempt must be stored as preempted"
+    assert {r.group for r in preempted} == {r.group for r in records}
+    assert {i.state for i in cloud.query({"spotbench-sweep": "kill"})} == {State.STOPPED}
