@@ -15,6 +15,7 @@ from pathlib import Path
 import requests
 
 VENV_BIN = Path(sys.executable).parent
+_IMAGES: dict[str, str] = {}
 
 
 def free_port() -> int:
@@ -57,6 +58,14 @@ class MotoServer:
 
     def reset(self) -> None:
         self.reset_url(self.url)
+
+    @staticmethod
+    def any_image(ec2) -> str:
+        """An AMI id moto knows (looked up once per server: the listing is long)."""
+        key = ec2.meta.endpoint_url
+        if key not in _IMAGES:
+            _IMAGES[key] = ec2.describe_images(Owners=["amazon"], MaxResults=5)["Images"][0]["ImageId"]
+        return _IMAGES[key]
 
     @staticmethod
     def reset_url(url: str) -> None:

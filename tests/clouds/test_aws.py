@@ -51,7 +51,7 @@ def cloud(aws_env):
 
 def launch(ec2, group: str, role: str, *, spot: bool = True) -> str:
     """One member the way the Pulumi stack declares it: tagged, persistent spot, stopped."""
-    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    image = MotoServer.any_image(ec2)
     extra = {}
     if spot:
         extra["InstanceMarketOptions"] = {
@@ -167,7 +167,7 @@ def test_permission_errors_raise_with_a_hint(ec2, cloud):
 def test_terminate_cancels_persistent_spot_requests_and_is_a_noop_when_gone(ec2, cloud):
     a1 = launch(ec2, "g-a", "launcher")
     od = launch(ec2, "g-a", "peer", spot=False)
-    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    image = MotoServer.any_image(ec2)
     request = ec2.request_spot_instances(
         Type="persistent",
         InstanceInterruptionBehavior="stop",

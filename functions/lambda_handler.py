@@ -1,0 +1,133 @@
+"""AWS Lambda entry point for `start`, `stop` and `done`: a thin adapter over `_app.handle`.
+
+One handler (`functions.lambda_handler.handler`) serves all three Lambdas; each Lambda's
+`SPOTBENCH_ACTION` env says which action it is. Two kinds of events arrive:
+
+- Function URL requests (`done`, `AWS_IAM` auth): the URL has verified the SigV4 signature;
+  the caller comes from `requestContext.authorizer.iam` (`spotbench.auth.aws`): an instance
+  role session of this account → `Caller("member", <instance id>)`. Unsigned → 401, another
+  account / not an instance → 403, a body that is not a JSON object → 400. The answer is an
+  HTTP response (`statusCode`, JSON `body`).
+- Direct invocations (EventBridge Scheduler for `start`/`stop`): `{"schedule": ARN,
+  "body": {...}}` → `Caller("scheduler", ARN)`. A 5xx outcome raises, so the scheduler's
+  retry policy retries (actions are idempotent); other outcomes are returned as a dict.
+
+Environment: as `functions/_app.py` (SPOTBENCH_CLOUD=aws, SPOTBENCH_SPEC,
+SPOTBENCH_RESULTS_URL) plus SPOTBENCH_ACTION and, optionally, SPOTBENCH_INSTANCE_ROLE (the
+only role whose sessions may call `done`).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from functions._app import ConfigError, FunctionConfig, handle
+from spotbench.auth import Caller, Forbidden, Unauthorized
+from spotbench.auth.aws import caller_from_function_url, caller_from_invocation, function_account
+
+log = logging.getLogger("spotbench.functions")
+log.setLevel(logging.INFO)
+
+_config: FunctionConfig | None = None
+
+
+class InvocationFailed(RuntimeError):
+    """Raised for a 5xx outcome of a direct invocation, so the scheduler retries it."""
+
+
+def _get_config() -> FunctionConfig:
+    global _config  # one per Lambda execution environment: spec and EC2 client reused
+    if _config is None:
+        _config = FunctionConfig(env=dict(os.environ))
+    return _config
+
+
+def _response(status: int, payload: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "statusCode": status,
+        "headers": {"Content-Type": "application/json"},
+        "body": json.dumps(payload),
+    }
+
+
+def _action(config: FunctionConfig) -> str:
+    action = config.env.get("SPOTBENCH_ACTION")
+    if not action:
+        raise ConfigError("environment variable SPOTBENCH_ACTION is not set (start|stop|done)")
+    return action
+
+
+def is_function_url_event(event: Any) -> bool:
+    return isinstance(event, Mapping) and "http" in (event.get("requestContext") or {})
+
+
+def _url_body(event: Mapping[str, Any]) -> Any:
+    raw = event.get("body")
+    if raw in (None, ""):
+        return None
+    if event.get("isBase64Encoded"):
+        try:
+            raw = base64.b64decode(raw).decode()
+        except (ValueError, UnicodeDecodeError):
+            raise ValueError("the request body is not valid base64 text") from None
+    try:
+        body = json.loads(raw)
+    except (TypeError, ValueError):
+        raise ValueError("the request body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise ValueError("the request body must be a JSON object")
+    return body
+
+
+def handle_function_url(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
+    method = ((event.get("requestContext") or {}).get("http") or {}).get("method", "POST")
+    try:
+        config = _get_config()
+        action = _action(config)
+        if method != "POST":
+            return _response(405, {"error": f"{action} takes POST with a JSON body"})
+        caller = caller_from_function_url(
+            event,
+            account=function_account(getattr(context, "invoked_function_arn", "")),
+            instance_role=config.env.get("SPOTBENCH_INSTANCE_ROLE") or None,
+        )
+    except Unauthorized as exc:
+        return _response(401, {"error": str(exc)})
+    except Forbidden as exc:
+        log.warning("refused: %s", exc)
+        return _response(403, {"error": str(exc)})
+    except (ConfigError, ValueError) as exc:
+        log.error("configuration: %s", exc)
+        return _response(500, {"error": "the function is misconfigured; see its log"})
+    try:
+        body = _url_body(event)
+    except ValueError as exc:
+        return _response(400, {"error": str(exc)})
+    status, payload = handle(action, body, caller, config)
+    return _response(status, payload)
+
+
+def handle_invocation(event: Any, context: Any) -> dict[str, Any]:
+    config = _get_config()
+    action = _action(config)
+    if not isinstance(event, Mapping):
+        return {"status": 400, "error": "the event must be a JSON object"}
+    caller: Caller = caller_from_invocation(event)
+    status, payload = handle(action, event.get("body"), caller, config)
+    if status >= 500:
+        raise InvocationFailed(f"{action} failed ({status}): {payload.get('error')}")
+    if status >= 400:
+        log.warning("%s refused (%s): %s", action, status, payload.get("error"))
+    return {"status": status, **payload}
+
+
+def handler(event: Any, context: Any) -> dict[str, Any]:
+    """The Lambda entry point (`functions.lambda_handler.handler`)."""
+    if is_function_url_event(event):
+        return handle_function_url(event, context)
+    return handle_invocation(event, context)
