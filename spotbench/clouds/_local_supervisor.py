@@ -108,27 +108,32 @@ class Supervisor:
         self._after_exit(rc)
 
     def _wait_leader(self) -> int:
-        pidfd = os.pidfd_open(self.pid)
+        """Block until the leader exits (pidfd: no polling), serving stop requests meanwhile."""
         sel = selectors.DefaultSelector()
-        sel.register(pidfd, selectors.EVENT_READ, "exit")
         sel.register(self.wake_r, selectors.EVENT_READ, "signal")
-        while True:
-            timeout = None if self.deadline is None else max(0.0, self.deadline - time.time())
-            events = sel.select(timeout)
-            if not events:
-                self._kill()
-                continue
-            for key, _ in events:
-                if key.data == "signal":
+        try:
+            pidfd: int | None = os.pidfd_open(self.pid)
+            sel.register(pidfd, selectors.EVENT_READ, "exit")
+        except (AttributeError, OSError):  # Linux < 5.3: fall back to a short poll
+            pidfd = None
+        try:
+            while True:
+                info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG)
+                if info is not None:  # peeked, not reaped: the zombie leader keeps the pgid ours
+                    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+                timeout = None if self.deadline is None else max(0.0, self.deadline - time.time())
+                if pidfd is None:
+                    timeout = WATCH_POLL_S / 4 if timeout is None else min(timeout, WATCH_POLL_S / 4)
+                events = sel.select(timeout)
+                if any(key.data == "signal" for key, _ in events):
                     self._drain()
                     self._on_stop_request()
-                else:  # peek without reaping: the zombie leader keeps the pgid ours
-                    info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)
-                    sel.close()
-                    os.close(pidfd)
-                    if info.si_code == os.CLD_EXITED:
-                        return info.si_status
-                    return -info.si_status
+                elif self.deadline is not None and time.time() >= self.deadline:
+                    self._kill()
+        finally:
+            sel.close()
+            if pidfd is not None:
+                os.close(pidfd)
 
     def _drain(self) -> None:
         try:
