@@ -8,6 +8,7 @@ static addresses and look in every zone, whether or not a stack still knows them
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from spotbench.ops._resources import Resource
@@ -66,16 +67,23 @@ class GcpSweeper:
         return out
 
     def delete(self, resource: Resource) -> None:
+        """Delete one object and wait (bounded) for its operation to finish."""
         if resource.kind == "instance":
-            op = self._client("InstancesClient").delete(
+            op = self._client("InstancesClient").delete_unary(
                 project=self.project, zone=resource.where, instance=resource.id
             )
+            ops, where = self._client("ZoneOperationsClient"), {"zone": resource.where}
         elif resource.kind == "address":
-            op = self._client("AddressesClient").delete(
+            op = self._client("AddressesClient").delete_unary(
                 project=self.project, region=resource.where, address=resource.id
             )
+            ops, where = self._client("RegionOperationsClient"), {"region": resource.where}
         else:
             raise ValueError(f"gcp sweeper cannot delete a {resource.kind}")
-        op.result(timeout=OPERATION_TIMEOUT_S)
-        if op.error_code:
-            raise RuntimeError(f"{op.error_code}: {op.error_message}")
+        deadline = time.monotonic() + OPERATION_TIMEOUT_S
+        while op.status != op.Status.DONE:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"operation {op.name} not done after {OPERATION_TIMEOUT_S} s")
+            op = ops.wait(project=self.project, operation=op.name, **where)  # returns within ~2 min
+        if op.error and op.error.errors:
+            raise RuntimeError("; ".join(f"{e.code}: {e.message}" for e in op.error.errors))
