@@ -12,7 +12,7 @@ groups already running. Each cloud keeps the pair in its own scheduler:
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
@@ -60,17 +60,6 @@ def next_ticks(spec: SweepSpec, now: datetime | None = None) -> tuple[datetime |
     base = (now or datetime.now(UTC)).astimezone(tz)
     start = croniter(spec.schedule.cron, base).get_next(datetime)
     return start, start + spec.deadline
-
-
-def stop_cron(spec: SweepSpec) -> str:
-    """The cron of the stop tick: the start cron shifted by the deadline (whole minutes,
-    wrapping past midnight). Only exact for minute/hour fields given as single numbers."""
-    assert spec.schedule is not None
-    minute, hour, *rest = spec.schedule.cron.split()
-    if not (minute.isdigit() and hour.isdigit()):
-        raise ValueError("the stop cron can only be derived when minute and hour are numbers")
-    total = int(hour) * 60 + int(minute) + int(spec.deadline / timedelta(minutes=1))
-    return " ".join([str(total % 60), str(total // 60 % 24), *rest])
 
 
 def control_for(spec: SweepSpec, **options: Any) -> ScheduleControl:
