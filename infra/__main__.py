@@ -5,9 +5,16 @@ inline object; it goes through the same `load_spec` as the CLI, so a bad spec fa
 `pulumi up`/`preview` with the same messages.
 """
 
+import sys
+from pathlib import Path
+
 import pulumi
 
-from infra.config import spec_from_config
+# `pulumi up` runs this folder as a program with only infra/ on sys.path: add the project root
+# so `infra`, `spotbench`, `functions` and `workloads` import as packages.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from infra.config import spec_from_config  # noqa: E402
 
 spec = spec_from_config(pulumi.Config("spotbench"))
 

@@ -39,6 +39,7 @@ class Member:
     role: str  # osu: launcher|peer · tf: chief|ps|worker
     index: int  # index within its role (ps 0, worker 2, …)
     rank: int  # position within the group, 0-based
+    machine_type: str = ""  # the VM's type: the group's, or the spec's role override
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,8 @@ def plan(spec: SweepSpec) -> list[RunGroup]:
         for trial in range(1, spec.trials + 1):
             gid = f"{spec.name}-{key}-t{trial}"
             members = tuple(
-                Member(name=f"{gid}-{_short(role)}{index}", role=role, index=index, rank=rank)
+                Member(name=f"{gid}-{_short(role)}{index}", role=role, index=index, rank=rank,
+                       machine_type=spec.role_machine_types.get(role, str(machine_type)))
                 for rank, (role, index) in enumerate(roles_for(params))
             )
             groups.append(

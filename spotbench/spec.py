@@ -163,6 +163,10 @@ class SweepSpec(_Strict):
     budget: float | None = Field(None, gt=0, description="USD cap for the whole sweep")
     results: str | None = Field(None, description="results URL (file://, gs://, s3://)")
     concurrency: int | None = Field(None, ge=1, description="groups running at once")
+    role_machine_types: dict[str, str] = Field(
+        default_factory=dict,
+        description="machine type per member role, e.g. {chief: n1-standard-2, ps: n1-standard-1}",
+    )
     image: str | None = Field(None, description="workload container image (gcp/aws)")
     gcp: GcpOptions = Field(default_factory=GcpOptions)
     aws: AwsOptions = Field(default_factory=AwsOptions)
@@ -205,6 +209,15 @@ class SweepSpec(_Strict):
             if key not in allowed:
                 raise ValueError(
                     f"matrix.{key} is not a matrix key; allowed: {', '.join(sorted(allowed))}"
+                )
+        from spotbench.plan import roles_for
+
+        roles = {role for role, _ in roles_for(self.workload)}
+        for role in self.role_machine_types:
+            if role not in roles:
+                raise ValueError(
+                    f"role_machine_types.{role}: {self.workload.name} has no role {role!r}; "
+                    f"its roles are {', '.join(sorted(roles))}"
                 )
         if self.cloud == "gcp" and not self.zone:
             raise ValueError("cloud 'gcp' needs 'zone' (e.g. us-central1-a)")

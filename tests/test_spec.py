@@ -101,3 +101,11 @@ def test_cli_exits_2_on_a_bad_spec(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "cloud = 'azure'" in proc.stderr
+
+
+def test_role_machine_types_must_name_roles_of_the_workload() -> None:
+    spec = load_spec({**GOOD, "workload": {"name": "tf-mnist", "workers": 2},
+                      "role_machine_types": {"chief": "big"}})
+    chief, *rest = spec.plan()[0].members
+    assert chief.machine_type == "big" and {m.machine_type for m in rest} == {"local"}
+    assert "osu has no role 'chief'" in problems({**GOOD, "role_machine_types": {"chief": "x"}})

@@ -131,7 +131,7 @@ class GcpRunGroup(pulumi.ComponentResource):
                 name=m.name,
                 zone=args.zone,
                 project=args.project,
-                machine_type=group.machine_type,
+                machine_type=m.machine_type,
                 labels=group.member_labels(m),
                 tags=[args.tag],
                 boot_disk={

@@ -336,3 +336,12 @@ def test_preview_cli_rejects_wrong_cloud():
     result = CliRunner().invoke(app, ["preview", str(ROOT / "examples/gcp-gpu.yaml"),
                                       "--cloud", "aws"])
     assert result.exit_code == 2 and "--cloud aws" in result.output
+
+
+def test_role_machine_types_give_the_chief_its_own_machine():
+    """examples/gcp-tf.yaml: chief n1-standard-2, ps and workers n1-standard-1."""
+    tf = _program("examples/gcp-tf.yaml")
+    by_role: dict[str, set[str]] = {}
+    for inst in tf.of_type(INSTANCE):
+        by_role.setdefault(inst.inputs["labels"]["spotbench-role"], set()).add(inst.inputs["machineType"])
+    assert by_role == {"chief": {"n1-standard-2"}, "ps": {"n1-standard-1"}, "worker": {"n1-standard-1"}}
