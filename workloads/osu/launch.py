@@ -129,7 +129,7 @@ def port_open(host: str, port: int, timeout: float = 2.0) -> bool:
         return False
 
 
-def _answers(peer: Peer, tries: int = 3, pause: float = 0.5) -> bool:
+def _answers(peer: Peer, tries: int = 6, pause: float = 0.5) -> bool:
     """Is the peer still there? A dying instance may take a moment to close its port."""
     for i in range(tries):
         if not port_open(peer.host, peer.port):
