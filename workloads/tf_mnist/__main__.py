@@ -1,0 +1,127 @@
+"""Entry point: `python -m workloads.tf_mnist` (role, peers and parameters from env).
+
+    parameter_server       ps / worker → serve until stopped;  chief → train, record, done
+    multi_worker_mirrored  every worker trains; worker 0 records, stores, calls done
+
+The recording task stores its Results once (`WorkloadRun.finish`), removes its
+checkpoints, then calls `done`, which stops the whole group (ps servers included). On
+SIGTERM it records what was measured as preempted, notes the step it had reached (to count
+the steps redone after a restart) and still asks `done` to stop the group. Any other error
+is stored as raw `error.txt`, `done` is called (the group must not idle until its
+deadline) and the process exits 1.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import traceback
+
+from spotbench.member import MemberContext
+from spotbench.spec import TfMnistParams
+from workloads.tf_mnist.cluster import prepare_env, records_results, threads
+
+log = logging.getLogger("spotbench.tf_mnist")
+
+
+def _done(run) -> None:
+    try:
+        log.info("done → %s", run.done())
+    except Exception as exc:  # noqa: BLE001 - the group still stops at its deadline
+        log.warning("could not call done (%s); the group stops at its deadline", exc)
+
+
+def _record(run, ctx: MemberContext, params: TfMnistParams, n_threads: tuple[int, int]) -> int:
+    from workloads.common import Preempted
+    from workloads.tf_mnist.checkpoints import CheckpointStore
+    from workloads.tf_mnist.datasets import load
+
+    checkpoints = CheckpointStore(ctx.results_url, ctx.group, run.run_id) if params.checkpoint_every else None
+    trainer = None
+    try:
+        with run.preemptible():
+            try:
+                data = load(params.dataset, params.dataset_url)
+                trainer = _trainer(ctx, params, data, checkpoints, n_threads, chief=True)
+                outcome = trainer.run()
+            except Preempted:
+                partial = trainer.outcome if trainer else None
+                if partial is not None:
+                    partial.metadata["stopped_at_step"] = partial.timer.step
+                    partial.record(run)
+                    if checkpoints:
+                        checkpoints.write_progress(partial.timer.step)
+                raise
+            outcome.metadata["dataset_info"] = data.info
+            outcome.record(run)
+            run.finish()
+        if checkpoints:
+            checkpoints.clear()
+    except SystemExit:  # preemptible() stored the preempted record and exits 143
+        _done(run)
+        raise
+    except Exception:
+        text = traceback.format_exc()
+        log.error("training failed:\n%s", text)
+        run.raw("error.txt", text)
+        run.finish()
+        _done(run)
+        return 1
+    _done(run)
+    return 0
+
+
+def _trainer(ctx, params, data, checkpoints, n_threads, *, chief: bool):
+    if params.strategy == "parameter_server":
+        from workloads.tf_mnist.ps import ChiefTrainer
+
+        return ChiefTrainer(ctx, params, data, checkpoints, n_threads)
+    from workloads.tf_mnist.mirrored import MirroredTrainer
+
+    return MirroredTrainer(ctx, params, data, checkpoints, n_threads, chief=chief)
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    ctx = MemberContext.from_env()
+    params = TfMnistParams.model_validate(ctx.params)
+    prepare_env(ctx)
+    n_threads = threads(ctx)
+    log.info("tf-mnist %s: %s %d of group %s", params.strategy, ctx.role, ctx.index, ctx.group)
+    if params.strategy == "parameter_server" and ctx.role != "chief":
+        from workloads.tf_mnist.ps import serve
+
+        serve(ctx, n_threads)  # returns only if the server fails
+        return 1
+    from workloads.common import WorkloadRun
+
+    run = WorkloadRun(ctx)
+    if records_results(ctx):
+        return _record(run, ctx, params, n_threads)
+    # multi_worker_mirrored, worker ≥ 1: train in step with the others, record nothing
+    from workloads.tf_mnist.checkpoints import CheckpointStore
+    from workloads.tf_mnist.datasets import load
+
+    checkpoints = CheckpointStore(ctx.results_url, ctx.group, run.run_id) if params.checkpoint_every else None
+    _trainer(ctx, params, load(params.dataset, params.dataset_url), checkpoints, n_threads, chief=False).run()
+    return 0
+
+
+def _exit(code: int) -> None:
+    """Flush and leave without TensorFlow's interpreter teardown (gRPC threads can hang it)."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    try:
+        code = main()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:  # noqa: BLE001
+        traceback.print_exc()
+        code = 1
+    _exit(code)

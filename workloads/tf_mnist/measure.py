@@ -1,0 +1,136 @@
+"""Timing of a training attempt and the Result records it produces (no TensorFlow here).
+
+Steps are counted at sync points (a step is counted once it is known to be complete). The
+first `warmup` steps of an attempt (graph tracing, connection setup, first data batches) are
+excluded from steps/s and examples/s; the records say how many were excluded.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class StepTimer:
+    first_step: int  # global step this attempt starts from (0, or a restored checkpoint)
+    warmup: int  # steps of this attempt excluded from throughput
+    clock: Callable[[], float] = time.perf_counter
+    started: float | None = None
+    warm_at: tuple[int, float] | None = None  # (step, time) when warm-up ended
+    last: tuple[int, float] | None = None  # latest sync point
+
+    def start(self) -> None:
+        self.started = self.clock()
+        self.last = (self.first_step, self.started)
+        if self.warmup == 0:
+            self.warm_at = self.last
+
+    def at(self, step: int) -> None:
+        """All steps up to `step` (global) are complete."""
+        now = self.clock()
+        self.last = (step, now)
+        if self.warm_at is None and step - self.first_step >= self.warmup:
+            self.warm_at = (step, now)
+
+    @property
+    def step(self) -> int:
+        return self.last[0] if self.last else self.first_step
+
+    @property
+    def steps_run(self) -> int:
+        return self.step - self.first_step
+
+    @property
+    def train_time_s(self) -> float:
+        if self.started is None or self.last is None:
+            return 0.0
+        return self.last[1] - self.started
+
+    @property
+    def measured(self) -> tuple[int, float]:
+        """(steps, seconds) after warm-up."""
+        if self.warm_at is None or self.last is None:
+            return 0, 0.0
+        return self.last[0] - self.warm_at[0], self.last[1] - self.warm_at[1]
+
+    def steps_per_s(self) -> float | None:
+        steps, seconds = self.measured
+        return steps / seconds if steps > 0 and seconds > 0 else None
+
+
+def effective_warmup(requested: int, steps_to_run: int) -> int:
+    """Warm-up steps actually excluded: never so many that nothing is left to measure."""
+    return max(0, min(requested, steps_to_run - 1))
+
+
+def sync_points(start: int, end: int, *, warmup: int, every: int, checkpoint_every: int) -> list[int]:
+    """Global steps (after `start`, up to `end`) at which training syncs: end of warm-up,
+    every `every` steps, every checkpoint, and the end."""
+    points = {end}
+    if warmup:
+        points.add(start + warmup)
+    for period in (every, checkpoint_every):
+        if period > 0:
+            points.update(range((start // period + 1) * period, end, period))
+    return sorted(p for p in points if start < p <= end)
+
+
+@dataclass
+class Outcome:
+    """What one attempt measured, turned into records by `record`."""
+
+    timer: StepTimer
+    examples_per_step: int  # examples processed per (global) step
+    metadata: dict[str, Any] = field(default_factory=dict)
+    accuracy: float | None = None
+    loss: float | None = None
+    worker_steps: Counter | None = None  # parameter_server: post-warm-up steps per worker
+    worker_examples_per_step: int | None = None  # multi_worker_mirrored: per worker
+
+    def record(self, run: Any) -> None:
+        meta = dict(self.metadata)
+        timer = self.timer
+        measured_steps, measured_s = timer.measured
+        meta.update(warmup_steps_excluded=timer.warmup, measured_steps=measured_steps,
+                    steps_this_attempt=timer.steps_run)
+        run.record("train_time_s", timer.train_time_s, "s", **meta)
+        run.record("steps", float(timer.step), "steps", **meta)
+        rate = timer.steps_per_s()
+        if rate is not None:
+            run.record("steps_per_s", rate, "steps/s", **meta)
+            run.record("examples_per_s", rate * self.examples_per_step, "examples/s", **meta)
+            if self.worker_steps:
+                for worker, steps in sorted(self.worker_steps.items()):
+                    run.record("worker_examples_per_s", steps * self.examples_per_step / measured_s,
+                               "examples/s", **meta, worker=int(worker))
+            elif self.worker_examples_per_step:
+                run.record("worker_examples_per_s", rate * self.worker_examples_per_step,
+                           "examples/s", **meta, worker=0)
+        if self.accuracy is not None:
+            run.record("test_accuracy", self.accuracy, "fraction", **meta)
+        if self.loss is not None:
+            run.record("test_loss", self.loss, "nats", **meta)
+
+
+def base_metadata(params: Any, *, tasks: int, tf_version: str, threads: tuple[int, int]) -> dict[str, Any]:
+    shape = (f"1 chief + {params.ps} ps + {params.workers} workers"
+             if params.strategy == "parameter_server" else f"{params.workers} workers")
+    return {
+        "strategy": params.strategy,
+        "workers": params.workers,
+        "ps": params.ps if params.strategy == "parameter_server" else 0,
+        "batch_size": params.batch_size,
+        "learning_rate": params.learning_rate,
+        "dataset": params.dataset,
+        "cluster_shape": shape,
+        "tasks": tasks,
+        "host_cores": os.cpu_count(),
+        "threads_per_task": {"intra_op": threads[0] or "tf-default", "inter_op": threads[1] or "tf-default"},
+        "tf_version": tf_version,
+        "checkpoint_every": params.checkpoint_every,
+    }

@@ -1,0 +1,97 @@
+"""The MNIST CNN of the classic distributed-TensorFlow sample, as a plain `tf.Module`.
+
+    28×28×1 → conv 32 5×5 ReLU → max-pool 2×2/2 → conv 64 5×5 ReLU → max-pool 2×2/2
+            → dense 1024 ReLU, dropout 0.4 → 10 logits;  softmax cross-entropy, plain SGD
+
+Plain variables and a hand-written SGD step (no Keras) work the same under
+ParameterServerStrategy and MultiWorkerMirroredStrategy, whatever Keras version is
+installed. Weights start from a fixed seed, so every worker builds identical values.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+DROPOUT = 0.4
+
+
+class MnistCNN(tf.Module):
+    def __init__(self, seed: int = 0):
+        super().__init__(name="mnist_cnn")
+        # ONLY_FIRST_REPLICA: updates are all-reduced explicitly (mirrored) or come from
+        # one replica (parameter servers), so every replica applies the same update.
+        agg = tf.VariableAggregation.ONLY_FIRST_REPLICA
+
+        def weight(shape: list[int], i: int, name: str) -> tf.Variable:
+            init = tf.random.stateless_truncated_normal(shape, seed=[seed, i], stddev=0.1)
+            return tf.Variable(init, name=name, aggregation=agg)
+
+        def bias(n: int, name: str) -> tf.Variable:
+            return tf.Variable(tf.fill([n], 0.1), name=name, aggregation=agg)
+
+        self.conv1_w, self.conv1_b = weight([5, 5, 1, 32], 1, "conv1_w"), bias(32, "conv1_b")
+        self.conv2_w, self.conv2_b = weight([5, 5, 32, 64], 2, "conv2_w"), bias(64, "conv2_b")
+        self.fc1_w, self.fc1_b = weight([7 * 7 * 64, 1024], 3, "fc1_w"), bias(1024, "fc1_b")
+        self.fc2_w, self.fc2_b = weight([1024, 10], 4, "fc2_w"), bias(10, "fc2_b")
+
+    @property
+    def weights(self) -> list[tf.Variable]:
+        return [self.conv1_w, self.conv1_b, self.conv2_w, self.conv2_b,
+                self.fc1_w, self.fc1_b, self.fc2_w, self.fc2_b]
+
+    def __call__(self, images: tf.Tensor, training: bool = False) -> tf.Tensor:
+        x = tf.reshape(tf.cast(images, tf.float32) / 255.0, [-1, 28, 28, 1])
+        x = tf.nn.relu(tf.nn.conv2d(x, self.conv1_w, 1, "SAME") + self.conv1_b)
+        x = tf.nn.max_pool2d(x, 2, 2, "SAME")
+        x = tf.nn.relu(tf.nn.conv2d(x, self.conv2_w, 1, "SAME") + self.conv2_b)
+        x = tf.nn.max_pool2d(x, 2, 2, "SAME")
+        x = tf.nn.relu(tf.matmul(tf.reshape(x, [-1, 7 * 7 * 64]), self.fc1_w) + self.fc1_b)
+        if training:
+            x = tf.nn.dropout(x, rate=DROPOUT)
+        return tf.matmul(x, self.fc2_w) + self.fc2_b
+
+
+def per_example_loss(labels: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
+    return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.cast(labels, tf.int32), logits=logits)
+
+
+def gradients(model: MnistCNN, images: tf.Tensor, labels: tf.Tensor, global_batch: int):
+    """(loss, grads) of one replica's batch; the loss is scaled by the global batch size,
+    so summing the replicas' gradients gives the gradient of the global mean loss."""
+    with tf.GradientTape() as tape:
+        logits = model(images, training=True)
+        loss = tf.nn.compute_average_loss(per_example_loss(labels, logits), global_batch_size=global_batch)
+    return loss, tape.gradient(loss, model.weights)
+
+
+def sgd(model: MnistCNN, grads: list[tf.Tensor], learning_rate: float) -> None:
+    for var, grad in zip(model.weights, grads, strict=True):
+        var.assign_sub(learning_rate * grad)
+
+
+def evaluate(model: MnistCNN, images: np.ndarray, labels: np.ndarray, batch: int = 1000) -> tuple[float, float]:
+    """(accuracy, mean cross-entropy) over the whole test set."""
+
+    @tf.function
+    def sums(x: tf.Tensor, y: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        logits = model(x, training=False)
+        correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, 1, output_type=tf.int32), y), tf.float32))
+        return correct, tf.reduce_sum(per_example_loss(y, logits))
+
+    correct = total_loss = 0.0
+    for start in range(0, len(labels), batch):
+        c, loss = sums(tf.constant(images[start:start + batch]), tf.constant(labels[start:start + batch], tf.int32))
+        correct += float(c)
+        total_loss += float(loss)
+    n = max(1, len(labels))
+    return correct / n, total_loss / n
+
+
+def train_dataset(images: np.ndarray, labels: np.ndarray, batch: int, *, seed: int,
+                  shards: int = 1, shard: int = 0) -> tf.data.Dataset:
+    """Shuffled, repeated batches of (uint8 images, int32 labels)."""
+    ds = tf.data.Dataset.from_tensor_slices((images, labels))
+    if shards > 1:
+        ds = ds.shard(shards, shard)
+    return ds.shuffle(min(len(labels), 10_000), seed=seed).repeat().batch(batch, drop_remainder=True).prefetch(2)

@@ -1,0 +1,121 @@
+"""Parameter-server training: ps and worker tasks serve, the chief coordinates.
+
+ps and worker tasks start a `tf.distribute.Server` and block in `join()`: they never exit by
+themselves (the group's `done` stops them; a SIGTERM just ends the process). The chief
+builds the model on the parameter servers (`ParameterServerStrategy`), schedules one
+`tf.function` training step per `ClusterCoordinator.schedule` (asynchronous SGD: each
+step is one worker's batch of `batch_size`), joins at sync points to count finished
+steps and to checkpoint, then evaluates on the test set.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import Counter
+
+from spotbench.member import MemberContext
+from spotbench.spec import TfMnistParams
+from workloads.tf_mnist.checkpoints import CheckpointStore, steps_redone
+from workloads.tf_mnist.cluster import cluster_spec, wait_for_peers
+from workloads.tf_mnist.datasets import Dataset
+from workloads.tf_mnist.measure import Outcome, StepTimer, base_metadata, effective_warmup, sync_points
+
+log = logging.getLogger("spotbench.tf_mnist")
+SYNC_ENV = "SPOTBENCH_TF_SYNC_EVERY"
+PEER_TIMEOUT_ENV = "SPOTBENCH_TF_PEER_TIMEOUT"
+
+
+def serve(ctx: MemberContext, threads: tuple[int, int]) -> None:
+    """Run this ps/worker task's server until the process is stopped."""
+    import tensorflow as tf
+
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    config = tf.compat.v1.ConfigProto(
+        intra_op_parallelism_threads=threads[0], inter_op_parallelism_threads=threads[1]
+    )
+    server = tf.distribute.Server(
+        resolver.cluster_spec(), job_name=ctx.role, task_index=ctx.index,
+        protocol="grpc", config=config, start=True,
+    )
+    log.info("%s %d serving at %s", ctx.role, ctx.index, server.target)
+    server.join()
+
+
+def sync_every(steps: int) -> int:
+    """Steps between joins when not checkpointing (a join drains the workers' queues)."""
+    value = os.environ.get(SYNC_ENV)
+    return int(value) if value else max(10, steps // 20)
+
+
+class ChiefTrainer:
+    """The chief's side of one attempt; `outcome` holds what was measured so far."""
+
+    def __init__(self, ctx: MemberContext, params: TfMnistParams, data: Dataset,
+                 checkpoints: CheckpointStore | None, threads: tuple[int, int]):
+        self.ctx, self.params, self.data = ctx, params, data
+        self.checkpoints, self.threads = checkpoints, threads
+        self.outcome: Outcome | None = None
+
+    def run(self) -> Outcome:
+        import tensorflow as tf
+
+        from workloads.tf_mnist import model as m
+
+        p = self.params
+        tf.config.threading.set_intra_op_parallelism_threads(self.threads[0])
+        tf.config.threading.set_inter_op_parallelism_threads(self.threads[1])
+        cluster = cluster_spec(self.ctx)
+        wait_for_peers(cluster["ps"] + cluster["worker"],
+                       timeout=float(os.environ.get(PEER_TIMEOUT_ENV, 600)))
+        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+        strategy = tf.distribute.ParameterServerStrategy(resolver)
+        coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+        with strategy.scope():
+            model = m.MnistCNN()
+            step_var = tf.Variable(0, dtype=tf.int64, name="step")
+        checkpoint = tf.train.Checkpoint(model=model, step=step_var)
+        start = self.checkpoints.restore(checkpoint) if self.checkpoints else 0
+        redone = steps_redone(self.checkpoints.progress() if self.checkpoints else None, start)
+
+        x, y, batch, lr = self.data.x_train, self.data.y_train, p.batch_size, p.learning_rate
+
+        def dataset_fn() -> tf.data.Dataset:
+            return m.train_dataset(x, y, batch, seed=start)
+
+        iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
+
+        @tf.function
+        def train_step(it):
+            def replica_fn(images, labels):
+                loss, grads = m.gradients(model, images, labels, batch)
+                m.sgd(model, grads, lr)
+                return loss
+
+            images, labels = next(it)
+            strategy.run(replica_fn, args=(images, labels))
+            return tf.distribute.coordinator.experimental_get_current_worker_index()
+
+        warmup = effective_warmup(p.warmup_steps, p.steps - start)
+        timer = StepTimer(first_step=start, warmup=warmup)
+        meta = base_metadata(p, tasks=len(self.ctx.members), tf_version=tf.__version__, threads=self.threads)
+        meta.update(resumed_from_step=start, steps_redone=redone, examples_per_step=batch,
+                    sync="async SGD, one worker batch per step")
+        self.outcome = Outcome(timer, examples_per_step=batch, metadata=meta, worker_steps=Counter())
+        points = sync_points(start, p.steps, warmup=warmup, every=sync_every(p.steps),
+                             checkpoint_every=p.checkpoint_every)
+        timer.start()
+        step = start
+        for point in points:
+            measured = timer.warm_at is not None
+            workers = [coordinator.schedule(train_step, args=(iterator,)) for _ in range(point - step)]
+            coordinator.join()
+            step = point
+            timer.at(step)
+            if measured:
+                self.outcome.worker_steps.update(int(w.fetch()) for w in workers)
+            if self.checkpoints and p.checkpoint_every and step % p.checkpoint_every == 0 and step < p.steps:
+                step_var.assign(step)
+                self.checkpoints.save(checkpoint, step)
+        self.outcome.accuracy, self.outcome.loss = m.evaluate(model, self.data.x_test, self.data.y_test)
+        return self.outcome
