@@ -94,7 +94,9 @@ def targets_for(group: RunGroup, cloud: Cloud | None, cfg: AccessConfig,
     """Each member's address: `overrides` (member → host[:port]) first, then the cloud's
     view (its IP; for iap/ssm its name). A member the cloud does not know is skipped."""
     overrides = dict(overrides or {})
-    known = {i.name: i for i in cloud.query(group.labels)} if cloud is not None else {}
+    from spotbench.ops.status import member_name
+
+    known = {member_name(i): i for i in cloud.query(group.labels)} if cloud is not None else {}
     out = []
     for m in group.members:
         if m.name in overrides:

@@ -72,6 +72,12 @@ def _iso(value: Any) -> Any:
     return value
 
 
+def member_name(inst: Instance) -> str:
+    """The plan's member name of an instance (AWS names instances by id and carries the
+    member name in its `Name` tag)."""
+    return inst.labels.get("spotbench-member") or inst.labels.get("Name") or inst.name
+
+
 def group_state(members: list[MemberStatus]) -> str:
     """One word for the group when its members agree, else counts (`RUNNING 1, STOPPED 1`)."""
     counts = Counter(m.state for m in members)
@@ -133,7 +139,7 @@ def _spend(spec: SweepSpec, store: ResultStore, found: list[Instance], notes: li
 
 def _group(group: RunGroup, found: list[Instance], store: ResultStore, run: RunInfo | None,
            last: dict[str, tuple[str, datetime]], spec: SweepSpec, now: datetime) -> GroupStatus:
-    by_name = {i.name: i for i in found}
+    by_name = {member_name(i): i for i in found}
     members = []
     for m in group.members:
         inst = by_name.pop(m.name, None)

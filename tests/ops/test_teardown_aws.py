@@ -91,3 +91,38 @@ def test_all_sweeps_finds_every_spotbench_instance(moto_url):
 def test_default_regions_come_from_the_account(moto_url):
     sweeper = AwsSweeper(endpoint_url=moto_url)
     assert "us-east-1" in sweeper.regions() and "eu-west-1" in sweeper.regions()
+
+
+def test_cli_status_and_teardown_on_aws(moto_url, tmp_path, monkeypatch):
+    import json
+
+    import yaml
+    from typer.testing import CliRunner
+
+    from spotbench.cli import app
+    from spotbench.spec import load_spec
+
+    spec_file = tmp_path / "aws.yaml"
+    spec_file.write_text(yaml.safe_dump({
+        "name": "osu", "cloud": "aws", "region": "us-east-1", "workload": {"name": "osu"},
+        "matrix": {"machine_type": ["c5.large"]}, "results": str(tmp_path / "results"),
+    }))
+    group = load_spec(spec_file).plan()[0]
+    ec2 = boto3.client("ec2", region_name="us-east-1", endpoint_url=moto_url)
+    for m in group.members:
+        tags = {**group.member_labels(m), "Name": m.name}
+        ec2.run_instances(ImageId=AMI, MinCount=1, MaxCount=1, TagSpecifications=[
+            {"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}])
+    monkeypatch.setenv("SPOTBENCH_STATE_ROOT", str(tmp_path / "state"))
+    runner = CliRunner()
+    status = runner.invoke(app, ["status", str(spec_file), "--json"])
+    assert status.exit_code == 0, status.output
+    (g,) = json.loads(status.output)["groups"]
+    assert g["id"] == group.id and g["state"] == "RUNNING", g
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no pulumi on PATH
+    out = runner.invoke(app, ["teardown", str(spec_file), "--yes", "--regions", "us-east-1"])
+    assert out.exit_code == 0, out.output
+    assert "Pulumi CLI is not installed" in out.output and "pulumi destroy --stack osu" in out.output
+    assert "removed 2 resource(s), none left behind" in out.output
+    assert _live(moto_url, "us-east-1") == set()
