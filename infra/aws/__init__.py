@@ -1,0 +1,133 @@
+"""The AWS sweep: every resource a spec needs, as one component tree.
+
+`AwsSweep(spec.name, AwsSweepArgs(spec=spec))` declares the network, results bucket,
+identities, the start/stop/done Lambdas, the EventBridge Scheduler pair and one
+`AwsRunGroup` per planned group (instances created stopped), all through a provider pinned
+to the spec's `region`, and exports the stack outputs (`bucket_url`, `function_urls`,
+`function_arns`, `groups`, `crons`) like the GCP program.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_tls as tls
+
+from infra.aws.bucket import ResultsBucket, ResultsBucketArgs
+from infra.aws.functions import AwsFunctions, AwsFunctionsArgs
+from infra.aws.identity import AwsIdentities, AwsIdentitiesArgs, instance_role_name
+from infra.aws.instances import (
+    AwsRunGroup,
+    AwsRunGroupArgs,
+    ami_parameter,
+    has_gpu,
+    machine_type,
+    member_ips,
+)
+from infra.aws.network import AwsNetwork, AwsNetworkArgs
+from infra.aws.scheduler import AwsScheduler, AwsSchedulerArgs, schedule_pair
+from infra.aws.user_data import SshKeys
+from spotbench.plan import sweep_labels
+from spotbench.spec import SweepSpec
+
+__all__ = ["AwsSweep", "AwsSweepArgs"]
+
+
+@dataclass
+class AwsSweepArgs:
+    spec: SweepSpec
+
+
+class AwsSweep(pulumi.ComponentResource):
+    def __init__(self, name: str, args: AwsSweepArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("spotbench:aws:Sweep", name, None, opts)
+        spec = args.spec
+        if spec.cloud != "aws" or not spec.region:
+            raise pulumi.RunError(f"spec {spec.name!r} is not an aws spec with a region")
+        if spec.zone and not spec.zone.startswith(spec.region):
+            raise pulumi.RunError(f"spec {spec.name!r}: zone {spec.zone!r} is not in {spec.region}")
+        groups = spec.plan()
+        start_cron, stop_cron, start_expr, stop_expr = schedule_pair(spec)  # fail early
+        ips = member_ips(groups, spec.aws.subnet_cidr)
+        tags = sweep_labels(spec.name)
+
+        self.provider = aws.Provider(f"{name}-aws", region=spec.region,
+                                     default_tags={"tags": tags},
+                                     opts=pulumi.ResourceOptions(parent=self))
+        child = pulumi.ResourceOptions(parent=self, provider=self.provider)
+        invoke = pulumi.InvokeOptions(provider=self.provider)
+
+        self.network = AwsNetwork(f"{name}-net", AwsNetworkArgs(spec=spec, tags=tags, zone=spec.zone),
+                                  child)
+        self.bucket = ResultsBucket(f"{name}-results", ResultsBucketArgs(spec=spec, tags=tags), child)
+        image = (pulumi.Output.from_input(spec.image) if spec.image else
+                 aws.get_caller_identity_output(opts=invoke).account_id.apply(
+                     lambda a: f"{a}.dkr.ecr.{spec.region}.amazonaws.com/spotbench/"
+                               f"{spec.workload.name}:latest"))
+        self.identities = AwsIdentities(
+            f"{name}-id",
+            AwsIdentitiesArgs(sweep=spec.name, results_bucket=self.bucket.results_bucket,
+                              prefix=self.bucket.prefix, image=image, tags=tags),
+            child,
+        )
+        ids = self.identities
+        self.functions = AwsFunctions(
+            f"{name}-fn",
+            AwsFunctionsArgs(spec=spec, role_arn=ids.lambda_role.arn,
+                             results_url=self.bucket.results_url,
+                             instance_role=instance_role_name(spec.name), tags=tags),
+            pulumi.ResourceOptions(parent=self, provider=self.provider,
+                                   depends_on=[ids.lambda_policy]),
+        )
+        arns = self.functions.arns
+        ids.grant(done_arn=arns["done"], start_arn=arns["start"], stop_arn=arns["stop"])
+        self.scheduler = AwsScheduler(
+            f"{name}-sched",
+            AwsSchedulerArgs(spec=spec, role_arn=ids.scheduler_role.arn,
+                             start_arn=arns["start"], stop_arn=arns["stop"]),
+            pulumi.ResourceOptions(parent=self, provider=self.provider,
+                                   depends_on=[ids.scheduler_policy]),
+        )
+        ssh = None
+        if spec.workload.name == "osu":
+            key = tls.PrivateKey(
+                f"{name}-mpi-ssh", algorithm="ED25519",
+                opts=pulumi.ResourceOptions(parent=self, additional_secret_outputs=[
+                    "privateKeyOpenssh", "privateKeyPem"]),
+            )
+            ssh = pulumi.Output.secret(pulumi.Output.all(
+                key.private_key_openssh, key.public_key_openssh
+            ).apply(lambda kv: SshKeys(private_openssh=kv[0], public_openssh=kv[1])))
+        needs = {has_gpu(machine_type(g, m), g.accelerator) for g in groups for m in g.members}
+        amis = {gpu: aws.ssm.get_parameter_output(name=ami_parameter(spec, gpu), opts=invoke).value
+                for gpu in sorted(needs)}
+        self.groups = {
+            g.id: AwsRunGroup(
+                g.id,
+                AwsRunGroupArgs(
+                    spec=spec, group=g, ips=ips, subnet_id=self.network.subnet.id,
+                    security_group_id=self.network.security_group.id,
+                    instance_profile=ids.instance_profile.name,
+                    amis=amis, image=image,
+                    results_url=self.bucket.results_url, done_url=self.functions.urls["done"],
+                    ssh=ssh,
+                ),
+                pulumi.ResourceOptions(parent=self, provider=self.provider,
+                                       depends_on=[self.network.nat, ids.instance_policy]),
+            )
+            for g in groups
+        }
+        self.outputs = {
+            "bucket_url": self.bucket.results_url,
+            "function_urls": dict(self.functions.urls),
+            "function_arns": dict(arns),
+            "groups": {gid: grp.instance_ids for gid, grp in self.groups.items()},
+            "crons": {"start": start_cron, "stop": stop_cron,
+                      "time_zone": spec.schedule.timezone if spec.schedule else "UTC",
+                      "start_expression": start_expr, "stop_expression": stop_expr},
+        }
+        for key_, value in self.outputs.items():
+            pulumi.export(key_, value)
+        self.register_outputs(self.outputs)

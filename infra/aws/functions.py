@@ -1,0 +1,90 @@
+"""The `start`, `stop` and `done` Lambdas: one archive of `functions/` + `spotbench/`
+(`infra.common.function_source`), one handler (`functions.lambda_handler.handler`), the
+action chosen by `SPOTBENCH_ACTION`. `done` gets a function URL with `AWS_IAM` auth: members
+sign their call with the instance role, and the handler reads the caller from it.
+
+Third-party dependencies (pydantic, pyyaml, croniter, fsspec, s3fs, …; boto3 is in the
+runtime) come from a Lambda layer built into `build/lambda-layer/` (see docs/aws.md). When
+that folder is missing the functions are still declared, with a warning: they would fail
+to import until the layer is built and `pulumi up` is run again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from infra.common import PROJECT_ROOT, function_source
+from spotbench.spec import SweepSpec
+
+RUNTIME = "python3.12"
+HANDLER = "functions.lambda_handler.handler"
+LAYER_DIR = PROJECT_ROOT / "build" / "lambda-layer"
+TIMEOUTS = {"start": 900, "stop": 900, "done": 300}  # start/stop wait for EC2 (bounded)
+ACTIONS = ("start", "stop", "done")
+
+
+@dataclass
+class AwsFunctionsArgs:
+    spec: SweepSpec
+    role_arn: pulumi.Input[str]
+    results_url: pulumi.Input[str]
+    instance_role: str
+    tags: dict[str, str]
+
+
+class AwsFunctions(pulumi.ComponentResource):
+    def __init__(self, name: str, args: AwsFunctionsArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("spotbench:aws:Functions", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        spec = args.spec
+        archive, digest = function_source("aws")
+        layers: list[pulumi.Input[str]] = []
+        if (LAYER_DIR / "python").is_dir():
+            layer = aws.lambda_.LayerVersion(
+                f"{name}-deps", layer_name=f"{spec.name}-deps",
+                code=pulumi.FileArchive(str(LAYER_DIR)), compatible_runtimes=[RUNTIME],
+                opts=child,
+            )
+            layers.append(layer.arn)
+        else:
+            pulumi.log.warn(
+                f"{LAYER_DIR}/python is missing: the Lambdas need their dependencies as a "
+                "layer; build it as docs/aws.md says, then run `pulumi up` again"
+            )
+        self.functions: dict[str, aws.lambda_.Function] = {}
+        for action in ACTIONS:
+            log_group = aws.cloudwatch.LogGroup(
+                f"{name}-{action}-logs", name=f"/aws/lambda/{spec.name}-{action}",
+                retention_in_days=14, tags=args.tags, opts=child,
+            )
+            self.functions[action] = aws.lambda_.Function(
+                f"{name}-{action}",
+                name=f"{spec.name}-{action}",
+                description=f"spotbench {spec.name}: {action} (code {digest})",
+                runtime=RUNTIME,
+                handler=HANDLER,
+                code=archive,
+                role=args.role_arn,
+                layers=layers,
+                timeout=TIMEOUTS[action],
+                memory_size=512,
+                environment={"variables": {
+                    "SPOTBENCH_CLOUD": "aws",
+                    "SPOTBENCH_ACTION": action,
+                    "SPOTBENCH_SPEC": spec.model_dump_json(),
+                    "SPOTBENCH_RESULTS_URL": args.results_url,
+                    "SPOTBENCH_INSTANCE_ROLE": args.instance_role,
+                }},
+                tags=args.tags,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[log_group]),
+            )
+        self.done_url = aws.lambda_.FunctionUrl(
+            f"{name}-done-url", function_name=self.functions["done"].name,
+            authorization_type="AWS_IAM", opts=child,
+        )
+        self.arns = {a: f.arn for a, f in self.functions.items()}
+        self.urls = {"done": self.done_url.function_url}
+        self.register_outputs({"arns": self.arns, "done_url": self.done_url.function_url})

@@ -1,0 +1,166 @@
+"""Who may do what: three roles, each allowed only its part.
+
+- instance role (members' instance profile): put objects under the sweep's results prefix,
+  pull the workload image from ECR, invoke the `done` function (URL, AWS_IAM) — nothing else.
+- scheduler role (EventBridge Scheduler): invoke `start` and `stop` only.
+- Lambda role: `ec2:StartInstances`/`StopInstances` only on instances tagged
+  `managed-by=spotbench` and this sweep (`aws:ResourceTag/...`), `ec2:DescribeInstances`
+  (EC2 does not support resource conditions on Describe*), its own logs, and read/write
+  under the sweep's results prefix (the run ledger).
+
+The policy documents are plain functions (`*_policy`) so tests can read them; the grants
+that need function ARNs are made by `grant()` once the functions exist.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from spotbench.plan import MANAGED_BY, SWEEP_LABEL
+
+Doc = dict[str, Any]
+
+
+def _doc(*statements: Doc) -> Doc:
+    return {"Version": "2012-10-17", "Statement": list(statements)}
+
+
+def assume_role(service: str) -> Doc:
+    return _doc({"Effect": "Allow", "Principal": {"Service": service},
+                 "Action": "sts:AssumeRole"})
+
+
+def prefix_arns(bucket: str, prefix: str) -> tuple[str, str]:
+    """(bucket ARN, ARN of every object under the prefix)."""
+    base = f"arn:aws:s3:::{bucket}"
+    return base, f"{base}/{prefix}/*" if prefix else f"{base}/*"
+
+
+def ecr_repository_arn(image: str | None) -> str:
+    """The ECR repository of `image` (`ACCT.dkr.ecr.REGION.amazonaws.com/repo:tag`), or
+    every repository when the image is elsewhere (public registries need no grant)."""
+    if image and ".dkr.ecr." in image.split("/", 1)[0]:
+        host, _, rest = image.partition("/")
+        account, region = host.split(".")[0], host.split(".")[3]
+        path = rest.split("@")[0]
+        head, _, last = path.rpartition("/")
+        repo = (head + "/" if head else "") + last.split(":")[0]
+        return f"arn:aws:ecr:{region}:{account}:repository/{repo}"
+    return "arn:aws:ecr:*:*:repository/*"
+
+
+def instance_policy(bucket: str, prefix: str, done_arn: str, image: str | None) -> Doc:
+    _, objects = prefix_arns(bucket, prefix)
+    return _doc(
+        {"Sid": "PutResults", "Effect": "Allow",
+         "Action": ["s3:PutObject", "s3:AbortMultipartUpload"], "Resource": objects},
+        {"Sid": "EcrToken", "Effect": "Allow", "Action": "ecr:GetAuthorizationToken",
+         "Resource": "*"},
+        {"Sid": "PullImage", "Effect": "Allow",
+         "Action": ["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer",
+                    "ecr:BatchCheckLayerAvailability"],
+         "Resource": ecr_repository_arn(image)},
+        {"Sid": "CallDone", "Effect": "Allow", "Action": "lambda:InvokeFunctionUrl",
+         "Resource": done_arn,
+         "Condition": {"StringEquals": {"lambda:FunctionUrlAuthType": "AWS_IAM"}}},
+        # Since Oct 2025 new function URLs also need lambda:InvokeFunction. A direct invoke
+        # of `done` is harmless: without a function-URL IAM caller it is refused.
+        {"Sid": "CallDoneInvoke", "Effect": "Allow", "Action": "lambda:InvokeFunction",
+         "Resource": done_arn},
+    )
+
+
+def scheduler_policy(start_arn: str, stop_arn: str) -> Doc:
+    return _doc({"Sid": "InvokeStartStop", "Effect": "Allow", "Action": "lambda:InvokeFunction",
+                 "Resource": [start_arn, stop_arn]})
+
+
+def lambda_policy(sweep: str, bucket: str, prefix: str) -> Doc:
+    bucket_arn, objects = prefix_arns(bucket, prefix)
+    tag_condition = {"StringEquals": {
+        **{f"aws:ResourceTag/{k}": v for k, v in MANAGED_BY.items()},
+        f"aws:ResourceTag/{SWEEP_LABEL}": sweep,
+    }}
+    return _doc(
+        {"Sid": "StartStopSweepInstances", "Effect": "Allow",
+         "Action": ["ec2:StartInstances", "ec2:StopInstances"],
+         "Resource": "arn:aws:ec2:*:*:instance/*", "Condition": tag_condition},
+        {"Sid": "DescribeInstances", "Effect": "Allow", "Action": "ec2:DescribeInstances",
+         "Resource": "*"},
+        {"Sid": "RunLedger", "Effect": "Allow",
+         "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], "Resource": objects},
+        {"Sid": "ListResults", "Effect": "Allow", "Action": "s3:ListBucket",
+         "Resource": bucket_arn,
+         "Condition": {"StringLike": {"s3:prefix": [prefix, f"{prefix}/*"] if prefix else ["*"]}}},
+        {"Sid": "Logs", "Effect": "Allow",
+         "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
+         "Resource": f"arn:aws:logs:*:*:log-group:/aws/lambda/{sweep}-*"},
+    )
+
+
+def instance_role_name(sweep: str) -> str:
+    return f"{sweep}-instance"
+
+
+def _json(doc_fn, *args: pulumi.Input[str]) -> pulumi.Output[str]:
+    return pulumi.Output.all(*args).apply(lambda v: json.dumps(doc_fn(*v)))
+
+
+@dataclass
+class AwsIdentitiesArgs:
+    sweep: str
+    results_bucket: pulumi.Input[str]
+    prefix: str
+    image: pulumi.Input[str]
+    tags: dict[str, str]
+
+
+class AwsIdentities(pulumi.ComponentResource):
+    def __init__(self, name: str, args: AwsIdentitiesArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("spotbench:aws:Identities", name, None, opts)
+        self._args, self._base = args, name
+        child = pulumi.ResourceOptions(parent=self)
+        sweep, tags = args.sweep, args.tags
+
+        def role(suffix: str, service: str, what: str) -> aws.iam.Role:
+            return aws.iam.Role(f"{name}-{suffix}", name=f"{sweep}-{suffix}",
+                                description=f"spotbench {sweep}: {what}",
+                                assume_role_policy=json.dumps(assume_role(service)),
+                                tags=tags, opts=child)
+
+        self.instance_role = role("instance", "ec2.amazonaws.com", "sweep members")
+        self.lambda_role = role("lambda", "lambda.amazonaws.com", "start/stop/done functions")
+        self.scheduler_role = role("scheduler", "scheduler.amazonaws.com", "start/stop schedules")
+        self.instance_profile = aws.iam.InstanceProfile(
+            f"{name}-instance", name=f"{sweep}-instance", role=self.instance_role.name,
+            tags=tags, opts=child,
+        )
+        self.lambda_policy = aws.iam.RolePolicy(
+            f"{name}-lambda", role=self.lambda_role.id, name="spotbench-lambda",
+            policy=_json(lambda b: lambda_policy(sweep, b, args.prefix), args.results_bucket),
+            opts=child,
+        )
+
+    def grant(self, *, done_arn: pulumi.Input[str], start_arn: pulumi.Input[str],
+              stop_arn: pulumi.Input[str]) -> None:
+        """The grants that name the functions (made once they exist)."""
+        args, child = self._args, pulumi.ResourceOptions(parent=self)
+        self.instance_policy = aws.iam.RolePolicy(
+            f"{self._base}-instance", role=self.instance_role.id, name="spotbench-instance",
+            policy=_json(lambda b, d, i: instance_policy(b, args.prefix, d, i),
+                         args.results_bucket, done_arn, args.image),
+            opts=child,
+        )
+        self.scheduler_policy = aws.iam.RolePolicy(
+            f"{self._base}-scheduler", role=self.scheduler_role.id, name="spotbench-scheduler",
+            policy=_json(scheduler_policy, start_arn, stop_arn), opts=child,
+        )
+        self.register_outputs({
+            "instance_role": self.instance_role.arn, "lambda_role": self.lambda_role.arn,
+            "scheduler_role": self.scheduler_role.arn,
+        })

@@ -1,0 +1,144 @@
+"""One run group's members: EC2 instances declared stopped, started later by the scheduler.
+
+Per member: the spec's instance type; spot as a *persistent* request that *stops* on
+interruption (so a group can be stopped and started again, like GCE spot VMs) or on-demand;
+the ECS-optimized AMI (GPU variant on GPU types) from its public SSM parameter; a fixed
+private IP; IMDSv2 only; no public IP; the sweep's tags (+ `Name`). An
+`aws.ec2transitgateway.InstanceState` stops each instance right after creation, and
+`ignore_changes` on its `state` (and on the AMI, which AWS re-points) keeps a later
+`pulumi up` from fighting the scheduler or replacing members mid-sweep.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+from collections.abc import Mapping
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from infra.aws.user_data import SshKeys, user_data
+from infra.common import member_contexts, workload_env
+from spotbench.plan import Member, RunGroup
+from spotbench.spec import SweepSpec
+
+CPU_AMI_PARAMETER = "/aws/service/ecs/optimized-ami/amazon-linux-2023/recommended/image_id"
+GPU_AMI_PARAMETER = "/aws/service/ecs/optimized-ami/amazon-linux-2/gpu/recommended/image_id"
+PLACEMENT_STRATEGY = {"spread": "spread", "compact": "cluster"}
+FIRST_HOST = 10  # AWS reserves .0-.3 and the last address of a subnet; leave a margin
+
+
+def has_gpu(machine_type: str, accelerator: str | None = None) -> bool:
+    """GPU instance families (g4dn, g5, p3, …); an accelerator in the spec implies one."""
+    return bool(accelerator) or bool(re.match(r"^(g|p)\d", machine_type))
+
+
+def machine_type(group: RunGroup, member: Member) -> str:
+    return member.machine_type or group.machine_type
+
+
+def ami_parameter(spec: SweepSpec, gpu: bool) -> str:
+    return spec.aws.ami_ssm_parameter or (GPU_AMI_PARAMETER if gpu else CPU_AMI_PARAMETER)
+
+
+def member_ips(groups: list[RunGroup], subnet_cidr: str) -> dict[str, str]:
+    """A fixed private IP for every member of every group, stable for a given plan."""
+    net = ipaddress.ip_network(subnet_cidr)
+    names = [m.name for g in groups for m in g.members]
+    usable = net.num_addresses - FIRST_HOST - 1
+    if len(names) > usable:
+        raise pulumi.RunError(
+            f"{len(names)} members do not fit subnet {subnet_cidr} ({usable} addresses); "
+            "set a larger aws.subnet_cidr"
+        )
+    return {n: str(net.network_address + FIRST_HOST + i) for i, n in enumerate(names)}
+
+
+def market_options(spot: bool) -> dict[str, Any] | None:
+    if not spot:
+        return None
+    return {"market_type": "spot", "spot_options": {
+        "spot_instance_type": "persistent", "instance_interruption_behavior": "stop",
+    }}
+
+
+@dataclass
+class AwsRunGroupArgs:
+    spec: SweepSpec
+    group: RunGroup
+    ips: dict[str, str]
+    subnet_id: pulumi.Input[str]
+    security_group_id: pulumi.Input[str]
+    instance_profile: pulumi.Input[str]
+    amis: Mapping[bool, pulumi.Input[str]]  # has GPU → AMI id
+    image: pulumi.Input[str]
+    results_url: pulumi.Input[str]
+    done_url: pulumi.Input[str]
+    ssh: pulumi.Output[SshKeys] | None = None
+
+
+class AwsRunGroup(pulumi.ComponentResource):
+    def __init__(self, name: str, args: AwsRunGroupArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("spotbench:aws:RunGroup", name, None, opts)
+        spec, group = args.spec, args.group
+        gpus = {m.name: has_gpu(machine_type(group, m), group.accelerator) for m in group.members}
+        self.placement_group = None
+        if spec.placement in PLACEMENT_STRATEGY:
+            self.placement_group = aws.ec2.PlacementGroup(
+                f"{name}-placement", name=f"{group.id}-{spec.placement}",
+                strategy=PLACEMENT_STRATEGY[spec.placement], tags=dict(group.labels),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+        ssh = args.ssh if args.ssh is not None else pulumi.Output.from_input(None)
+        extra = {**workload_env(group.workload), "AWS_REGION": spec.region or "",
+                 "AWS_DEFAULT_REGION": spec.region or ""}
+
+        def render(values: list) -> dict[str, str]:
+            image, results_url, done_url, keys = values
+            contexts = member_contexts(group, args.ips, cloud="aws", results_url=results_url,
+                                       done_url=done_url, zone=spec.zone, spot=spec.spot)
+            return {n: user_data(image=image, env={**ctx.to_env(), **extra}, gpu=gpus[n],
+                                 ssh=keys) for n, ctx in contexts.items()}
+
+        documents = pulumi.Output.all(args.image, args.results_url, args.done_url, ssh).apply(render)
+        if args.ssh is not None:
+            documents = pulumi.Output.secret(documents)
+
+        self.instances: dict[str, aws.ec2.Instance] = {}
+        self.states: dict[str, Any] = {}
+        for m in group.members:
+            short = m.name.removeprefix(group.id + "-")
+            self.instances[m.name] = aws.ec2.Instance(
+                f"{name}-{short}",
+                ami=args.amis[gpus[m.name]],
+                instance_type=machine_type(group, m),
+                subnet_id=args.subnet_id,
+                private_ip=args.ips[m.name],
+                vpc_security_group_ids=[args.security_group_id],
+                associate_public_ip_address=False,
+                iam_instance_profile=args.instance_profile,
+                user_data=documents.apply(lambda docs, n=m.name: docs[n]),
+                user_data_replace_on_change=True,
+                instance_market_options=market_options(spec.spot),
+                metadata_options={"http_tokens": "required", "http_endpoint": "enabled",
+                                  "http_put_response_hop_limit": 2},
+                root_block_device={"volume_size": spec.aws.root_volume_gb, "volume_type": "gp3",
+                                   "encrypted": True, "delete_on_termination": True},
+                placement_group=self.placement_group.name if self.placement_group else None,
+                tags={**group.member_labels(m), "Name": m.name},
+                volume_tags={**group.member_labels(m), "Name": m.name},
+                opts=pulumi.ResourceOptions(parent=self, ignore_changes=["ami"]),
+            )
+            self.states[m.name] = aws.ec2transitgateway.InstanceState(
+                f"{name}-{short}-stopped",
+                instance_id=self.instances[m.name].id,
+                state="stopped",
+                opts=pulumi.ResourceOptions(parent=self, ignore_changes=["state"]),
+            )
+        self.instance_ids = pulumi.Output.all(
+            *(inst.id for inst in self.instances.values())
+        ).apply(lambda ids: dict(zip(self.instances, ids)))
+        self.register_outputs({"instances": self.instance_ids})

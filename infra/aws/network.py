@@ -1,0 +1,123 @@
+"""The sweep's network: a VPC whose members live in one private subnet, no public IPs.
+
+Egress (image pulls, the `done` function URL, which is not reachable through PrivateLink)
+goes through one NAT gateway in a small public subnet; S3 traffic takes a free gateway
+endpoint instead. The security group lets members of this sweep reach each other on the
+workload's ports only (`infra.common.workload_ports`); nothing is open to the internet.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from infra.common import workload_ports
+from spotbench.spec import SweepSpec
+
+
+def public_cidr(vpc_cidr: str, private_cidr: str) -> str:
+    """A /28 of the VPC for the NAT gateway that does not overlap the private subnet."""
+    vpc = ipaddress.ip_network(vpc_cidr)
+    private = ipaddress.ip_network(private_cidr)
+    if not private.subnet_of(vpc):
+        raise pulumi.RunError(f"aws.subnet_cidr {private_cidr} is not inside aws.vpc_cidr {vpc_cidr}")
+    for candidate in vpc.subnets(new_prefix=max(28, vpc.prefixlen)):
+        if not candidate.overlaps(private):
+            return str(candidate)
+    raise pulumi.RunError(
+        f"aws.vpc_cidr {vpc_cidr} has no room for the NAT subnet beside {private_cidr}; "
+        "use a larger VPC (e.g. /16) or a smaller subnet"
+    )
+
+
+def port_ranges(workload: str) -> list[tuple[int, int]]:
+    out = []
+    for port in workload_ports(workload):
+        lo, _, hi = port.partition("-")
+        out.append((int(lo), int(hi or lo)))
+    return out
+
+
+@dataclass
+class AwsNetworkArgs:
+    spec: SweepSpec
+    tags: dict[str, str]
+    zone: str | None = None  # spec.zone; None lets AWS pick
+
+
+class AwsNetwork(pulumi.ComponentResource):
+    def __init__(self, name: str, args: AwsNetworkArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("spotbench:aws:Network", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        spec, tags = args.spec, args.tags
+        cidr, private = spec.aws.vpc_cidr, spec.aws.subnet_cidr
+
+        def tagged(suffix: str) -> dict[str, str]:
+            return {**tags, "Name": f"{spec.name}-{suffix}"}
+
+        self.vpc = aws.ec2.Vpc(f"{name}-vpc", cidr_block=cidr, enable_dns_support=True,
+                               enable_dns_hostnames=True, tags=tagged("vpc"), opts=child)
+        self.subnet = aws.ec2.Subnet(
+            f"{name}-private", vpc_id=self.vpc.id, cidr_block=private,
+            availability_zone=args.zone, map_public_ip_on_launch=False,
+            tags=tagged("private"), opts=child,
+        )
+        self.public_subnet = aws.ec2.Subnet(
+            f"{name}-public", vpc_id=self.vpc.id, cidr_block=public_cidr(cidr, private),
+            availability_zone=args.zone, map_public_ip_on_launch=False,
+            tags=tagged("nat"), opts=child,
+        )
+        igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=self.vpc.id, tags=tagged("igw"),
+                                      opts=child)
+        public_rt = aws.ec2.RouteTable(
+            f"{name}-public-rt", vpc_id=self.vpc.id,
+            routes=[{"cidr_block": "0.0.0.0/0", "gateway_id": igw.id}],
+            tags=tagged("public"), opts=child,
+        )
+        aws.ec2.RouteTableAssociation(f"{name}-public-rta", subnet_id=self.public_subnet.id,
+                                      route_table_id=public_rt.id, opts=child)
+        eip = aws.ec2.Eip(f"{name}-nat-ip", domain="vpc", tags=tagged("nat"), opts=child)
+        self.nat = aws.ec2.NatGateway(
+            f"{name}-nat", allocation_id=eip.id, subnet_id=self.public_subnet.id,
+            tags=tagged("nat"), opts=pulumi.ResourceOptions(parent=self, depends_on=[igw]),
+        )
+        self.private_rt = aws.ec2.RouteTable(
+            f"{name}-private-rt", vpc_id=self.vpc.id,
+            routes=[{"cidr_block": "0.0.0.0/0", "nat_gateway_id": self.nat.id}],
+            tags=tagged("private"), opts=child,
+        )
+        aws.ec2.RouteTableAssociation(f"{name}-private-rta", subnet_id=self.subnet.id,
+                                      route_table_id=self.private_rt.id, opts=child)
+        self.s3_endpoint = aws.ec2.VpcEndpoint(
+            f"{name}-s3", vpc_id=self.vpc.id, vpc_endpoint_type="Gateway",
+            service_name=f"com.amazonaws.{spec.region}.s3",
+            route_table_ids=[self.private_rt.id], tags=tagged("s3"), opts=child,
+        )
+        self.security_group = aws.ec2.SecurityGroup(
+            f"{name}-members", vpc_id=self.vpc.id,
+            description=f"spotbench {spec.name}: members reach each other on workload ports",
+            tags=tagged("members"), opts=child,
+        )
+        self.ingress = [
+            aws.vpc.SecurityGroupIngressRule(
+                f"{name}-members-{lo}" + (f"-{hi}" if hi != lo else ""),
+                security_group_id=self.security_group.id,
+                referenced_security_group_id=self.security_group.id,
+                ip_protocol="tcp", from_port=lo, to_port=hi,
+                description=f"{spec.workload.name} between members of {spec.name}",
+                tags=tags, opts=child,
+            )
+            for lo, hi in port_ranges(spec.workload.name)
+        ]
+        self.egress = aws.vpc.SecurityGroupEgressRule(
+            f"{name}-egress", security_group_id=self.security_group.id, ip_protocol="-1",
+            cidr_ipv4="0.0.0.0/0", description="image pulls, S3, the done function URL",
+            tags=tags, opts=child,
+        )
+        self.register_outputs({
+            "vpc_id": self.vpc.id, "subnet_id": self.subnet.id,
+            "security_group_id": self.security_group.id, "nat_gateway_id": self.nat.id,
+        })

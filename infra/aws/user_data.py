@@ -1,0 +1,119 @@
+"""The cloud-init user-data of one member (ECS-optimized Amazon Linux: docker preinstalled).
+
+First boot (at `pulumi up`, just before the instance is stopped) only *installs*: the
+container's env file (the member's `SPOTBENCH_CONTEXT` and friends), the MPI ssh keys when
+given, and a systemd unit, enabled but not run — the unit refuses to start in the boot
+whose id was recorded at install, so creating the stack never runs (or bills as a run) a
+benchmark. Every later boot — each scheduler or control start — runs the workload image
+with `docker run --network host --env-file …` in the foreground, so stopping the instance
+(done, deadline, or a spot interruption with `stop` behaviour) reaches the workload as
+SIGTERM with time to store what it has.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import yaml
+
+from infra.common import SSH_DIR_IN_CONTAINER
+
+STATE_DIR = "/var/lib/spotbench"
+ENV_FILE = f"{STATE_DIR}/env"
+SSH_DIR = f"{STATE_DIR}/ssh"
+FIRST_BOOT = f"{STATE_DIR}/first-boot-id"
+UNIT = "spotbench.service"
+CONTAINER = "spotbench"
+STOP_TIMEOUT_S = 90  # EC2 gives a stopping instance ~2 min; keep inside it
+
+
+@dataclass(frozen=True)
+class SshKeys:
+    private_openssh: str
+    public_openssh: str
+
+
+def env_file(env: Mapping[str, str]) -> str:
+    """`docker --env-file` text: KEY=VALUE per line, values verbatim (no quoting)."""
+    for key, value in env.items():
+        if "\n" in value or "=" in key:
+            raise ValueError(f"env {key!r}: keys cannot hold '=' and values cannot span lines")
+    return "".join(f"{k}={v}\n" for k, v in env.items())
+
+
+def ecr_registry(image: str) -> tuple[str, str] | None:
+    """(registry host, region) when `image` lives in ECR."""
+    host = image.split("/", 1)[0]
+    if ".dkr.ecr." in host and host.endswith(".amazonaws.com"):
+        return host, host.split(".")[3]
+    return None
+
+
+def docker_command(image: str, *, gpu: bool, ssh: bool) -> list[str]:
+    cmd = ["/usr/bin/docker", "run", "--rm", "--name", CONTAINER, "--network", "host",
+           "--stop-timeout", str(STOP_TIMEOUT_S), "--env-file", ENV_FILE]
+    if ssh:
+        cmd += ["--volume", f"{SSH_DIR}:{SSH_DIR_IN_CONTAINER}:ro"]
+    if gpu:
+        cmd += ["--gpus", "all"]  # the ECS GPU AMI ships the NVIDIA container runtime
+    return cmd + [image]
+
+
+def unit(image: str, *, gpu: bool, ssh: bool) -> str:
+    not_first_boot = f"! /usr/bin/cmp -s /proc/sys/kernel/random/boot_id {FIRST_BOOT}"
+    pre = [f"/bin/sh -c {shlex.quote(not_first_boot)}"]
+    ecr = ecr_registry(image)
+    if ecr:
+        host, region = ecr
+        login = (f"aws ecr get-login-password --region {region} | "
+                 f"docker login --username AWS --password-stdin {host}")
+        pre.append(f"/bin/sh -c {shlex.quote(login)}")
+    pre.append(f"-/usr/bin/docker rm -f {CONTAINER}")
+    lines = [
+        "[Unit]",
+        "Description=spotbench workload",
+        "Wants=network-online.target",
+        "After=network-online.target docker.service",
+        "Requires=docker.service",
+        "",
+        "[Service]",
+        "Type=simple",
+        f"Environment=HOME={STATE_DIR}",
+        *(f"ExecStartPre={c}" for c in pre),
+        "ExecStart=" + " ".join(docker_command(image, gpu=gpu, ssh=ssh)),
+        "TimeoutStartSec=0",
+        f"TimeoutStopSec={STOP_TIMEOUT_S + 10}",
+        "Restart=no",
+        "",
+        "[Install]",
+        "WantedBy=multi-user.target",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def user_data(*, image: str, env: Mapping[str, str], gpu: bool = False,
+              ssh: SshKeys | None = None) -> str:
+    """The `#cloud-config` document for one member."""
+    files = [{"path": ENV_FILE, "permissions": "0600", "owner": "root", "content": env_file(env)}]
+    if ssh:
+        pub = ssh.public_openssh.rstrip("\n") + "\n"
+        files += [
+            {"path": f"{SSH_DIR}/id_ed25519", "permissions": "0600",
+             "content": ssh.private_openssh.rstrip("\n") + "\n"},
+            {"path": f"{SSH_DIR}/id_ed25519.pub", "permissions": "0644", "content": pub},
+            {"path": f"{SSH_DIR}/authorized_keys", "permissions": "0644", "content": pub},
+        ]
+    files.append({"path": f"/etc/systemd/system/{UNIT}", "permissions": "0644",
+                  "content": unit(image, gpu=gpu, ssh=ssh is not None)})
+    doc = {
+        "write_files": files,
+        "runcmd": [
+            f"cp /proc/sys/kernel/random/boot_id {FIRST_BOOT}",
+            "systemctl disable --now ecs || true",  # no ECS cluster: the agent would only retry
+            "systemctl daemon-reload",
+            f"systemctl enable {UNIT}",
+        ],
+    }
+    return "#cloud-config\n" + yaml.safe_dump(doc, sort_keys=False, width=10_000)
