@@ -11,6 +11,9 @@ file), never baked into the image:
                                     without it the first key seen is accepted, in-VPC only)
     SPOTBENCH_SSH_USER              launcher: remote user (default: the current user)
 
+or, as the GCP cloud-init does, as files in a read-only mount named by `SPOTBENCH_SSH_DIR`
+(`authorized_keys`, `id_ed25519`); a variable wins over the file.
+
 sshd runs as the container's (non-root) user: port 2222 needs no privilege, `UsePAM no`,
 and only that user can log in. Member names are the hosts `mpiexec` sees; the generated
 ssh_config maps each to its internal IP and port, and pins host keys by member name.
@@ -105,10 +108,19 @@ def write_client(workdir: Path, hosts: Mapping[str, tuple[str, int]], *, identit
     return wrapper
 
 
+def _key(env: Mapping[str, str], var: str, filename: str) -> str:
+    """A key from its variable, else from `$SPOTBENCH_SSH_DIR/<filename>`, else ''."""
+    value = env.get(var, "").strip()
+    folder = env.get("SPOTBENCH_SSH_DIR")
+    if not value and folder and (Path(folder) / filename).is_file():
+        value = (Path(folder) / filename).read_text().strip()
+    return value
+
+
 def peer_sshd_from_env(workdir: Path, port: int, env: Mapping[str, str] | None = None) -> subprocess.Popen:
     """Start the peer's sshd with the keys the VM was booted with."""
     env = os.environ if env is None else env
-    authorized = env.get("SPOTBENCH_SSH_AUTHORIZED_KEYS", "").strip()
+    authorized = _key(env, "SPOTBENCH_SSH_AUTHORIZED_KEYS", "authorized_keys")
     if not authorized:
         raise RuntimeError("SPOTBENCH_SSH_AUTHORIZED_KEYS is not set: the peer cannot accept the "
                            "launcher; the sweep's infra must pass the launcher's public key at boot")
@@ -124,7 +136,7 @@ def peer_sshd_from_env(workdir: Path, port: int, env: Mapping[str, str] | None =
 def launcher_client_from_env(workdir: Path, hosts: Mapping[str, tuple[str, int]],
                              env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
-    private = env.get("SPOTBENCH_SSH_PRIVATE_KEY", "").strip()
+    private = _key(env, "SPOTBENCH_SSH_PRIVATE_KEY", "id_ed25519")
     if not private:
         raise RuntimeError("SPOTBENCH_SSH_PRIVATE_KEY is not set: the launcher cannot reach its "
                            "peer over ssh; the sweep's infra must pass the key at boot")
