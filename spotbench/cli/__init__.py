@@ -7,7 +7,6 @@ import typer
 
 from spotbench.cli import core
 from spotbench.cli import report as report_cli
-from spotbench.cli import preview as preview_cli
 from spotbench.cli import estimate as estimate_cli
 from spotbench.cli import preview as preview_cli
 from spotbench.cli import ops as ops_cli
@@ -27,7 +26,6 @@ app = typer.Typer(
 
 core.register(app)
 report_cli.register(app)
-preview_cli.register(app)
 estimate_cli.register(app)
 preview_cli.register(app)
 ops_cli.register(app)
