@@ -187,3 +187,14 @@ def _check_gap(cron: str, minutes_total: int) -> None:
             f"cron {cron!r} ({int(gap.total_seconds() // 60)} min): the stop of one run would "
             "stop the next; shorten the deadline or start less often"
         )
+
+
+def known_hosts(ips: list[pulumi.Input[str]], host_public_key: pulumi.Input[str],
+                port: int) -> pulumi.Output[str]:
+    """known_hosts lines pinning the sweep's sshd host key at every member address."""
+    def render(values: list[str]) -> str:
+        *addrs, key = values
+        key = " ".join(key.split()[:2])  # type + base64, no comment
+        return "".join(f"[{ip}]:{port} {key}\n" for ip in addrs)
+
+    return pulumi.Output.all(*ips, host_public_key).apply(render)

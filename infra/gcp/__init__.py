@@ -21,6 +21,8 @@ from infra.gcp.identity import GcpIdentities, GcpIdentitiesArgs
 from infra.gcp.network import GcpNetwork, GcpNetworkArgs
 from infra.gcp.scheduler import GcpScheduler, GcpSchedulerArgs, cron_pair
 from infra.gcp.vms import GcpRunGroup, GcpRunGroupArgs, default_image
+from infra.common import known_hosts
+from spotbench.plan import SERVICE_PORTS
 from spotbench.spec import SweepSpec
 
 __all__ = ["GcpSweep", "GcpSweepArgs", "resolve_location"]
@@ -97,9 +99,17 @@ class GcpSweep(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, additional_secret_outputs=[
                     "privateKeyOpenssh", "privateKeyPem"]),
             )
+            host_key = tls.PrivateKey(
+                f"{name}-mpi-host", algorithm="ED25519",
+                opts=pulumi.ResourceOptions(parent=self, additional_secret_outputs=[
+                    "privateKeyOpenssh", "privateKeyPem"]),
+            )
+            self.host_public_key = host_key.public_key_openssh
             ssh = pulumi.Output.secret(pulumi.Output.all(
-                key.private_key_openssh, key.public_key_openssh
-            ).apply(lambda kv: SshKeys(private_openssh=kv[0], public_openssh=kv[1])))
+                key.private_key_openssh, key.public_key_openssh,
+                host_key.private_key_openssh, host_key.public_key_openssh,
+            ).apply(lambda kv: SshKeys(private_openssh=kv[0], public_openssh=kv[1],
+                                       host_private_openssh=kv[2], host_public_openssh=kv[3])))
         image = default_image(spec, project, region)
         self.groups = {
             g.id: GcpRunGroup(
@@ -121,6 +131,10 @@ class GcpSweep(pulumi.ComponentResource):
             "crons": {"start": crons[0], "stop": crons[1],
                       "time_zone": spec.schedule.timezone if spec.schedule else "UTC"},
         }
+        if ssh is not None:  # for `spotbench exec/collect --port 2222`: pinned, never TOFU
+            self.outputs["known_hosts"] = known_hosts(
+                [a.address for grp in self.groups.values() for a in grp.addresses.values()],
+                self.host_public_key, SERVICE_PORTS["osu"])
         for key_, value in self.outputs.items():
             pulumi.export(key_, value)
         self.register_outputs(self.outputs)

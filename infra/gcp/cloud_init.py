@@ -39,8 +39,14 @@ _Dumper.add_representer(str, _str)
 
 @dataclass(frozen=True)
 class SshKeys:
+    """The sweep's MPI login key pair and the host key every member's sshd presents
+    (recorded by the stack, so launchers and `spotbench exec` pin it instead of trusting
+    the first key they see)."""
+
     private_openssh: str
     public_openssh: str
+    host_private_openssh: str = ""
+    host_public_openssh: str = ""
 
 
 def env_file(env: Mapping[str, str]) -> str:
@@ -108,6 +114,13 @@ def user_data(
             {"path": f"{SSH_DIR}/authorized_keys", "permissions": "0644",
              "content": ssh.public_openssh.rstrip("\n") + "\n"},
         ]
+        if ssh.host_private_openssh:
+            files += [
+                {"path": f"{SSH_DIR}/ssh_host_ed25519_key", "permissions": "0600",
+                 "content": ssh.host_private_openssh.rstrip("\n") + "\n"},
+                {"path": f"{SSH_DIR}/ssh_host_ed25519_key.pub", "permissions": "0644",
+                 "content": ssh.host_public_openssh.rstrip("\n") + "\n"},
+            ]
     files.append({"path": f"/etc/systemd/system/{UNIT}", "permissions": "0644",
                   "content": _unit(image, gpu_count=gpu_count, ssh=ssh is not None)})
     doc = {

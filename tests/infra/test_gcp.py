@@ -152,6 +152,8 @@ def test_cloud_init_runs_image_with_member_context(osu):
         assert "cos-extensions" not in unit
         key = _file(doc, "/var/lib/spotbench/ssh/id_ed25519")
         assert "PRIVATE KEY" in key
+        assert "PRIVATE KEY" in _file(doc, "/var/lib/spotbench/ssh/ssh_host_ed25519_key")
+        assert _file(doc, "/var/lib/spotbench/ssh/ssh_host_ed25519_key.pub").startswith("ssh-")
         assert doc["runcmd"][-1] == "systemctl start --no-block spotbench.service"
 
 
@@ -345,3 +347,17 @@ def test_role_machine_types_give_the_chief_its_own_machine():
     for inst in tf.of_type(INSTANCE):
         by_role.setdefault(inst.inputs["labels"]["spotbench-role"], set()).add(inst.inputs["machineType"])
     assert by_role == {"chief": {"n1-standard-2"}, "ps": {"n1-standard-1"}, "worker": {"n1-standard-1"}}
+
+
+@pulumi.runtime.test
+def test_known_hosts_pins_the_host_key_at_every_member_port():
+    from infra.common import known_hosts
+
+    out = known_hosts(["10.0.0.2", pulumi.Output.from_input("10.0.0.3")],
+                      "ssh-ed25519 AAAAC3Nz host-comment\n", 2222)
+    return out.apply(lambda text: assert_equal(text, (
+        "[10.0.0.2]:2222 ssh-ed25519 AAAAC3Nz\n[10.0.0.3]:2222 ssh-ed25519 AAAAC3Nz\n")))
+
+
+def assert_equal(a, b):
+    assert a == b

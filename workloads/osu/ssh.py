@@ -12,7 +12,7 @@ file), never baked into the image:
     SPOTBENCH_SSH_USER              launcher: remote user (default: the current user)
 
 or, as the GCP cloud-init does, as files in a read-only mount named by `SPOTBENCH_SSH_DIR`
-(`authorized_keys`, `id_ed25519`); a variable wins over the file.
+(`authorized_keys`, `id_ed25519`, `ssh_host_ed25519_key[.pub]`); a variable wins.
 
 sshd runs as the container's (non-root) user: port 2222 needs no privilege, `UsePAM no`,
 and only that user can log in. Member names are the hosts `mpiexec` sees; the generated
@@ -125,8 +125,9 @@ def peer_sshd_from_env(workdir: Path, port: int, env: Mapping[str, str] | None =
         raise RuntimeError("SPOTBENCH_SSH_AUTHORIZED_KEYS is not set: the peer cannot accept the "
                            "launcher; the sweep's infra must pass the launcher's public key at boot")
     auth_file = _write_secret(workdir / "authorized_keys", authorized)
-    if env.get("SPOTBENCH_SSH_HOST_KEY"):
-        host_key = _write_secret(workdir / "ssh_host_ed25519_key", env["SPOTBENCH_SSH_HOST_KEY"])
+    recorded_host_key = _key(env, "SPOTBENCH_SSH_HOST_KEY", "ssh_host_ed25519_key")
+    if recorded_host_key:
+        host_key = _write_secret(workdir / "ssh_host_ed25519_key", recorded_host_key)
     else:
         host_key = keygen(workdir / "ssh_host_ed25519_key", "spotbench-host")
     cfg = write_sshd_config(workdir, port=port, host_key=host_key, authorized_keys=auth_file)
@@ -142,5 +143,6 @@ def launcher_client_from_env(workdir: Path, hosts: Mapping[str, tuple[str, int]]
                            "peer over ssh; the sweep's infra must pass the key at boot")
     identity = _write_secret(workdir / "id_ed25519", private)
     return write_client(workdir, hosts, identity=identity,
-                        host_public_key=env.get("SPOTBENCH_SSH_HOST_PUBLIC_KEY") or None,
+                        host_public_key=_key(env, "SPOTBENCH_SSH_HOST_PUBLIC_KEY",
+                                             "ssh_host_ed25519_key.pub") or None,
                         user=env.get("SPOTBENCH_SSH_USER") or None)
