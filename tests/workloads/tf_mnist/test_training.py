@@ -1,0 +1,132 @@
+"""Real multi-process TF training on `synthetic`: every member is its own process with its
+own SPOTBENCH_CONTEXT, results go to a temporary store, `done` to a recording server.
+
+TensorFlow takes seconds to import per process on this shared machine, so the runs are
+few, tiny (batch 16, a few steps) and timeouts generous.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+
+import pytest
+
+from spotbench.results import ResultStore
+from tests.workloads.tf_mnist.harness import Cluster, DoneServer, group_for
+
+pytestmark = pytest.mark.slow
+TINY = {"steps": 20, "batch_size": 16, "dataset": "synthetic", "warmup_steps": 5}
+
+
+def _by_metric(results) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for r in results:
+        out.setdefault(r.metric, []).append(r)
+    return out
+
+
+def _check_complete(records, *, steps: int, strategy: str, warmup: int = 5) -> dict:
+    by = _by_metric(records)
+    assert not any(r.preempted for r in records)
+    assert by["steps"][0].value == steps
+    assert by["steps_per_s"][0].value > 0
+    assert by["examples_per_s"][0].value > by["steps_per_s"][0].value
+    assert by["train_time_s"][0].value > 0
+    assert 0.0 <= by["test_accuracy"][0].value <= 1.0
+    assert by["test_loss"][0].value > 0
+    assert by["worker_examples_per_s"]
+    meta = by["steps"][0].metadata
+    assert meta["strategy"] == strategy and meta["tf_version"].startswith("2.")
+    assert meta["warmup_steps_excluded"] == warmup
+    assert meta["measured_steps"] == meta["steps_this_attempt"] - warmup
+    return by
+
+
+def test_multi_worker_mirrored_two_workers(tmp_path):
+    url = f"file://{tmp_path}/results"
+    store = ResultStore(url)
+    store.open_run()
+    group = group_for({"strategy": "multi_worker_mirrored", "workers": 2, **TINY})
+    with DoneServer() as done:
+        cluster = Cluster(group, url, done.url, tmp_path / "logs")
+        try:
+            cluster.start()
+            assert cluster.wait(cluster.proc("worker", 0), 240) == 0, cluster.log_text()
+            assert cluster.wait(cluster.proc("worker", 1), 60) == 0, cluster.log_text()
+        finally:
+            cluster.stop()
+        assert done.calls == [{"group": group.id}]
+    records = store.read()
+    assert {r.group for r in records} == {group.id}
+    by = _check_complete(records, steps=20, strategy="multi_worker_mirrored")
+    meta = by["steps"][0].metadata
+    assert meta["workers"] == 2 and meta["per_worker_batch"] == 8 and meta["cluster_shape"] == "2 workers"
+    assert by["worker_examples_per_s"][0].value == pytest.approx(by["examples_per_s"][0].value / 2)
+
+
+def _wait_for_checkpoint(cluster: Cluster, path, timeout: float) -> None:
+    chief = cluster.proc("chief")
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert chief.poll() is None, f"chief exited early:\n{cluster.log_text()}"
+        assert time.monotonic() < deadline, f"no checkpoint after {timeout}s:\n{cluster.log_text()}"
+        time.sleep(0.2)
+
+
+def test_parameter_server_preempted_then_resumed(tmp_path):
+    """chief + 1 ps + 1 worker: SIGTERM to the chief mid-run → preempted record, done called;
+    the restarted group resumes from the stored checkpoint and completes."""
+    url = f"file://{tmp_path}/results"
+    store = ResultStore(url)
+    run = store.open_run().run
+    long = {"strategy": "parameter_server", "workers": 1, "ps": 1, **TINY,
+            "steps": 100_000, "warmup_steps": 2, "checkpoint_every": 10}
+    group = group_for(long)
+    ckpt_dir = tmp_path / "results" / "checkpoints" / group.id / run
+    env = {"SPOTBENCH_TF_SYNC_EVERY": "3"}
+    with DoneServer() as done:
+        first = Cluster(group, url, done.url, tmp_path / "logs1", env)
+        try:
+            first.start()
+            _wait_for_checkpoint(first, ckpt_dir / "latest.json", 240)
+            first.proc("chief").send_signal(signal.SIGTERM)
+            assert first.wait(first.proc("chief"), 60) == 143, first.log_text()
+            # ps and worker never exit by themselves: still serving after the chief is gone
+            assert first.proc("ps").poll() is None and first.proc("worker").poll() is None
+        finally:
+            first.stop()
+        assert done.calls == [{"group": group.id}]  # the preempted chief still stops its group
+
+        preempted = store.read(run)
+        assert preempted and all(r.preempted for r in preempted)
+        by = _by_metric(preempted)
+        reached = int(by["steps"][0].value)
+        assert by["steps"][0].metadata["stopped_at_step"] == reached
+        checkpoint_step = json.loads((ckpt_dir / "latest.json").read_text())["step"]
+        assert 10 <= checkpoint_step <= reached and checkpoint_step % 10 == 0
+        assert json.loads((ckpt_dir / "progress.json").read_text()) == {"step": reached}
+
+        # the group restarts (same group, same run); 6 more steps finish it
+        resumed = group_for({**long, "steps": checkpoint_step + 6})
+        assert resumed.id == group.id
+        second = Cluster(resumed, url, done.url, tmp_path / "logs2")
+        try:
+            second.start()
+            assert second.wait(second.proc("chief"), 240) == 0, second.log_text()
+        finally:
+            second.stop()
+        assert done.calls == [{"group": group.id}] * 2
+
+    records = [r for r in store.read(run) if not r.preempted]
+    by = _check_complete(records, steps=checkpoint_step + 6, strategy="parameter_server", warmup=2)
+    meta = by["steps"][0].metadata
+    assert meta["resumed_from_step"] == checkpoint_step
+    assert meta["steps_redone"] == reached - checkpoint_step
+    assert meta["steps_this_attempt"] == 6
+    assert meta["cluster_shape"] == "1 chief + 1 ps + 1 workers"
+    assert [r.metadata["worker"] for r in by["worker_examples_per_s"]] == [0]
+    assert sorted(p.name for p in (tmp_path / "results" / "runs" / run).glob("*.jsonl")) == [
+        f"{group.id}.1.jsonl", f"{group.id}.2.jsonl"]
+    assert not ckpt_dir.exists()  # a complete run leaves nothing to resume
