@@ -105,6 +105,7 @@ class GcpSweep(pulumi.ComponentResource):
                     "privateKeyOpenssh", "privateKeyPem"]),
             )
             self.host_public_key = host_key.public_key_openssh
+            self.login_key = key.private_key_openssh
             ssh = pulumi.Output.secret(pulumi.Output.all(
                 key.private_key_openssh, key.public_key_openssh,
                 host_key.private_key_openssh, host_key.public_key_openssh,
@@ -135,6 +136,7 @@ class GcpSweep(pulumi.ComponentResource):
             self.outputs["known_hosts"] = known_hosts(
                 [a.address for grp in self.groups.values() for a in grp.addresses.values()],
                 self.host_public_key, SERVICE_PORTS["osu"])
+            self.outputs["ssh_private_key"] = pulumi.Output.secret(self.login_key)
         for key_, value in self.outputs.items():
             pulumi.export(key_, value)
         self.register_outputs(self.outputs)
