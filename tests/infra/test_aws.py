@@ -1,0 +1,261 @@
+"""The AWS Pulumi program under mocks (`tests/infra/conftest.py`): the resource graph a
+`pulumi up` would create — spot options, IMDSv2, no public IPs, tags, security group rules,
+IAM policy documents, the function URL's auth, the scheduler's targets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from infra.aws.instances import GPU_AMI_PARAMETER, CPU_AMI_PARAMETER
+from infra.aws.scheduler import aws_cron
+from infra.common import CronShiftError
+from spotbench.member import MemberContext
+from spotbench.spec import load_spec
+from tests.infra.conftest import MOCKS
+
+ROOT = Path(__file__).resolve().parents[2]
+INSTANCE = "aws:ec2/instance:Instance"
+STATE = "aws:ec2transitgateway/instanceState:InstanceState"
+POLICY = "aws:iam/rolePolicy:RolePolicy"
+INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+SCHEDULE = "aws:scheduler/schedule:Schedule"
+FUNCTION = "aws:lambda/function:Function"
+URL = "aws:lambda/functionUrl:FunctionUrl"
+
+
+def sweep(declare, **over):
+    from infra.aws import AwsSweep, AwsSweepArgs
+
+    data = {"name": "ax", "cloud": "aws", "region": "eu-west-1", "zone": "eu-west-1a",
+            "workload": {"name": "osu"}, "matrix": {"machine_type": ["c5n.large"]},
+            "trials": 2, "placement": "compact", "results": "s3://res-bucket/runs/ax",
+            "image": "123456789012.dkr.ecr.eu-west-1.amazonaws.com/spotbench/osu:1",
+            "schedule": {"cron": "0 3 * * 1-5", "timezone": "Europe/Berlin"},
+            "deadline": "45m", **over}
+    spec = load_spec(data)
+    MOCKS.reset()  # several sweeps may be declared in one test
+    return spec, declare(lambda: AwsSweep(spec.name, AwsSweepArgs(spec=spec)))
+
+
+def env_of(user_data: str) -> dict[str, str]:
+    doc = yaml.safe_load(user_data.removeprefix("#cloud-config\n"))
+    text = next(f["content"] for f in doc["write_files"] if f["path"].endswith("/env"))
+    return dict(line.split("=", 1) for line in text.splitlines())
+
+
+def policy(mocks, suffix: str) -> dict:
+    return json.loads(mocks.one(POLICY, suffix).inputs["policy"])
+
+
+def statement(doc: dict, sid: str) -> dict:
+    return next(s for s in doc["Statement"] if s.get("Sid") == sid)
+
+
+def test_instances_are_stopped_persistent_spot_with_imdsv2_and_no_public_ip(declare):
+    spec, mocks = sweep(declare)
+    instances = mocks.of_type(INSTANCE)
+    assert len(instances) == 4  # 2 trials × (launcher, peer)
+    ips = [i.inputs["privateIp"] for i in instances]
+    assert len(set(ips)) == 4 and all(ip.startswith("10.43.1.") for ip in ips)
+    for inst in instances:
+        i = inst.inputs
+        assert i["instanceMarketOptions"] == {"marketType": "spot", "spotOptions": {
+            "spotInstanceType": "persistent", "instanceInterruptionBehavior": "stop"}}
+        assert i["metadataOptions"]["httpTokens"] == "required"
+        assert i["associatePublicIpAddress"] is False
+        assert i["instanceType"] == "c5n.large"
+        assert i["ami"] == "ami-0mock"
+        assert i["iamInstanceProfile"] == "ax-instance"
+        assert i["placementGroup"].endswith("-compact")
+        assert i["rootBlockDevice"]["encrypted"] is True
+        tags = i["tags"]
+        assert tags["managed-by"] == "spotbench" and tags["spotbench-sweep"] == "ax"
+        assert tags["spotbench-role"] in ("launcher", "peer")
+        assert tags["Name"].startswith("ax-")
+        assert tags["spotbench-group"] in tags["Name"]
+    states = mocks.of_type(STATE)
+    assert len(states) == 4 and {s.inputs["state"] for s in states} == {"stopped"}
+    assert {s.inputs["instanceId"] for s in states} == {f"{i.name}-id" for i in instances}
+    groups = {d.inputs["strategy"] for d in mocks.of_type("aws:ec2/placementGroup:PlacementGroup")}
+    assert groups == {"cluster"}
+    params = [c[1]["name"] for c in mocks.calls if c[0] == "aws:ssm/getParameter:getParameter"]
+    assert params == [CPU_AMI_PARAMETER]
+
+
+def test_user_data_runs_the_container_with_the_member_context(declare):
+    spec, mocks = sweep(declare)
+    by_name = {i.inputs["tags"]["Name"]: i for i in mocks.of_type(INSTANCE)}
+    group = spec.plan()[0]
+    launcher, peer = group.members
+    ud = by_name[launcher.name].inputs["userData"]
+    assert "userData" in by_name[launcher.name].secrets  # holds the MPI ssh key
+    env = env_of(ud)
+    ctx = MemberContext.model_validate_json(env["SPOTBENCH_CONTEXT"])
+    assert (ctx.cloud, ctx.name, ctx.role, ctx.group) == ("aws", launcher.name, "launcher", group.id)
+    assert ctx.results_url == "s3://res-bucket/runs/ax" and ctx.spot is True
+    peer_ip = by_name[peer.name].inputs["privateIp"]
+    assert {(p.name, p.host, p.port) for p in ctx.members} >= {(peer.name, peer_ip, 2222)}
+    assert env["MPICH_PORT_RANGE"] == "50000:50100" and env["AWS_REGION"] == "eu-west-1"
+    doc = yaml.safe_load(ud.removeprefix("#cloud-config\n"))
+    unit = next(f["content"] for f in doc["write_files"] if f["path"].endswith(".service"))
+    assert "docker run --rm --name spotbench --network host" in unit
+    assert "--env-file /var/lib/spotbench/env" in unit and "--gpus" not in unit
+    assert "docker login --username AWS" in unit  # ECR image: log in with the instance role
+    assert "boot_id" in unit  # never runs in the creation boot
+    assert any(f["path"].endswith("authorized_keys") for f in doc["write_files"])
+    assert "systemctl enable spotbench.service" in doc["runcmd"]
+    assert not any("start" in c and "spotbench" in c for c in doc["runcmd"])
+
+
+def test_network_has_no_internet_ingress_and_members_talk_on_workload_ports(declare):
+    _, mocks = sweep(declare)
+    sg = mocks.one("aws:ec2/securityGroup:SecurityGroup")
+    rules = mocks.of_type(INGRESS)
+    assert {(r.inputs["fromPort"], r.inputs["toPort"]) for r in rules} == {
+        (2222, 2222), (50000, 50100)}
+    for r in rules:
+        assert r.inputs["ipProtocol"] == "tcp"
+        assert r.inputs["referencedSecurityGroupId"] == f"{sg.name}-id"
+        assert "cidrIpv4" not in r.inputs
+    assert "ingress" not in sg.inputs
+    for subnet in mocks.of_type("aws:ec2/subnet:Subnet"):
+        assert subnet.inputs["mapPublicIpOnLaunch"] is False
+    assert mocks.one("aws:ec2/vpcEndpoint:VpcEndpoint").inputs["serviceName"] == (
+        "com.amazonaws.eu-west-1.s3")
+    assert len(mocks.of_type("aws:ec2/natGateway:NatGateway")) == 1
+    bucket = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
+    block = mocks.one(bucket).inputs
+    assert all(block[k] is True for k in ("blockPublicAcls", "blockPublicPolicy",
+                                          "ignorePublicAcls", "restrictPublicBuckets"))
+    sse = mocks.one("aws:s3/bucketServerSideEncryptionConfiguration:"
+                    "BucketServerSideEncryptionConfiguration").inputs
+    assert sse["rules"][0]["applyServerSideEncryptionByDefault"]["sseAlgorithm"] == "AES256"
+    versioning = mocks.one("aws:s3/bucketVersioning:BucketVersioning").inputs
+    assert versioning["versioningConfiguration"]["status"] == "Enabled"
+
+
+def test_iam_policies_are_scoped(declare):
+    _, mocks = sweep(declare)
+    lam = policy(mocks, "-id-lambda")
+    ec2 = statement(lam, "StartStopSweepInstances")
+    assert sorted(ec2["Action"]) == ["ec2:StartInstances", "ec2:StopInstances"]
+    assert ec2["Condition"]["StringEquals"] == {
+        "aws:ResourceTag/managed-by": "spotbench", "aws:ResourceTag/spotbench-sweep": "ax"}
+    actions = {a for s in lam["Statement"] for a in ([s["Action"]] if isinstance(s["Action"], str)
+                                                      else s["Action"])}
+    assert {a for a in actions if a.startswith("ec2:")} == {
+        "ec2:StartInstances", "ec2:StopInstances", "ec2:DescribeInstances"}
+    assert statement(lam, "RunLedger")["Resource"] == "arn:aws:s3:::res-bucket/runs/ax/*"
+
+    inst = policy(mocks, "-id-instance")
+    assert statement(inst, "PutResults")["Resource"] == "arn:aws:s3:::res-bucket/runs/ax/*"
+    done = statement(inst, "CallDone")
+    assert done["Action"] == "lambda:InvokeFunctionUrl" and done["Resource"].endswith("-fn-done")
+    assert done["Condition"] == {"StringEquals": {"lambda:FunctionUrlAuthType": "AWS_IAM"}}
+    assert statement(inst, "CallDoneInvoke")["Resource"] == done["Resource"]
+    assert statement(inst, "PullImage")["Resource"] == (
+        "arn:aws:ecr:eu-west-1:123456789012:repository/spotbench/osu")
+    assert not any("ec2:" in json.dumps(s) for s in inst["Statement"])
+
+    sched = policy(mocks, "-id-scheduler")
+    assert sched["Statement"] == [{
+        "Sid": "InvokeStartStop", "Effect": "Allow", "Action": "lambda:InvokeFunction",
+        "Resource": [f"arn:aws:lambda:us-east-1:123456789012:ax-fn-{a}" for a in ("start", "stop")],
+    }]
+    roles = {r.name: json.loads(r.inputs["assumeRolePolicy"])["Statement"][0]["Principal"]
+             for r in mocks.of_type("aws:iam/role:Role")}
+    assert roles == {"ax-id-instance": {"Service": "ec2.amazonaws.com"},
+                     "ax-id-lambda": {"Service": "lambda.amazonaws.com"},
+                     "ax-id-scheduler": {"Service": "scheduler.amazonaws.com"}}
+
+
+def test_functions_done_url_and_schedules(declare):
+    spec, mocks = sweep(declare)
+    fns = {f.inputs["name"]: f.inputs for f in mocks.of_type(FUNCTION)}
+    assert set(fns) == {"ax-start", "ax-stop", "ax-done"}
+    for name, f in fns.items():
+        assert f["handler"] == "functions.lambda_handler.handler"
+        env = f["environment"]["variables"]
+        assert env["SPOTBENCH_ACTION"] == name.removeprefix("ax-")
+        assert env["SPOTBENCH_CLOUD"] == "aws" and env["SPOTBENCH_INSTANCE_ROLE"] == "ax-instance"
+        assert load_spec(json.loads(env["SPOTBENCH_SPEC"])) == spec
+        assert env["SPOTBENCH_RESULTS_URL"] == "s3://res-bucket/runs/ax"
+    url = mocks.one(URL)
+    assert url.inputs["authorizationType"] == "AWS_IAM"
+    assert url.inputs["functionName"] == "ax-done"
+
+    schedules = {s.inputs["name"]: s.inputs for s in mocks.of_type(SCHEDULE)}
+    start, stop = schedules["ax-start"], schedules["ax-stop"]
+    assert start["scheduleExpression"] == "cron(0 3 ? * MON-FRI *)"
+    assert stop["scheduleExpression"] == "cron(45 3 ? * MON-FRI *)"
+    for s, action in ((start, "start"), (stop, "stop")):
+        assert s["scheduleExpressionTimezone"] == "Europe/Berlin"
+        assert s["flexibleTimeWindow"] == {"mode": "OFF"}
+        target = s["target"]
+        assert target["arn"].endswith(f"-fn-{action}")
+        assert target["roleArn"].endswith("-id-scheduler")
+        assert target["retryPolicy"]["maximumRetryAttempts"] >= 1
+        payload = json.loads(target["input"])
+        assert payload["schedule"] == "<aws.scheduler.schedule-arn>"
+    assert json.loads(stop["target"]["input"])["body"] == {"reason": "deadline"}
+
+
+def test_on_demand_spread_and_gpu_variants(declare):
+    _, mocks = sweep(declare, provisioning="standard", placement="spread")
+    assert all("instanceMarketOptions" not in i.inputs for i in mocks.of_type(INSTANCE))
+    strategies = {d.inputs["strategy"]
+                  for d in mocks.of_type("aws:ec2/placementGroup:PlacementGroup")}
+    assert strategies == {"spread"}
+
+    _, mocks = sweep(declare, name="gx", workload={"name": "tf-mnist", "workers": 1},
+                     matrix={"machine_type": ["g4dn.xlarge"]}, placement="none", image=None,
+                     results=None)
+    assert not mocks.of_type("aws:ec2/placementGroup:PlacementGroup")
+    params = [c[1]["name"] for c in mocks.calls if c[0] == "aws:ssm/getParameter:getParameter"]
+    assert params == [GPU_AMI_PARAMETER]
+    for inst in mocks.of_type(INSTANCE):
+        env = env_of(inst.inputs["userData"])
+        assert env["SPOTBENCH_SERVICE_PORT"] == "2223"
+        assert "--gpus all" in inst.inputs["userData"]
+        assert "gx-results-" in mocks.one("aws:s3/bucket:Bucket").inputs["bucketPrefix"]
+    ports = {(r.inputs["fromPort"], r.inputs["toPort"]) for r in mocks.of_type(INGRESS)}
+    assert ports == {(2223, 2223)}
+
+
+def test_bad_schedules_fail_with_the_reason(declare):
+    with pytest.raises(Exception, match="deadline"):
+        sweep(declare, schedule={"cron": "0 * * * *"}, deadline="2h")
+    with pytest.raises(Exception, match="EventBridge allows one"):
+        sweep(declare, schedule={"cron": "0 3 1 * 1"})
+
+
+def test_aws_cron():
+    assert aws_cron("0 3 * * *") == "cron(0 3 * * ? *)"
+    assert aws_cron("30 5 * * 1-5") == "cron(30 5 ? * MON-FRI *)"
+    assert aws_cron("0 6 * * 0,6") == "cron(0 6 ? * SUN,SAT *)"
+    assert aws_cron("0 6 * * sun") == "cron(0 6 ? * SUN *)"
+    assert aws_cron("15 1 1 * *") == "cron(15 1 1 * ? *)"
+    with pytest.raises(CronShiftError, match="EventBridge allows one"):
+        aws_cron("0 3 1 * 1")
+
+
+def test_the_example_stacks_run_through_the_program(run_program):
+    for stack in ("aws-osu", "aws-tf-gpu"):
+        config = yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())["config"]
+        mocks = run_program({k: str(v) for k, v in config.items()})
+        assert mocks.of_type(INSTANCE) and mocks.of_type(SCHEDULE)
+
+
+def test_spotbench_preview_cloud_aws():
+    from spotbench.cli import app
+
+    result = CliRunner().invoke(app, ["preview", str(ROOT / "examples/aws-osu.yaml"),
+                                      "--cloud", "aws", "--json"])
+    assert result.exit_code == 0, result.output
+    assert "aws:ec2/instance:Instance" in result.output
+    assert "c5n.18xlarge" in result.output
