@@ -68,42 +68,50 @@ class _Body(BaseModel):
 
 class StartBody(_Body):
     tick: str | None = None  # the scheduler's time for the tick (informational)
+    sweep: str | None = None  # when given (cloud schedulers send it), must be this sweep
 
 
 class StopBody(_Body):
     groups: list[str] | None = None  # None: every group of the sweep, and close the run
     reason: str = "deadline"
+    sweep: str | None = None
 
 
 class DoneBody(_Body):
     group: str
 
 
-def parse_body(model: type[_Body], body: Any) -> Any:
+def parse_body(model: type[_Body], body: Any, sweep: str | None = None) -> Any:
     if body is None:
         body = {}
     if not isinstance(body, dict):
         raise BadRequest("the request body must be a JSON object")
     try:
-        return model.model_validate(body)
+        parsed = model.model_validate(body)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()
         )
         raise BadRequest(problems) from None
+    named = getattr(parsed, "sweep", None)
+    if named is not None and sweep is not None and named != sweep:
+        raise BadRequest(f"this function serves sweep {sweep!r}, not {named!r}")
+    return parsed
 
 
 # ---- actions ----------------------------------------------------------------------------
 def start(sweep: Sweep, caller: Caller, body: Any = None, now: datetime | None = None) -> dict:
     _require(caller, "scheduler", "operator", action="start")
-    parse_body(StartBody, body)
+    parse_body(StartBody, body, sweep.spec.name)
     run = sweep.store.open_run(now)
-    return {"action": "start", "run": run.run, **_launch_pending(sweep, run.run, now)}
+    resumed = _restart_partial_groups(sweep, sweep.store.completed_groups(run.run))
+    out = {"action": "start", "run": run.run, **_launch_pending(sweep, run.run, now)}
+    return {**out, "resumed": resumed} if resumed else out
 
 
 def stop(sweep: Sweep, caller: Caller, body: Any = None, now: datetime | None = None) -> dict:
     _require(caller, "scheduler", "operator", action="stop")
-    req = parse_body(StopBody, body)
+    req = parse_body(StopBody, body, sweep.spec.name)
     known = {g.id for g in sweep.groups}
     unknown = sorted(set(req.groups or []) - known)
     if unknown:
@@ -165,6 +173,19 @@ def group_states(sweep: Sweep) -> dict[str, list[Instance]]:
         if gid in by_group:
             by_group[gid].append(inst)
     return by_group
+
+
+def _restart_partial_groups(sweep: Sweep, completed: set[str]) -> list[str]:
+    """Groups running with some member still off (e.g. a capacity error at the last tick):
+    ask again for the missing members; members already running are left alone."""
+    resumed = []
+    for gid, insts in group_states(sweep).items():
+        states = {i.state for i in insts}
+        if gid not in completed and states & {State.PENDING, State.RUNNING} and State.STOPPED in states:
+            group = next(g for g in sweep.groups if g.id == gid)
+            sweep.cloud.start(group.labels)
+            resumed.append(gid)
+    return resumed
 
 
 def _launch_pending(

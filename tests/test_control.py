@@ -177,3 +177,21 @@ def test_budget_refusal_keeps_the_group_queued(tmp_path: Path) -> None:
     assert sweep.store.current_run() is not None  # still open: a raised budget can start it
     sweep.budget_check = None
     assert len(control.start(sweep, SCHEDULER)["started"]) == 1
+
+
+def test_a_tick_asks_again_for_members_a_capacity_error_left_off(tmp_path: Path) -> None:
+    sweep = make_sweep(tmp_path)
+    gid = control.start(sweep, SCHEDULER)["started"][0]
+    group = next(g for g in sweep.groups if g.id == gid)
+    peer = group.members[1].name
+    sweep.cloud.instances[peer] = Instance(peer, State.STOPPED, sweep.cloud.instances[peer].labels)
+    out = control.start(sweep, SCHEDULER)
+    assert out["resumed"] == [gid] and out["started"] == []
+    assert sweep.cloud.instances[peer].state == State.RUNNING
+
+
+def test_cloud_schedulers_may_name_their_sweep_but_not_another(tmp_path: Path) -> None:
+    sweep = make_sweep(tmp_path)
+    assert control.start(sweep, SCHEDULER, {"sweep": "c"})["started"]
+    with pytest.raises(control.BadRequest, match="serves sweep 'c', not 'other'"):
+        control.stop(sweep, SCHEDULER, {"sweep": "other"})
