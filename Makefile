@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: demo test setup setup-dev sshd clean bench
+.PHONY: demo test setup setup-dev sshd clean bench lambda-layer
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,12 @@ test: setup-dev                    ## the whole suite
 
 bench: setup-dev                   ## figures in JSON (see bench/README.md)
 	@for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f; done
+
+lambda-layer: setup-dev            ## third-party deps of the AWS Lambdas (before `pulumi up` on aws)
+	mkdir -p build
+	$(BIN)/python -c "from infra.common import requirements_txt; print(requirements_txt('aws'))" > build/lambda-requirements.txt
+	$(BIN)/pip install --quiet --target build/lambda-layer/python --platform manylinux2014_x86_64 \
+	  --implementation cp --python-version 3.12 --only-binary=:all: -r build/lambda-requirements.txt
 
 clean:
 	rm -rf $(VENV) .spotbench results reports .pytest_cache
