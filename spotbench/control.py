@@ -194,12 +194,14 @@ def _launch_pending(
     store = sweep.store
     completed = store.completed_groups(run)
     states = group_states(sweep)
+    # `finished`: groups whose stop was just asked for (done) — not active any more; pending
+    # again unless they stored a complete result (a preempted attempt is retried)
     active = {
         gid for gid, insts in states.items()
         if gid not in completed and gid not in finished
         and any(i.state in ACTIVE for i in insts)
     }
-    pending = [g for g in sweep.groups if g.id not in completed | active | finished]
+    pending = [g for g in sweep.groups if g.id not in completed | active]
     exhausted = [g.id for g in pending if store.launch_count(run, g.id) >= MAX_LAUNCHES_PER_RUN]
     pending = [g for g in pending if g.id not in exhausted]
     limit = sweep.spec.max_concurrency
@@ -230,7 +232,7 @@ def _launch_pending(
         "started": started,
         "running": sorted(active),
         "refused": refused,
-        "completed": len(completed | finished),
+        "completed": len(completed),
         "pending": remaining,
         "gave_up": exhausted,
     }

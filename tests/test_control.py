@@ -195,3 +195,13 @@ def test_cloud_schedulers_may_name_their_sweep_but_not_another(tmp_path: Path) -
     assert control.start(sweep, SCHEDULER, {"sweep": "c"})["started"]
     with pytest.raises(control.BadRequest, match="serves sweep 'c', not 'other'"):
         control.stop(sweep, SCHEDULER, {"sweep": "other"})
+
+
+def test_done_after_a_preempted_attempt_retries_the_group(tmp_path: Path) -> None:
+    sweep = make_sweep(tmp_path, trials=1)
+    run = control.start(sweep, SCHEDULER)["run"]
+    group = sweep.groups[0]
+    store_result(sweep, run, group.id, preempted=True)
+    out = control.done(sweep, Caller("member", group.members[0].name), {"group": group.id})
+    assert out["started"] == [group.id] and out["completed"] == 0
+    assert sweep.store.current_run() is not None

@@ -14,6 +14,9 @@ import yaml
 
 from spotbench.clouds.base import State
 from spotbench.clouds.local import LocalCloud
+from spotbench.auth.local import scheduler_token
+from spotbench.localrun.scheduler import post
+from spotbench.localrun.state import LocalState
 from spotbench.results import ResultStore
 
 pytestmark = pytest.mark.slow
@@ -74,30 +77,37 @@ def test_run_two_member_osu_sweep_and_report(tmp_path: Path) -> None:
 
 
 def test_a_member_killed_mid_run_is_recorded_as_preempted(tmp_path: Path) -> None:
-    # long enough that the peer can be stopped while latency is being measured
-    spec = write_spec(tmp_path, "kill", trials=1, iterations=20000, iterations_large=4000,
-                      max_size=262144)
+    # a million ping-pongs at 0 B: the peer is surely stopped while latency is measured
+    spec = write_spec(tmp_path, "kill", trials=1, iterations=1_000_000, max_size=1)
     proc = cli(tmp_path, "run", str(spec), "--no-report")
+    store = ResultStore(f"file://{tmp_path}/results")
     try:
         cloud = LocalCloud(tmp_path / "state" / "kill" / "cloud.db")
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            time.sleep(0.5)
-            if (tmp_path / "state" / "kill" / "cloud.db").exists():
-                peers = cloud.query({"spotbench-sweep": "kill", "spotbench-role": "peer"})
-                if peers and peers[0].state == State.RUNNING:
-                    break
-        else:
-            pytest.fail("the group never started")
-        time.sleep(3)  # mid-run: mpiexec and both ranks are up
+        wait_for(lambda: (tmp_path / "state" / "kill" / "cloud.db").exists() and any(
+            p.state == State.RUNNING
+            for p in cloud.query({"spotbench-sweep": "kill", "spotbench-role": "peer"})))
+        time.sleep(1)  # mpiexec and both ranks are up
         cloud.stop({"spotbench-sweep": "kill", "spotbench-role": "peer"})  # the peer's VM goes
-        out, _ = proc.communicate(timeout=240)  # the run must end, not hang
+        wait_for(lambda: any(r.preempted for r in store.read()))
+        # the group is pending again and restarts; the deadline tick ends the run
+        state = LocalState("kill", tmp_path / "state")
+        post(state.functions["url"] + "/stop", scheduler_token(state.secret()), {"reason": "deadline"})
+        out, _ = proc.communicate(timeout=120)  # the run ends, it does not hang
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, out
-    records = ResultStore(f"file://{tmp_path}/results").read()
-    preempted = [r for r in records if r.preempted]
-    assert preempted, "the interrupted attempt must be stored as preempted"
-    assert {r.group for r in preempted} == {r.group for r in records}
+    records = store.read()
+    first = [r for r in records if r.preempted]
+    assert first and {r.group for r in first} == {r.group for r in records}
+    assert not any(r.value > 0 and not r.preempted and r.metric == "latency" for r in records)
     assert {i.state for i in cloud.query({"spotbench-sweep": "kill"})} == {State.STOPPED}
+
+
+def wait_for(condition, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.3)
+    pytest.fail(f"timed out after {timeout}s waiting for {condition}")

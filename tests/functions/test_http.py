@@ -13,6 +13,7 @@ from spotbench.clouds.base import State
 from spotbench.clouds.local import LocalCloud, LocalInstanceSpec
 from spotbench.localrun.server import FunctionsServer
 from spotbench.localrun.state import LocalState
+from spotbench.results import Result, ResultStore, utcnow
 from spotbench.spec import load_spec
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(300)"]
@@ -22,6 +23,7 @@ class Env:
     def __init__(self, root: Path, results_url: str | None = None):
         self.spec = load_spec({"name": "fx", "workload": {"name": "osu"}, "trials": 2})
         self.groups = self.spec.plan()
+        self.results_url = results_url or f"file://{root}/results"
         self.state = LocalState("fx", root / "state")
         self.secret = self.state.secret()
         self.cloud = LocalCloud(self.state.db_path, grace_s=2, log_dir=self.state.dir / "logs")
@@ -31,7 +33,7 @@ class Env:
         ])
         env = {
             "SPOTBENCH_CLOUD": "local", "SPOTBENCH_SPEC": self.spec.model_dump_json(),
-            "SPOTBENCH_RESULTS_URL": results_url or f"file://{root}/results",
+            "SPOTBENCH_RESULTS_URL": self.results_url,
             "SPOTBENCH_STATE_DIR": str(self.state.dir), "SPOTBENCH_GRACE_S": "2",
         }
         self.server = FunctionsServer(env, root / "functions.log").start()
@@ -103,11 +105,16 @@ def test_cycle_start_done_stopped_with_duplicates(env: Env) -> None:
     assert resp.status_code == 403 and "only its own group" in resp.json()["error"]
     assert all(i.state == State.RUNNING for i in env.cloud.query(g0.labels))
 
+    # the workload stores its result, then calls done: its group stops, the next one starts
+    now = utcnow()
+    ResultStore(env.results_url).write_group(first.json()["run"], g0.id, [Result(
+        sweep="fx", run=first.json()["run"], group=g0.id, trial=1, workload="osu",
+        metric="latency", value=1.0, unit="us", cloud="local", machine_type="local",
+        started_at=now, ended_at=now)])
     resp = env.post("/done", {"group": g0.id}, token=token0)
     assert resp.status_code == 200, resp.text
     assert resp.json()["stopped"] == sorted(m.name for m in g0.members)
     env.cloud.wait(g0.labels, {State.STOPPED}, timeout=20)
-    # group 0 stored no result, so it is pending again; group 1 is what starts next
     assert resp.json()["started"] == [env.groups[1].id]
     again = env.post("/done", {"group": g0.id}, token=token0)  # a retried done is harmless
     assert again.status_code == 200
