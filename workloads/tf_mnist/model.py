@@ -5,7 +5,8 @@
 
 Plain variables and a hand-written SGD step (no Keras) work the same under
 ParameterServerStrategy and MultiWorkerMirroredStrategy, whatever Keras version is
-installed. Weights start from a fixed seed, so every worker builds identical values.
+installed. Weights start from a fixed seed (He-scaled truncated normal, zero biases), so
+every worker builds identical values.
 """
 
 from __future__ import annotations
@@ -24,11 +25,12 @@ class MnistCNN(tf.Module):
         agg = tf.VariableAggregation.ONLY_FIRST_REPLICA
 
         def weight(shape: list[int], i: int, name: str) -> tf.Variable:
-            init = tf.random.stateless_truncated_normal(shape, seed=[seed, i], stddev=0.1)
+            fan_in = int(np.prod(shape[:-1]))  # He initialisation: stable at any width
+            init = tf.random.stateless_truncated_normal(shape, seed=[seed, i], stddev=(2.0 / fan_in) ** 0.5)
             return tf.Variable(init, name=name, aggregation=agg)
 
         def bias(n: int, name: str) -> tf.Variable:
-            return tf.Variable(tf.fill([n], 0.1), name=name, aggregation=agg)
+            return tf.Variable(tf.zeros([n]), name=name, aggregation=agg)
 
         self.conv1_w, self.conv1_b = weight([5, 5, 1, 32], 1, "conv1_w"), bias(32, "conv1_b")
         self.conv2_w, self.conv2_b = weight([5, 5, 32, 64], 2, "conv2_w"), bias(64, "conv2_b")

@@ -196,3 +196,14 @@ def test_results_store_is_untouched_by_checkpoints(tmp_path):
     run = ResultStore(url).open_run()
     CheckpointStore(url, "g", run.run).save(FakeCheckpoint("x"), 1)
     assert ResultStore(url).read() == []
+
+
+def test_local_example_spec():
+    from spotbench.spec import load_spec
+
+    spec = load_spec(Path(__file__).resolve().parents[3] / "examples" / "tf-local.yaml")
+    groups = spec.plan()
+    assert spec.cloud == "local" and spec.trials == 3
+    assert spec.workload.strategy == "parameter_server" and spec.workload.dataset == "digits"
+    assert sorted({g.params.workers for g in groups}) == [1, 2, 3] and len(groups) == 9
+    assert {len(g.members) for g in groups} == {3, 4, 5}  # chief + ps + workers

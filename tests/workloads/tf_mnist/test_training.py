@@ -130,3 +130,28 @@ def test_parameter_server_preempted_then_resumed(tmp_path):
     assert sorted(p.name for p in (tmp_path / "results" / "runs" / run).glob("*.jsonl")) == [
         f"{group.id}.1.jsonl", f"{group.id}.2.jsonl"]
     assert not ckpt_dir.exists()  # a complete run leaves nothing to resume
+
+
+def test_parameter_server_two_workers(tmp_path):
+    """chief + 1 ps + 2 workers, no checkpoints: steps counted, throughput split by worker."""
+    url = f"file://{tmp_path}/results"
+    store = ResultStore(url)
+    store.open_run()
+    group = group_for({"strategy": "parameter_server", "workers": 2, "ps": 1, **TINY})
+    with DoneServer() as done:
+        cluster = Cluster(group, url, done.url, tmp_path / "logs")
+        try:
+            cluster.start()
+            assert cluster.wait(cluster.proc("chief"), 240) == 0, cluster.log_text()
+            assert all(cluster.proc(r, i).poll() is None for r, i in [("ps", 0), ("worker", 0), ("worker", 1)])
+        finally:
+            cluster.stop()
+        assert done.calls == [{"group": group.id}]
+    by = _check_complete(store.read(), steps=20, strategy="parameter_server")
+    meta = by["steps"][0].metadata
+    assert meta["cluster_shape"] == "1 chief + 1 ps + 2 workers" and meta["tasks"] == 4
+    assert meta["resumed_from_step"] == 0 and meta["steps_redone"] == 0
+    per_worker = by["worker_examples_per_s"]
+    assert {r.metadata["worker"] for r in per_worker} <= {0, 1}
+    assert sum(r.value for r in per_worker) == pytest.approx(by["examples_per_s"][0].value)
+    assert not (tmp_path / "results" / "checkpoints").exists()
