@@ -112,7 +112,7 @@ def run_local(
         "SPOTBENCH_STATE_DIR": str(state.dir),
         "SPOTBENCH_GRACE_S": str(grace_s),
     }
-    server = FunctionsServer(env, state.dir / "logs" / "functions.log")
+    server = FunctionsServer(env, state.dir / "logs" / "functions.log").launch()  # boots meanwhile
     cloud = LocalCloud(state.db_path, grace_s=grace_s, log_dir=state.dir / "logs")
     groups = deploy(spec, state, cloud, f"{server.url}/done", results_url)
     sweep = control.Sweep(spec=spec, cloud=cloud, store=store, groups=groups)

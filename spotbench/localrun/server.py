@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -26,6 +27,11 @@ class FunctionsServer:
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 60) -> FunctionsServer:
+        """Launch the server and wait until it answers."""
+        return self.launch().wait_ready(timeout)
+
+    def launch(self) -> FunctionsServer:
+        """Start the server process without waiting (boot it while other work goes on)."""
         if not FUNCTIONS_SOURCE.exists():
             raise RuntimeError(f"functions source not found at {FUNCTIONS_SOURCE}")
         exe = Path(sys.executable).with_name("functions-framework")
@@ -39,6 +45,10 @@ class FunctionsServer:
             stdin=subprocess.DEVNULL,
         )
         log.close()
+        return self
+
+    def wait_ready(self, timeout: float = 60) -> FunctionsServer:
+        assert self.proc is not None, "launch() first"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -56,7 +66,7 @@ class FunctionsServer:
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
+            self.proc.send_signal(signal.SIGINT)  # gunicorn: quick shutdown (TERM is graceful)
             try:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -64,7 +74,7 @@ class FunctionsServer:
                 self.proc.wait()
 
     def __enter__(self) -> FunctionsServer:
-        return self.start()
+        return self.start() if self.proc is None else self.wait_ready()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
