@@ -6,9 +6,10 @@
 The recording task stores its Results once (`WorkloadRun.finish`), removes its
 checkpoints, then calls `done`, which stops the whole group (ps servers included). On
 SIGTERM it records what was measured as preempted, notes the step it had reached (to count
-the steps redone after a restart) and still asks `done` to stop the group. Any other error
-is stored as raw `error.txt`, `done` is called (the group must not idle until its
-deadline) and the process exits 1.
+the steps redone after a restart) and still asks `done` to stop the group; a peer task
+that disappears mid-run (a preempted ps/worker VM: TF reports it unavailable) is recorded
+the same way. Any other error is stored as raw `error.txt`, `done` is called (the group
+must not idle until its deadline) and the process exits 1.
 """
 
 from __future__ import annotations
@@ -32,6 +33,21 @@ def _done(run) -> None:
         log.warning("could not call done (%s); the group stops at its deadline", exc)
 
 
+# TF errors that mean a peer task went away (a preempted VM), not a bug in the run
+PEER_LOST = {"UnavailableError", "AbortedError", "PSUnavailableError", "DeadlineExceededError"}
+
+
+def _keep_partial(run, trainer, checkpoints, reason: str) -> None:
+    """Record what the attempt measured so far, and the step it reached."""
+    partial = trainer.outcome if trainer else None
+    if partial is None:
+        return
+    partial.metadata.update(stopped_at_step=partial.timer.step, stop_reason=reason)
+    partial.record(run)
+    if checkpoints:
+        checkpoints.write_progress(partial.timer.step)
+
+
 def _record(run, ctx: MemberContext, params: TfMnistParams, n_threads: tuple[int, int]) -> int:
     from workloads.common import Preempted
     from workloads.tf_mnist.checkpoints import CheckpointStore
@@ -46,12 +62,7 @@ def _record(run, ctx: MemberContext, params: TfMnistParams, n_threads: tuple[int
                 trainer = _trainer(ctx, params, data, checkpoints, n_threads, chief=True)
                 outcome = trainer.run()
             except Preempted:
-                partial = trainer.outcome if trainer else None
-                if partial is not None:
-                    partial.metadata["stopped_at_step"] = partial.timer.step
-                    partial.record(run)
-                    if checkpoints:
-                        checkpoints.write_progress(partial.timer.step)
+                _keep_partial(run, trainer, checkpoints, "SIGTERM")
                 raise
             outcome.metadata["dataset_info"] = data.info
             outcome.record(run)
@@ -61,10 +72,16 @@ def _record(run, ctx: MemberContext, params: TfMnistParams, n_threads: tuple[int
     except SystemExit:  # preemptible() stored the preempted record and exits 143
         _done(run)
         raise
-    except Exception:
+    except Exception as exc:
         text = traceback.format_exc()
-        log.error("training failed:\n%s", text)
         run.raw("error.txt", text)
+        if PEER_LOST & {c.__name__ for c in type(exc).__mro__}:
+            log.warning("a peer task is gone (%s): storing what was measured as preempted", type(exc).__name__)
+            _keep_partial(run, trainer, checkpoints, f"peer lost ({type(exc).__name__})")
+            run.finish(preempted=True)
+            _done(run)
+            return 143
+        log.error("training failed:\n%s", text)
         run.finish()
         _done(run)
         return 1

@@ -155,3 +155,33 @@ def test_parameter_server_two_workers(tmp_path):
     assert {r.metadata["worker"] for r in per_worker} <= {0, 1}
     assert sum(r.value for r in per_worker) == pytest.approx(by["examples_per_s"][0].value)
     assert not (tmp_path / "results" / "checkpoints").exists()
+
+
+def test_parameter_server_losing_its_ps_is_recorded_as_preempted(tmp_path):
+    """A ps VM preempted mid-run (SIGTERM ends its process): the chief stores what it
+    measured with preempted=true and the reason, and still stops the group."""
+    url = f"file://{tmp_path}/results"
+    store = ResultStore(url)
+    store.open_run()
+    group = group_for({"strategy": "parameter_server", "workers": 1, "ps": 1, **TINY,
+                       "steps": 100_000, "warmup_steps": 2})
+    with DoneServer() as done:
+        cluster = Cluster(group, url, done.url, tmp_path / "logs", {"SPOTBENCH_TF_SYNC_EVERY": "3"})
+        try:
+            cluster.start()
+            deadline = time.monotonic() + 240
+            while "Waiting for all global closures" not in cluster.log_text():  # training has begun
+                assert time.monotonic() < deadline and cluster.proc("chief").poll() is None, cluster.log_text()
+                time.sleep(0.3)
+            time.sleep(2)
+            cluster.proc("ps").send_signal(signal.SIGTERM)
+            assert cluster.wait(cluster.proc("ps"), 30) == -signal.SIGTERM  # just exits
+            assert cluster.wait(cluster.proc("chief"), 120) == 143, cluster.log_text()
+        finally:
+            cluster.stop()
+        assert done.calls == [{"group": group.id}]
+    records = store.read()
+    assert records and all(r.preempted for r in records)
+    by = _by_metric(records)
+    assert by["steps"][0].value >= 2
+    assert by["steps"][0].metadata["stop_reason"].startswith("peer lost (")
