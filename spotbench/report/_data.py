@@ -24,7 +24,7 @@ def frame(records: list[Result]) -> pd.DataFrame:
         row = r.model_dump()
         meta = row.get("metadata") or {}
         row["size_bytes"] = meta.get("size_bytes")
-        row["cpu_count"] = meta.get("cpu_count")
+        row["cpu_count"] = meta.get("cpu_count", meta.get("host_cores"))
         row["members"] = meta.get("members")
         rows.append(row)
     df = pd.DataFrame(rows)

@@ -127,8 +127,8 @@ def section(df: pd.DataFrame, doc: Document, out_dir: Path, base: str | None = N
     ))
     shown = pd.DataFrame(index=pd.MultiIndex.from_tuples(
         [(c, str(w) if w else "—") for c, w in table.index], names=["configuration", "workers"]))
-    shown["runs"] = table["runs"].astype(int).astype(str)
-    shown["preempted"] = table["preempted"].astype(str)
+    shown["runs"] = table["runs"].astype(int).astype(str).to_numpy()  # by position: indexes differ
+    shown["preempted"] = table["preempted"].astype(str).to_numpy()
     shown["VMs"] = [fmt(v, 0) for v in table["members"]]
     shown["run time (s)"] = [fmt(v, 1) for v in table["seconds"]]
     shown["cost per run (USD)"] = [fmt(v, 4) for v in table["cost_usd"]]

@@ -17,14 +17,15 @@ CAT = load_catalog()
 TIMES = {1: 200.0, 2: 120.0, 4: 80.0}
 
 
-def tf_group(workers: int, trial: int, t: float, preempted=False, cloud="gcp", cpu=None):
+def tf_group(workers: int, trial: int, t: float, preempted=False, cloud="gcp", cpu=None,
+             cpu_key="cpu_count"):
     members = workers + 2  # chief + ps + workers
     recs = [
         rec(group=f"tf-w{workers}-t{trial}", trial=trial, workload="tf-mnist", metric=m, value=v, unit=u,
             params={"name": "tf-mnist", "workers": workers, "steps": 1000}, cloud=cloud,
             machine_type="n1-standard-2", zone="us-central1-a", preempted=preempted,
             started_at=T0, ended_at=T0 + timedelta(seconds=t),
-            metadata={"cpu_count": cpu} if cpu else {})
+            metadata={cpu_key: cpu} if cpu else {})
         for m, v, u in (("train_time_s", t, "s"), ("steps", 1000, "steps"), ("steps_per_s", 1000 / t, "steps/s"),
                         ("test_accuracy", 0.9 + workers / 100, "ratio"))
     ]
@@ -76,6 +77,7 @@ def test_full_report_files_and_cli(tf_store, tmp_path):
     md = paths.markdown.read_text()
     assert "| n1-standard-2 | 4 | 80.00 | 1,000 | 0.9400 | 12.50 | 2.50 |" in md
     assert "speedup vs 1 worker" in md and "normalised cost" in md
+    assert "| n1-standard-2 | 4 | 2 | 1 | 6 |" in md  # cost table: runs, preempted, VMs
     page = paths.html.read_text()
     assert page.count("data:image/png;base64,") == 4
     summary = pd.read_csv(paths.csv)
@@ -87,8 +89,9 @@ def test_full_report_files_and_cli(tf_store, tmp_path):
     assert res.exit_code == 2
 
 
-def test_local_core_note(store, tmp_path):
-    recs = tf_group(4, 1, 100, cloud="local", cpu=2)
+@pytest.mark.parametrize("cpu_key", ["cpu_count", "host_cores"])  # host_cores: tf_mnist's key
+def test_local_core_note(store, tmp_path, cpu_key):
+    recs = tf_group(4, 1, 100, cloud="local", cpu=2, cpu_key=cpu_key)
     store.write_group("r1", recs[0].group, recs)
     md = write_report(store.url, tmp_path / "o").markdown.read_text()
     assert "shared 2 CPU cores" in md and "no speedup is expected" in md
