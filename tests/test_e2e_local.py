@@ -111,3 +111,24 @@ def wait_for(condition, timeout: float = 120) -> None:
             return
         time.sleep(0.3)
     pytest.fail(f"timed out after {timeout}s waiting for {condition}")
+
+
+def test_tf_parameter_server_sweep_under_the_local_cloud(tmp_path: Path) -> None:
+    """chief + ps + worker as three local instances; done stops the ps, which never exits."""
+    spec = tmp_path / "tf.yaml"
+    spec.write_text(yaml.safe_dump({
+        "name": "tfe2e", "trials": 1, "deadline": "4m", "results": str(tmp_path / "results"),
+        "workload": {"name": "tf-mnist", "strategy": "parameter_server", "dataset": "synthetic",
+                     "steps": 20, "warmup_steps": 5, "batch_size": 16},
+    }))
+    proc = cli(tmp_path, "run", str(spec), "--report-dir", str(tmp_path / "report"))
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    values = {r.metric: r for r in ResultStore(f"file://{tmp_path}/results").read()}
+    assert values["steps"].value == 20 and values["steps_per_s"].value > 0
+    assert 0 <= values["test_accuracy"].value <= 1
+    assert not any(r.preempted for r in values.values())
+    cloud = LocalCloud(tmp_path / "state" / "tfe2e" / "cloud.db")
+    roles = {i.labels["spotbench-role"]: i.state for i in cloud.query({"spotbench-sweep": "tfe2e"})}
+    assert roles == {"chief": State.STOPPED, "ps": State.STOPPED, "worker": State.STOPPED}
+    assert "speedup vs 1 worker" in (tmp_path / "report" / "report.md").read_text()
