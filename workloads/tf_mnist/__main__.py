@@ -101,6 +101,8 @@ def _trainer(ctx, params, data, checkpoints, n_threads, *, chief: bool):
 
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    for noisy in ("absl", "tensorflow"):  # per-step INFO lines from TF's Python side
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     ctx = MemberContext.from_env()
     params = TfMnistParams.model_validate(ctx.params)
     prepare_env(ctx)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import time
 
@@ -94,3 +95,14 @@ def wait_for_peers(addresses: list[str], timeout: float = 600.0, interval: float
             )
         if pending:
             time.sleep(interval)
+
+
+def reclaim_sigterm() -> None:
+    """Put Python's SIGTERM disposition back after TensorFlow replaced it.
+
+    With the coordination service (multi-worker strategies) TensorFlow installs its own C++
+    SIGTERM handler (its preemption notifier), which swallows the signal: the recording
+    task's `preemptible()` handler never runs and the other tasks never exit. Re-installing
+    whatever Python has on record (our handler, or the default: exit) undoes that."""
+    current = signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, current if current is not None else signal.SIG_DFL)

@@ -14,6 +14,7 @@ import logging
 from spotbench.member import MemberContext
 from spotbench.spec import TfMnistParams
 from workloads.tf_mnist.checkpoints import CheckpointStore, steps_redone
+from workloads.tf_mnist.cluster import reclaim_sigterm
 from workloads.tf_mnist.datasets import Dataset
 from workloads.tf_mnist.measure import Outcome, StepTimer, base_metadata, effective_warmup
 
@@ -45,6 +46,7 @@ class MirroredTrainer:
                 implementation=tf.distribute.experimental.CommunicationImplementation.RING
             ),
         )
+        reclaim_sigterm()
         with strategy.scope():
             model = m.MnistCNN()
             step_var = tf.Variable(0, dtype=tf.int64, name="step")
@@ -79,6 +81,8 @@ class MirroredTrainer:
                     per_worker_batch=per_worker, sync="synchronous all-reduce (ring)")
         self.outcome = Outcome(timer, examples_per_step=global_batch, metadata=meta,
                                worker_examples_per_step=per_worker)
+        log.info("training steps %d..%d (warm-up %d, %d workers × %d examples)", start + 1, p.steps,
+                 warmup, workers, per_worker)
         timer.start()
         for step in range(start + 1, p.steps + 1):
             train_step(iterator)

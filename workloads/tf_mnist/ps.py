@@ -17,7 +17,7 @@ from collections import Counter
 from spotbench.member import MemberContext
 from spotbench.spec import TfMnistParams
 from workloads.tf_mnist.checkpoints import CheckpointStore, steps_redone
-from workloads.tf_mnist.cluster import cluster_spec, wait_for_peers
+from workloads.tf_mnist.cluster import cluster_spec, reclaim_sigterm, wait_for_peers
 from workloads.tf_mnist.datasets import Dataset
 from workloads.tf_mnist.measure import Outcome, StepTimer, base_metadata, effective_warmup, sync_points
 
@@ -38,6 +38,7 @@ def serve(ctx: MemberContext, threads: tuple[int, int]) -> None:
         resolver.cluster_spec(), job_name=ctx.role, task_index=ctx.index,
         protocol="grpc", config=config, start=True,
     )
+    reclaim_sigterm()  # SIGTERM: just exit
     log.info("%s %d serving at %s", ctx.role, ctx.index, server.target)
     server.join()
 
@@ -71,6 +72,7 @@ class ChiefTrainer:
         resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
         strategy = tf.distribute.ParameterServerStrategy(resolver)
         coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+        reclaim_sigterm()
         with strategy.scope():
             model = m.MnistCNN()
             step_var = tf.Variable(0, dtype=tf.int64, name="step")
@@ -104,6 +106,8 @@ class ChiefTrainer:
         self.outcome = Outcome(timer, examples_per_step=batch, metadata=meta, worker_steps=Counter())
         points = sync_points(start, p.steps, warmup=warmup, every=sync_every(p.steps),
                              checkpoint_every=p.checkpoint_every)
+        log.info("training steps %d..%d (warm-up %d, %d workers, sync points %s…)", start + 1, p.steps,
+                 warmup, p.workers, points[:4])
         timer.start()
         step = start
         for point in points:

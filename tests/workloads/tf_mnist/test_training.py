@@ -45,29 +45,54 @@ def _check_complete(records, *, steps: int, strategy: str, warmup: int = 5) -> d
 
 
 def test_multi_worker_mirrored_two_workers(tmp_path):
+    """2 workers, all-reduce: worker 0 is SIGTERMed mid-run → preempted record and done
+    called (TF installs its own SIGTERM handler for multi-worker; ours must win); the
+    restarted group resumes from worker 0's checkpoint and completes."""
     url = f"file://{tmp_path}/results"
     store = ResultStore(url)
-    store.open_run()
-    group = group_for({"strategy": "multi_worker_mirrored", "workers": 2, **TINY})
+    run = store.open_run().run
+    long = {"strategy": "multi_worker_mirrored", "workers": 2, **TINY, "steps": 100_000,
+            "checkpoint_every": 10}
+    group = group_for(long)
+    ckpt_dir = tmp_path / "results" / "checkpoints" / group.id / run
     with DoneServer() as done:
-        cluster = Cluster(group, url, done.url, tmp_path / "logs")
+        first = Cluster(group, url, done.url, tmp_path / "logs1")
         try:
-            cluster.start()
-            assert cluster.wait(cluster.proc("worker", 0), 240) == 0, cluster.log_text()
-            assert cluster.wait(cluster.proc("worker", 1), 60) == 0, cluster.log_text()
+            first.start()
+            _wait_for_checkpoint(first, ckpt_dir / "latest.json", 240, lead=("worker", 0))
+            first.proc("worker", 0).send_signal(signal.SIGTERM)
+            assert first.wait(first.proc("worker", 0), 60) == 143, first.log_text()
+            worker1 = first.proc("worker", 1)  # its peer is gone: it fails, or a SIGTERM ends it
+            if worker1.poll() is None:
+                worker1.send_signal(signal.SIGTERM)
+            first.wait(worker1, 30)
         finally:
-            cluster.stop()
+            first.stop()
         assert done.calls == [{"group": group.id}]
-    records = store.read()
+        preempted = store.read(run)
+        assert preempted and all(r.preempted for r in preempted)
+        assert _by_metric(preempted)["steps"][0].metadata["stop_reason"] == "SIGTERM"
+        checkpoint_step = json.loads((ckpt_dir / "latest.json").read_text())["step"]
+
+        second = Cluster(group_for({**long, "steps": checkpoint_step + 8}), url, done.url, tmp_path / "logs2")
+        try:
+            second.start()
+            assert second.wait(second.proc("worker", 0), 240) == 0, second.log_text()
+            assert second.wait(second.proc("worker", 1), 60) == 0, second.log_text()
+        finally:
+            second.stop()
+        assert done.calls == [{"group": group.id}] * 2
+    records = [r for r in store.read(run) if not r.preempted]
     assert {r.group for r in records} == {group.id}
-    by = _check_complete(records, steps=20, strategy="multi_worker_mirrored")
+    by = _check_complete(records, steps=checkpoint_step + 8, strategy="multi_worker_mirrored")
     meta = by["steps"][0].metadata
     assert meta["workers"] == 2 and meta["per_worker_batch"] == 8 and meta["cluster_shape"] == "2 workers"
+    assert meta["resumed_from_step"] == checkpoint_step and meta["steps_this_attempt"] == 8
     assert by["worker_examples_per_s"][0].value == pytest.approx(by["examples_per_s"][0].value / 2)
 
 
-def _wait_for_checkpoint(cluster: Cluster, path, timeout: float) -> None:
-    chief = cluster.proc("chief")
+def _wait_for_checkpoint(cluster: Cluster, path, timeout: float, lead=("chief", 0)) -> None:
+    chief = cluster.proc(*lead)
     deadline = time.monotonic() + timeout
     while not path.exists():
         assert chief.poll() is None, f"chief exited early:\n{cluster.log_text()}"
@@ -170,7 +195,7 @@ def test_parameter_server_losing_its_ps_is_recorded_as_preempted(tmp_path):
         try:
             cluster.start()
             deadline = time.monotonic() + 240
-            while "Waiting for all global closures" not in cluster.log_text():  # training has begun
+            while "training steps" not in cluster.log_text():  # training has begun
                 assert time.monotonic() < deadline and cluster.proc("chief").poll() is None, cluster.log_text()
                 time.sleep(0.3)
             time.sleep(2)
