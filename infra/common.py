@@ -198,3 +198,30 @@ def known_hosts(ips: list[pulumi.Input[str]], host_public_key: pulumi.Input[str]
         return "".join(f"[{ip}]:{port} {key}\n" for ip in addrs)
 
     return pulumi.Output.all(*ips, host_public_key).apply(render)
+
+
+def workload_unit(*, pre: list[str], start: list[str], home: str, timeout_stop_s: int,
+                  install: bool = False) -> str:
+    """The systemd unit that runs a member's workload container (GCP cloud-init, AWS user-data).
+
+    `pre` are ExecStartPre commands (a leading '-' lets one fail), `start` the docker command.
+    """
+    lines = [
+        "[Unit]",
+        "Description=spotbench workload",
+        "Wants=network-online.target",
+        "After=network-online.target docker.service",
+        "Requires=docker.service",
+        "",
+        "[Service]",
+        "Type=simple",
+        f"Environment=HOME={home}",
+        *(f"ExecStartPre={c}" for c in pre),
+        "ExecStart=" + " ".join(start),
+        "TimeoutStartSec=0",
+        f"TimeoutStopSec={timeout_stop_s}",
+        "Restart=no",
+    ]
+    if install:
+        lines += ["", "[Install]", "WantedBy=multi-user.target"]
+    return "\n".join(lines) + "\n"

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from infra.common import SSH_DIR_IN_CONTAINER
+from infra.common import SSH_DIR_IN_CONTAINER, workload_unit
 
 STATE_DIR = "/var/lib/spotbench"
 ENV_FILE = f"{STATE_DIR}/env"
@@ -71,26 +71,8 @@ def unit(image: str, *, gpu: bool, ssh: bool) -> str:
                  f"docker login --username AWS --password-stdin {host}")
         pre.append(f"/bin/sh -c {shlex.quote(login)}")
     pre.append(f"-/usr/bin/docker rm -f {CONTAINER}")
-    lines = [
-        "[Unit]",
-        "Description=spotbench workload",
-        "Wants=network-online.target",
-        "After=network-online.target docker.service",
-        "Requires=docker.service",
-        "",
-        "[Service]",
-        "Type=simple",
-        f"Environment=HOME={STATE_DIR}",
-        *(f"ExecStartPre={c}" for c in pre),
-        "ExecStart=" + " ".join(docker_command(image, gpu=gpu, ssh=ssh)),
-        "TimeoutStartSec=0",
-        f"TimeoutStopSec={STOP_TIMEOUT_S + 10}",
-        "Restart=no",
-        "",
-        "[Install]",
-        "WantedBy=multi-user.target",
-    ]
-    return "\n".join(lines) + "\n"
+    return workload_unit(pre=pre, start=docker_command(image, gpu=gpu, ssh=ssh), home=STATE_DIR,
+                         timeout_stop_s=STOP_TIMEOUT_S + 10, install=True)
 
 
 def user_data(*, image: str, env: Mapping[str, str], gpu: bool = False,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from infra.common import SSH_DIR_IN_CONTAINER
+from infra.common import SSH_DIR_IN_CONTAINER, workload_unit
 
 STATE_DIR = "/var/lib/spotbench"
 ENV_FILE = f"{STATE_DIR}/env"
@@ -81,23 +81,8 @@ def _unit(image: str, *, gpu_count: int, ssh: bool) -> str:
     if registry.endswith(("pkg.dev", "gcr.io")):
         pre.append(f"/usr/bin/docker-credential-gcr configure-docker --registries={registry}")
     pre.append(f"-/usr/bin/docker rm -f {CONTAINER}")
-    lines = [
-        "[Unit]",
-        "Description=spotbench workload",
-        "Wants=network-online.target",
-        "After=network-online.target docker.service",
-        "Requires=docker.service",
-        "",
-        "[Service]",
-        "Type=simple",
-        f"Environment=HOME={STATE_DIR}",
-        *(f"ExecStartPre={c}" for c in pre),
-        "ExecStart=" + " ".join(docker_command(image, gpu_count=gpu_count, ssh=ssh)),
-        "TimeoutStartSec=0",
-        "TimeoutStopSec=28",
-        "Restart=no",
-    ]
-    return "\n".join(lines) + "\n"
+    return workload_unit(pre=pre, start=docker_command(image, gpu_count=gpu_count, ssh=ssh),
+                         home=STATE_DIR, timeout_stop_s=28)
 
 
 def user_data(
