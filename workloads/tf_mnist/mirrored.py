@@ -13,7 +13,7 @@ import logging
 
 from spotbench.member import MemberContext
 from spotbench.spec import TfMnistParams
-from workloads.tf_mnist.checkpoints import CheckpointStore, steps_redone
+from workloads.tf_mnist.checkpoints import CheckpointStore
 from workloads.tf_mnist.cluster import reclaim_sigterm
 from workloads.tf_mnist.datasets import Dataset
 from workloads.tf_mnist.measure import Outcome, StepTimer, base_metadata, effective_warmup
@@ -47,12 +47,7 @@ class MirroredTrainer:
             ),
         )
         reclaim_sigterm()
-        with strategy.scope():
-            model = m.MnistCNN()
-            step_var = tf.Variable(0, dtype=tf.int64, name="step")
-        checkpoint = tf.train.Checkpoint(model=model, step=step_var)
-        start = self.checkpoints.restore(checkpoint) if self.checkpoints else 0
-        redone = steps_redone(self.checkpoints.progress() if self.checkpoints else None, start)
+        model, step_var, checkpoint, start, redone = m.build_and_restore(strategy, self.checkpoints)
 
         x, y, lr = self.data.x_train, self.data.y_train, p.learning_rate
 

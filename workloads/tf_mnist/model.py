@@ -97,3 +97,19 @@ def train_dataset(images: np.ndarray, labels: np.ndarray, batch: int, *, seed: i
     if shards > 1:
         ds = ds.shard(shards, shard)
     return ds.shuffle(min(len(labels), 10_000), seed=seed).repeat().batch(batch, drop_remainder=True).prefetch(2)
+
+
+def build_and_restore(strategy, checkpoints):
+    """The model and step counter under `strategy`, restored from the last checkpoint if any.
+
+    Returns (model, step_var, checkpoint, resumed_from_step, steps_redone).
+    """
+    from workloads.tf_mnist.checkpoints import steps_redone
+
+    with strategy.scope():
+        model = MnistCNN()
+        step_var = tf.Variable(0, dtype=tf.int64, name="step")
+    checkpoint = tf.train.Checkpoint(model=model, step=step_var)
+    start = checkpoints.restore(checkpoint) if checkpoints else 0
+    redone = steps_redone(checkpoints.progress() if checkpoints else None, start)
+    return model, step_var, checkpoint, start, redone

@@ -16,7 +16,7 @@ from collections import Counter
 
 from spotbench.member import MemberContext
 from spotbench.spec import TfMnistParams
-from workloads.tf_mnist.checkpoints import CheckpointStore, steps_redone
+from workloads.tf_mnist.checkpoints import CheckpointStore
 from workloads.tf_mnist.cluster import cluster_spec, reclaim_sigterm, wait_for_peers
 from workloads.tf_mnist.datasets import Dataset
 from workloads.tf_mnist.measure import Outcome, StepTimer, base_metadata, effective_warmup, sync_points
@@ -73,12 +73,7 @@ class ChiefTrainer:
         strategy = tf.distribute.ParameterServerStrategy(resolver)
         coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
         reclaim_sigterm()
-        with strategy.scope():
-            model = m.MnistCNN()
-            step_var = tf.Variable(0, dtype=tf.int64, name="step")
-        checkpoint = tf.train.Checkpoint(model=model, step=step_var)
-        start = self.checkpoints.restore(checkpoint) if self.checkpoints else 0
-        redone = steps_redone(self.checkpoints.progress() if self.checkpoints else None, start)
+        model, step_var, checkpoint, start, redone = m.build_and_restore(strategy, self.checkpoints)
 
         x, y, batch, lr = self.data.x_train, self.data.y_train, p.batch_size, p.learning_rate
 
