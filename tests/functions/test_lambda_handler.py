@@ -16,6 +16,7 @@ import boto3
 import pytest
 
 from functions import lambda_handler
+from spotbench.results import Result, ResultStore, utcnow
 from spotbench.spec import load_spec
 from tests.moto_server import MotoServer
 
@@ -62,7 +63,16 @@ def sweep(moto_url, monkeypatch, tmp_path):
             )
             ids.setdefault(group.id, []).append(out["Instances"][0]["InstanceId"])
     ec2.stop_instances(InstanceIds=[i for group_ids in ids.values() for i in group_ids])
-    return SimpleNamespace(spec=spec, groups=spec.plan(), ids=ids, ec2=ec2, monkeypatch=monkeypatch)
+    return SimpleNamespace(spec=spec, groups=spec.plan(), ids=ids, ec2=ec2, monkeypatch=monkeypatch,
+                           store=ResultStore(f"file://{tmp_path}/results"))
+
+
+def store_result(sweep, run: str, group: str) -> None:
+    """What the workload does before it calls done: store its (complete) records."""
+    now = utcnow()
+    sweep.store.write_group(run, group, [Result(
+        sweep=sweep.spec.name, run=run, group=group, trial=1, workload="osu", metric="latency",
+        value=1.0, unit="us", cloud="aws", machine_type="c5n.large", started_at=now, ended_at=now)])
 
 
 def states(sweep) -> dict[str, str]:
@@ -111,6 +121,7 @@ def test_scheduler_start_then_member_done_stops_exactly_its_group(sweep):
 
     g0, g1 = sweep.groups[0].id, sweep.groups[1].id
     me = sweep.ids[g0][1]
+    store_result(sweep, out["run"], g0)
     status, body = invoke_done(sweep, url_event({"group": g0}, iam=instance_iam(me)))
 
     assert status == 200, body
