@@ -14,6 +14,7 @@ Environment (every value has this one source, set by Pulumi or the local runner)
     SPOTBENCH_GCP_PROJECT      gcp: project of the sweep's instances
     SPOTBENCH_GCP_API_ENDPOINT gcp: compute API endpoint override (tests)
     AWS_ENDPOINT_URL           aws: EC2 endpoint override (tests)
+    SPOTBENCH_PRICES           optional CSV of price rows for budget checks
 """
 
 from __future__ import annotations
@@ -93,7 +94,8 @@ class FunctionConfig:
     @cached_property
     def sweep(self) -> control.Sweep:
         url = self.env.get("SPOTBENCH_RESULTS_URL") or self.spec.results_url()
-        return control.Sweep(spec=self.spec, cloud=self.cloud, store=ResultStore(url))
+        return control.Sweep(spec=self.spec, cloud=self.cloud, store=ResultStore(url),
+                             prices=self.env.get("SPOTBENCH_PRICES") or None)
 
 
 def authenticate(headers: Mapping[str, str], config: FunctionConfig) -> Caller:

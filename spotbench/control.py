@@ -17,6 +17,7 @@ pending groups of a closed run wait for the next start tick (e.g. after a budget
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -51,6 +52,7 @@ class Sweep:
     store: ResultStore
     groups: list[RunGroup] = field(default_factory=list)
     budget_check: BudgetCheck | None = None
+    prices: str | None = None  # a CSV of price rows overriding the catalog (SPOTBENCH_PRICES)
 
     def __post_init__(self) -> None:
         if not self.groups:
@@ -58,7 +60,7 @@ class Sweep:
         if self.budget_check is None and self.spec.budget is not None:
             from spotbench.budget import check_budget
 
-            self.budget_check = check_budget
+            self.budget_check = functools.partial(check_budget, prices=self.prices)
 
 
 # ---- request bodies -------------------------------------------------------------------

@@ -20,8 +20,9 @@ SLEEPER = [sys.executable, "-c", "import time; time.sleep(300)"]
 
 
 class Env:
-    def __init__(self, root: Path, results_url: str | None = None):
-        self.spec = load_spec({"name": "fx", "workload": {"name": "osu"}, "trials": 2})
+    def __init__(self, root: Path, results_url: str | None = None, extra_env: dict | None = None,
+                 **spec_fields):
+        self.spec = load_spec({"name": "fx", "workload": {"name": "osu"}, "trials": 2, **spec_fields})
         self.groups = self.spec.plan()
         self.results_url = results_url or f"file://{root}/results"
         self.state = LocalState("fx", root / "state")
@@ -35,6 +36,7 @@ class Env:
             "SPOTBENCH_CLOUD": "local", "SPOTBENCH_SPEC": self.spec.model_dump_json(),
             "SPOTBENCH_RESULTS_URL": self.results_url,
             "SPOTBENCH_STATE_DIR": str(self.state.dir), "SPOTBENCH_GRACE_S": "2",
+            **(extra_env or {}),
         }
         self.server = FunctionsServer(env, root / "functions.log").start()
 
@@ -134,3 +136,28 @@ def test_unexpected_errors_are_500_json_without_a_trace(tmp_path: Path) -> None:
     finally:
         e.close()
     assert "Traceback" in (tmp_path / "functions.log").read_text()
+
+
+def test_budget_refusal_over_http_keeps_the_group_queued(tmp_path: Path) -> None:
+    prices = tmp_path / "prices.csv"  # local "VMs" at 36 USD/h: a 1 h deadline costs 72 USD a group
+    prices.write_text("cloud,region,kind,item,provisioning,unit,usd,bundled_gpu,date,source,note\n"
+                      "local,*,machine,local,,hour,36,,2026-11-22,test,expensive on purpose\n")
+    e = Env(tmp_path, extra_env={"SPOTBENCH_PRICES": str(prices)}, budget=10)
+    try:
+        resp = e.post("/start", {}, token=e.scheduler())
+        assert resp.status_code == 200, resp.text
+        answer = resp.json()
+        assert answer["started"] == []
+        assert [r["group"] for r in answer["refused"]] == [g.id for g in e.groups]
+        assert "budget 10.00 USD would be exceeded" in answer["refused"][0]["reason"]
+        assert {i.state for i in e.cloud.query({"spotbench-sweep": "fx"})} == {State.STOPPED}
+    finally:
+        e.close()
+    assert "budget: group" in (tmp_path / "functions.log").read_text()
+    # the run stays open: with the budget raised, the next tick starts the queued group
+    raised = Env(tmp_path, extra_env={"SPOTBENCH_PRICES": str(prices)}, budget=500)
+    try:
+        again = raised.post("/start", {}, token=raised.scheduler()).json()
+        assert again["run"] == answer["run"] and again["started"] == [e.groups[0].id]
+    finally:
+        raised.close()
