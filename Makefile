@@ -28,8 +28,10 @@ sshd:                              ## openssh-server for the ssh/fabric tests
 demo: setup                        ## a real OSU sweep on the local cloud
 	$(BIN)/spotbench run examples/osu-local.yaml
 
-test: setup-dev                    ## the whole suite
-	$(BIN)/python -m pytest -q
+test: setup-dev                    ## the whole suite (pytest's exit 5 = no test ran: an error here)
+	@$(BIN)/python -m pytest -q; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (check testpaths in pyproject.toml)" >&2; fi; \
+	exit $$rc
 
 bench: setup-dev                   ## figures in JSON (see bench/README.md)
 	@for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f; done
