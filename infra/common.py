@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 import math
 from collections.abc import Mapping
 from datetime import datetime, timedelta
@@ -225,3 +226,67 @@ def workload_unit(*, pre: list[str], start: list[str], home: str, timeout_stop_s
     if install:
         lines += ["", "[Install]", "WantedBy=multi-user.target"]
     return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class SshKeys:
+    """The sweep's MPI login key pair and the host key every member's sshd presents
+    (recorded by the stack, so launchers and `spotbench exec` pin it instead of trusting
+    the first key they see)."""
+
+    private_openssh: str
+    public_openssh: str
+    host_private_openssh: str = ""
+    host_public_openssh: str = ""
+
+
+@dataclass
+class MpiKeys:
+    keys: pulumi.Output  # Output[SshKeys], secret
+    login_private: pulumi.Output  # secret, for `spotbench exec --key`
+    host_public: pulumi.Output
+
+
+def mpi_keys(name: str, parent: pulumi.Resource) -> MpiKeys:
+    """A login key pair and an sshd host key for an MPI sweep (pulumi_tls, secrets)."""
+    import pulumi_tls as tls
+
+    def key(suffix: str) -> tls.PrivateKey:
+        return tls.PrivateKey(f"{name}-{suffix}", algorithm="ED25519",
+                              opts=pulumi.ResourceOptions(parent=parent, additional_secret_outputs=[
+                                  "privateKeyOpenssh", "privateKeyPem"]))
+
+    login, host = key("mpi-ssh"), key("mpi-host")
+    keys = pulumi.Output.secret(pulumi.Output.all(
+        login.private_key_openssh, login.public_key_openssh,
+        host.private_key_openssh, host.public_key_openssh,
+    ).apply(lambda kv: SshKeys(*kv)))
+    return MpiKeys(keys, pulumi.Output.secret(login.private_key_openssh), host.public_key_openssh)
+
+
+def ssh_files(ssh_dir: str, ssh: SshKeys) -> list[dict[str, str]]:
+    """cloud-init `write_files` entries for the keys the workload container mounts."""
+    def line(text: str) -> str:
+        return text.rstrip("\n") + "\n"
+
+    files = [
+        {"path": f"{ssh_dir}/id_ed25519", "permissions": "0600", "content": line(ssh.private_openssh)},
+        {"path": f"{ssh_dir}/id_ed25519.pub", "permissions": "0644", "content": line(ssh.public_openssh)},
+        {"path": f"{ssh_dir}/authorized_keys", "permissions": "0644", "content": line(ssh.public_openssh)},
+    ]
+    if ssh.host_private_openssh:
+        files += [
+            {"path": f"{ssh_dir}/ssh_host_ed25519_key", "permissions": "0600",
+             "content": line(ssh.host_private_openssh)},
+            {"path": f"{ssh_dir}/ssh_host_ed25519_key.pub", "permissions": "0644",
+             "content": line(ssh.host_public_openssh)},
+        ]
+    return files
+
+
+def env_file(env: Mapping[str, str]) -> str:
+    """`docker --env-file` text: KEY=VALUE per line, values verbatim (no quoting)."""
+    for key, value in env.items():
+        if "\n" in value or "=" in key:
+            raise ValueError(f"env {key!r}: keys cannot hold '=' and values cannot span lines")
+    return "".join(f"{k}={v}\n" for k, v in env.items())

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
-import pulumi_tls as tls
 
 from infra.aws.bucket import ResultsBucket, ResultsBucketArgs
 from infra.aws.functions import AwsFunctions, AwsFunctionsArgs
@@ -28,8 +27,8 @@ from infra.aws.instances import (
 )
 from infra.aws.network import AwsNetwork, AwsNetworkArgs
 from infra.aws.scheduler import AwsScheduler, AwsSchedulerArgs, schedule_pair
-from infra.aws.user_data import SshKeys
-from spotbench.plan import sweep_labels
+from infra.common import known_hosts, mpi_keys
+from spotbench.plan import SERVICE_PORTS, sweep_labels
 from spotbench.spec import SweepSpec
 
 __all__ = ["AwsSweep", "AwsSweepArgs"]
@@ -92,14 +91,8 @@ class AwsSweep(pulumi.ComponentResource):
         )
         ssh = None
         if spec.workload.name == "osu":
-            key = tls.PrivateKey(
-                f"{name}-mpi-ssh", algorithm="ED25519",
-                opts=pulumi.ResourceOptions(parent=self, additional_secret_outputs=[
-                    "privateKeyOpenssh", "privateKeyPem"]),
-            )
-            ssh = pulumi.Output.secret(pulumi.Output.all(
-                key.private_key_openssh, key.public_key_openssh
-            ).apply(lambda kv: SshKeys(private_openssh=kv[0], public_openssh=kv[1])))
+            mpi = mpi_keys(name, self)
+            ssh = mpi.keys
         needs = {has_gpu(machine_type(g, m), g.accelerator) for g in groups for m in g.members}
         amis = {gpu: aws.ssm.get_parameter_output(name=ami_parameter(spec, gpu), opts=invoke).value
                 for gpu in sorted(needs)}
@@ -128,6 +121,10 @@ class AwsSweep(pulumi.ComponentResource):
                       "time_zone": spec.schedule.timezone if spec.schedule else "UTC",
                       "start_expression": start_expr, "stop_expression": stop_expr},
         }
+        if ssh is not None:  # for `spotbench exec/collect --port 2222`: pinned, never TOFU
+            self.outputs["known_hosts"] = known_hosts(list(ips.values()), mpi.host_public,
+                                                      SERVICE_PORTS["osu"])
+            self.outputs["ssh_private_key"] = mpi.login_private
         for key_, value in self.outputs.items():
             pulumi.export(key_, value)
         self.register_outputs(self.outputs)

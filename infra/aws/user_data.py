@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import yaml
 
-from infra.common import SSH_DIR_IN_CONTAINER, workload_unit
+from infra.common import SSH_DIR_IN_CONTAINER, SshKeys, env_file, ssh_files, workload_unit
 
 STATE_DIR = "/var/lib/spotbench"
 ENV_FILE = f"{STATE_DIR}/env"
@@ -27,20 +26,6 @@ FIRST_BOOT = f"{STATE_DIR}/first-boot-id"
 UNIT = "spotbench.service"
 CONTAINER = "spotbench"
 STOP_TIMEOUT_S = 90  # EC2 gives a stopping instance ~2 min; keep inside it
-
-
-@dataclass(frozen=True)
-class SshKeys:
-    private_openssh: str
-    public_openssh: str
-
-
-def env_file(env: Mapping[str, str]) -> str:
-    """`docker --env-file` text: KEY=VALUE per line, values verbatim (no quoting)."""
-    for key, value in env.items():
-        if "\n" in value or "=" in key:
-            raise ValueError(f"env {key!r}: keys cannot hold '=' and values cannot span lines")
-    return "".join(f"{k}={v}\n" for k, v in env.items())
 
 
 def ecr_registry(image: str) -> tuple[str, str] | None:
@@ -80,13 +65,7 @@ def user_data(*, image: str, env: Mapping[str, str], gpu: bool = False,
     """The `#cloud-config` document for one member."""
     files = [{"path": ENV_FILE, "permissions": "0600", "owner": "root", "content": env_file(env)}]
     if ssh:
-        pub = ssh.public_openssh.rstrip("\n") + "\n"
-        files += [
-            {"path": f"{SSH_DIR}/id_ed25519", "permissions": "0600",
-             "content": ssh.private_openssh.rstrip("\n") + "\n"},
-            {"path": f"{SSH_DIR}/id_ed25519.pub", "permissions": "0644", "content": pub},
-            {"path": f"{SSH_DIR}/authorized_keys", "permissions": "0644", "content": pub},
-        ]
+        files += ssh_files(SSH_DIR, ssh)
     files.append({"path": f"/etc/systemd/system/{UNIT}", "permissions": "0644",
                   "content": unit(image, gpu=gpu, ssh=ssh is not None)})
     doc = {

@@ -12,16 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pulumi
-import pulumi_tls as tls
 
 from infra.gcp.bucket import ResultsBucket, ResultsBucketArgs
-from infra.gcp.cloud_init import SshKeys
 from infra.gcp.functions import GcpFunctions, GcpFunctionsArgs
 from infra.gcp.identity import GcpIdentities, GcpIdentitiesArgs
 from infra.gcp.network import GcpNetwork, GcpNetworkArgs
 from infra.gcp.scheduler import GcpScheduler, GcpSchedulerArgs, cron_pair
 from infra.gcp.vms import GcpRunGroup, GcpRunGroupArgs, default_image
-from infra.common import known_hosts
+from infra.common import known_hosts, mpi_keys
 from spotbench.plan import SERVICE_PORTS
 from spotbench.spec import SweepSpec
 
@@ -94,23 +92,8 @@ class GcpSweep(pulumi.ComponentResource):
         )
         ssh = None
         if spec.workload.name == "osu":
-            key = tls.PrivateKey(
-                f"{name}-mpi-ssh", algorithm="ED25519",
-                opts=pulumi.ResourceOptions(parent=self, additional_secret_outputs=[
-                    "privateKeyOpenssh", "privateKeyPem"]),
-            )
-            host_key = tls.PrivateKey(
-                f"{name}-mpi-host", algorithm="ED25519",
-                opts=pulumi.ResourceOptions(parent=self, additional_secret_outputs=[
-                    "privateKeyOpenssh", "privateKeyPem"]),
-            )
-            self.host_public_key = host_key.public_key_openssh
-            self.login_key = key.private_key_openssh
-            ssh = pulumi.Output.secret(pulumi.Output.all(
-                key.private_key_openssh, key.public_key_openssh,
-                host_key.private_key_openssh, host_key.public_key_openssh,
-            ).apply(lambda kv: SshKeys(private_openssh=kv[0], public_openssh=kv[1],
-                                       host_private_openssh=kv[2], host_public_openssh=kv[3])))
+            mpi = mpi_keys(name, self)
+            ssh = mpi.keys
         image = default_image(spec, project, region)
         self.groups = {
             g.id: GcpRunGroup(
@@ -135,8 +118,8 @@ class GcpSweep(pulumi.ComponentResource):
         if ssh is not None:  # for `spotbench exec/collect --port 2222`: pinned, never TOFU
             self.outputs["known_hosts"] = known_hosts(
                 [a.address for grp in self.groups.values() for a in grp.addresses.values()],
-                self.host_public_key, SERVICE_PORTS["osu"])
-            self.outputs["ssh_private_key"] = pulumi.Output.secret(self.login_key)
+                mpi.host_public, SERVICE_PORTS["osu"])
+            self.outputs["ssh_private_key"] = mpi.login_private
         for key_, value in self.outputs.items():
             pulumi.export(key_, value)
         self.register_outputs(self.outputs)

@@ -12,11 +12,10 @@ Not `gce-container-declaration` (deprecated).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import yaml
 
-from infra.common import SSH_DIR_IN_CONTAINER, workload_unit
+from infra.common import SSH_DIR_IN_CONTAINER, SshKeys, env_file, ssh_files, workload_unit
 
 STATE_DIR = "/var/lib/spotbench"
 ENV_FILE = f"{STATE_DIR}/env"
@@ -35,26 +34,6 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
 
 
 _Dumper.add_representer(str, _str)
-
-
-@dataclass(frozen=True)
-class SshKeys:
-    """The sweep's MPI login key pair and the host key every member's sshd presents
-    (recorded by the stack, so launchers and `spotbench exec` pin it instead of trusting
-    the first key they see)."""
-
-    private_openssh: str
-    public_openssh: str
-    host_private_openssh: str = ""
-    host_public_openssh: str = ""
-
-
-def env_file(env: Mapping[str, str]) -> str:
-    """`docker --env-file` text: KEY=VALUE per line, values verbatim (no quoting)."""
-    for key, value in env.items():
-        if "\n" in value or "=" in key:
-            raise ValueError(f"env {key!r}: keys cannot hold '=' and values cannot span lines")
-    return "".join(f"{k}={v}\n" for k, v in env.items())
 
 
 def docker_command(image: str, *, gpu_count: int, ssh: bool) -> list[str]:
@@ -91,21 +70,7 @@ def user_data(
     """The `#cloud-config` document for one member."""
     files = [{"path": ENV_FILE, "permissions": "0600", "owner": "root", "content": env_file(env)}]
     if ssh:
-        files += [
-            {"path": f"{SSH_DIR}/id_ed25519", "permissions": "0600",
-             "content": ssh.private_openssh.rstrip("\n") + "\n"},
-            {"path": f"{SSH_DIR}/id_ed25519.pub", "permissions": "0644",
-             "content": ssh.public_openssh.rstrip("\n") + "\n"},
-            {"path": f"{SSH_DIR}/authorized_keys", "permissions": "0644",
-             "content": ssh.public_openssh.rstrip("\n") + "\n"},
-        ]
-        if ssh.host_private_openssh:
-            files += [
-                {"path": f"{SSH_DIR}/ssh_host_ed25519_key", "permissions": "0600",
-                 "content": ssh.host_private_openssh.rstrip("\n") + "\n"},
-                {"path": f"{SSH_DIR}/ssh_host_ed25519_key.pub", "permissions": "0644",
-                 "content": ssh.host_public_openssh.rstrip("\n") + "\n"},
-            ]
+        files += ssh_files(SSH_DIR, ssh)
     files.append({"path": f"/etc/systemd/system/{UNIT}", "permissions": "0644",
                   "content": _unit(image, gpu_count=gpu_count, ssh=ssh is not None)})
     doc = {

@@ -15,7 +15,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from infra.common import member_contexts, workload_env
-from infra.gcp.cloud_init import SshKeys, user_data
+from infra.gcp.cloud_init import user_data
 from spotbench.plan import RunGroup
 from spotbench.spec import SweepSpec
 

@@ -108,6 +108,8 @@ def test_user_data_runs_the_container_with_the_member_context(declare):
     assert "docker login --username AWS" in unit  # ECR image: log in with the instance role
     assert "boot_id" in unit  # never runs in the creation boot
     assert any(f["path"].endswith("authorized_keys") for f in doc["write_files"])
+    host_key = next(f for f in doc["write_files"] if f["path"].endswith("/ssh_host_ed25519_key"))
+    assert host_key["permissions"] == "0600"  # the stack-made host key the launchers pin
     assert "systemctl enable spotbench.service" in doc["runcmd"]
     assert not any("start" in c and "spotbench" in c for c in doc["runcmd"])
 
