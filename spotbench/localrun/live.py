@@ -44,6 +44,6 @@ def run_with_progress(spec: SweepSpec, *, on_schedule: bool, grace_s: float,
         from spotbench.report import write_report
 
         paths = write_report(outcome.results_url, report_dir)
-        console.print(f"report:  {paths.markdown}")
-        console.print(f"         {paths.html}")
+        console.print(f"report:  {paths.markdown.resolve()}")
+        console.print(f"         {paths.html.resolve()}")
     return outcome
