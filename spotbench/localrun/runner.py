@@ -33,7 +33,7 @@ from spotbench.spec import SweepSpec
 
 log = logging.getLogger("spotbench.run")
 
-POLL_S = 0.25
+POLL_S = 0.5
 
 
 @dataclass
