@@ -52,6 +52,7 @@ class MemberContext(BaseModel):
     accelerator: str | None = None
     zone: str | None = None
     spot: bool = False
+    placement: str = "none"
 
     @classmethod
     def for_member(
@@ -79,7 +80,7 @@ class MemberContext(BaseModel):
             role=member.role, index=member.index, rank=member.rank, members=peers,
             results_url=results_url, done_url=done_url, token=token,
             machine_type=group.machine_type, accelerator=group.accelerator, zone=zone,
-            spot=spot,
+            spot=spot, placement=group.placement,
         )
 
     def to_env(self) -> dict[str, str]:

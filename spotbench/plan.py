@@ -53,6 +53,7 @@ class RunGroup:
     accelerator: str | None
     accelerator_count: int
     members: tuple[Member, ...]
+    placement: str = "none"  # spread | compact | none (the spec's, or the matrix point's)
     labels: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -117,6 +118,7 @@ def plan(spec: SweepSpec) -> list[RunGroup]:
                     accelerator=accelerator,
                     accelerator_count=count,
                     members=members,
+                    placement=str(point.get("placement", spec.placement)),
                     labels={**sweep_labels(spec.name), GROUP_LABEL: gid},
                 )
             )

@@ -40,7 +40,8 @@ __all__ = [
 ]
 
 NAME_PATTERN = r"^[a-z]([a-z0-9-]{0,22}[a-z0-9])?$"
-MATRIX_MACHINE_KEYS = ("machine_type", "accelerator", "accelerator_count")
+MATRIX_MACHINE_KEYS = ("machine_type", "accelerator", "accelerator_count", "placement")
+PLACEMENTS = ("spread", "compact", "none")
 _DURATION = re.compile(r"^\s*(?:(\d+)h)?\s*(?:(\d+)m)?\s*(?:(\d+)s)?\s*$")
 
 
@@ -223,6 +224,11 @@ class SweepSpec(_Strict):
             raise ValueError("cloud 'gcp' needs 'zone' (e.g. us-central1-a)")
         if self.cloud == "aws" and not self.region:
             raise ValueError("cloud 'aws' needs 'region' (e.g. us-east-1)")
+        for value in self.matrix.get("placement", []):
+            if value not in PLACEMENTS:
+                raise ValueError(
+                    f"matrix.placement value {value!r}: choose from {', '.join(PLACEMENTS)}"
+                )
         for point in self.points():  # matrix values must be valid workload parameters
             try:
                 self.params_for(point)

@@ -51,3 +51,13 @@ def test_roles_per_workload() -> None:
     assert [m.role for m in osu[0].members] == ["launcher", "peer"]
     group, member = find_member(osu, osu[0].members[1].name)
     assert group is osu[0] and member.role == "peer"
+
+
+def test_placement_can_be_a_matrix_key() -> None:
+    spec = load_spec({"name": "pl", "workload": {"name": "osu"}, "placement": "spread",
+                      "matrix": {"placement": ["compact", "spread"]}, "trials": 2})
+    groups = plan(spec)
+    assert sorted(g.placement for g in groups) == ["compact", "compact", "spread", "spread"]
+    assert len({g.id for g in groups}) == 4
+    assert all("placement" not in g.params.model_dump() for g in groups)
+    assert plan(load_spec({"name": "p2", "workload": {"name": "osu"}, "placement": "spread"}))[0].placement == "spread"

@@ -109,3 +109,7 @@ def test_role_machine_types_must_name_roles_of_the_workload() -> None:
     chief, *rest = spec.plan()[0].members
     assert chief.machine_type == "big" and {m.machine_type for m in rest} == {"local"}
     assert "osu has no role 'chief'" in problems({**GOOD, "role_machine_types": {"chief": "x"}})
+
+
+def test_matrix_placement_values_are_checked() -> None:
+    assert "matrix.placement value 'nearby'" in problems({**GOOD, "matrix": {"placement": ["nearby"]}})

@@ -65,7 +65,8 @@ class WorkloadRun:
             params=self.ctx.params, workload=self.ctx.workload, metric=metric, value=value,
             unit=unit, cloud=self.ctx.cloud, machine_type=self.ctx.machine_type,
             accelerator=self.ctx.accelerator, zone=self.ctx.zone, spot=self.ctx.spot,
-            started_at=self.started_at, ended_at=now, metadata=metadata,
+            started_at=self.started_at, ended_at=now,
+            metadata={"placement": self.ctx.placement, **metadata},
         )
         self.records.append(result)
         return result

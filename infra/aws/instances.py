@@ -86,10 +86,10 @@ class AwsRunGroup(pulumi.ComponentResource):
         spec, group = args.spec, args.group
         gpus = {m.name: has_gpu(machine_type(group, m), group.accelerator) for m in group.members}
         self.placement_group = None
-        if spec.placement in PLACEMENT_STRATEGY:
+        if group.placement in PLACEMENT_STRATEGY:
             self.placement_group = aws.ec2.PlacementGroup(
-                f"{name}-placement", name=f"{group.id}-{spec.placement}",
-                strategy=PLACEMENT_STRATEGY[spec.placement], tags=dict(group.labels),
+                f"{name}-placement", name=f"{group.id}-{group.placement}",
+                strategy=PLACEMENT_STRATEGY[group.placement], tags=dict(group.labels),
                 opts=pulumi.ResourceOptions(parent=self),
             )
         ssh = args.ssh if args.ssh is not None else pulumi.Output.from_input(None)

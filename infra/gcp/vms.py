@@ -78,7 +78,7 @@ class GcpRunGroup(pulumi.ComponentResource):
         super().__init__("spotbench:gcp:RunGroup", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         spec, group = args.spec, args.group
-        compact = spec.placement == "compact"
+        compact = group.placement == "compact"
         if compact and machine_series(group.machine_type) not in COMPACT_SERIES:
             raise pulumi.RunError(
                 f"group {group.id}: placement 'compact' is not supported for machine type "
@@ -173,7 +173,7 @@ class GcpRunGroup(pulumi.ComponentResource):
     def _placement(self, name: str, args: GcpRunGroupArgs, child: pulumi.ResourceOptions):
         spec, group = args.spec, args.group
         n = len(group.members)
-        if spec.placement == "spread" and n > 1:
+        if group.placement == "spread" and n > 1:
             count = min(n, MAX_AVAILABILITY_DOMAINS)
             policy = gcp.compute.ResourcePolicy(
                 f"{name}-spread",
@@ -185,7 +185,7 @@ class GcpRunGroup(pulumi.ComponentResource):
                 opts=child,
             )
             return [policy.self_link], list(range(1, count + 1))
-        if spec.placement == "compact":
+        if group.placement == "compact":
             policy = gcp.compute.ResourcePolicy(
                 f"{name}-compact",
                 name=f"{group.id}-compact",

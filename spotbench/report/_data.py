@@ -53,13 +53,17 @@ def varying_params(df: pd.DataFrame) -> list[str]:
 
 def _config_labels(df: pd.DataFrame) -> pd.Series:
     varying = varying_params(df)
+    placements = df["metadata"].map(lambda m: (m or {}).get("placement", "none"))
+    show_placement = placements.nunique() > 1
     labels = []
-    for _, row in df.iterrows():
+    for idx, row in df.iterrows():
         parts = [str(row["machine_type"])]
         if row.get("accelerator"):
             parts.append(str(row["accelerator"]))
         if row.get("spot") and row["cloud"] != "local":
             parts.append("spot")
+        if show_placement:
+            parts.append(f"placement={placements[idx]}")
         for key in varying:
             if key in row["params"] and key != "workers":
                 parts.append(f"{key}={row['params'][key]}")

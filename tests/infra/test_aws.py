@@ -261,3 +261,14 @@ def test_spotbench_preview_cloud_aws():
     assert result.exit_code == 0, result.output
     assert "aws:ec2/instance:Instance" in result.output
     assert "c5n.18xlarge" in result.output
+
+
+def test_example_compares_cluster_and_spread_placement_in_one_stack(run_program):
+    config = yaml.safe_load((ROOT / "Pulumi.aws-osu.yaml").read_text())["config"]
+    mocks = run_program({k: str(v) for k, v in config.items()})
+    groups = mocks.of_type("aws:ec2/placementGroup:PlacementGroup")
+    assert sorted(g.inputs["strategy"] for g in groups) == ["cluster"] * 3 + ["spread"] * 3
+    by_name = {g.inputs["name"]: g.inputs["strategy"] for g in groups}
+    for inst in mocks.of_type(INSTANCE):  # each instance sits in its own group's placement group
+        assert inst.inputs["placementGroup"].startswith(inst.inputs["tags"]["spotbench-group"])
+        assert by_name[inst.inputs["placementGroup"]] in ("cluster", "spread")

@@ -47,3 +47,15 @@ def test_osu_trials_and_average_exclude_preempted(store, tmp_path):
 def test_empty_results_raise_clear_error(store, tmp_path):
     with pytest.raises(NoResults, match="no results under"):
         write_report(store.url, tmp_path / "out")
+
+
+def test_placements_of_one_instance_type_are_separate_rows(store, tmp_path):
+    for placement in ("compact", "spread"):
+        for recs in osu_records("c5n.18xlarge", {1: {"latency": [2.0, 3.0]}}):
+            recs = [r.model_copy(update={"group": f"{r.group}-{placement}",
+                                         "metadata": {**r.metadata, "placement": placement}})
+                    for r in recs]
+            store.write_group("r1", recs[0].group, recs)
+    configs = set(_data.frame(store.read())["config"])
+    assert {c.rsplit(" · ", 1)[-1] for c in configs} == {"placement=compact", "placement=spread"}
+    assert len(configs) == 2
