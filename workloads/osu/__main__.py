@@ -91,6 +91,9 @@ def _bench(run: WorkloadRun, t: launch.Transport, params: OsuParams, benchmark: 
         outcome = launch.run_streaming(cmd, on_line, timeout=launch.timeout_for(benchmark, params),
                                        peer=peer_member)
     except OsuParseError as exc:
+        # a rank lost mid-run makes mpiexec print its own error text among the rows
+        if not launch.peer_answers(peer_member):
+            return "peer lost"
         return f"unparseable {benchmark} output: {exc}"
     if outcome.stderr.strip():
         run.raw(f"osu_{benchmark}.stderr.txt", outcome.stderr)
@@ -100,6 +103,9 @@ def _bench(run: WorkloadRun, t: launch.Transport, params: OsuParams, benchmark: 
     try:
         stream.result()
     except OsuParseError as exc:
+        # mpiexec may exit 0 with half the rows when the peer's proxy is killed: ask the peer
+        if not launch.peer_answers(peer_member):
+            return "peer lost"
         return f"incomplete {benchmark} output: {exc}"
     return None
 
@@ -124,6 +130,8 @@ def launcher(run: WorkloadRun) -> int:
         except Exception as exc:  # noqa: BLE001 - the deadline stop still ends the group
             log.error("done call failed (the group stops at its deadline): %s", exc)
     failed = interrupted is not None and interrupted not in ("peer lost", "timeout")
+    if failed:
+        log.error("benchmark failed: %s", interrupted)
     return 1 if failed else 0
 
 

@@ -129,7 +129,7 @@ def port_open(host: str, port: int, timeout: float = 2.0) -> bool:
         return False
 
 
-def _answers(peer: Peer, tries: int = 6, pause: float = 0.5) -> bool:
+def peer_answers(peer: Peer, tries: int = 6, pause: float = 0.5) -> bool:
     """Is the peer still there? A dying instance may take a moment to close its port."""
     for i in range(tries):
         if not port_open(peer.host, peer.port):
@@ -186,6 +186,6 @@ def run_streaming(cmd: list[str], on_line: Callable[[str], None], *, timeout: fl
     if flagged:
         reason = flagged[0]
     elif rc != 0:
-        gone = LOST in stderr or (peer is not None and not _answers(peer))
+        gone = LOST in stderr or (peer is not None and not peer_answers(peer))
         reason = "peer lost" if gone else f"mpiexec failed (rc {rc})"
     return Outcome(rc, stderr, reason)
