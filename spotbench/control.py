@@ -106,8 +106,10 @@ def start(sweep: Sweep, caller: Caller, body: Any = None, now: datetime | None =
     _require(caller, "scheduler", "operator", action="start")
     parse_body(StartBody, body, sweep.spec.name)
     run = sweep.store.open_run(now)
-    resumed = _restart_partial_groups(sweep, sweep.store.completed_groups(run.run))
-    out = {"action": "start", "run": run.run, **_launch_pending(sweep, run.run, now)}
+    completed, states = sweep.store.completed_groups(run.run), group_states(sweep)
+    resumed = _restart_partial_groups(sweep, states, completed)
+    out = {"action": "start", "run": run.run,
+           **_launch_pending(sweep, run.run, now, states=states, completed=completed)}
     return {**out, "resumed": resumed} if resumed else out
 
 
@@ -139,8 +141,8 @@ def stop(sweep: Sweep, caller: Caller, body: Any = None, now: datetime | None = 
 def done(sweep: Sweep, caller: Caller, body: Any = None, now: datetime | None = None) -> dict:
     _require(caller, "member", action="done")
     req = parse_body(DoneBody, body)
-    instances = sweep.cloud.query(sweep_labels(sweep.spec.name))
-    mine = next((i for i in instances if i.name == caller.name), None)
+    states = group_states(sweep)
+    mine = next((i for insts in states.values() for i in insts if i.name == caller.name), None)
     if mine is None:
         raise Forbidden(f"instance {caller.name} is not part of sweep {sweep.spec.name}")
     own_group = mine.labels.get(GROUP_LABEL)
@@ -152,7 +154,7 @@ def done(sweep: Sweep, caller: Caller, body: Any = None, now: datetime | None = 
     run = sweep.store.current_run()
     if run is not None:
         out["run"] = run.run
-        out.update(_launch_pending(sweep, run.run, now, finished={own_group}))
+        out.update(_launch_pending(sweep, run.run, now, finished={own_group}, states=states))
     log.info("done from %s: stopped group %s", caller.name, own_group)
     return out
 
@@ -177,11 +179,12 @@ def group_states(sweep: Sweep) -> dict[str, list[Instance]]:
     return by_group
 
 
-def _restart_partial_groups(sweep: Sweep, completed: set[str]) -> list[str]:
+def _restart_partial_groups(sweep: Sweep, states: dict[str, list[Instance]],
+                            completed: set[str]) -> list[str]:
     """Groups running with some member still off (e.g. a capacity error at the last tick):
     ask again for the missing members; members already running are left alone."""
     resumed = []
-    for gid, insts in group_states(sweep).items():
+    for gid, insts in states.items():
         states = {i.state for i in insts}
         if gid not in completed and states & {State.PENDING, State.RUNNING} and State.STOPPED in states:
             group = next(g for g in sweep.groups if g.id == gid)
@@ -191,11 +194,14 @@ def _restart_partial_groups(sweep: Sweep, completed: set[str]) -> list[str]:
 
 
 def _launch_pending(
-    sweep: Sweep, run: str, now: datetime | None, finished: set[str] = frozenset()
+    sweep: Sweep, run: str, now: datetime | None, finished: set[str] = frozenset(),
+    states: dict[str, list[Instance]] | None = None, completed: set[str] | None = None,
 ) -> dict[str, Any]:
+    """Start pending groups. `states`/`completed` may be passed in when the caller already
+    read them (one cloud query per request); states of `finished` groups are not used."""
     store = sweep.store
-    completed = store.completed_groups(run)
-    states = group_states(sweep)
+    completed = store.completed_groups(run) if completed is None else completed
+    states = group_states(sweep) if states is None else states
     # `finished`: groups whose stop was just asked for (done) — not active any more; pending
     # again unless they stored a complete result (a preempted attempt is retried)
     active = {
@@ -210,7 +216,8 @@ def _launch_pending(
     slots = len(pending) if limit is None else max(0, limit - len(active))
     started: list[str] = []
     refused: list[dict[str, str]] = []
-    running = [i for insts in states.values() for i in insts if i.state in ACTIVE]
+    running = [i for gid, insts in states.items() if gid not in finished
+               for i in insts if i.state in ACTIVE]
     for group in pending:
         if len(started) >= slots:
             break

@@ -177,9 +177,3 @@ class ResultStore:
             self._write_whole(path, info.model_dump_json().encode())
         return info
 
-
-def to_dataframe(results: list[Result]):  # -> pandas.DataFrame
-    import pandas as pd
-
-    rows = [r.model_dump() for r in results]
-    return pd.DataFrame(rows)

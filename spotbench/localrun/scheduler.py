@@ -91,9 +91,5 @@ class LocalScheduler:
         if now:
             self._sched.add_job(lambda: self.start_tick(force=True), id="start-now")
 
-    def next_start(self) -> datetime | None:
-        job = self._sched.get_job("start")
-        return job.next_run_time if job else None
-
     def shutdown(self) -> None:
         self._sched.shutdown(wait=False)
