@@ -24,6 +24,8 @@ from typing import Any
 
 import psutil
 
+from spotbench._private import touch_private
+
 BUSY_TIMEOUT_S = 30.0
 
 SCHEMA = """
@@ -75,7 +77,11 @@ class Row:
 
 
 def connect(path: str | Path) -> sqlite3.Connection:
-    """A connection in autocommit mode (transactions are explicit), WAL, busy timeout."""
+    """A connection in autocommit mode (transactions are explicit), WAL, busy timeout.
+
+    The database is created 0600 before SQLite opens it (its -wal/-shm files take that mode):
+    member tokens are in the instances' env."""
+    touch_private(Path(path))
     conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
     conn.row_factory = sqlite3.Row
     conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")

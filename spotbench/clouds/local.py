@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import spotbench
+from spotbench._private import open_private_append, private_dir
 from spotbench.clouds import _local_db as db
 from spotbench.clouds.base import ACTIVE, Instance, State, matches
 
@@ -62,7 +63,7 @@ class LocalCloud:
 
     def __init__(self, db_path: str | Path, grace_s: float = 30.0, log_dir: str | Path | None = None):
         self.db_path = Path(db_path).resolve()
-        self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.db_path.parent)
         self.grace_s = float(grace_s)
         self.log_dir = Path(log_dir).resolve() if log_dir else self.db_path.parent / "logs"
         with closing(db.connect(self.db_path)):
@@ -211,14 +212,14 @@ class LocalCloud:
 
     def _spawn(self, name: str, token: str, watch: bool = False) -> None:
         """Start a supervisor detached (double fork through sh): no child is left to reap."""
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.log_dir)
         argv = [sys.executable, "-m", "spotbench.clouds._local_supervisor", "--db", str(self.db_path),
                 "--name", name, "--token", token, "--grace", repr(self.grace_s)]
         if watch:
             argv.append("--watch")
         root = str(Path(spotbench.__file__).resolve().parent.parent)
         env = {**os.environ, "PYTHONPATH": _prepend(root, os.environ.get("PYTHONPATH"))}
-        with open(self.log_path(name), "ab") as log:
+        with open_private_append(self.log_path(name)) as log:
             done = subprocess.run(["/bin/sh", "-c", '"$@" &', "spotbench-spawn", *argv], env=env,
                                   stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                   start_new_session=True, timeout=30)

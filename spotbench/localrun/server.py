@@ -11,6 +11,7 @@ from pathlib import Path
 
 import requests
 
+from spotbench._private import open_private_append, private_dir
 from spotbench.localrun.net import free_ports
 
 FUNCTIONS_SOURCE = Path(__file__).resolve().parents[2] / "functions" / "main.py"
@@ -38,8 +39,8 @@ class FunctionsServer:
         cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "functions_framework"]
         cmd += ["--target", "router", "--source", str(FUNCTIONS_SOURCE),
                 "--host", "127.0.0.1", "--port", str(self.port)]
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child's lifetime
+        private_dir(self.log_path.parent)
+        log = open_private_append(self.log_path)  # owned by the child's lifetime
         self.proc = subprocess.Popen(
             cmd, env={**os.environ, **self.env}, stdout=log, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

@@ -1,4 +1,5 @@
-"""Files a local sweep keeps under `.spotbench/<sweep>/` so that any spotbench process
+"""Files a local sweep keeps under `.spotbench/<sweep>/` (folder 0700, every file 0600:
+see `spotbench._private`) so that any spotbench process
 (the runner, `spotbench schedule …`, `spotbench status`) can find and steer it.
 
     cloud.db          the local cloud's SQLite instance table
@@ -15,14 +16,15 @@ import secrets
 from pathlib import Path
 from typing import Any
 
+from spotbench._private import FILE_MODE, private_dir, write_private
+
 DEFAULT_ROOT = Path(os.environ.get("SPOTBENCH_STATE_ROOT", ".spotbench"))
 
 
 class LocalState:
     def __init__(self, sweep: str, root: Path | str | None = None):
         self.sweep = sweep
-        self.dir = Path(root or DEFAULT_ROOT).resolve() / sweep
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.dir = private_dir(Path(root or DEFAULT_ROOT).resolve() / sweep)
 
     @property
     def db_path(self) -> Path:
@@ -32,7 +34,7 @@ class LocalState:
         """The sweep's secret, made on first use and kept (0600) for later processes."""
         path = self.dir / "secret"
         if not path.exists():
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
             with os.fdopen(fd, "w") as fh:
                 fh.write(secrets.token_hex(32))
         return path.read_text().strip()
@@ -42,9 +44,7 @@ class LocalState:
         return json.loads(path.read_text()) if path.exists() else {}
 
     def _write(self, name: str, data: dict[str, Any]) -> None:
-        tmp = self.dir / f".{name}.tmp"
-        tmp.write_text(json.dumps(data, indent=2, default=str))
-        tmp.replace(self.dir / name)
+        write_private(self.dir / name, json.dumps(data, indent=2, default=str))
 
     @property
     def functions(self) -> dict[str, Any]:

@@ -48,7 +48,7 @@ def peer(ctx: MemberContext) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     mode = os.environ.get("SPOTBENCH_OSU_TRANSPORT") or ("agent" if ctx.cloud == "local" else "ssh")
     if mode == "agent":
-        agent.serve(ctx.me.host, ctx.me.port, ctx.name, ctx.token, stop)
+        agent.serve(ctx.me.host, ctx.me.port, ctx.name, stop)
         return 0
     with tempfile.TemporaryDirectory(prefix="spotbench-sshd-") as tmp:
         sshd = ssh.peer_sshd_from_env(Path(tmp), ctx.me.port)

@@ -10,9 +10,10 @@ Wire protocol (one command per connection):
     agent → {"nonce": hex}\\n
     bridge → {"cmd": [argv…], "mac": hmac_sha256(key, nonce + "\\n" + json(cmd))}\\n
     agent → frames: 1 byte channel (1 stdout, 2 stderr, 3 exit code) + 4 byte length + data
-The key is derived from the peer's member token (random when it has none) and published
-in a per-user runtime directory (mode 0700, owner checked), so only the same local user —
-the launcher — can run commands; other users on the machine cannot.
+The key is random, made when the agent starts, and published in a per-user runtime
+directory (mode 0700, owner checked), so only the same local user — the launcher — can run
+commands; other users on the machine cannot. It is derived from nothing: neither a member
+token (which travels in env and HTTP headers) nor anything in the sweep's state gives it.
 """
 
 from __future__ import annotations
@@ -55,10 +56,9 @@ def key_path(member: str) -> Path:
     return runtime_dir() / f"{member}.agent-key"
 
 
-def publish_key(member: str, token: str | None) -> bytes:
-    """Make the agent key of `member` and write it 0600 for the launcher to read."""
-    seed = token.encode() if token else secrets.token_bytes(32)
-    key = hmac.new(seed, f"osu-exec-agent:{member}".encode(), hashlib.sha256).hexdigest()
+def publish_key(member: str) -> bytes:
+    """Make a random agent key for `member` and write it 0600 for the launcher to read."""
+    key = secrets.token_hex(32)
     path = key_path(member)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -188,9 +188,9 @@ class ExecAgent(socketserver.ThreadingTCPServer):
             kill_tree(pid)
 
 
-def serve(host: str, port: int, member: str, token: str | None, stop: threading.Event) -> None:
+def serve(host: str, port: int, member: str, stop: threading.Event) -> None:
     """Serve commands until `stop` is set, then kill whatever still runs."""
-    key = publish_key(member, token)
+    key = publish_key(member)
     server = ExecAgent(host, port, key)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
     thread.start()
