@@ -126,8 +126,25 @@ def handle_invocation(event: Any, context: Any) -> dict[str, Any]:
     return {"status": status, **payload}
 
 
+URL_ACTIONS = frozenset({"done"})  # the Lambdas that have a function URL (infra/aws/functions.py)
+
+
 def handler(event: Any, context: Any) -> dict[str, Any]:
-    """The Lambda entry point (`functions.lambda_handler.handler`)."""
-    if is_function_url_event(event):
+    """The Lambda entry point (`functions.lambda_handler.handler`).
+
+    `done` answers function-URL events only and `start`/`stop` direct invocations only: a
+    URL-shaped event on `start`/`stop` or a direct one on `done` was hand-made by someone
+    invoking the Lambda directly (IAM lets members call `done` through its URL only, see
+    infra/aws/identity.py), so it is refused whatever it claims.
+    """
+    via_url = is_function_url_event(event)
+    action = os.environ.get("SPOTBENCH_ACTION", "")
+    if via_url and action and action not in URL_ACTIONS:
+        log.warning("refused a function-URL event on %s, which has no function URL", action)
+        return _response(403, {"error": f"{action} has no function URL; it is invoked by its schedule"})
+    if not via_url and action in URL_ACTIONS:
+        log.warning("refused a direct invocation of %s", action)
+        return {"status": 403, "error": f"{action} is called through its function URL only"}
+    if via_url:
         return handle_function_url(event, context)
     return handle_invocation(event, context)

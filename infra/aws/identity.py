@@ -1,7 +1,8 @@
 """Who may do what: three roles, each allowed only its part.
 
 - instance role (members' instance profile): put objects under the sweep's results prefix,
-  pull the workload image from ECR, invoke the `done` function (URL, AWS_IAM) — nothing else.
+  pull the workload image from ECR, invoke the `done` function through its URL only
+  (`lambda:InvokedViaFunctionUrl`, `lambda:FunctionUrlAuthType = AWS_IAM`) — nothing else.
 - scheduler role (EventBridge Scheduler): invoke `start` and `stop` only.
 - Lambda role: `ec2:StartInstances`/`StopInstances` only on instances tagged
   `managed-by=spotbench` and this sweep (`aws:ResourceTag/...`), `ec2:DescribeInstances`
@@ -68,10 +69,12 @@ def instance_policy(bucket: str, prefix: str, done_arn: str, image: str | None) 
         {"Sid": "CallDone", "Effect": "Allow", "Action": "lambda:InvokeFunctionUrl",
          "Resource": done_arn,
          "Condition": {"StringEquals": {"lambda:FunctionUrlAuthType": "AWS_IAM"}}},
-        # Since Oct 2025 new function URLs also need lambda:InvokeFunction. A direct invoke
-        # of `done` is harmless: without a function-URL IAM caller it is refused.
+        # Since Oct 2025 a function-URL call also needs lambda:InvokeFunction; only through
+        # the URL: a direct Invoke could hand `done` a forged function-URL event naming
+        # another group's instance (the URL is what verifies the SigV4 signer).
         {"Sid": "CallDoneInvoke", "Effect": "Allow", "Action": "lambda:InvokeFunction",
-         "Resource": done_arn},
+         "Resource": done_arn,
+         "Condition": {"Bool": {"lambda:InvokedViaFunctionUrl": "true"}}},
     )
 
 
