@@ -95,13 +95,41 @@ def trial_counts(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def fmt(value: Any, digits: int = 2) -> str:
+    """A table cell: `digits` decimals at every magnitude (1076.29, never 1,076), no
+    thousands separator (cells stay machine-readable), `—` for a missing value."""
     if value is None or (isinstance(value, float) and pd.isna(value)):
         return "—"
     if isinstance(value, (int, float)):
-        if abs(value) >= 1000:
-            return f"{value:,.{max(0, digits - 2)}f}"
         return f"{value:.{digits}f}"
     return str(value)
+
+
+# Trials of one point whose coefficient of variation exceeds this are flagged in the report.
+SPREAD_FLAG_CV = 0.10
+
+
+def spread(values: pd.DataFrame) -> pd.DataFrame:
+    """Per row of `values` (one column per trial, NaN = no value): min, median, cv, n.
+
+    cv = sample standard deviation / mean (NaN with fewer than two values); `flag` marks
+    rows whose trials disagree beyond `SPREAD_FLAG_CV`.
+    """
+    out = pd.DataFrame(index=values.index)
+    out["min"] = values.min(axis=1, skipna=True)
+    out["median"] = values.median(axis=1, skipna=True)
+    mean = values.mean(axis=1, skipna=True)
+    std = values.std(axis=1, skipna=True, ddof=1)
+    out["cv"] = (std / mean).where(mean != 0)
+    out["n"] = values.notna().sum(axis=1)
+    out["flag"] = out["cv"] > SPREAD_FLAG_CV
+    return out
+
+
+def fmt_cv(cv: Any, flagged: bool) -> str:
+    """A CV cell as a percentage, `!` when the trials disagree beyond the threshold."""
+    if cv is None or pd.isna(cv):
+        return "—"
+    return f"{100 * cv:.2f}%" + (" !" if flagged else "")
 
 
 def size_label(size: int) -> str:

@@ -130,10 +130,10 @@ def section(df: pd.DataFrame, doc: Document, out_dir: Path, base: str | None = N
     shown["runs"] = table["runs"].astype(int).astype(str).to_numpy()  # by position: indexes differ
     shown["preempted"] = table["preempted"].astype(str).to_numpy()
     shown["VMs"] = [fmt(v, 0) for v in table["members"]]
-    shown["run time (s)"] = [fmt(v, 1) for v in table["seconds"]]
+    shown["run time (s)"] = [fmt(v, 2) for v in table["seconds"]]
     shown["cost per run (USD)"] = [fmt(v, 4) for v in table["cost_usd"]]
     if table["work_usd"].notna().any():
-        shown[f"time for {WORK_STEPS:,} steps (s)"] = [fmt(v, 1) for v in table["work_s"]]
+        shown[f"time for {WORK_STEPS:,} steps (s)"] = [fmt(v, 2) for v in table["work_s"]]
         shown[f"cost for {WORK_STEPS:,} steps (USD)"] = [fmt(v, 4) for v in table["work_usd"]]
     shown["normalised cost"] = [fmt(v, 2) for v in table["normalised"]]
     doc.add(TableBlock(shown, "Cost per configuration (means of complete runs)"))

@@ -17,7 +17,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
-from spotbench.report._data import fmt, size_label, trial_counts  # noqa: E402
+from spotbench.report._data import (  # noqa: E402
+    SPREAD_FLAG_CV, fmt, fmt_cv, size_label, spread, trial_counts,
+)
 from spotbench.report._doc import Document, Heading, Image, Para, TableBlock  # noqa: E402
 
 METRICS = {
@@ -27,10 +29,11 @@ METRICS = {
 
 
 def summary(df: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """Numeric table: index (config, size_bytes); columns = samples, `average`, `n`.
+    """Numeric table: index (config, size_bytes); columns = samples, `average`, `n`,
+    and the spread of the complete trials: `min`, `median`, `cv`, `flag` (see `_data.spread`).
 
-    Cells hold complete-run values; `average` and `n` use only those. Preempted values are
-    in columns named `<sample> (preempted)` when a trial has no complete value.
+    Cells hold complete-run values; `average`, `n` and the spread use only those. Preempted
+    values are in columns named `<sample> (preempted)` when a trial has no complete value.
     """
     sub = df[(df["workload"] == "osu") & (df["metric"] == metric) & df["size_bytes"].notna()]
     if sub.empty:
@@ -47,6 +50,9 @@ def summary(df: pd.DataFrame, metric: str) -> pd.DataFrame:
         table[s] = good[s] if s in good else float("nan")
     table["average"] = table[samples].mean(axis=1, skipna=True)
     table["n"] = table[samples].notna().sum(axis=1)
+    stats = spread(table[samples])
+    for col in ("min", "median", "cv", "flag"):
+        table[col] = stats[col]
     for s in samples:
         if s in cut:
             only_cut = cut[s].where(table[s].reindex(cut.index).isna())
@@ -60,9 +66,17 @@ def _sample_order(label: str) -> tuple[str, int]:
     return head, int(num) if num.isdigit() else 0
 
 
+STAT_COLUMNS = ("average", "n", "min", "median", "cv", "flag")
+
+
+def sample_columns(table: pd.DataFrame) -> list[str]:
+    return [c for c in table.columns if c not in STAT_COLUMNS and "(preempted)" not in c]
+
+
 def display(table: pd.DataFrame, cut: set[tuple[str, str]] = frozenset(), digits: int = 2) -> pd.DataFrame:
-    """Strings for the table: `v*` = preempted value, `preempted` = trial cut before it."""
-    samples = [c for c in table.columns if c not in ("average", "n") and "(preempted)" not in c]
+    """Strings for the table: `v*` = preempted value, `preempted` = trial cut before it;
+    after the average, the spread of the complete trials and how many there are."""
+    samples = sample_columns(table)
     out = pd.DataFrame(index=table.index)
     out.index = out.index.set_names(["instance type", "size (B)"])
     for s in samples:
@@ -78,20 +92,34 @@ def display(table: pd.DataFrame, cut: set[tuple[str, str]] = frozenset(), digits
                 cells.append(fmt(value, digits))
         out[s] = cells
     out["average"] = [fmt(v, digits) for v in table["average"]]
+    out["min"] = [fmt(v, digits) for v in table["min"]]
+    out["median"] = [fmt(v, digits) for v in table["median"]]
+    out["CV"] = [fmt_cv(v, f) for v, f in zip(table["cv"], table["flag"], strict=True)]
+    out["runs"] = [str(int(v)) for v in table["n"]]
     return out
 
 
+def plottable(table: pd.DataFrame) -> bool:
+    """A log-log plot needs a size > 0 with a positive average (the table has the rest)."""
+    sizes = table.index.get_level_values("size_bytes")
+    return bool(((sizes > 0) & (table["average"] > 0)).any())
+
+
 def plot(table: pd.DataFrame, metric: str, path: Path) -> Path:
+    """Average line and trial dots per configuration; 0-byte and non-positive values are left
+    out (a log axis has no 0); call only when `plottable(table)`."""
     name, unit, better = METRICS[metric]
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    samples = sample_columns(table)
     for config, sub in table.groupby(level="config"):
         sizes = sub.index.get_level_values("size_bytes")
-        keep = sizes > 0  # a log2 axis has no 0: the 0-byte latency is in the table
+        keep = (sizes > 0) & (sub["average"] > 0).to_numpy()
+        if not keep.any():
+            continue
         ax.plot(sizes[keep], sub["average"][keep], marker="o", ms=3, label=str(config))
-        samples = [c for c in sub.columns if c.startswith("trial") or " trial " in c]
         for s in samples:
-            if "(preempted)" not in s:
-                ax.scatter(sizes[keep], sub[s][keep], s=6, alpha=0.35, color="grey")
+            ok = keep & (sub[s] > 0).to_numpy()
+            ax.scatter(sizes[ok], sub[s][ok], s=6, alpha=0.35, color="grey")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: size_label(int(x)) if x >= 1 else ""))
@@ -132,11 +160,25 @@ def section(df: pd.DataFrame, doc: Document, out_dir: Path) -> tuple[list[Path],
         shown = display(table, cut)
         note = " `*` = value from a preempted/incomplete run, not in the average." if any(
             "(preempted)" in c for c in table.columns) else ""
-        doc.add(TableBlock(shown, f"OSU {metric} in {unit}: each trial and the average of complete trials.{note}"))
-        path = plot(table, metric, out_dir / f"osu_{metric}.png")
-        pngs.append(path)
-        doc.add(Image(path, f"OSU {metric} vs message size (average line; grey dots = trials)"))
-        long = table.reset_index().melt(id_vars=["config", "size_bytes"], var_name="column", value_name="value")
+        doc.add(TableBlock(shown, f"OSU {metric} in {unit}: each trial, the average of complete "
+                                  f"trials, their min, median and coefficient of variation (CV), "
+                                  f"and the count of runs behind the average.{note}"))
+        flagged = table[table["flag"]]
+        if not flagged.empty:
+            doc.add(Para(
+                f"Trials disagree (CV > {100 * SPREAD_FLAG_CV:.0f}%, marked `!`) at: "
+                + "; ".join(f"{c} {size_label(int(s))} B (CV {100 * cv:.2f}%)"
+                            for (c, s), cv in flagged["cv"].items())
+                + ". Treat these averages with care; more trials or a quieter machine help."
+            ))
+        if plottable(table):
+            path = plot(table, metric, out_dir / f"osu_{metric}.png")
+            pngs.append(path)
+            doc.add(Image(path, f"OSU {metric} vs message size (average line; grey dots = trials)"))
+        else:
+            doc.add(Para(f"No {metric} plot: a log-log plot needs a message size above 0 bytes "
+                         "with a positive value; the table has every measured value."))
+        long = table.drop(columns=["flag"]).reset_index().melt(id_vars=["config", "size_bytes"], var_name="column", value_name="value")
         long.insert(0, "table", f"osu_{metric}")
         long.insert(1, "unit", unit)
         exports.append(long)

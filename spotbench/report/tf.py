@@ -14,7 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from spotbench.report._data import fmt, trial_counts  # noqa: E402
+from spotbench.report._data import SPREAD_FLAG_CV, fmt, fmt_cv, spread, trial_counts  # noqa: E402
 from spotbench.report._doc import Document, Heading, Image, Para, TableBlock  # noqa: E402
 
 METRICS = ["train_time_s", "steps", "steps_per_s", "examples_per_s", "test_accuracy", "test_loss"]
@@ -36,6 +36,14 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
                                values="value", aggfunc="mean")
     table = per_trial.groupby(level=["config", "workers"]).mean()
     table["n"] = per_trial.groupby(level=["config", "workers"]).size()
+    if "train_time_s" in per_trial:  # spread of the training time over the complete trials
+        times = per_trial["train_time_s"].reset_index(level=["run", "trial"], drop=True)
+        table[["train_time_min", "train_time_median", "train_time_cv"]] = float("nan")
+        table["train_time_flag"] = False
+        for key, values in times.groupby(level=["config", "workers"]):
+            stats = spread(pd.DataFrame([values.to_numpy()], index=[key]))
+            for col in ("min", "median", "cv", "flag"):
+                table.loc[key, f"train_time_{col}"] = stats.at[key, col]
     speedups = []
     for (config, workers), row in table.iterrows():
         base = table.loc[config] if config in table.index.get_level_values(0) else None
@@ -48,17 +56,21 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _core_notes(tf: pd.DataFrame) -> list[str]:
+    """Notes where the tasks of a run really shared one machine's cores: a local run (every
+    task is a process on this host). On a cloud every task has its own VM, so a VM with fewer
+    cores than the group has tasks is no contention and gets no note."""
     notes = []
     for (config, workers), sub in tf.groupby(["config", "workers"]):
+        if not (sub["cloud"] == "local").all():
+            continue
         cores = sub["cpu_count"].dropna()
         members = sub["members"].dropna()
         tasks = int(members.max()) if not members.empty else int(workers)
         if not cores.empty and int(cores.min()) < tasks:
-            local = (sub["cloud"] == "local").all()
             notes.append(
                 f"{config}, {workers} workers: {tasks} tasks shared {int(cores.min())} CPU cores"
-                + (" on one machine (local run): no speedup is expected; these numbers measure "
-                   "overhead, not scaling" if local else ": tasks competed for cores")
+                " on one machine (local run): tasks competed for cores, no speedup is "
+                "expected; these numbers measure overhead, not scaling"
             )
     return notes
 
@@ -101,18 +113,32 @@ def section(df: pd.DataFrame, doc: Document, out_dir: Path) -> tuple[list[Path],
     shown = pd.DataFrame(index=table.index.set_names(["configuration", "workers"]))
     for col, label, digits in (("train_time_s", "training time (s)", 2), ("steps", "steps", 0),
                                ("test_accuracy", "accuracy", 4), ("steps_per_s", "steps/s", 2),
-                               ("examples_per_s", "examples/s", 1), ("speedup", "speedup vs 1 worker", 2),
-                               ("efficiency", "parallel efficiency", 2), ("n", "trials", 0)):
+                               ("examples_per_s", "examples/s", 2), ("speedup", "speedup vs 1 worker", 2),
+                               ("efficiency", "parallel efficiency", 2),
+                               ("train_time_min", "min time (s)", 2),
+                               ("train_time_median", "median time (s)", 2)):
         if col in table:
             shown[label] = [fmt(v, digits) for v in table[col]]
+    if "train_time_cv" in table:
+        shown["time CV"] = [fmt_cv(v, bool(f)) for v, f in
+                            zip(table["train_time_cv"], table["train_time_flag"], strict=True)]
+    shown["trials"] = [fmt(v, 0) for v in table["n"]]
     doc.add(TableBlock(shown, "Averages of complete trials; speedup = T(1 worker) / T(N workers), "
-                              "efficiency = speedup / N."))
+                              "efficiency = speedup / N; min, median and CV of the training "
+                              "time over those trials, and how many there are."))
+    if "train_time_flag" in table and table["train_time_flag"].astype(bool).any():
+        flagged = table[table["train_time_flag"].astype(bool)]
+        doc.add(Para(
+            f"Trials disagree (training time CV > {100 * SPREAD_FLAG_CV:.0f}%, marked `!`) at: "
+            + "; ".join(f"{c}, {w} workers (CV {100 * cv:.2f}%)"
+                        for (c, w), cv in flagged["train_time_cv"].items()) + "."
+        ))
     pngs = [
         _plot(table, "speedup", "speedup vs 1 worker", out_dir / "tf_speedup.png", ideal=True),
         _plot(table, "steps_per_s", "steps/s", out_dir / "tf_steps_per_s.png", ideal=False),
     ]
     doc.add(Image(pngs[0], "Speedup vs workers (dashed: ideal linear speedup)"),
             Image(pngs[1], "Training throughput (steps/s) vs workers"))
-    long = table.reset_index().melt(id_vars=["config", "workers"], var_name="column", value_name="value")
+    long = table.drop(columns=[c for c in table if c.endswith("_flag")]).reset_index().melt(id_vars=["config", "workers"], var_name="column", value_name="value")
     long.insert(0, "table", "tf")
     return pngs, [long]

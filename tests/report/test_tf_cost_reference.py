@@ -75,7 +75,7 @@ def test_full_report_files_and_cli(tf_store, tmp_path):
     for p in paths.png:
         assert p.stat().st_size > 1000
     md = paths.markdown.read_text()
-    assert "| n1-standard-2 | 4 | 80.00 | 1,000 | 0.9400 | 12.50 | 2.50 |" in md
+    assert "| n1-standard-2 | 4 | 80.00 | 1000 | 0.9400 | 12.50 | 2.50 |" in md
     assert "speedup vs 1 worker" in md and "normalised cost" in md
     assert "| n1-standard-2 | 4 | 2 | 1 | 6 |" in md  # cost table: runs, preempted, VMs
     page = paths.html.read_text()

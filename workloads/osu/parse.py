@@ -12,7 +12,9 @@ Older releases print `# Size          Latency (us)` before the `# Datatype` line
 adds a `Validation` column (Pass/Fail). The parser is strict: a missing title or header,
 a row with the wrong number of columns, a non-numeric or negative value, or sizes that do
 not increase is a `OsuParseError` naming the line, never a guess. `OsuStream` parses line by
-line so a launcher can record rows while the benchmark is still running.
+line so a launcher can record rows while the benchmark is still running; a line without its
+newline (the output ended mid-row, even when mpiexec exits 0) is held back and never becomes
+a value: "1024   107" may be "1024   1076.29" cut short.
 """
 
 from __future__ import annotations
@@ -63,11 +65,19 @@ class OsuStream:
         self.out: OsuOutput | None = None
         self._header_seen = False
         self._lineno = 0
+        self.unfinished: str | None = None  # a last line that never got its newline
 
     def _fail(self, line: str, why: str) -> OsuParseError:
         return OsuParseError(f"line {self._lineno}: {why}: {line.rstrip()!r}")
 
     def feed(self, line: str) -> tuple[int, float] | None:
+        """Parse one line as read from the output, newline included. A line without one is
+        the end of output cut mid-line: it is held in `unfinished`, not parsed."""
+        if self.unfinished is not None:
+            line, self.unfinished = self.unfinished + line, None
+        if not line.endswith("\n"):
+            self.unfinished = line if line.strip() else None
+            return None
         self._lineno += 1
         text = line.strip()
         if not text:
@@ -142,6 +152,9 @@ class OsuStream:
             raise OsuParseError("no '# Size …' column header in the output")
         if not partial and not self.out.rows:
             raise OsuParseError("the output has a header but no data rows")
+        if not partial and self.unfinished is not None:
+            raise OsuParseError(f"the output ends mid-line (no newline): {self.unfinished!r} "
+                                "was cut short and is not recorded")
         return self.out
 
 
@@ -149,8 +162,6 @@ def parse(text: str, *, partial: bool = False) -> OsuOutput:
     """Parse one benchmark's whole output. `partial=True` accepts a run cut short: an
     unfinished last line (no newline) is dropped and zero rows are allowed."""
     lines = text.splitlines(keepends=True)
-    if partial and lines and not lines[-1].endswith("\n"):
-        lines = lines[:-1]
     stream = OsuStream()
     for line in lines:
         stream.feed(line)
