@@ -26,8 +26,10 @@ from infra.aws.instances import (
     member_ips,
 )
 from infra.aws.network import AwsNetwork, AwsNetworkArgs
+from infra.aws.registry import AwsRegistry
 from infra.aws.scheduler import AwsScheduler, AwsSchedulerArgs, schedule_pair
 from infra.common import known_hosts, mpi_keys
+from spotbench.images import image_name, resolve_image
 from spotbench.plan import SERVICE_PORTS, sweep_labels
 from spotbench.spec import SweepSpec
 
@@ -61,14 +63,19 @@ class AwsSweep(pulumi.ComponentResource):
         self.network = AwsNetwork(f"{name}-net", AwsNetworkArgs(spec=spec, tags=tags, zone=spec.zone),
                                   child)
         self.bucket = ResultsBucket(f"{name}-results", ResultsBucketArgs(spec=spec, tags=tags), child)
-        image = (pulumi.Output.from_input(spec.image) if spec.image else
-                 aws.get_caller_identity_output(opts=invoke).account_id.apply(
-                     lambda a: f"{a}.dkr.ecr.{spec.region}.amazonaws.com/spotbench/"
-                               f"{spec.workload.name}:latest"))
+        gpu_of = {g.id: any(has_gpu(machine_type(g, m), g.accelerator) for m in g.members)
+                  for g in groups}
+        self.registry = AwsRegistry(
+            f"{name}-registry", sweep=spec.name, region=spec.region, tags=tags,
+            images=sorted({image_name(g.workload, gpu_of[g.id]) for g in groups}),
+            account=aws.get_caller_identity_output(opts=invoke).account_id, opts=child)
+        # the members may pull the spec's image, or any of the stack's repositories
+        pullable = (pulumi.Output.from_input(spec.image) if spec.image else
+                    self.registry.url.apply(lambda r: f"{r}/*"))
         self.identities = AwsIdentities(
             f"{name}-id",
             AwsIdentitiesArgs(sweep=spec.name, results_bucket=self.bucket.results_bucket,
-                              prefix=self.bucket.prefix, image=image, tags=tags),
+                              prefix=self.bucket.prefix, image=pullable, tags=tags),
             child,
         )
         ids = self.identities
@@ -103,7 +110,8 @@ class AwsSweep(pulumi.ComponentResource):
                     spec=spec, group=g, ips=ips, subnet_id=self.network.subnet.id,
                     security_group_id=self.network.security_group.id,
                     instance_profile=ids.instance_profile.name,
-                    amis=amis, image=image,
+                    amis=amis, image=self.registry.url.apply(
+                        lambda r, g=g: resolve_image(spec.image, r, g.workload, gpu_of[g.id])),
                     results_url=self.bucket.results_url, done_url=self.functions.urls["done"],
                     ssh=ssh,
                 ),
@@ -114,6 +122,7 @@ class AwsSweep(pulumi.ComponentResource):
         }
         self.outputs = {
             "bucket_url": self.bucket.results_url,
+            "image_registry": self.registry.url,
             "function_urls": dict(self.functions.urls),
             "function_arns": dict(arns),
             "groups": {gid: grp.instance_ids for gid, grp in self.groups.items()},

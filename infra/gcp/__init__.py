@@ -17,9 +17,11 @@ from infra.gcp.bucket import ResultsBucket, ResultsBucketArgs
 from infra.gcp.functions import GcpFunctions, GcpFunctionsArgs
 from infra.gcp.identity import GcpIdentities, GcpIdentitiesArgs
 from infra.gcp.network import GcpNetwork, GcpNetworkArgs
+from infra.gcp.registry import GcpRegistry
 from infra.gcp.scheduler import GcpScheduler, GcpSchedulerArgs, cron_pair
-from infra.gcp.vms import GcpRunGroup, GcpRunGroupArgs, default_image
+from infra.gcp.vms import GcpRunGroup, GcpRunGroupArgs
 from infra.common import known_hosts, mpi_keys
+from spotbench.images import resolve_image
 from spotbench.plan import SERVICE_PORTS
 from spotbench.spec import SweepSpec
 
@@ -94,7 +96,8 @@ class GcpSweep(pulumi.ComponentResource):
         if spec.workload.name == "osu":
             mpi = mpi_keys(name, self)
             ssh = mpi.keys
-        image = default_image(spec, project, region)
+        self.registry = GcpRegistry(f"{name}-registry", sweep=spec.name, project=project,
+                                    region=region, opts=child)
         self.groups = {
             g.id: GcpRunGroup(
                 g.id,
@@ -102,7 +105,9 @@ class GcpSweep(pulumi.ComponentResource):
                     spec=spec, group=g, project=project, region=region, zone=zone,
                     subnet=self.network.subnet.id, tag=self.network.tag,
                     vm_account=ids.vm.email, results_url=self.bucket.url,
-                    done_url=urls["done"], image=image, ssh=ssh,
+                    done_url=urls["done"], ssh=ssh,
+                    image=resolve_image(spec.image, self.registry.url, g.workload,
+                                        gpu=bool(g.accelerator)),
                 ),
                 pulumi.ResourceOptions(parent=self, depends_on=[self.network.firewall]),
             )
@@ -110,6 +115,7 @@ class GcpSweep(pulumi.ComponentResource):
         }
         self.outputs = {
             "bucket_url": self.bucket.url,
+            "image_registry": self.registry.url,
             "function_urls": dict(urls),
             "groups": {gid: grp.instance_names for gid, grp in self.groups.items()},
             "crons": {"start": crons[0], "stop": crons[1],

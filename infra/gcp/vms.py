@@ -49,12 +49,6 @@ def scheduling(spec: SweepSpec, *, gpu: bool, compact: bool, domain: int | None)
     return s
 
 
-def default_image(spec: SweepSpec, project: str, region: str) -> str:
-    return spec.image or (
-        f"{region}-docker.pkg.dev/{project}/spotbench/{spec.workload.name}:latest"
-    )
-
-
 @dataclass
 class GcpRunGroupArgs:
     spec: SweepSpec

@@ -148,7 +148,7 @@ def test_cloud_init_runs_image_with_member_context(osu):
         start = next(l for l in unit.splitlines() if l.startswith("ExecStart="))
         assert "docker run" in start and "--network host" in start
         assert "--env-file /var/lib/spotbench/env" in start
-        assert start.endswith(" us-central1-docker.pkg.dev/proj-1/spotbench/osu:latest")
+        assert start.endswith(" us-central1-docker.pkg.dev/proj-1/spotbench-gcp-osu/mpi:latest")
         assert "cos-extensions" not in unit
         key = _file(doc, "/var/lib/spotbench/ssh/id_ed25519")
         assert "PRIVATE KEY" in key
