@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: demo test setup setup-dev sshd clean bench lambda-layer
+.PHONY: demo test setup setup-dev sshd boot-tools clean bench lambda-layer images
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,10 +20,13 @@ $(VENV)/.installed-dev: $(BIN)/python pyproject.toml
 	touch $@ $(VENV)/.installed
 
 setup: $(VENV)/.installed          ## runtime install (local cloud, OSU, report)
-setup-dev: $(VENV)/.installed-dev sshd   ## everything the test suite needs
+setup-dev: $(VENV)/.installed-dev sshd boot-tools   ## everything the test suite needs
 
 sshd:                              ## openssh-server for the ssh/fabric tests
 	@bash scripts/ensure_sshd.sh
+
+boot-tools:                        ## cloud-init, shellcheck, nftables for tests/fidelity
+	@bash scripts/ensure_boot_tools.sh
 
 demo: setup                        ## a real OSU sweep on the local cloud
 	$(BIN)/spotbench run examples/osu-local.yaml

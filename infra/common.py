@@ -20,6 +20,7 @@ from pathlib import Path
 import pulumi
 from croniter import croniter
 
+from spotbench.images import IMAGE_GID, IMAGE_UID
 from spotbench.member import MemberContext
 from spotbench.plan import SERVICE_PORTS, RunGroup
 
@@ -282,6 +283,15 @@ def ssh_files(ssh_dir: str, ssh: SshKeys) -> list[dict[str, str]]:
              "content": line(ssh.host_public_openssh)},
         ]
     return files
+
+
+def key_owner_command(ssh_dir: str) -> str:
+    """ExecStartPre giving the key files to the uid the image runs as (`USER bench`).
+
+    cloud-init writes them root-owned 0600 (its `owner` takes names, and the host has no
+    `bench`); the container reads them as `IMAGE_UID`, so hand them over before each start.
+    """
+    return f"/bin/chown -R {IMAGE_UID}:{IMAGE_GID} {ssh_dir}"
 
 
 def env_file(env: Mapping[str, str]) -> str:

@@ -12,7 +12,8 @@ Contract of `RecordingMocks.new_resource` (what a program may rely on under mock
   (`<name>-id`), `name` (the resource name), `selfLink`, `url`, `uri`, `arn`, `email`
   (`<accountId or name>@<project>.iam.gserviceaccount.com`), `address`, `privateIp`,
   `ipAddress` (a stable private IPv4 derived from the resource name), `publicKeyOpenssh`,
-  `privateKeyOpenssh`, `privateKeyPem`, `publicKeyPem` (fake key text);
+  `privateKeyOpenssh`, `privateKeyPem`, `publicKeyPem` (fake key text; a `tls` private
+  key gets a real, fresh ED25519 pair, so a rendered boot can really log in with it);
 - `call` (provider functions) answers `{}` except a few common data sources (zones,
   caller identity, AMI / SSM lookups, GCP project / service-account lookups).
 """
@@ -71,6 +72,28 @@ def _stable_ip(name: str) -> str:
     return f"10.{digest[0]}.{digest[1]}.{2 + digest[2] % 250}"
 
 
+TLS_PRIVATE_KEY = "tls:index/privateKey:PrivateKey"
+
+
+def _ed25519_pair() -> dict[str, str]:
+    """A real ED25519 key pair in the shapes pulumi_tls outputs (OpenSSH + PEM)."""
+    from cryptography.hazmat.primitives import serialization as ser
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    key = Ed25519PrivateKey.generate()
+    pub = key.public_key()
+    return {
+        "privateKeyOpenssh": key.private_bytes(ser.Encoding.PEM, ser.PrivateFormat.OpenSSH,
+                                               ser.NoEncryption()).decode(),
+        "privateKeyPem": key.private_bytes(ser.Encoding.PEM, ser.PrivateFormat.PKCS8,
+                                           ser.NoEncryption()).decode(),
+        "publicKeyOpenssh": pub.public_bytes(ser.Encoding.OpenSSH,
+                                             ser.PublicFormat.OpenSSH).decode() + "\n",
+        "publicKeyPem": pub.public_bytes(ser.Encoding.PEM,
+                                         ser.PublicFormat.SubjectPublicKeyInfo).decode(),
+    }
+
+
 def _computed(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
     project = inputs.get("project") or PREVIEW_PROJECT
     service = typ.split(":")[1].split("/")[0] if ":" in typ else "resource"
@@ -91,6 +114,7 @@ def _computed(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
         "privateKeyOpenssh": f"-----BEGIN OPENSSH PRIVATE KEY-----\n{fake_key}\n-----END",
         "privateKeyPem": f"-----BEGIN PRIVATE KEY-----\n{fake_key}\n-----END",
         "publicKeyPem": f"-----BEGIN PUBLIC KEY-----\n{fake_key}\n-----END",
+        **(_ed25519_pair() if typ == TLS_PRIVATE_KEY else {}),
     }
 
 

@@ -17,7 +17,14 @@ from collections.abc import Mapping
 
 import yaml
 
-from infra.common import SSH_DIR_IN_CONTAINER, SshKeys, env_file, ssh_files, workload_unit
+from infra.common import (
+    SSH_DIR_IN_CONTAINER,
+    SshKeys,
+    env_file,
+    key_owner_command,
+    ssh_files,
+    workload_unit,
+)
 
 STATE_DIR = "/var/lib/spotbench"
 ENV_FILE = f"{STATE_DIR}/env"
@@ -55,6 +62,8 @@ def unit(image: str, *, gpu: bool, ssh: bool) -> str:
         login = (f"aws ecr get-login-password --region {region} | "
                  f"docker login --username AWS --password-stdin {host}")
         pre.append(f"/bin/sh -c {shlex.quote(login)}")
+    if ssh:
+        pre.append(key_owner_command(SSH_DIR))
     pre.append(f"-/usr/bin/docker rm -f {CONTAINER}")
     return workload_unit(pre=pre, start=docker_command(image, gpu=gpu, ssh=ssh), home=STATE_DIR,
                          timeout_stop_s=STOP_TIMEOUT_S + 10, install=True)

@@ -15,7 +15,14 @@ from collections.abc import Mapping
 
 import yaml
 
-from infra.common import SSH_DIR_IN_CONTAINER, SshKeys, env_file, ssh_files, workload_unit
+from infra.common import (
+    SSH_DIR_IN_CONTAINER,
+    SshKeys,
+    env_file,
+    key_owner_command,
+    ssh_files,
+    workload_unit,
+)
 
 STATE_DIR = "/var/lib/spotbench"
 ENV_FILE = f"{STATE_DIR}/env"
@@ -59,6 +66,8 @@ def _unit(image: str, *, gpu_count: int, ssh: bool) -> str:
                 "/bin/mount -o remount,exec /var/lib/nvidia"]
     if registry.endswith(("pkg.dev", "gcr.io")):
         pre.append(f"/usr/bin/docker-credential-gcr configure-docker --registries={registry}")
+    if ssh:
+        pre.append(key_owner_command(SSH_DIR))
     pre.append(f"-/usr/bin/docker rm -f {CONTAINER}")
     return workload_unit(pre=pre, start=docker_command(image, gpu_count=gpu_count, ssh=ssh),
                          home=STATE_DIR, timeout_stop_s=28)

@@ -1,0 +1,316 @@
+"""Boot simulation: render what a VM boots, check it, and boot it — as the VM sees it.
+
+    docs = render("examples/gcp-osu.yaml", workload={...})   # Pulumi program under mocks
+    schema_errors(doc), shellcheck_errors(doc)                 # cloud-init 22.4, shellcheck
+    with Lab(tmp) as lab:                                       # root: netns + veth + mounts
+        vms = [lab.vm(d) for d in group_docs]                   # each member: its own netns
+        lab.boot(vm) ... lab.stop(vm)                           # with its declared IP
+
+`render` runs `infra/__main__.py` (the real program) under the recording mocks, so the
+user-data is what `pulumi up` would send (the mocks answer `tls` keys with real ED25519
+pairs). `Lab` gives each member its own network namespace on a bridge in a hub namespace
+(all created and removed here; private addresses only inside them), the hub serving the
+metadata endpoints and a stand-in `done` (tests/fidelity/hub.py); `tests.fidelity.vm` then
+executes the user-data with the shims of tests/fidelity/shims.py.
+
+What is swapped for local doubles, and only that: the results URL (gs://, s3://) becomes a
+shared file:// folder and the done URL the hub's, by replacing those two strings in the
+rendered document (`localize`). Keys, files, modes, owners, the unit, the docker command,
+the image's USER and entrypoint, addresses and ports are the rendered ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+
+from spotbench.member import ENV_KEY, MemberContext
+from spotbench.preview import PROGRAM, RecordingMocks, install, run_declarations
+from tests.fidelity import shims
+from tests.fidelity.hub import DONE_PORT, HUB_IP, METADATA_IP
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = {"gcp": {"gcp:project": "proj-sim", "gcp:region": "us-central1"},
+          "aws": {"aws:region": "us-east-1"}}
+INSTANCE = {"gcp": "gcp:compute/instance:Instance", "aws": "aws:ec2/instance:Instance"}
+
+
+@dataclass
+class Rendered:
+    cloud: str
+    name: str
+    user_data: str
+    ctx: MemberContext
+
+    @property
+    def doc(self) -> dict:
+        return yaml.safe_load(self.user_data)
+
+    def file(self, suffix: str) -> dict:
+        return next(f for f in self.doc["write_files"] if f["path"].endswith(suffix))
+
+    @property
+    def env(self) -> dict[str, str]:
+        return dict(line.split("=", 1) for line in self.file("/env")["content"].splitlines())
+
+    @property
+    def unit(self) -> dict[str, list[str]]:
+        return shims.parse_unit(self.file(".service")["content"])
+
+
+def spec_variant(example: str, tmp: Path, **over: Any) -> Path:
+    """The example spec with some fields replaced (e.g. fewer OSU iterations), as a file."""
+    data = yaml.safe_load((ROOT / example).read_text())
+    for key, value in over.items():
+        data[key] = {**data[key], **value} if isinstance(value, dict) else value
+    out = tmp / Path(example).name
+    out.write_text(yaml.safe_dump(data))
+    return out
+
+
+def render(spec_file: Path | str, mocks: RecordingMocks) -> list[Rendered]:
+    """Every member's user-data as the Pulumi program declares it (under `mocks`)."""
+    from spotbench.spec import load_spec
+
+    path = Path(spec_file) if Path(spec_file).is_absolute() else ROOT / spec_file
+    cloud = load_spec(path).cloud
+    install(mocks, stack="fidelity")
+    mocks.reset()
+    pulumi.runtime.set_all_config({**CONFIG[cloud], "spotbench:spec": str(path)})
+    try:
+        run_declarations(lambda: runpy.run_path(str(PROGRAM), run_name="__main__"))
+    finally:
+        pulumi.runtime.set_all_config({})
+    out = []
+    for inst in mocks.of_type(INSTANCE[cloud]):
+        if cloud == "gcp":
+            name, text = inst.inputs["name"], inst.inputs["metadata"]["user-data"]
+        else:
+            name, text = inst.inputs["tags"]["Name"], inst.inputs["userData"]
+        env = dict(line.split("=", 1) for line in next(
+            f["content"] for f in yaml.safe_load(text)["write_files"]
+            if f["path"].endswith("/env")).splitlines())
+        out.append(Rendered(cloud, name, text, MemberContext.model_validate_json(env[ENV_KEY])))
+    return out
+
+
+def groups(rendered: list[Rendered]) -> dict[str, list[Rendered]]:
+    out: dict[str, list[Rendered]] = {}
+    for r in rendered:
+        out.setdefault(r.ctx.group, []).append(r)
+    return out
+
+
+# ---- static checks -------------------------------------------------------------------
+def schema_errors(user_data: str) -> str:
+    """`cloud-init schema` on the document: '' when valid, else its report."""
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as fh:
+        fh.write(user_data)
+    try:
+        proc = subprocess.run(["cloud-init", "schema", "-c", fh.name], capture_output=True,
+                              text=True)
+    finally:
+        os.unlink(fh.name)
+    return "" if proc.returncode == 0 and "Valid cloud-config" in proc.stdout else (
+        proc.stdout + proc.stderr)
+
+
+def shell_of(rendered: Rendered) -> str:
+    """Every shell line the boot runs: runcmd, and each unit command (a `/bin/sh -c` body
+    on its own; `-`/`$$` as systemd reads them)."""
+    lines = []
+    for c in rendered.doc.get("runcmd", []):
+        lines.append(c if isinstance(c, str) else " ".join(map(shims.quote, c)))
+    for key in ("ExecStartPre", "ExecStart", "ExecStopPost"):
+        for command in rendered.unit.get(key, []):
+            argv, _ = shims._argv(command, {})
+            if argv[:2] == ["/bin/sh", "-c"]:
+                lines.append(argv[2])
+            else:
+                lines.append(" ".join(map(shims.quote, argv)))
+    return "#!/bin/sh\n" + "\n".join(lines) + "\n"
+
+
+def shellcheck_errors(script: str) -> str:
+    proc = subprocess.run(["shellcheck", "-s", "sh", "-"], input=script, capture_output=True,
+                          text=True)
+    return "" if proc.returncode == 0 else proc.stdout + proc.stderr
+
+
+# ---- the lab ------------------------------------------------------------------------------
+def localize(rendered: Rendered, results_url: str, done_url: str) -> str:
+    """The user-data with the cloud's results bucket and done URL swapped for local ones."""
+    text = rendered.user_data
+    assert rendered.ctx.results_url in text and rendered.ctx.done_url in text
+    return text.replace(rendered.ctx.results_url, results_url).replace(rendered.ctx.done_url,
+                                                                       done_url)
+
+
+def ip(*argv: str) -> None:
+    subprocess.run(["ip", *argv], check=True, capture_output=True)
+
+
+@dataclass
+class VM:
+    name: str
+    ip: str
+    netns: str
+    state: Path
+    cloud: str
+    boots: int = 0
+    proc: subprocess.Popen | None = None
+
+    def calls(self, program: str | None = None) -> list[dict]:
+        return shims.calls(self.state, program)
+
+    @property
+    def journal(self) -> str:
+        path = self.state / "journal.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    @property
+    def powered_off(self) -> bool:
+        return (self.state / "poweroff").exists()
+
+
+@dataclass
+class Lab:
+    tmp: Path
+    tag: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
+    vms: list[VM] = field(default_factory=list)
+    hub_proc: subprocess.Popen | None = None
+
+    @property
+    def hub(self) -> str:
+        return f"sbh{self.tag}"
+
+    @property
+    def done_url(self) -> str:
+        return f"http://{HUB_IP}:{DONE_PORT}/done"
+
+    def __enter__(self) -> Lab:
+        ip("netns", "add", self.hub)
+        ip("-n", self.hub, "link", "set", "lo", "up")
+        ip("-n", self.hub, "link", "add", "br0", "type", "bridge")
+        ip("-n", self.hub, "link", "set", "br0", "up")
+        for addr in (HUB_IP, METADATA_IP):
+            ip("-n", self.hub, "addr", "add", f"{addr}/32", "dev", "br0")
+        ip("-n", self.hub, "route", "add", "default", "dev", "br0")
+        hub_dir = self.tmp / "hub"
+        hub_dir.mkdir()
+        self.hub_dir = hub_dir
+        self.hub_proc = subprocess.Popen(
+            ["ip", "netns", "exec", self.hub, sys.executable, "-m", "tests.fidelity.hub",
+             str(hub_dir)], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        deadline = time.monotonic() + 20
+        while not (hub_dir / "hub.ready").exists():
+            assert self.hub_proc.poll() is None and time.monotonic() < deadline, "hub did not start"
+            time.sleep(0.05)
+        return self
+
+    def vm(self, name: str, address: str, cloud: str, user_data: str) -> VM:
+        i = len(self.vms)
+        netns = f"sbm{self.tag}{i}"
+        state = self.tmp / f"vm-{name}"
+        state.mkdir()
+        (state / "user-data").write_text(user_data)
+        ip("netns", "add", netns)
+        ip("link", "add", f"v{self.tag}{i}", "netns", self.hub, "type", "veth", "peer", "name",
+           "eth0", "netns", netns)
+        ip("-n", self.hub, "link", "set", f"v{self.tag}{i}", "master", "br0", "up")
+        ip("-n", netns, "link", "set", "lo", "up")
+        ip("-n", netns, "addr", "add", f"{address}/32", "dev", "eth0")
+        ip("-n", netns, "link", "set", "eth0", "up")
+        ip("-n", netns, "route", "add", "default", "dev", "eth0")
+        vm = VM(name, address, netns, state, cloud)
+        self.vms.append(vm)
+        return vm
+
+    def boot(self, vm: VM) -> VM:
+        vm.boots += 1
+        (vm.state / "poweroff").unlink(missing_ok=True)
+        (vm.state / "vm.json").write_text(json.dumps(
+            {"cloud": vm.cloud, "hostname": vm.name, "ip": vm.ip, "boot": vm.boots}))
+        vm.proc = subprocess.Popen(
+            ["ip", "netns", "exec", vm.netns, "unshare", "--mount", "--uts", "--propagation",
+             "private", sys.executable, "-m", "tests.fidelity.vm", str(vm.state)],
+            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        return vm
+
+    def wait(self, vm: VM, timeout: float) -> int | None:
+        """The boot's exit code (all units ended), or None if still running at `timeout`."""
+        assert vm.proc is not None
+        try:
+            return vm.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self, vm: VM, timeout: float = 30) -> None:
+        """Stop the instance: SIGTERM to the boot (systemd stops units), then kill."""
+        if vm.proc is None or vm.proc.poll() is not None:
+            return
+        vm.proc.send_signal(signal.SIGTERM)
+        try:
+            vm.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill(vm)
+
+    def kill(self, vm: VM) -> None:
+        out = subprocess.run(["ip", "netns", "pids", vm.netns], capture_output=True, text=True)
+        for pid in out.stdout.split():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+        if vm.proc is not None:
+            vm.proc.wait(timeout=10)
+
+    def done_calls(self) -> list[dict]:
+        path = self.hub_dir / "done.jsonl"
+        return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+    def nft(self, vm: VM, ruleset: str) -> None:
+        subprocess.run(["ip", "netns", "exec", vm.netns, "nft", "-f", "-"], input=ruleset,
+                       text=True, check=True, capture_output=True)
+
+    def __exit__(self, *exc: object) -> None:
+        for vm in self.vms:
+            self.kill(vm)
+        if self.hub_proc is not None:
+            self.hub_proc.kill()
+            self.hub_proc.wait(timeout=10)
+        for vm in self.vms:
+            subprocess.run(["ip", "netns", "del", vm.netns], capture_output=True)
+        subprocess.run(["ip", "netns", "del", self.hub], capture_output=True)
+
+
+def shared_results(tmp: Path, uid: int) -> tuple[str, Any]:
+    """A file:// results folder the image's uid can write, with an open run."""
+    from spotbench.results import ResultStore
+
+    folder = tmp / "results"
+    store = ResultStore(f"file://{folder}")
+    run = store.open_run()
+    for dirpath, dirnames, filenames in os.walk(folder):
+        for n in [dirpath, *(os.path.join(dirpath, f) for f in dirnames + filenames)]:
+            os.chown(n, uid, uid)
+    folder.chmod(0o755)
+    return store.url, (store, run)
+
+
+def cleanup_dir(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,364 @@
+"""The programs a simulated VM (`tests.fidelity.vm`) finds in /usr/bin instead of the real ones.
+
+- `systemctl`: daemon-reload, enable/disable, start [--no-block], poweroff — units run by
+  `run_unit` with systemd's semantics for ExecStartPre (`-` ignores failure), ExecStart,
+  ExecStopPost (`$EXIT_STATUS` …), `Environment=`, and SIGTERM on stop.
+- `docker`: `rm -f`, `login` and `run`. `run` accepts exactly the flags the boot path uses,
+  resolves the image to its `images/<name>/Dockerfile`, and starts the image's ENTRYPOINT
+  module from this checkout (the image's /app) as the Dockerfile's `USER` uid (setpriv),
+  in its own mount namespace with the `--volume`s bound (read-only when `:ro`), the image's
+  /etc/passwd user, `--env-file` verbatim and the image's ENV.
+- `cos-extensions`, `docker-credential-gcr`: COS tools the GCP unit calls; recorded only.
+
+Every call is appended to `STATE/calls.jsonl` (what the tests read back).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SHIMS = ("docker", "systemctl", "cos-extensions", "docker-credential-gcr")
+SYSTEMD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+VENV_BIN = Path(sys.executable).parent
+
+
+def quote(arg: str) -> str:
+    return shlex.quote(arg)
+
+
+def launcher(name: str, state: Path) -> str:
+    return (f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(REPO)!r})\n"
+            "from tests.fidelity.shims import main\n"
+            f"sys.exit(main({name!r}, {str(state)!r}, sys.argv[1:]))\n")
+
+
+def record(state: Path, **entry: object) -> None:
+    with open(Path(state) / "calls.jsonl", "a") as fh:
+        fh.write(json.dumps(entry) + "\n")
+
+
+def calls(state: Path, program: str | None = None) -> list[dict]:
+    path = Path(state) / "calls.jsonl"
+    if not path.exists():
+        return []
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [r for r in rows if program is None or r.get("program") == program]
+
+
+# ---- systemd -----------------------------------------------------------------------------
+def enabled_units(state: Path) -> list[str]:
+    path = state / "enabled"
+    return sorted(set(path.read_text().split())) if path.exists() else []
+
+
+def running_units(state: Path) -> list[int]:
+    pids = []
+    for pidfile in (state / "units").glob("*.pid") if (state / "units").exists() else []:
+        pid = int(pidfile.read_text())
+        try:
+            os.kill(pid, 0)
+            pids.append(pid)
+        except ProcessLookupError:
+            pidfile.unlink(missing_ok=True)
+    return pids
+
+
+def start_unit(state: Path, unit: str) -> subprocess.Popen:
+    (state / "units").mkdir(exist_ok=True)
+    env = {"PATH": SYSTEMD_PATH, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "tests.fidelity.shims", "unit", str(state), unit],
+                            env=env, cwd="/")
+    (state / "units" / f"{unit}.pid").write_text(str(proc.pid))
+    return proc
+
+
+def parse_unit(text: str) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", ";", "[")) or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        out.setdefault(key.strip(), []).append(value.strip())
+    return out
+
+
+def _argv(command: str, env: dict[str, str]) -> tuple[list[str], bool]:
+    """systemd's command line: `-` prefix = ignore failure; `$$` = `$`; ${VAR} expanded."""
+    ignore = command.startswith("-")
+    command = command.lstrip("-@:+!")
+    argv = shlex.split(command)
+    out = []
+    for a in argv:
+        a = re.sub(r"(?<!\$)\$\{(\w+)\}", lambda m: env.get(m.group(1), ""), a)
+        out.append(a.replace("$$", "$"))
+    return out, ignore
+
+
+def run_unit(state: Path, unit: str) -> int:
+    spec = parse_unit(Path(f"/etc/systemd/system/{unit}").read_text())
+    env = {"PATH": SYSTEMD_PATH, "LANG": "C.UTF-8"}
+    for assignment in spec.get("Environment", []):
+        for pair in shlex.split(assignment):
+            k, _, v = pair.partition("=")
+            env[k] = v
+    log = open(state / "journal.log", "a")  # noqa: SIM115
+    main_proc: list[subprocess.Popen] = []
+    stopped = []
+
+    def on_term(*_: object) -> None:
+        stopped.append(True)
+        if main_proc and main_proc[0].poll() is None:
+            main_proc[0].send_signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_term)
+
+    def run(phase: str, command: str, extra: dict[str, str] | None = None) -> int:
+        argv, ignore = _argv(command, env)
+        proc = subprocess.Popen(argv, env={**env, **(extra or {})}, stdout=log, stderr=log,
+                                stdin=subprocess.DEVNULL)
+        if phase == "main":
+            main_proc.append(proc)
+        rc = proc.wait()
+        record(state, program="systemd", unit=unit, phase=phase, argv=argv, rc=rc)
+        return 0 if ignore else rc
+
+    result, status = "success", 0
+    try:
+        for command in spec.get("ExecStartPre", []):
+            if stopped:
+                break
+            if run("pre", command) != 0:
+                result, status = "exit-code", 1
+                break
+        else:
+            for command in spec.get("ExecStart", []):
+                status = run("main", command)
+                if status != 0:
+                    result = "signal" if status < 0 else "exit-code"
+        for command in spec.get("ExecStopPost", []):
+            run("post", command, {"SERVICE_RESULT": result, "EXIT_CODE": "exited",
+                                  "EXIT_STATUS": str(status)})
+    finally:
+        (state / "units" / f"{unit}.pid").unlink(missing_ok=True)
+        record(state, program="systemd", unit=unit, phase="end", result=result, status=status)
+    return 0
+
+
+def systemctl(state: Path, argv: list[str]) -> int:
+    record(state, program="systemctl", argv=argv)
+    args = [a for a in argv if not a.startswith("--")]
+    verb, units = (args[0], args[1:]) if args else ("", [])
+    if verb == "daemon-reload":
+        return 0
+    if verb == "enable":
+        with open(state / "enabled", "a") as fh:
+            fh.write("".join(f"{u}\n" for u in units))
+        return 0
+    if verb == "disable":
+        return 0 if all(Path(f"/etc/systemd/system/{u}").exists() for u in units) else 1
+    if verb == "start":
+        for unit in units:
+            if not Path(f"/etc/systemd/system/{unit}").exists():
+                print(f"Failed to start {unit}: Unit {unit} not found.", file=sys.stderr)
+                return 5
+            proc = start_unit(state, unit)
+            if "--no-block" not in argv:
+                proc.wait()
+        return 0
+    if verb in ("poweroff", "halt"):
+        (state / "poweroff").write_text(str(time.time()))
+        return 0
+    print(f"systemctl shim: unsupported {argv}", file=sys.stderr)
+    return 1
+
+
+# ---- docker ------------------------------------------------------------------------------
+def dockerfile_for(image: str) -> Path | None:
+    name = image.rsplit("/", 1)[-1].split("@")[0].split(":")[0]
+    path = REPO / "images" / name / "Dockerfile"
+    return path if path.is_file() else None
+
+
+def image_config(dockerfile: Path) -> dict:
+    """USER (name, uid from its `useradd --uid`), ENTRYPOINT, ENV, WORKDIR of the final stage."""
+    from tests.images.test_dockerfiles import instructions
+
+    user, entry, env, workdir, uids = None, None, {}, "/", {}
+    for word, rest in instructions(dockerfile):
+        if word == "FROM":
+            user, entry, env, workdir = None, None, {}, "/"
+        elif word == "USER":
+            user = rest.split(":")[0]
+        elif word == "ENTRYPOINT":
+            entry = json.loads(rest)
+        elif word == "WORKDIR":
+            workdir = rest
+        elif word == "ENV":
+            for k, v in re.findall(r"(\w+)=(\"[^\"]*\"|\S+)", rest):
+                env[k] = v.strip('"')
+        elif word == "RUN":
+            for m in re.finditer(r"useradd\s+([^&;|]*)", rest):
+                words = shlex.split(m.group(1))
+                uid = next((words[i + 1] for i, w in enumerate(words)
+                            if w in ("--uid", "-u") and i + 1 < len(words)), None)
+                if uid:
+                    uids[words[-1]] = int(uid)
+    return {"user": user, "uid": uids.get(user) if user else 0, "entrypoint": entry, "env": env,
+            "workdir": workdir}
+
+
+def parse_run(argv: list[str]) -> dict:
+    out: dict = {"volumes": [], "devices": [], "gpus": None, "rm": False}
+    i = 0
+    with_value = {"--name": "name", "--network": "network", "--stop-timeout": "stop_timeout",
+                  "--env-file": "env_file", "--gpus": "gpus"}
+    while i < len(argv):
+        a = argv[i]
+        if a == "--rm":
+            out["rm"] = True
+        elif a in with_value:
+            out[with_value[a]] = argv[i + 1]
+            i += 1
+        elif a in ("--volume", "-v"):
+            out["volumes"].append(argv[i + 1])
+            i += 1
+        elif a == "--device":
+            out["devices"].append(argv[i + 1])
+            i += 1
+        elif a.startswith("-"):
+            raise SystemExit(f"docker shim: unknown flag {a}")
+        else:
+            out["image"], out["command"] = a, argv[i + 1:]
+            break
+        i += 1
+    return out
+
+
+def read_env_file(path: str) -> dict[str, str]:
+    env = {}
+    for line in Path(path).read_text().splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        env[key] = value if sep else os.environ.get(key, "")
+    return env
+
+
+def docker(state: Path, argv: list[str]) -> int:
+    if argv[:2] == ["rm", "-f"]:
+        record(state, program="docker", argv=argv)
+        print(f"Error response from daemon: No such container: {argv[2]}", file=sys.stderr)
+        return 1
+    if argv[:1] == ["login"]:
+        password = sys.stdin.read().strip()
+        record(state, program="docker", argv=argv, password_given=bool(password))
+        return 0 if password else 1
+    if argv[:1] != ["run"]:
+        record(state, program="docker", argv=argv)
+        print(f"docker shim: unsupported {argv}", file=sys.stderr)
+        return 125
+    run = parse_run(argv[1:])
+    record(state, program="docker", argv=argv, run=run)
+    dockerfile = dockerfile_for(run["image"])
+    if dockerfile is None:
+        print(f"Unable to find image '{run['image']}' (no images/<name>/Dockerfile)", file=sys.stderr)
+        return 125
+    if run.get("network") != "host":
+        print("docker shim: the workload needs --network host", file=sys.stderr)
+        return 125
+    for dev in run["devices"]:
+        if not Path(dev).exists():
+            print(f"docker: error gathering device information for {dev}", file=sys.stderr)
+            return 125
+    cfg = image_config(dockerfile)
+    env = {k: v for k, v in cfg["env"].items() if k != "PATH"}
+    env.update(read_env_file(run["env_file"]))
+    env.update({"PATH": f"{VENV_BIN}:/usr/local/bin:/usr/bin:/bin", "HOME": f"/home/{cfg['user']}",
+                "HOSTNAME": os.uname().nodename, "PYTHONPATH": str(REPO)})
+    spec = {"run": run, "image": cfg, "env": env}
+    (state / "container.json").write_text(json.dumps(spec))
+    os.execvpe("unshare", ["unshare", "--mount", "--propagation", "private", sys.executable,
+                           "-m", "tests.fidelity.shims", "container", str(state)],
+               {"PATH": SYSTEMD_PATH, "PYTHONPATH": str(REPO)})
+    return 127
+
+
+def expose_interpreter(state: Path) -> None:
+    """Let the image's uid reach this checkout's Python, as it reaches the image's own.
+
+    On a dev machine the interpreter may live under a root-only folder (~root/.pyenv); in the
+    container's mount namespace that folder is replaced by a tmpfs holding only the path to
+    the interpreter. An image's python (/usr/local/bin) needs no such help.
+    """
+    real = Path(os.path.realpath(sys.executable))
+    for parent in reversed(real.parents):
+        if parent == Path("/") or os.stat(parent).st_mode & 0o001:
+            continue
+        child = real.relative_to(parent).parts[0]
+        keep = state / "keep"
+        keep.mkdir(exist_ok=True)
+        subprocess.run(["mount", "--bind", str(parent / child), str(keep)], check=True)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", str(parent)],
+                       check=True)
+        (parent / child).mkdir()
+        subprocess.run(["mount", "--move", str(keep), str(parent / child)], check=True)
+        return
+
+
+def container(state: Path) -> int:
+    """Inside the container's mount namespace: mounts, the image's user, then its ENTRYPOINT."""
+    spec = json.loads((state / "container.json").read_text())
+    run, image = spec["run"], spec["image"]
+    uid = image["uid"]
+    user = image["user"]
+    subprocess.run(["mount", "-t", "tmpfs", "tmpfs", "/home"], check=True)
+    home = Path(f"/home/{user}")
+    home.mkdir()
+    os.chown(home, uid, uid)
+    passwd = state / "container-passwd"
+    lines = [line for line in Path("/etc/passwd").read_text().splitlines()
+             if line.split(":")[2] != str(uid)]
+    passwd.write_text("\n".join([*lines, f"{user}:x:{uid}:{uid}::{home}:/bin/sh"]) + "\n")
+    subprocess.run(["mount", "--bind", str(passwd), "/etc/passwd"], check=True)
+    for volume in run["volumes"]:
+        src, dst, *mode = volume.split(":")
+        Path(dst).mkdir(parents=True, exist_ok=True)
+        subprocess.run(["mount", "--bind", src, dst], check=True)
+        if mode == ["ro"]:
+            subprocess.run(["mount", "-o", "remount,bind,ro", dst], check=True)
+    expose_interpreter(state)
+    entry = list(image["entrypoint"]) + list(run.get("command") or [])
+    if Path(entry[0]).name in ("python", "python3"):
+        entry[0] = sys.executable
+    os.chdir(REPO)
+    os.execvpe("setpriv", ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                           "--", *entry], spec["env"])
+    return 127
+
+
+def main(name: str, state: str, argv: list[str]) -> int:
+    st = Path(state)
+    if name == "systemctl":
+        return systemctl(st, argv)
+    if name == "docker":
+        return docker(st, argv)
+    record(st, program=name, argv=argv)
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "unit":
+        sys.exit(run_unit(Path(sys.argv[2]), sys.argv[3]))
+    if sys.argv[1] == "container":
+        sys.exit(container(Path(sys.argv[2])))
+    sys.exit(2)

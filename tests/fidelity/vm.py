@@ -1,0 +1,133 @@
+"""One simulated VM boot: `python -m tests.fidelity.vm STATE_DIR` run by `boot.Lab` inside the
+member's own network namespace and a fresh mount + UTS namespace (root on this machine).
+
+What the VM sees, built from the state dir (`vm.json` says cloud, hostname, ip, boot number):
+- `/etc` is an overlay (upper in the state dir; wiped per boot on gcp, where COS's /etc is
+  not persistent, kept on aws), with the member's own `/etc/hosts` lines (its name, and
+  `metadata.google.internal` → 169.254.169.254 served by the lab's hub);
+- `/var/lib` is the state dir's own (persistent) folder: `/var/lib/spotbench` is the VM's;
+- `/usr/bin` is an overlay holding the shims (`docker`, `systemctl`, `cos-extensions`,
+  `docker-credential-gcr`) written by `boot.Lab`;
+- `/proc/sys/kernel/random/boot_id` is a fresh id per boot.
+
+Then it does what cloud-init does with the user-data (write_files with their modes and
+owners, then runcmd as one `/bin/sh` script) — every boot on gcp (COS re-applies them),
+the first boot only on aws — starts the units `systemctl enable`d earlier (systemd would at
+boot), and waits for the units to end. SIGTERM (the instance being stopped) is passed to
+the running units, as systemd does at shutdown.
+"""
+
+from __future__ import annotations
+
+import grp
+import json
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import yaml
+
+from tests.fidelity import shims
+
+
+def sh(*argv: str) -> None:
+    subprocess.run(list(argv), check=True)
+
+
+def overlay(target: str, state: Path, name: str, fresh: bool) -> Path:
+    upper, work = state / f"{name}-upper", state / f"{name}-work"
+    if fresh:
+        shutil.rmtree(upper, ignore_errors=True)
+    shutil.rmtree(work, ignore_errors=True)
+    upper.mkdir(parents=True, exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
+    sh("mount", "-t", "overlay", "overlay", "-o",
+       f"lowerdir={target},upperdir={upper},workdir={work}", target)
+    return upper
+
+
+def chown_by_name(path: Path, owner: str) -> None:
+    """cloud-init's `owner: user[:group]` (names, resolved on the host)."""
+    user, _, group = owner.partition(":")
+    uid = pwd.getpwnam(user).pw_uid if user else -1
+    gid = grp.getgrnam(group).gr_gid if group else -1
+    os.chown(path, uid, gid)
+
+
+def cloud_init(userdata: str, journal: Path) -> int:
+    assert userdata.startswith("#cloud-config\n"), "user-data must start with #cloud-config"
+    doc = yaml.safe_load(userdata) or {}
+    for f in doc.get("write_files", []):
+        path = Path(f["path"])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f.get("content", ""))
+        os.chmod(path, int(str(f.get("permissions", "0644")), 8))
+        chown_by_name(path, f.get("owner", "root:root"))
+    script = "#!/bin/sh\n" + "".join(
+        (c if isinstance(c, str) else " ".join(map(shims.quote, c))) + "\n"
+        for c in doc.get("runcmd", []))
+    with open(journal, "a") as log:
+        return subprocess.run(["/bin/sh", "-c", script], stdout=log, stderr=log).returncode
+
+
+def main(state: Path) -> int:
+    vm = json.loads((state / "vm.json").read_text())
+    boot = int(vm["boot"])
+    journal = state / "journal.log"
+    sh("hostname", vm["hostname"])
+    gcp = vm["cloud"] == "gcp"
+    overlay("/etc", state, "etc", fresh=gcp)
+    with open("/etc/hosts", "a") as hosts:
+        hosts.write(f"{vm['ip']} {vm['hostname']}\n169.254.169.254 metadata.google.internal\n")
+    varlib = state / "var-lib"
+    varlib.mkdir(exist_ok=True)
+    sh("mount", "--bind", str(varlib), "/var/lib")
+    bin_upper = overlay("/usr/bin", state, "usrbin", fresh=True)
+    for name in shims.SHIMS:
+        target = bin_upper / name
+        target.write_text(shims.launcher(name, state))
+        target.chmod(0o755)
+    boot_id = state / "boot_id"
+    boot_id.write_text(f"{uuid.uuid4()}\n")
+    sh("mount", "--bind", str(boot_id), "/proc/sys/kernel/random/boot_id")
+    with open(journal, "a") as log:
+        log.write(f"--- boot {boot} of {vm['hostname']}\n")
+
+    runners: list[subprocess.Popen] = []
+    stopping = []
+
+    def on_term(*_: object) -> None:
+        stopping.append(True)
+        for proc in shims.running_units(state):
+            try:
+                os.kill(proc, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    signal.signal(signal.SIGTERM, on_term)
+    if gcp or not (state / "cloud-init.done").exists():
+        rc = cloud_init((state / "user-data").read_text(), journal)
+        (state / "cloud-init.done").write_text(str(rc))
+    for unit in shims.enabled_units(state):
+        runners.append(shims.start_unit(state, unit))
+    # units started by `systemctl start` (runcmd) run as children of the shim: wait for all
+    while True:
+        alive = shims.running_units(state)
+        if not alive:
+            break
+        if (state / "poweroff").exists() and not stopping:
+            on_term()
+        time.sleep(0.2)
+    for r in runners:
+        r.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1])))
