@@ -30,7 +30,7 @@ from typing import Any
 
 from spotbench import control
 from spotbench.auth import Caller, Forbidden, Unauthorized
-from spotbench.clouds import Cloud, get_cloud
+from spotbench.clouds import Cloud, Provider, get_provider
 from spotbench.results import ResultStore
 from spotbench.spec import SpecError, SweepSpec, load_spec
 
@@ -47,7 +47,7 @@ class ConfigError(RuntimeError):
 class FunctionConfig:
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
-    def _need(self, key: str) -> str:
+    def need(self, key: str) -> str:
         value = self.env.get(key)
         if not value:
             raise ConfigError(f"environment variable {key} is not set")
@@ -59,7 +59,7 @@ class FunctionConfig:
 
     @cached_property
     def spec(self) -> SweepSpec:
-        raw = self._need("SPOTBENCH_SPEC")
+        raw = self.need("SPOTBENCH_SPEC")
         try:
             if raw.lstrip().startswith("{"):
                 return load_spec(json.loads(raw), origin="SPOTBENCH_SPEC")
@@ -69,27 +69,19 @@ class FunctionConfig:
 
     @cached_property
     def state_dir(self) -> Path:
-        return Path(self._need("SPOTBENCH_STATE_DIR"))
+        return Path(self.need("SPOTBENCH_STATE_DIR"))
 
     @cached_property
     def secret(self) -> str:
         return (self.state_dir / "secret").read_text().strip()
 
     @cached_property
+    def provider(self) -> Provider:
+        return get_provider(self.cloud_name)
+
+    @cached_property
     def cloud(self) -> Cloud:
-        spec = self.spec
-        if self.cloud_name == "local":
-            grace = float(self.env.get("SPOTBENCH_GRACE_S", "30"))
-            return get_cloud(
-                "local", db_path=self.state_dir / "cloud.db", grace_s=grace,
-                log_dir=self.state_dir / "logs",
-            )
-        if self.cloud_name == "gcp":
-            return get_cloud(
-                "gcp", project=self.env.get("SPOTBENCH_GCP_PROJECT") or spec.gcp.project,
-                zones=[spec.zone], api_endpoint=self.env.get("SPOTBENCH_GCP_API_ENDPOINT"),
-            )
-        return get_cloud("aws", region=spec.region, endpoint_url=self.env.get("AWS_ENDPOINT_URL"))
+        return self.provider.cloud(self.spec, self.env)
 
     @cached_property
     def sweep(self) -> control.Sweep:
@@ -99,23 +91,8 @@ class FunctionConfig:
 
 
 def authenticate(headers: Mapping[str, str], config: FunctionConfig) -> Caller:
-    """Who is calling (local bearer token or GCP ID token); raises Unauthorized/Forbidden."""
-    if config.cloud_name == "local":
-        from spotbench.auth.local import caller_from_headers
-
-        return caller_from_headers(headers, config.secret)
-    if config.cloud_name == "gcp":
-        from spotbench.auth.gcp import caller_from_headers as gcp_caller
-
-        return gcp_caller(
-            headers,
-            audience=config._need("SPOTBENCH_AUDIENCE"),
-            scheduler_accounts=[
-                a for a in config.env.get("SPOTBENCH_SCHEDULER_ACCOUNTS", "").split(",") if a
-            ],
-            project=config.env.get("SPOTBENCH_GCP_PROJECT") or config.spec.gcp.project or "",
-        )
-    raise ConfigError("on aws, callers are authenticated by the Lambda adapter")
+    """Who is calling, as the sweep's cloud proves it; raises Unauthorized/Forbidden."""
+    return config.provider.authenticate(headers, config)
 
 
 def handle(action: str, body: Any, caller: Caller, config: FunctionConfig) -> tuple[int, dict]:

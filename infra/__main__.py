@@ -5,6 +5,7 @@ inline object; it goes through the same `load_spec` as the CLI, so a bad spec fa
 `pulumi up`/`preview` with the same messages.
 """
 
+import importlib
 import sys
 from pathlib import Path
 
@@ -15,19 +16,16 @@ import pulumi
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from infra.config import spec_from_config  # noqa: E402
+from spotbench.clouds import get_provider  # noqa: E402
 
 spec = spec_from_config(pulumi.Config("spotbench"))
 
-if spec.cloud == "gcp":
-    from infra.gcp import GcpSweep, GcpSweepArgs
-
-    GcpSweep(spec.name, GcpSweepArgs(spec=spec))
-elif spec.cloud == "aws":
-    from infra.aws import AwsSweep, AwsSweepArgs
-
-    AwsSweep(spec.name, AwsSweepArgs(spec=spec))
-else:
+component = get_provider(spec.cloud).stack_component  # e.g. "infra.gcp:GcpSweep"
+if component is None:
     raise pulumi.RunError(
         f"spec {spec.name!r} is for cloud {spec.cloud!r}; Pulumi deploys gcp and aws sweeps. "
         "Run local sweeps with `spotbench run SPEC`."
     )
+module, _, cls = component.partition(":")
+sweep_class = getattr(importlib.import_module(module), cls)
+sweep_class(spec.name, sweep_class.Args(spec=spec))

@@ -1,9 +1,9 @@
 """The VM side of self-stop: call the sweep's `done` function for this member's group.
 
-Auth per cloud: `local` sends the member's bearer token; `gcp` fetches the VM's identity
-token from the metadata server (audience = the done URL, `format=full` so the function can
-read the instance name and zone from its claims); `aws` signs the request with the instance
-role (SigV4, see `spotbench.auth.aws`). Connection errors and 5xx answers are retried with
+Auth per cloud (the provider's `post_done`): `local` sends the member's bearer token; `gcp`
+fetches the VM's identity token from the metadata server (audience = the done URL,
+`format=full` so the function can read the instance name and zone from its claims); `aws`
+signs the request with the instance role (SigV4, see `spotbench.auth.aws`). Connection errors and 5xx answers are retried with
 backoff; 4xx answers are final and raised with the function's JSON error.
 """
 
@@ -12,12 +12,8 @@ from __future__ import annotations
 import requests
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
+from spotbench.clouds import get_provider
 from spotbench.member import MemberContext
-
-GCP_METADATA_IDENTITY = (
-    "http://metadata.google.internal/computeMetadata/v1/instance/service-accounts/default/identity"
-)
-
 
 class DoneError(RuntimeError):
     pass
@@ -29,29 +25,9 @@ def _retryable(exc: BaseException) -> bool:
     return isinstance(exc, requests.HTTPError) and exc.response is not None and exc.response.status_code >= 500
 
 
-def gcp_identity_token(audience: str, timeout: float = 10) -> str:
-    resp = requests.get(
-        GCP_METADATA_IDENTITY,
-        params={"audience": audience, "format": "full"},
-        headers={"Metadata-Flavor": "Google"},
-        timeout=timeout,
-    )
-    resp.raise_for_status()
-    return resp.text.strip()
-
-
 def _send(ctx: MemberContext, body: dict, timeout: float) -> requests.Response:
     assert ctx.done_url
-    if ctx.cloud == "aws":
-        from spotbench.auth.aws import signed_post  # needs botocore; only on AWS VMs
-
-        return signed_post(ctx.done_url, body, timeout=timeout)
-    headers = {}
-    if ctx.cloud == "gcp":
-        headers["Authorization"] = f"Bearer {gcp_identity_token(ctx.done_url)}"
-    elif ctx.token:
-        headers["Authorization"] = f"Bearer {ctx.token}"
-    return requests.post(ctx.done_url, json=body, headers=headers, timeout=timeout)
+    return get_provider(ctx.cloud).post_done(ctx, body, timeout)
 
 
 @retry(

@@ -14,6 +14,7 @@ from typing import Any
 
 from croniter import croniter
 
+from spotbench.clouds import get_provider
 from spotbench.costs import (
     HOURS_PER_MONTH, Catalog, billed_seconds, instance_hourly, region_of, run_seconds,
 )
@@ -21,7 +22,6 @@ from spotbench.plan import RunGroup
 from spotbench.results import Result, ResultStore
 from spotbench.spec import MATRIX_MACHINE_KEYS, SweepSpec
 
-BOOT_S = {"local": 0.0, "gcp": 60.0, "aws": 60.0}  # start → workload running (assumed)
 FUNCTION_MEMORY_GB = 0.25
 FUNCTION_SECONDS = 0.5
 
@@ -86,16 +86,8 @@ def group_hourly(spec: SweepSpec, group: RunGroup, catalog: Catalog) -> tuple[fl
 def group_cost_usd(spec: SweepSpec, group: RunGroup, catalog: Catalog, run_s: float) -> float:
     """Compute + GPU of one group run of `run_s` seconds (boot added, minimum minute)."""
     machine, gpu = group_hourly(spec, group, catalog)
-    billed = billed_seconds(run_s + BOOT_S.get(spec.cloud, 60.0))
+    billed = billed_seconds(run_s + get_provider(spec.cloud).boot_s)
     return (machine + gpu) * billed / 3600 * len(group.members)
-
-
-def _disk(spec: SweepSpec) -> tuple[str, float]:
-    if spec.cloud == "gcp":
-        return "pd-balanced", float(spec.gcp.boot_disk_gb)
-    if spec.cloud == "aws":
-        return "gp3", float(spec.aws.root_volume_gb)
-    return "local", 0.0
 
 
 def _earlier_run_s(group: RunGroup, records: list[Result]) -> list[float]:
@@ -131,7 +123,7 @@ def estimate(spec: SweepSpec, catalog: Catalog, *, now: datetime | None = None,
         except (FileNotFoundError, OSError, ValueError):
             records = []
     region = spec_region(spec)
-    boot = BOOT_S.get(spec.cloud, 60.0)
+    boot = get_provider(spec.cloud).boot_s
     deadline_s = spec.deadline.total_seconds()
     groups: list[GroupCost] = []
     for g in spec.plan():
@@ -151,9 +143,9 @@ def estimate(spec: SweepSpec, catalog: Catalog, *, now: datetime | None = None,
     instance_s = sum(g.billed_s * g.members for g in groups)
     compute = sum(g.compute_usd for g in groups)
     gpu_usd = sum(g.gpu_usd for g in groups)
-    disk_name, disk_gb = _disk(spec)
+    disk_name, disk_gb = get_provider(spec.cloud).disk(spec)
     disk_row = catalog.get(spec.cloud, region, "disk", disk_name)
-    sched_row = catalog.get(spec.cloud, region, "scheduler", _scheduler_item(spec.cloud))
+    sched_row = catalog.get(spec.cloud, region, "scheduler", get_provider(spec.cloud).scheduler_item)
     inv_row = catalog.get(spec.cloud, region, "function", "invocation")
     gbs_row = catalog.get(spec.cloud, region, "function", "gb-second")
     invocations = 2 + len(groups)  # start + stop from the scheduler, one `done` per group
@@ -216,7 +208,3 @@ def estimate(spec: SweepSpec, catalog: Catalog, *, now: datetime | None = None,
         self_stop_saving_month=saving_tick * ticks if ticks is not None else None,
         assumptions=assumptions,
     )
-
-
-def _scheduler_item(cloud: str) -> str:
-    return {"gcp": "cloud-scheduler-job", "aws": "eventbridge-schedule"}.get(cloud, "in-process-cron")

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from spotbench.clouds.provider import get_provider
 from spotbench.plan import Member, RunGroup
 
 ENV_KEY = "SPOTBENCH_CONTEXT"
@@ -106,6 +107,12 @@ class MemberContext(BaseModel):
 
     def peers(self, role: str | None = None) -> list[Peer]:
         return [p for p in self.members if role is None or p.role == role]
+
+    @property
+    def shares_host(self) -> bool:
+        """The group's members run on this one machine (the local cloud): ports are picked
+        free, MPI reaches peers through their exec agent, tasks share the cores."""
+        return get_provider(self.cloud).shares_host
 
     @property
     def me(self) -> Peer:

@@ -12,23 +12,21 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from spotbench.clouds.provider import get_provider
+from spotbench.labels import GROUP_LABEL, MANAGED_BY, ROLE_LABEL, SWEEP_LABEL, sweep_labels
 from spotbench.spec import OsuParams, SweepSpec, TfMnistParams
 
-MANAGED_BY = {"managed-by": "spotbench"}
-SWEEP_LABEL = "spotbench-sweep"
-GROUP_LABEL = "spotbench-group"
-ROLE_LABEL = "spotbench-role"
+__all__ = [
+    "GROUP_LABEL", "MANAGED_BY", "ROLE_LABEL", "SWEEP_LABEL", "Member", "RunGroup", "plan",
+    "sweep_labels",
+]
+
 
 # The port each workload's members listen on, on clouds (the local cloud picks free ports):
 # osu → the container's sshd that mpiexec's launcher reaches; tf-mnist → TF's gRPC server.
 SERVICE_PORTS = {"osu": 2222, "tf-mnist": 2223}
 # The module a member runs (`python -m …`), also the container image's entrypoint.
 WORKLOAD_MODULES = {"osu": "workloads.osu", "tf-mnist": "workloads.tf_mnist"}
-
-
-def sweep_labels(sweep: str) -> dict[str, str]:
-    """Labels every resource of a sweep carries (what teardown and queries select on)."""
-    return {**MANAGED_BY, SWEEP_LABEL: sweep}
 
 
 @dataclass(frozen=True)
@@ -90,7 +88,7 @@ def point_key(point: dict[str, Any]) -> str:
 
 
 def plan(spec: SweepSpec) -> list[RunGroup]:
-    default_machine = "local" if spec.cloud == "local" else None
+    default_machine = get_provider(spec.cloud).default_machine_type
     groups: list[RunGroup] = []
     for point in spec.points():
         params = spec.params_for(point)

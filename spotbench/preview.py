@@ -31,9 +31,11 @@ from typing import Any
 
 import pulumi
 
+from spotbench.clouds import get_provider
+from spotbench.clouds.gcp import PREVIEW_PROJECT
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = PROJECT_ROOT / "infra" / "__main__.py"
-PREVIEW_PROJECT = "spotbench-preview"
 
 
 @dataclass
@@ -207,11 +209,7 @@ def preview(
     mocks = RecordingMocks()
     install(mocks)
     config = {"spotbench:spec": str(Path(spec_path).resolve())}
-    if spec.cloud == "gcp":
-        config["gcp:project"] = project or spec.gcp.project or PREVIEW_PROJECT
-        config["gcp:region"] = region or spec.region or (spec.zone or "us-central1-a")[:-2]
-    elif spec.cloud == "aws":
-        config["aws:region"] = region or spec.region or "us-east-1"
+    config |= get_provider(spec.cloud).stack_config(spec, project, region)
     pulumi.runtime.set_all_config(config)
     if str(PROJECT_ROOT) not in sys.path:  # `infra` is a top-level package of the checkout
         sys.path.insert(0, str(PROJECT_ROOT))

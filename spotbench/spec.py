@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from spotbench._spec_errors import SpecError, problems_from_validation
+from spotbench.clouds.provider import get_provider
 
 __all__ = [
     "SpecError",
@@ -220,10 +221,11 @@ class SweepSpec(_Strict):
                     f"role_machine_types.{role}: {self.workload.name} has no role {role!r}; "
                     f"its roles are {', '.join(sorted(roles))}"
                 )
-        if self.cloud == "gcp" and not self.zone:
-            raise ValueError("cloud 'gcp' needs 'zone' (e.g. us-central1-a)")
-        if self.cloud == "aws" and not self.region:
-            raise ValueError("cloud 'aws' needs 'region' (e.g. us-east-1)")
+        provider = get_provider(self.cloud)
+        if provider.location and not getattr(self, provider.location):
+            raise ValueError(
+                f"cloud '{self.cloud}' needs '{provider.location}' (e.g. {provider.location_example})"
+            )
         for value in self.matrix.get("placement", []):
             if value not in PLACEMENTS:
                 raise ValueError(
@@ -250,7 +252,7 @@ class SweepSpec(_Strict):
         """Groups that may run at once: the spec's value; on `local` one at a time."""
         if self.concurrency is not None:
             return self.concurrency
-        return 1 if self.cloud == "local" else None
+        return get_provider(self.cloud).default_concurrency
 
     def results_url(self, base_dir: Path | None = None) -> str:
         """Where results go. Local default: ./results/<name> as an absolute file:// URL."""

@@ -42,10 +42,12 @@ class AwsSweepArgs:
 
 
 class AwsSweep(pulumi.ComponentResource):
+    Args = AwsSweepArgs
+
     def __init__(self, name: str, args: AwsSweepArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("spotbench:aws:Sweep", name, None, opts)
         spec = args.spec
-        if spec.cloud != "aws" or not spec.region:
+        if not spec.region:
             raise pulumi.RunError(f"spec {spec.name!r} is not an aws spec with a region")
         if spec.zone and not spec.zone.startswith(spec.region):
             raise pulumi.RunError(f"spec {spec.name!r}: zone {spec.zone!r} is not in {spec.region}")

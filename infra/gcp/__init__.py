@@ -52,12 +52,12 @@ class GcpSweepArgs:
 
 
 class GcpSweep(pulumi.ComponentResource):
+    Args = GcpSweepArgs
+
     def __init__(self, name: str, args: GcpSweepArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("spotbench:gcp:Sweep", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         spec = args.spec
-        if spec.cloud != "gcp":
-            raise pulumi.RunError(f"spec {spec.name!r} is for cloud {spec.cloud!r}, not gcp")
         project, region, zone = resolve_location(spec)
         groups = spec.plan()
         crons = cron_pair(spec)  # fail before declaring anything

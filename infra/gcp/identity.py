@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-# spotbench.clouds.gcp: instances.aggregatedList (needs .list) → get → start/stop →
+# spotbench.clouds.gce: instances.aggregatedList (needs .list) → get → start/stop →
 # zoneOperations.get while waiting. Nothing else: no create/delete/setMetadata.
 FUNCTION_COMPUTE_PERMISSIONS = (
     "compute.instances.get",

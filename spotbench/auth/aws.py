@@ -9,7 +9,7 @@
   the caller is `Caller("member", "i-0abc…")`; the control logic then checks the instance's
   tags (sweep, group) before stopping anything.
 
-Only botocore is used here (signing); EC2 calls stay in `spotbench.clouds.aws`.
+Only botocore is used here (signing); EC2 calls stay in `spotbench.clouds.ec2`.
 """
 
 from __future__ import annotations

@@ -64,8 +64,10 @@ def run(
     by the real functions-framework server on 127.0.0.1; results go to the spec's results
     URL. Ctrl-C stops every group (nothing is left running).
     """
+    from spotbench.clouds import get_provider
+
     spec = spec_or_exit(spec_path)
-    if spec.cloud != "local":
+    if get_provider(spec.cloud).deployed_by_stack:
         fail(
             f"spec {spec.name} is for cloud {spec.cloud}: deploy it with `pulumi up` "
             f"(see docs/{spec.cloud}.md) or preview it with `spotbench preview {spec_path}`",

@@ -43,7 +43,7 @@ def status(
     except Exception as exc:  # noqa: BLE001 - status shows what it can
         err_console.print(f"[yellow]cannot reach {spec.cloud}:[/] {exc}")
     try:
-        control = control_for(spec, **({"root": root} if spec.cloud == "local" else {}))
+        control = control_for(spec, root)
     except Exception as exc:  # noqa: BLE001
         err_console.print(f"[yellow]schedule state unavailable:[/] {exc}")
     report = st.sweep_status(spec, cloud, results_for(spec, results), control)
@@ -91,7 +91,7 @@ def _schedule(spec_path: Path, action: str, root: Path | None) -> None:
 
     spec = spec_or_exit(spec_path)
     try:
-        control = control_for(spec, **({"root": root} if spec.cloud == "local" else {}))
+        control = control_for(spec, root)
         message = getattr(control, action)()
     except Exception as exc:  # noqa: BLE001 - one clear line, exit 1
         fail(f"{action.replace('_', '-')} {spec.name}: {exc}")
@@ -133,6 +133,7 @@ def teardown(
     as_json: bool = JsonOpt,
 ) -> None:
     """pulumi destroy, then remove every orphan labelled managed-by=spotbench. Results stay."""
+    from spotbench.clouds import get_provider
     from spotbench.ops.teardown import sweeper_for
     from spotbench.ops.teardown import teardown as run_teardown
 
@@ -147,7 +148,8 @@ def teardown(
                               regions=[r.strip() for r in regions.split(",")] if regions else None)
     except ValueError as exc:
         fail(str(exc), 2)
-    pulumi_stack = None if which == "local" or (spec is None) else (stack or spec.name)
+    deployed_by_stack = get_provider(which).deployed_by_stack
+    pulumi_stack = None if not deployed_by_stack or spec is None else (stack or spec.name)
     echo = (lambda line: err_console.print(line, highlight=False)) if as_json else (
         lambda line: console.print(line, highlight=False))
     report = run_teardown(None if all_sweeps else spec.name, sweeper, yes=yes, stack=pulumi_stack, echo=echo)
@@ -166,7 +168,8 @@ def _access(
     spec_path: Path, group_id: str, known_hosts: Path | None, user: str, key: str | None, via: str,
     jump: str | None, port: int, hosts: list[str] | None, root: Path | None,
 ):
-    from spotbench.ops._context import cloud_for, gcp_project, local_state
+    from spotbench.clouds import get_provider
+    from spotbench.ops._context import cloud_for, local_state
     from spotbench.ops.remote import AccessConfig, targets_for
 
     spec = spec_or_exit(spec_path)
@@ -178,8 +181,8 @@ def _access(
     cfg = AccessConfig(
         known_hosts=known_hosts or local_state(spec.name, root).dir / "known_hosts",
         user=user, key_filename=key, via=via, jump=jump, port=port,  # type: ignore[arg-type]
-        gcp_project=gcp_project(spec) if spec.cloud == "gcp" and via == "iap" else None,
         gcp_zone=spec.zone, aws_region=spec.region,
+        **get_provider(spec.cloud).access_options(spec, via),
     )
     overrides = dict(h.split("=", 1) for h in hosts or [])
     cloud = None if len(overrides) >= len(group.members) else cloud_for(spec, root)

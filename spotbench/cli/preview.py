@@ -26,11 +26,14 @@ def preview(
 
     Needs no Pulumi CLI, credentials or network: review a sweep before `pulumi up`.
     """
+    from spotbench.clouds import PROVIDERS, get_provider
+
     spec = spec_or_exit(spec_path)
-    if cloud is not None and cloud not in ("gcp", "aws"):
-        fail(f"--cloud {cloud!r}: preview knows gcp and aws", EXIT_BAD_INPUT)
-    if spec.cloud not in ("gcp", "aws"):
-        fail(f"spec {spec.name!r} is for cloud {spec.cloud!r}; preview shows gcp and aws "
+    stacked = [name for name in PROVIDERS if get_provider(name).deployed_by_stack]
+    if cloud is not None and cloud not in stacked:
+        fail(f"--cloud {cloud!r}: preview knows {' and '.join(stacked)}", EXIT_BAD_INPUT)
+    if spec.cloud not in stacked:
+        fail(f"spec {spec.name!r} is for cloud {spec.cloud!r}; preview shows {' and '.join(stacked)} "
              "stacks (use `spotbench plan` for local sweeps)", EXIT_BAD_INPUT)
     from spotbench import preview as pv  # imports pulumi: only when asked
 

@@ -1,7 +1,8 @@
-"""Cloud drivers: `local` (processes), `gcp` (google-cloud-compute), `aws` (boto3).
+"""Clouds: one provider per cloud (`local` processes, `gcp` Compute Engine, `aws` EC2).
 
-Only modules in this package import cloud SDKs; import a driver through `get_cloud` so
-that a user of one cloud never needs the other's SDK installed.
+`get_provider(name)` is the one lookup by cloud name (see `spotbench.clouds.provider`).
+Only modules in this package import cloud SDKs, and only when a driver, scheduler or
+orphan finder is built: a user of one cloud never needs the other's SDK installed.
 """
 
 from __future__ import annotations
@@ -9,22 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 from spotbench.clouds.base import ACTIVE, Cloud, Instance, State, matches
+from spotbench.clouds.provider import PROVIDERS, Provider, UnknownCloud, get_provider
 
-__all__ = ["ACTIVE", "Cloud", "Instance", "State", "matches", "get_cloud"]
+__all__ = [
+    "ACTIVE", "PROVIDERS", "Cloud", "Instance", "Provider", "State", "UnknownCloud",
+    "get_cloud", "get_provider", "matches",
+]
 
 
 def get_cloud(name: str, **options: Any) -> Cloud:
-    """The driver for `name` (`local`, `gcp`, `aws`); options go to its constructor."""
-    if name == "local":
-        from spotbench.clouds.local import LocalCloud
-
-        return LocalCloud(**options)
-    if name == "gcp":
-        from spotbench.clouds.gcp import GcpCloud
-
-        return GcpCloud(**options)
-    if name == "aws":
-        from spotbench.clouds.aws import AwsCloud
-
-        return AwsCloud(**options)
-    raise ValueError(f"unknown cloud {name!r}; choose local, gcp or aws")
+    """The driver of cloud `name` built from explicit options (its constructor's)."""
+    return get_provider(name).driver(**options)

@@ -52,3 +52,36 @@ class Cloud(Protocol):
 
 def matches(instance_labels: Mapping[str, str], selector: Mapping[str, str]) -> bool:
     return all(instance_labels.get(k) == v for k, v in selector.items())
+
+
+# ---- what teardown finds: the orphan finder of each cloud ------------------------
+# Lower runs first: a persistent spot request would relaunch its instance, and a static
+# address cannot go while an instance still holds it.
+DELETE_ORDER = {"spot-request": 0, "instance": 1, "process": 1, "address": 2, "functions-server": 3}
+
+
+@dataclass(frozen=True)
+class Resource:
+    cloud: str  # local | gcp | aws
+    kind: str  # instance | spot-request | address | process | functions-server
+    id: str  # name / instance id / request id
+    where: str  # zone, region or state dir
+    sweep: str | None = None
+    state: str = ""
+
+    def describe(self) -> str:
+        extra = f" [{self.state}]" if self.state else ""
+        sweep = f" sweep={self.sweep}" if self.sweep else ""
+        return f"{self.cloud} {self.kind} {self.id} in {self.where}{sweep}{extra}"
+
+
+class Sweeper(Protocol):
+    cloud: str
+
+    def find(self, sweep: str | None) -> list[Resource]:
+        """Every spotbench-labelled object (of `sweep`, or of any sweep when None)."""
+        ...
+
+    def delete(self, resource: Resource) -> None:
+        """Remove one object; raise with a readable message when that fails."""
+        ...

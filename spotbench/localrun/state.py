@@ -18,13 +18,16 @@ from typing import Any
 
 from spotbench._private import FILE_MODE, private_dir, write_private
 
-DEFAULT_ROOT = Path(os.environ.get("SPOTBENCH_STATE_ROOT", ".spotbench"))
+
+def state_root(root: Path | str | None = None) -> Path:
+    """Where local sweeps keep their state: `root`, else `SPOTBENCH_STATE_ROOT`, else `.spotbench`."""
+    return Path(root or os.environ.get("SPOTBENCH_STATE_ROOT", ".spotbench")).resolve()
 
 
 class LocalState:
     def __init__(self, sweep: str, root: Path | str | None = None):
         self.sweep = sweep
-        self.dir = private_dir(Path(root or DEFAULT_ROOT).resolve() / sweep)
+        self.dir = private_dir(state_root(root) / sweep)
 
     @property
     def db_path(self) -> Path:

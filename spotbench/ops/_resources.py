@@ -1,4 +1,4 @@
-"""What teardown finds and removes: one `Resource` per cloud object, and the report.
+"""What teardown reports. (`Resource` and `Sweeper` live in `spotbench.clouds.base`.)
 
 A `Sweeper` lists the spotbench-labelled objects of one cloud (whether or not a Pulumi
 stack still knows them) and deletes one at a time, raising on failure so the caller can
@@ -8,26 +8,10 @@ report the reason and carry on with the rest.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
 
-# Lower runs first: a persistent spot request would relaunch its instance, and a static
-# address cannot go while an instance still holds it.
-DELETE_ORDER = {"spot-request": 0, "instance": 1, "process": 1, "address": 2, "functions-server": 3}
+from spotbench.clouds.base import DELETE_ORDER, Resource, Sweeper
 
-
-@dataclass(frozen=True)
-class Resource:
-    cloud: str  # local | gcp | aws
-    kind: str  # instance | spot-request | address | process | functions-server
-    id: str  # name / instance id / request id
-    where: str  # zone, region or state dir
-    sweep: str | None = None
-    state: str = ""
-
-    def describe(self) -> str:
-        extra = f" [{self.state}]" if self.state else ""
-        sweep = f" sweep={self.sweep}" if self.sweep else ""
-        return f"{self.cloud} {self.kind} {self.id} in {self.where}{sweep}{extra}"
+__all__ = ["DELETE_ORDER", "Resource", "Sweeper", "TeardownReport"]
 
 
 @dataclass
@@ -60,15 +44,3 @@ class TeardownReport:
             "failed": [{**r.__dict__, "reason": why} for r, why in self.failed],
             "notes": self.notes,
         }
-
-
-class Sweeper(Protocol):
-    cloud: str
-
-    def find(self, sweep: str | None) -> list[Resource]:
-        """Every spotbench-labelled object (of `sweep`, or of any sweep when None)."""
-        ...
-
-    def delete(self, resource: Resource) -> None:
-        """Remove one object; raise with a readable message when that fails."""
-        ...

@@ -4,20 +4,24 @@ Every sweep has a start tick (the spec's cron) and a stop tick (start + deadline
 pauses only the START: a paused sweep starts nothing, and its deadline stop still fires for
 groups already running. Each cloud keeps the pair in its own scheduler:
 
-- gcp: Cloud Scheduler jobs `{sweep}-start` / `{sweep}-stop` (`schedule_gcp`)
-- aws: EventBridge Scheduler schedules `{sweep}-start` / `{sweep}-stop` (`schedule_aws`)
-- local: the in-process scheduler, steered by `schedule.json` (`schedule_local`)
+- gcp: Cloud Scheduler jobs `{sweep}-start` / `{sweep}-stop` (`clouds/gcp_scheduler`)
+- aws: EventBridge Scheduler schedules `{sweep}-start` / `{sweep}-stop` (`clouds/aws_scheduler`)
+- local: the in-process scheduler, steered by `schedule.json` (`ops/schedule_local`)
+
+`control_for` asks the spec's cloud provider for its control.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
+from spotbench.clouds import get_provider
 from spotbench.spec import SweepSpec
 
 
@@ -62,19 +66,10 @@ def next_ticks(spec: SweepSpec, now: datetime | None = None) -> tuple[datetime |
     return start, start + spec.deadline
 
 
-def control_for(spec: SweepSpec, **options: Any) -> ScheduleControl:
-    """The schedule control of the spec's cloud (options go to its constructor)."""
-    if spec.cloud == "local":
-        from spotbench.ops.schedule_local import LocalSchedule
-
-        return LocalSchedule(spec.name, **options)
-    if spec.cloud == "gcp":
-        from spotbench.ops.schedule_gcp import GcpSchedule
-
-        return GcpSchedule.for_spec(spec, **options)
-    from spotbench.ops.schedule_aws import AwsSchedule
-
-    return AwsSchedule.for_spec(spec, **options)
+def control_for(spec: SweepSpec, root: Path | str | None = None, **options: Any) -> ScheduleControl:
+    """The schedule control of the spec's cloud (`root`: local state; options go to its
+    constructor)."""
+    return get_provider(spec.cloud).schedule(spec, root, **options)
 
 
 def describe(spec: SweepSpec, control: ScheduleControl | None, now: datetime | None = None) -> ScheduleInfo:

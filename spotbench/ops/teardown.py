@@ -13,7 +13,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from spotbench.ops._context import gcp_project, state_root
+from spotbench.clouds import get_provider
 from spotbench.ops._resources import DELETE_ORDER, Resource, Sweeper, TeardownReport
 from spotbench.spec import SweepSpec
 
@@ -33,19 +33,7 @@ def sweeper_for(
 ) -> Sweeper:
     """The orphan sweeper of `cloud`. AWS searches `regions` (default: every enabled
     region); GCP searches every zone and region of the project (aggregated lists)."""
-    if cloud == "local":
-        from spotbench.ops.orphans_local import LocalSweeper
-
-        return LocalSweeper(state_root(root))
-    if cloud == "aws":
-        from spotbench.ops.orphans_aws import AwsSweeper
-
-        return AwsSweeper(regions=regions)
-    if cloud == "gcp":
-        from spotbench.ops.orphans_gcp import GcpSweeper
-
-        return GcpSweeper(project or gcp_project(spec))
-    raise ValueError(f"unknown cloud {cloud!r}; choose local, gcp or aws")
+    return get_provider(cloud).orphans(spec, root=root, regions=regions, project=project)
 
 
 def pulumi_command(stack: str, work_dir: Path = PROJECT_ROOT) -> str:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from spotbench.clouds import get_provider
 from spotbench.results import Result
 
 # Parameters that never distinguish configurations in a table.
@@ -60,7 +61,7 @@ def _config_labels(df: pd.DataFrame) -> pd.Series:
         parts = [str(row["machine_type"])]
         if row.get("accelerator"):
             parts.append(str(row["accelerator"]))
-        if row.get("spot") and row["cloud"] != "local":
+        if row.get("spot") and get_provider(row["cloud"]).spot_label:
             parts.append("spot")
         if show_placement:
             parts.append(f"placement={placements[idx]}")

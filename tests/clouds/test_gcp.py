@@ -9,7 +9,7 @@ import pytest
 
 from spotbench.clouds import Cloud, State, get_cloud
 from spotbench.clouds._gce_status import label_filter, to_state
-from spotbench.clouds.gcp import GcpCloud
+from spotbench.clouds.gce import GcpCloud
 from tests.clouds.fake_gce import FakeGce
 
 pytestmark = pytest.mark.timeout(120)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from google.auth.credentials import AnonymousCredentials
 
-from spotbench.ops.orphans_gcp import GcpSweeper
+from spotbench.clouds.gcp_orphans import GcpSweeper
 from spotbench.ops.teardown import teardown
 from tests.clouds.fake_gce import _FILTER_TERM, BASE, FakeGce
 

@@ -46,7 +46,7 @@ def mpi_library_version() -> str:
 def peer(ctx: MemberContext) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    mode = os.environ.get("SPOTBENCH_OSU_TRANSPORT") or ("agent" if ctx.cloud == "local" else "ssh")
+    mode = os.environ.get("SPOTBENCH_OSU_TRANSPORT") or ("agent" if ctx.shares_host else "ssh")
     if mode == "agent":
         agent.serve(ctx.me.host, ctx.me.port, ctx.name, stop)
         return 0

@@ -45,7 +45,7 @@ class Transport:
 
 def transport(ctx: MemberContext, workdir: Path) -> Transport:
     peer = ctx.peers("peer")[0]
-    mode = os.environ.get("SPOTBENCH_OSU_TRANSPORT") or ("agent" if ctx.cloud == "local" else "ssh")
+    mode = os.environ.get("SPOTBENCH_OSU_TRANSPORT") or ("agent" if ctx.shares_host else "ssh")
     hosts = [ctx.me.host, peer.name]
     if mode == "agent":
         script = workdir / "bridge"

@@ -61,7 +61,7 @@ def threads(ctx: MemberContext) -> tuple[int, int]:
     overrides. Inter-op is never below 2: with one inter-op thread the parameter-server
     worker deadlocks (a step waits on a variable read that needs a second thread)."""
     value = os.environ.get(THREADS_ENV)
-    intra = int(value) if value else (1 if ctx.cloud == "local" else 0)
+    intra = int(value) if value else (1 if ctx.shares_host else 0)
     return intra, (max(2, intra) if intra else 0)
 
 

@@ -11,9 +11,10 @@ would. `endpoint_url` (env `AWS_ENDPOINT_URL`) points boto3 elsewhere (moto in t
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from spotbench.spec import SweepSpec
+if TYPE_CHECKING:
+    from spotbench.spec import SweepSpec
 
 # get_schedule answers with fields update_schedule takes, plus some it refuses
 UPDATE_FIELDS = (

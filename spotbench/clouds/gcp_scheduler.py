@@ -10,10 +10,12 @@ the REST transport against that endpoint.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from spotbench.ops._context import gcp_project, gcp_region
-from spotbench.spec import SweepSpec
+from spotbench.clouds.gcp import project_of, region_of
+
+if TYPE_CHECKING:
+    from spotbench.spec import SweepSpec
 
 
 def job_path(project: str, region: str, job: str) -> str:
@@ -46,8 +48,8 @@ class GcpSchedule:
 
     @classmethod
     def for_spec(cls, spec: SweepSpec, **options: Any) -> GcpSchedule:
-        project = options.pop("project", None) or gcp_project(spec)
-        return cls(spec.name, project, options.pop("region", None) or gcp_region(spec), **options)
+        project = options.pop("project", None) or project_of(spec)
+        return cls(spec.name, project, options.pop("region", None) or region_of(spec), **options)
 
     def pause(self) -> str:
         job = self.client.pause_job(name=self.start_job)

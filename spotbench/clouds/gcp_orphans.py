@@ -11,8 +11,8 @@ import os
 import time
 from typing import Any
 
-from spotbench.ops._resources import Resource
-from spotbench.plan import MANAGED_BY, SWEEP_LABEL
+from spotbench.clouds.base import Resource
+from spotbench.labels import MANAGED_BY, SWEEP_LABEL
 
 OPERATION_TIMEOUT_S = 300
 

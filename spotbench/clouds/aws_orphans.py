@@ -1,6 +1,6 @@
 """AWS orphan sweep: instances and spot requests tagged `managed-by=spotbench`, every region.
 
-This lists with boto3 directly (not through `spotbench.clouds.aws`) because the Cloud
+This lists with boto3 directly (not through `spotbench.clouds.ec2`) because the Cloud
 protocol only operates instances of one region, and teardown must also find spot requests
 and look in every region the account has enabled, whether or not a stack still knows them.
 """
@@ -11,8 +11,8 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from spotbench.ops._resources import Resource
-from spotbench.plan import MANAGED_BY, SWEEP_LABEL
+from spotbench.clouds.base import Resource
+from spotbench.labels import MANAGED_BY, SWEEP_LABEL
 
 LIVE_INSTANCE_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"]
 LIVE_REQUEST_STATES = ["open", "active", "disabled"]

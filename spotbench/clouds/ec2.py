@@ -1,0 +1,210 @@
+"""The `aws` cloud: operate the EC2 instances a sweep's Pulumi stack declared (boto3).
+
+Instances are selected by tags (`tag:KEY` filters; terminated instances are never
+returned). `Instance.name` is the EC2 instance id, which is what the `done` function sees
+as its caller (the instance role's session name); the `Name` tag stays in `labels`.
+
+Every verb is idempotent: an instance already in the wanted state costs no API call.
+Capacity errors (`InsufficientInstanceCapacity`, spot capacity, …) do not raise: the
+instance comes back with a `detail` saying so, and the next scheduler tick retries.
+Waits are bounded (`wait_timeout_s`); an instance still pending after that is reported as
+it is, not as an error.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import boto3
+from botocore.exceptions import ClientError, WaiterError
+
+from spotbench.clouds.base import Instance, State
+
+EC2_STATES: dict[str, State] = {
+    "pending": State.PENDING,
+    "running": State.RUNNING,
+    "stopping": State.STOPPING,
+    "stopped": State.STOPPED,
+    "shutting-down": State.TERMINATED,
+    "terminated": State.TERMINATED,
+}
+LIVE_STATES = ("pending", "running", "stopping", "stopped")
+
+# Errors that concern one instance and may clear by the next tick: reported, not raised.
+CAPACITY_ERRORS = frozenset({
+    "InsufficientInstanceCapacity",
+    "InsufficientCapacity",
+    "InsufficientHostCapacity",
+    "InsufficientReservedInstanceCapacity",
+    "InsufficientCapacityOnOutpost",
+    "SpotMaxPriceTooLow",
+    "MaxSpotInstanceCountExceeded",
+    "IncorrectSpotRequestState",
+    "Unsupported",
+})
+TRANSIENT_STATE_ERRORS = frozenset({"IncorrectInstanceState", "IncorrectState"})
+
+
+class AwsCloudError(RuntimeError):
+    """An EC2 call failed for a reason retrying will not fix (permissions, region, …)."""
+
+
+class AwsCloud:
+    name = "aws"
+
+    def __init__(
+        self,
+        region: str,
+        endpoint_url: str | None = None,
+        session: Any = None,
+        *,
+        wait_timeout_s: float = 60,
+        poll_s: float = 5,
+    ) -> None:
+        self.region = region
+        self.wait_timeout_s = wait_timeout_s
+        self.poll_s = poll_s
+        session = session or boto3.Session(region_name=region)
+        self.ec2 = session.client("ec2", region_name=region, endpoint_url=endpoint_url)
+
+    # ---- the four verbs ---------------------------------------------------------------
+    def query(self, labels: Mapping[str, str]) -> list[Instance]:
+        return [_to_instance(raw) for raw in self._describe(labels)]
+
+    def start(self, labels: Mapping[str, str]) -> list[Instance]:
+        raws = self._describe(labels)
+        todo = [r["InstanceId"] for r in raws if r["State"]["Name"] == "stopped"]
+        details = self._act(self.ec2.start_instances, todo)
+        started = [i for i in todo if i not in details]
+        self._wait("instance_running", started)
+        return self._refresh(raws, details)
+
+    def stop(self, labels: Mapping[str, str]) -> list[Instance]:
+        raws = self._describe(labels)
+        todo = [r["InstanceId"] for r in raws if r["State"]["Name"] in ("pending", "running")]
+        details = self._act(self.ec2.stop_instances, todo)
+        self._wait("instance_stopped", [i for i in todo if i not in details])
+        return self._refresh(raws, details)
+
+    def terminate(self, labels: Mapping[str, str]) -> list[Instance]:
+        raws = self._describe(labels)
+        if not raws:
+            return []
+        # A persistent spot request would launch a replacement: cancel it first.
+        requests = sorted({r["SpotInstanceRequestId"] for r in raws if r.get("SpotInstanceRequestId")})
+        if requests:
+            self._call(self.ec2.cancel_spot_instance_requests, SpotInstanceRequestIds=requests)
+        ids = [r["InstanceId"] for r in raws]
+        details = self._act(self.ec2.terminate_instances, ids)
+        self._wait("instance_terminated", [i for i in ids if i not in details])
+        return self._refresh(raws, details)
+
+    # ---- helpers ------------------------------------------------------------------------
+    def _describe(self, labels: Mapping[str, str], ids: list[str] | None = None) -> list[dict]:
+        kwargs: dict[str, Any] = {}
+        if ids is not None:
+            kwargs["InstanceIds"] = ids
+        else:
+            filters = [{"Name": f"tag:{k}", "Values": [v]} for k, v in sorted(labels.items())]
+            filters.append({"Name": "instance-state-name", "Values": list(LIVE_STATES)})
+            kwargs["Filters"] = filters
+        found: list[dict] = []
+        pages = self._call(self.ec2.get_paginator("describe_instances").paginate, **kwargs)
+        try:
+            for page in pages:
+                for reservation in page.get("Reservations", []):
+                    found.extend(reservation.get("Instances", []))
+        except ClientError as exc:
+            raise _fatal(exc, "DescribeInstances") from exc
+        return sorted(found, key=lambda r: r["InstanceId"])
+
+    def _call(self, fn: Callable[..., Any], **kwargs: Any) -> Any:
+        try:
+            return fn(**kwargs)
+        except ClientError as exc:
+            raise _fatal(exc, getattr(fn, "__name__", "EC2 call")) from exc
+
+    def _act(self, fn: Callable[..., Any], ids: list[str]) -> dict[str, str]:
+        """Call `fn` for all ids at once; if EC2 refuses the batch, retry one by one so a
+        capacity error on one instance does not hold back the others. Returns the ids that
+        failed with a per-instance reason."""
+        if not ids:
+            return {}
+        try:
+            fn(InstanceIds=ids)
+            return {}
+        except ClientError as exc:
+            if _code(exc) not in CAPACITY_ERRORS | TRANSIENT_STATE_ERRORS:
+                raise _fatal(exc, fn.__name__) from exc
+            if len(ids) == 1:
+                return {ids[0]: _detail(exc)}
+        details: dict[str, str] = {}
+        for instance_id in ids:
+            try:
+                fn(InstanceIds=[instance_id])
+            except ClientError as exc:
+                if _code(exc) not in CAPACITY_ERRORS | TRANSIENT_STATE_ERRORS:
+                    raise _fatal(exc, fn.__name__) from exc
+                details[instance_id] = _detail(exc)
+        return details
+
+    def _wait(self, waiter_name: str, ids: list[str]) -> None:
+        if not ids or self.wait_timeout_s <= 0:
+            return
+        delay = max(1, int(self.poll_s))
+        attempts = max(1, math.ceil(self.wait_timeout_s / delay))
+        try:
+            self.ec2.get_waiter(waiter_name).wait(
+                InstanceIds=ids, WaiterConfig={"Delay": delay, "MaxAttempts": attempts}
+            )
+        except WaiterError:
+            pass  # bounded: report the instances as they are now; the next tick looks again
+
+    def _refresh(self, before: list[dict], details: Mapping[str, str]) -> list[Instance]:
+        ids = [r["InstanceId"] for r in before]
+        try:
+            now = {r["InstanceId"]: r for r in self._describe({}, ids=ids)} if ids else {}
+        except AwsCloudError:
+            now = {}
+        out = []
+        for raw in before:
+            current = now.get(raw["InstanceId"], raw)
+            out.append(_to_instance(current, details.get(raw["InstanceId"], "")))
+        return out
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _detail(exc: ClientError) -> str:
+    message = exc.response.get("Error", {}).get("Message", "")
+    if _code(exc) in CAPACITY_ERRORS:
+        return f"{_code(exc)}: {message} (no capacity now; retried on the next tick)"
+    return f"{_code(exc)}: {message} (retried on the next tick)"
+
+
+def _fatal(exc: ClientError, what: str) -> AwsCloudError:
+    code = _code(exc)
+    hint = ""
+    if code in ("UnauthorizedOperation", "AuthFailure", "AccessDenied", "AccessDeniedException"):
+        hint = (" — the caller's role lacks EC2 permissions on these instances (the Lambda "
+                "role allows Start/Stop only on instances tagged managed-by=spotbench)")
+    elif code.startswith("InvalidInstanceID"):
+        hint = " — the instance is gone; run `pulumi up` to recreate the sweep's instances"
+    message = exc.response.get("Error", {}).get("Message", str(exc))
+    return AwsCloudError(f"EC2 {what} failed: {code}: {message}{hint}")
+
+
+def _to_instance(raw: Mapping[str, Any], detail: str = "") -> Instance:
+    tags = {t["Key"]: t["Value"] for t in raw.get("Tags", []) or []}
+    return Instance(
+        name=raw["InstanceId"],
+        state=EC2_STATES.get(raw.get("State", {}).get("Name", ""), State.PENDING),
+        labels=tags,
+        zone=raw.get("Placement", {}).get("AvailabilityZone"),
+        ip=raw.get("PrivateIpAddress"),
+        detail=detail,
+    )

@@ -1,0 +1,284 @@
+"""The `gcp` cloud: operate the Compute Engine VMs Pulumi declared, selected by labels.
+
+Instances are found with one aggregated list call (server-side label filter, then limited
+to the configured zones or region). start/stop/terminate act on every match concurrently,
+wait on each zone operation up to `timeout_s`, and report per instance: a failure (capacity
+exhausted, an API error, an operation that did not finish in time) ends up in that
+instance's `detail` with its state as it is afterwards; it never aborts the other instances.
+Transient API errors (429, 5xx, dropped connections) are retried with exponential backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import requests
+import tenacity
+from google.api_core import exceptions as gexc
+from google.auth.credentials import AnonymousCredentials, Credentials
+from google.cloud import compute_v1
+
+from spotbench.clouds._gce_status import (
+    SETTLING,
+    START_NOOP,
+    STATUS_MAP,
+    STOP_NOOP,
+    label_filter,
+    operation_error,
+    short_zone,
+    zone_allowed,
+)
+from spotbench.clouds.base import Instance, State, matches
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_TRANSIENT = (
+    gexc.TooManyRequests,
+    gexc.InternalServerError,
+    gexc.BadGateway,
+    gexc.ServiceUnavailable,
+    gexc.GatewayTimeout,
+    requests.ConnectionError,
+)
+# Errors that concern one instance: reported in its detail, never raised from a verb.
+_PER_INSTANCE = (gexc.GoogleAPIError, requests.RequestException)
+_CALL_TIMEOUT_S = 60.0  # one HTTP request (the operation wait has its own bound)
+_SERVER_WAIT_S = 120.0  # zoneOperations.wait returns after at most ~2 minutes
+_DONE = compute_v1.Operation.Status.DONE
+
+
+class GcpCloud:
+    """Compute Engine driver.
+
+    `zones` limits every verb to those zones; otherwise `region` limits it to the region's
+    zones; with neither, the whole project is searched. `api_endpoint` points the client
+    elsewhere (an `http://` endpoint is a local emulator and gets anonymous credentials);
+    `credentials=None` means Application Default Credentials.
+    """
+
+    name = "gcp"
+
+    def __init__(
+        self,
+        project: str,
+        zones: list[str] | None = None,
+        region: str | None = None,
+        api_endpoint: str | None = None,
+        credentials: Credentials | None = None,
+        timeout_s: float = 300,
+        *,
+        max_workers: int = 8,
+        retry_attempts: int = 5,
+        retry_initial_s: float = 0.5,
+        retry_max_s: float = 10.0,
+        poll_s: float = 1.0,
+    ) -> None:
+        if not project:
+            raise ValueError("GcpCloud needs a project id (spec field `project` or --project)")
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be positive, got {timeout_s}")
+        self.project = project
+        self.zones = list(zones) if zones else None
+        self.region = region
+        self.timeout_s = float(timeout_s)
+        self.max_workers = max(1, max_workers)
+        self.poll_s = poll_s
+        if api_endpoint and api_endpoint.startswith("http://") and credentials is None:
+            credentials = AnonymousCredentials()  # never send real tokens over plain HTTP
+        options = {"api_endpoint": api_endpoint} if api_endpoint else None
+        kwargs: dict[str, Any] = {"transport": "rest", "client_options": options}
+        self._instances = compute_v1.InstancesClient(credentials=credentials, **kwargs)
+        self._operations = compute_v1.ZoneOperationsClient(credentials=credentials, **kwargs)
+        self._retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception_type(_TRANSIENT),
+            wait=tenacity.wait_exponential_jitter(
+                multiplier=retry_initial_s, max=retry_max_s, jitter=retry_initial_s
+            ),
+            stop=tenacity.stop_after_attempt(max(1, retry_attempts)),
+            before_sleep=lambda rs: log.warning(
+                "GCE call failed (%s), retry %d", rs.outcome.exception(), rs.attempt_number
+            ),
+            reraise=True,
+        )
+
+    # -- the Cloud verbs -------------------------------------------------------------------
+    def query(self, labels: Mapping[str, str]) -> list[Instance]:
+        return [_to_instance(raw) for raw in self._find(labels)]
+
+    def start(self, labels: Mapping[str, str]) -> list[Instance]:
+        return self._each(labels, "start", self._start_one)
+
+    def stop(self, labels: Mapping[str, str]) -> list[Instance]:
+        return self._each(labels, "stop", self._stop_one)
+
+    def terminate(self, labels: Mapping[str, str]) -> list[Instance]:
+        return self._each(labels, "delete", self._delete_one)
+
+    # -- finding -----------------------------------------------------------------------------
+    def _find(self, labels: Mapping[str, str]) -> list[compute_v1.Instance]:
+        request = compute_v1.AggregatedListInstancesRequest(
+            project=self.project, filter=label_filter(labels)
+        )
+
+        def listing() -> list[compute_v1.Instance]:
+            pager = self._instances.aggregated_list(
+                request=request, retry=None, timeout=_CALL_TIMEOUT_S
+            )
+            return [raw for _, scoped in pager for raw in scoped.instances]
+
+        found = [
+            raw
+            for raw in self._call(listing)
+            if zone_allowed(short_zone(raw.zone), self.zones, self.region)
+            and matches(raw.labels, labels)  # the server filtered; never trust it blindly
+        ]
+        return sorted(found, key=lambda raw: (short_zone(raw.zone), raw.name))
+
+    # -- acting on each instance ---------------------------------------------------------
+    def _each(
+        self,
+        labels: Mapping[str, str],
+        verb: str,
+        act: Callable[[compute_v1.Instance, float], Instance],
+    ) -> list[Instance]:
+        found = self._find(labels)
+        if not found:
+            return []
+        deadline = time.monotonic() + self.timeout_s
+
+        def guarded(raw: compute_v1.Instance) -> Instance:
+            try:
+                return act(raw, deadline)
+            except _PER_INSTANCE as exc:
+                log.warning("%s %s failed: %s", verb, raw.name, exc)
+                return _to_instance(self._get_or(raw), f"{verb} failed: {_describe(exc)}")
+
+        with ThreadPoolExecutor(max_workers=min(self.max_workers, len(found))) as pool:
+            return list(pool.map(guarded, found))
+
+    def _start_one(self, raw: compute_v1.Instance, deadline: float) -> Instance:
+        if raw.status in START_NOOP:
+            return _to_instance(raw)
+        zone = short_zone(raw.zone)
+        if raw.status in SETTLING:  # GCE refuses to start a stopping instance: let it stop
+            raw = self._settle(raw, deadline)
+            if raw.status in SETTLING:
+                return _to_instance(raw, f"still {raw.status} after {self.timeout_s:g}s")
+        call = (
+            self._instances.resume_unary
+            if raw.status == "SUSPENDED"
+            else self._instances.start_unary
+        )
+        op = self._call(call, project=self.project, zone=zone, instance=raw.name)
+        return self._finish(raw, op, deadline)
+
+    def _stop_one(self, raw: compute_v1.Instance, deadline: float) -> Instance:
+        if raw.status in STOP_NOOP:
+            return _to_instance(raw)
+        zone = short_zone(raw.zone)
+        op = self._call(
+            self._instances.stop_unary, project=self.project, zone=zone, instance=raw.name
+        )
+        return self._finish(raw, op, deadline)
+
+    def _delete_one(self, raw: compute_v1.Instance, deadline: float) -> Instance:
+        zone = short_zone(raw.zone)
+        try:
+            op = self._call(
+                self._instances.delete_unary, project=self.project, zone=zone, instance=raw.name
+            )
+        except gexc.NotFound:  # deleted meanwhile: nothing to do
+            return _to_instance(raw, state=State.TERMINATED)
+        return self._finish(raw, op, deadline)
+
+    def _finish(
+        self, raw: compute_v1.Instance, op: compute_v1.Operation, deadline: float
+    ) -> Instance:
+        """Wait for `op`, then report the instance as it is now (with the op's error)."""
+        detail = self._wait(short_zone(raw.zone), op, deadline)
+        try:
+            fresh = self._get(raw)
+        except gexc.NotFound:
+            return _to_instance(raw, detail, state=State.TERMINATED)
+        return _to_instance(fresh, detail)
+
+    def _wait(self, zone: str, op: compute_v1.Operation, deadline: float) -> str:
+        """Wait until `op` is DONE or the deadline passes; its error (or timeout) as text."""
+        while op.status != _DONE:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return (
+                    f"operation {op.name} not done after {self.timeout_s:g}s; follow it with "
+                    f"`gcloud compute operations describe {op.name} --zone {zone}`"
+                )
+            asked = time.monotonic()
+            try:
+                op = self._call(
+                    self._operations.wait,
+                    project=self.project,
+                    zone=zone,
+                    operation=op.name,
+                    timeout=min(remaining, _SERVER_WAIT_S) + 5,
+                )
+            except requests.Timeout:
+                continue
+            if op.status != _DONE and time.monotonic() - asked < self.poll_s:
+                time.sleep(min(self.poll_s, max(0.0, deadline - time.monotonic())))
+        return operation_error(op)
+
+    def _settle(self, raw: compute_v1.Instance, deadline: float) -> compute_v1.Instance:
+        while raw.status in SETTLING and time.monotonic() < deadline:
+            time.sleep(min(self.poll_s, max(0.0, deadline - time.monotonic())))
+            raw = self._get(raw)
+        return raw
+
+    # -- plumbing ----------------------------------------------------------------------------
+    def _get(self, raw: compute_v1.Instance) -> compute_v1.Instance:
+        return self._call(
+            self._instances.get,
+            project=self.project,
+            zone=short_zone(raw.zone),
+            instance=raw.name,
+            retry=None,
+            timeout=_CALL_TIMEOUT_S,
+        )
+
+    def _get_or(self, raw: compute_v1.Instance) -> compute_v1.Instance:
+        """The instance as it is now, or as last seen when even that fails."""
+        try:
+            return self._get(raw)
+        except _PER_INSTANCE:
+            return raw
+
+    def _call(self, fn: Callable[..., T], /, **kwargs: Any) -> T:
+        return self._retrying(fn, **kwargs)
+
+
+def _to_instance(
+    raw: compute_v1.Instance, detail: str = "", state: State | None = None
+) -> Instance:
+    if state is None:
+        state = STATUS_MAP.get(raw.status)
+        if state is None:
+            state = State.PENDING
+            detail = "; ".join(filter(None, [detail, f"unknown GCE status {raw.status!r}"]))
+    nics = list(raw.network_interfaces)
+    return Instance(
+        name=raw.name,
+        state=state,
+        labels=dict(raw.labels),
+        zone=short_zone(raw.zone) if raw.zone else None,
+        ip=(nics[0].network_i_p or None) if nics else None,
+        detail=detail,
+    )
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, gexc.GoogleAPICallError):
+        return f"HTTP {exc.code}: {exc.message}"
+    return f"{type(exc).__name__}: {exc}"
