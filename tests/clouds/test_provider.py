@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ("spotbench", "functions", "workloads", "infra", "scripts", "bench")
 _NAMES = "|".join(PROVIDERS)
 DISPATCH = [
-    re.compile(rf"""cloud\w*\s*(==|!=)\s*["'](?:{_NAMES})["']"""),
+    re.compile(rf"""cloud\w*["']?\]?\)?\s*(==|!=)\s*["'](?:{_NAMES})["']"""),
     re.compile(rf"""["'](?:{_NAMES})["']\s*(==|!=)\s*[\w.]*cloud"""),
     re.compile(r"""cloud\w*\s+(not\s+)?in\s+[(\[{]\s*["']"""),
     re.compile(rf"""\{{\s*["'](?:{_NAMES})["']\s*:[^}}]*["'](?:{_NAMES})["']\s*:"""),  # {"gcp": …, "aws": …}
@@ -82,6 +82,7 @@ def test_the_grep_catches_dispatch():
     caught = [
         'if spec.cloud == "gcp":', "if cloud != 'local':", 'if ctx.cloud_name in ("gcp", "aws"):',
         'BOOT_S = {"local": 0.0, "gcp": 60.0}', 'if "aws" == spec.cloud:',
+        'if not (sub["cloud"] == "local").all():', 'if row["cloud"] != "local":',
     ]
     for line in caught:
         assert any(p.search(line) for p in DISPATCH), line
