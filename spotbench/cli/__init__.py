@@ -10,6 +10,7 @@ from spotbench.cli import report as report_cli
 from spotbench.cli import estimate as estimate_cli
 from spotbench.cli import preview as preview_cli
 from spotbench.cli import ops as ops_cli
+from spotbench.cli import history as history_cli
 
 app = typer.Typer(
     name="spotbench",
@@ -29,6 +30,7 @@ report_cli.register(app)
 estimate_cli.register(app)
 preview_cli.register(app)
 ops_cli.register(app)
+history_cli.register(app)
 
 
 def main() -> None:

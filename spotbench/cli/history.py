@@ -1,0 +1,190 @@
+"""History commands: `spotbench query`, `spotbench compact`, `spotbench history`."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+
+import typer
+from rich.table import Table as RichTable
+
+from spotbench.cli._common import EXIT_BAD_INPUT, console, fail, spec_or_exit
+
+SpecArg = typer.Argument(..., help="sweep spec (YAML); its `results` URL is read", metavar="SPEC")
+ResultsOpt = typer.Option(
+    None, "--results", envvar="SPOTBENCH_RESULTS",
+    help="read this results URL (file://, gs://, s3://) instead of the spec's",
+)
+
+QUERY_HELP = """Run SQL (DuckDB) over every run's records of SPEC.
+
+Tables: `records` (one row per value: the Result fields, params and metadata as JSON, plus `attempt` and `path`), `attempts` (one row per stored group attempt: preempted, started_at, ended_at, billed_s, cost_usd, members, values) and `runs` (the run ledger). Timestamps are UTC. Run `spotbench compact SPEC` first when the history is long.
+
+Example: spotbench query SPEC "SELECT run, avg(value) AS us FROM records WHERE metric = 'latency' AND NOT preempted AND metadata->>'size_bytes' = '8' GROUP BY run ORDER BY run"
+"""
+
+def _results_url(spec_path: Path, results: str | None) -> str:
+    if results:
+        return results if "://" in results else "file://" + str(Path(results).resolve())
+    return spec_or_exit(spec_path).results_url()
+
+
+def _open_catalog(url: str):
+    from spotbench.history.catalog import Catalog
+
+    try:
+        return Catalog(url)
+    except (OSError, ValueError) as exc:
+        fail(f"cannot read the results at {url}: {exc}")
+
+
+def query(
+    spec_path: Path = SpecArg,
+    sql: str = typer.Argument(..., metavar="SQL", help="the query (tables: records, attempts, runs)"),
+    as_json: bool = typer.Option(False, "--json", help="print rows as a JSON list of objects"),
+    as_csv: bool = typer.Option(False, "--csv", help="print rows as CSV with a header"),
+    results: str | None = ResultsOpt,
+) -> None:
+    from spotbench.history.catalog import QueryError
+
+    if as_json and as_csv:
+        fail("choose one of --json and --csv", EXIT_BAD_INPUT)
+    url = _results_url(spec_path, results)
+    with _open_catalog(url) as cat:
+        try:
+            table = cat.query(sql)
+        except QueryError as exc:
+            fail(f"query failed: {exc}", EXIT_BAD_INPUT)
+    if as_json:
+        typer.echo(json.dumps(table.dicts(), indent=2, default=str))
+    elif as_csv:
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(table.columns)
+        writer.writerows(table.rows)
+        sys.stdout.write(buf.getvalue())
+    else:
+        out = RichTable(title=f"{len(table.rows)} rows from {url}", title_justify="left")
+        for col in table.columns:
+            out.add_column(col, overflow="fold")
+        for row in table.rows:
+            out.add_row(*("" if v is None else str(v) for v in row))
+        console.print(out)
+
+
+query.__doc__ = QUERY_HELP
+
+
+def compact(
+    spec_path: Path = SpecArg,
+    results: str | None = ResultsOpt,
+) -> None:
+    """Write one Parquet file per closed run (runs/<run>/records.parquet) so queries over a
+    long history read a thousand files, not fifty thousand. The JSONL files are kept; open
+    runs and runs already compacted are left alone."""
+    url = _results_url(spec_path, results)
+    with _open_catalog(url) as cat:
+        compacted = cat.compacted_runs()
+        closed = [r for (r,) in cat.query("SELECT run FROM runs WHERE closed_at IS NOT NULL ORDER BY run").rows]
+        todo = [r for r in closed if r not in compacted]
+        for run in todo:
+            path = cat.compact(run)
+            typer.echo(f"{run}: {path}" if path else f"{run}: no records")
+    typer.echo(f"{len(closed)} closed runs: {len(todo)} compacted now, "
+               f"{len(compacted)} before; open runs are left alone")
+
+
+
+
+def history(
+    spec_path: Path = SpecArg,
+    size: list[int] = typer.Option(
+        [], "--size", help="OSU latency message size in bytes to follow (repeat; default 8 and 1048576)",
+    ),
+    max_pvalue: float = typer.Option(
+        0.001, "--max-pvalue", min=1e-12, max=0.5,
+        help="significance: a change point's p-value (Bonferroni-adjusted t-test) must be below this",
+    ),
+    min_change: float = typer.Option(
+        0.0, "--min-change", min=0, help="ignore change points smaller than this many percent",
+    ),
+    fail_on_regression: float | None = typer.Option(
+        None, "--fail-on-regression", metavar="PCT", min=0,
+        help="exit 1 when a series' current level is a regression of at least PCT percent "
+             "(with --since: any regression from that run on)",
+    ),
+    since: str | None = typer.Option(
+        None, "--since", metavar="RUN", help="only regressions at or after this run id count for --fail-on-regression",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="print series and change points as JSON"),
+    results: str | None = ResultsOpt,
+) -> None:
+    """Series over runs per matrix point and metric, with change points and their significance.
+
+    Followed: OSU latency (at --size), OSU bibw at 1 MiB, TF steps/s and time to train, and the
+    cost of each run. A run's value is the mean over the trials' complete attempts; preempted
+    and partial attempts are left out and counted. Change points: E-Divisive means with a
+    t-test (Apache Otava's method; docs/history.md). Direction-aware: latency, time and cost
+    up is a regression; bandwidth and steps/s down is one.
+    """
+    from spotbench.history.trends import history as compute
+
+    url = _results_url(spec_path, results)
+    spec = None
+    if results is None or spec_path.is_file():
+        spec = spec_or_exit(spec_path)
+    sizes = {"latency": tuple(size)} if size else None
+    with _open_catalog(url) as cat:
+        hist = compute(cat, spec, sizes=sizes, max_pvalue=max_pvalue, min_change=min_change / 100)
+    regressions = (hist.regressions(fail_on_regression, since)
+                   if fail_on_regression is not None else [])
+    if as_json:
+        out = hist.to_dict()
+        if fail_on_regression is not None:
+            out["fail_on_regression_pct"] = fail_on_regression
+            out["failing"] = regressions
+        typer.echo(json.dumps(out, indent=2, default=str))
+    else:
+        _print_history(hist, url)
+        if fail_on_regression is not None:
+            verdict = (f"[bold red]{len(regressions)} regression(s) of {fail_on_regression:g}% or more[/]"
+                       if regressions else f"no regression of {fail_on_regression:g}% or more")
+            console.print(verdict, highlight=False)
+    if regressions:
+        raise typer.Exit(1)
+
+
+def _print_history(hist, url: str) -> None:
+    if not hist.series:
+        console.print(f"no tracked metrics in {url} yet (run the sweep first)", highlight=False)
+        return
+    series = RichTable(title=f"{hist.sweep}: {len(hist.runs)} runs, {len(hist.series)} series",
+                       title_justify="left")
+    for col in ("series", "runs", "first", "latest", "unit", "attempts (excluded)", "change points"):
+        series.add_column(col)
+    for s in hist.series:
+        series.add_row(s.name, str(len(s.values)), f"{s.values[0]:.4g}", f"{s.values[-1]:.4g}", s.unit,
+                       f"{sum(s.attempts)} ({sum(s.preempted)})", str(len(s.change_points)))
+    console.print(series)
+    changes = hist.changes()
+    if not changes:
+        console.print(f"no change point at p < {hist.max_pvalue:g}", highlight=False)
+        return
+    table = RichTable(title="change points", title_justify="left")
+    for col in ("series", "run", "date", "before", "after", "change", "p", "kind"):
+        table.add_column(col)
+    for c in changes:
+        colour = "red" if c["kind"] == "regression" else "green"
+        table.add_row(c["series"], c["run"], c["date"][:16], f"{c['before_mean']:.4g}",
+                      f"{c['after_mean']:.4g}", f"{c['rel_change'] * 100:+.1f}%", f"{c['pvalue']:.1e}",
+                      f"[{colour}]{c['kind']}[/]")
+    console.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.command(help=QUERY_HELP)(query)
+    app.command()(compact)
+    app.command()(history)

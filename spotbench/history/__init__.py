@@ -1,0 +1,1 @@
+"""Results across runs: the DuckDB catalogue, series per matrix point, change points."""
