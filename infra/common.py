@@ -22,14 +22,15 @@ from croniter import croniter
 
 from spotbench.images import IMAGE_GID, IMAGE_UID
 from spotbench.member import MemberContext
-from spotbench.plan import SERVICE_PORTS, RunGroup
+from spotbench.plan import RunGroup
+from spotbench.workload import get_workload
+
+# MPI's port range and where the container finds its ssh files: the osu workload's (the boot
+# path mounts the keys there for any workload whose descriptor says `mpi`).
+from workloads.osu.descriptor import MPI_PORT_RANGE, SSH_DIR_IN_CONTAINER
+
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-
-# MPICH (hydra + ch3/ch4 TCP) picks ephemeral ports unless told a range; the VM env file sets
-# MPICH_PORT_RANGE to this range and the firewall opens exactly it between sweep members.
-MPI_PORT_RANGE = (50000, 50100)
-SSH_DIR_IN_CONTAINER = "/etc/spotbench/ssh"
 
 FUNCTION_REQUIREMENTS = {
     "common": [
@@ -45,19 +46,14 @@ _SKIP_SUFFIXES = (".pyc", ".pyo")
 
 def workload_ports(workload: str) -> list[str]:
     """TCP ports (or 'lo-hi' ranges) members of a sweep running `workload` talk on."""
-    ports = [str(SERVICE_PORTS[workload])]
-    if workload == "osu":
-        ports.append(f"{MPI_PORT_RANGE[0]}-{MPI_PORT_RANGE[1]}")
-    return ports
+    desc = get_workload(workload)
+    return [str(desc.port), *desc.extra_ports] if desc.port else list(desc.extra_ports)
 
 
 def workload_env(workload: str) -> dict[str, str]:
     """Extra container env a workload needs on a cloud VM (beyond the member context)."""
-    env = {"SPOTBENCH_SERVICE_PORT": str(SERVICE_PORTS[workload])}
-    if workload == "osu":
-        env["MPICH_PORT_RANGE"] = f"{MPI_PORT_RANGE[0]}:{MPI_PORT_RANGE[1]}"
-        env["SPOTBENCH_SSH_DIR"] = SSH_DIR_IN_CONTAINER
-    return env
+    desc = get_workload(workload)
+    return {"SPOTBENCH_SERVICE_PORT": str(desc.port), **desc.env}
 
 
 def member_contexts(
@@ -71,7 +67,7 @@ def member_contexts(
     spot: bool,
 ) -> dict[str, MemberContext]:
     """member name → context, with every peer's (static IP, workload service port)."""
-    port = SERVICE_PORTS[group.workload]
+    port = group.descriptor.port
     addresses = {m.name: (ips[m.name], port) for m in group.members}
     return {
         m.name: MemberContext.for_member(

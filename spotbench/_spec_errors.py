@@ -8,6 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from spotbench.workload import registry
+
 Problem = tuple[str, Any, str]  # (field path, bad value, what is wrong / allowed)
 
 
@@ -69,7 +71,7 @@ def _render_path(loc: list[Any]) -> str:
 
 def _is_union_tag(part: Any) -> bool:
     # pydantic puts the discriminator value (e.g. 'osu') or a function tag into the loc
-    return isinstance(part, str) and (part in ("osu", "tf-mnist") or part.startswith("function-"))
+    return isinstance(part, str) and (part in registry() or part.startswith("function-"))
 
 
 def _allowed_keys(model: Any, loc: tuple[Any, ...]) -> list[str]:

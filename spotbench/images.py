@@ -1,11 +1,12 @@
 """The workload container images (`images/*/Dockerfile`): which one a group runs, as whom.
 
-One table answers "which image does this group boot?" — workload + whether the group has a
-GPU → the folder under `images/` (also the image's name in the registry):
+Each workload's descriptor answers "which image does this group boot?" — whether the group
+has a GPU → the folder under `images/` (also the image's name in the registry):
 
     osu                 → mpi
     tf-mnist (CPU)      → tf-cpu
     tf-mnist (GPU)      → tf-gpu
+    container           → none: the spec gives `image:`
 
 `IMAGE_UID` is the uid every image runs as (`useradd --uid 1000 bench` + `USER bench` in
 each Dockerfile, checked by tests/images). The boot path writes the files a container
@@ -14,25 +15,27 @@ reads (the MPI ssh keys) owned by this uid, so it must be known before any image
 
 from __future__ import annotations
 
+from spotbench.workload import get_workload, registry
+
 IMAGE_UID = 1000
 IMAGE_GID = 1000
 IMAGE_USER = "bench"
 DEFAULT_TAG = "latest"
 
-# (workload, has GPU) → image name (= folder under images/)
+# (workload, has GPU) → image name (= folder under images/), from the descriptors
 IMAGES: dict[tuple[str, bool], str] = {
-    ("osu", False): "mpi",
-    ("osu", True): "mpi",
-    ("tf-mnist", False): "tf-cpu",
-    ("tf-mnist", True): "tf-gpu",
+    (w.name, gpu): image
+    for w in registry().values()
+    for gpu, image in ((False, w.images.cpu), (True, w.images.gpu))
+    if image
 }
 
 
 def image_name(workload: str, gpu: bool) -> str:
     """The image (folder under images/) a group of `workload` runs, with or without GPU."""
     try:
-        return IMAGES[(workload, gpu)]
-    except KeyError:
+        return get_workload(workload).image(gpu)
+    except ValueError:
         known = sorted({w for w, _ in IMAGES})
         raise ValueError(f"no image for workload {workload!r} (known: {', '.join(known)}); "
                          "set `image:` in the spec") from None

@@ -10,23 +10,19 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spotbench.clouds.provider import get_provider
 from spotbench.labels import GROUP_LABEL, MANAGED_BY, ROLE_LABEL, SWEEP_LABEL, sweep_labels
-from spotbench.spec import OsuParams, SweepSpec, TfMnistParams
+from spotbench.workload import Params, Workload, get_workload
+
+if TYPE_CHECKING:  # plan reads a spec, it never builds one: no import cycle with spec
+    from spotbench.spec import SweepSpec
 
 __all__ = [
     "GROUP_LABEL", "MANAGED_BY", "ROLE_LABEL", "SWEEP_LABEL", "Member", "RunGroup", "plan",
     "sweep_labels",
 ]
-
-
-# The port each workload's members listen on, on clouds (the local cloud picks free ports):
-# osu → the container's sshd that mpiexec's launcher reaches; tf-mnist → TF's gRPC server.
-SERVICE_PORTS = {"osu": 2222, "tf-mnist": 2223}
-# The module a member runs (`python -m …`), also the container image's entrypoint.
-WORKLOAD_MODULES = {"osu": "workloads.osu", "tf-mnist": "workloads.tf_mnist"}
 
 
 @dataclass(frozen=True)
@@ -46,7 +42,7 @@ class RunGroup:
     sweep: str
     trial: int  # 1-based
     point: dict[str, Any]  # the matrix values of this group
-    params: OsuParams | TfMnistParams
+    params: Params  # the workload's config model, with this point's values
     machine_type: str
     accelerator: str | None
     accelerator_count: int
@@ -58,6 +54,10 @@ class RunGroup:
     def workload(self) -> str:
         return self.params.name
 
+    @property
+    def descriptor(self) -> Workload:
+        return get_workload(self.params.name)
+
     def member(self, name: str) -> Member:
         for m in self.members:
             if m.name == name:
@@ -68,17 +68,9 @@ class RunGroup:
         return {**self.labels, ROLE_LABEL: member.role}
 
 
-def roles_for(params: OsuParams | TfMnistParams) -> list[tuple[str, int]]:
+def roles_for(params: Params) -> list[tuple[str, int]]:
     """(role, index) of every member a workload needs, in rank order."""
-    if isinstance(params, OsuParams):
-        return [("launcher", 0), ("peer", 0)]
-    if params.strategy == "parameter_server":
-        return (
-            [("chief", 0)]
-            + [("ps", i) for i in range(params.ps)]
-            + [("worker", i) for i in range(params.workers)]
-        )
-    return [("worker", i) for i in range(params.workers)]
+    return get_workload(params.name).roles(params)
 
 
 def point_key(point: dict[str, Any]) -> str:
@@ -92,6 +84,7 @@ def plan(spec: SweepSpec) -> list[RunGroup]:
     groups: list[RunGroup] = []
     for point in spec.points():
         params = spec.params_for(point)
+        workload = get_workload(params.name)
         machine_type = point.get("machine_type", default_machine)
         if machine_type is None:
             raise ValueError(f"{spec.name}: matrix.machine_type is required for cloud {spec.cloud}")
@@ -101,9 +94,9 @@ def plan(spec: SweepSpec) -> list[RunGroup]:
         for trial in range(1, spec.trials + 1):
             gid = f"{spec.name}-{key}-t{trial}"
             members = tuple(
-                Member(name=f"{gid}-{_short(role)}{index}", role=role, index=index, rank=rank,
+                Member(name=f"{gid}-{workload.member_code(role)}{index}", role=role, index=index, rank=rank,
                        machine_type=spec.role_machine_types.get(role, str(machine_type)))
-                for rank, (role, index) in enumerate(roles_for(params))
+                for rank, (role, index) in enumerate(workload.roles(params))
             )
             groups.append(
                 RunGroup(
@@ -121,15 +114,3 @@ def plan(spec: SweepSpec) -> list[RunGroup]:
                 )
             )
     return groups
-
-
-def _short(role: str) -> str:
-    return {"launcher": "l", "peer": "p", "chief": "c", "ps": "ps", "worker": "w"}.get(role, role)
-
-
-def find_member(groups: list[RunGroup], name: str) -> tuple[RunGroup, Member]:
-    for group in groups:
-        for member in group.members:
-            if member.name == name:
-                return group, member
-    raise KeyError(name)

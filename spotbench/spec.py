@@ -17,8 +17,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import yaml
 from croniter import croniter
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     TypeAdapter,
     ValidationError,
@@ -28,12 +26,14 @@ from pydantic import (
 
 from spotbench._spec_errors import SpecError, problems_from_validation
 from spotbench.clouds.provider import get_provider
+from spotbench.plan import RunGroup
+from spotbench.plan import plan as plan_groups
+from spotbench.workload import Params, get_workload, registry
 
 __all__ = [
     "SpecError",
     "SweepSpec",
-    "OsuParams",
-    "TfMnistParams",
+    "Params",
     "Schedule",
     "load_spec",
     "parse_duration",
@@ -64,55 +64,14 @@ def parse_duration(value: Any) -> timedelta:
     raise ValueError(f"expected seconds or a duration like '90s', '30m', '1h30m', got {value!r}")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+_Strict = Params  # spec sections, like workload configs: unknown keys are errors
 
 
-class OsuParams(_Strict):
-    """OSU micro-benchmarks between the two members of a group (MPI, point to point)."""
-
-    name: Literal["osu"] = "osu"
-    benchmarks: list[Literal["latency", "bibw"]] = Field(
-        default_factory=lambda: ["latency", "bibw"], min_length=1
-    )
-    max_size: int = Field(4 * 1024 * 1024, ge=1, le=1 << 30, description="largest message, bytes")
-    iterations: int = Field(10_000, ge=1, description="latency iterations for sizes <= large_size")
-    iterations_large: int = Field(1_000, ge=1, description="latency iterations above large_size")
-    warmup: int = Field(100, ge=0, description="latency warm-up iterations (small sizes)")
-    warmup_large: int = Field(10, ge=0)
-    bw_iterations: int = Field(100, ge=1, description="bibw loops of `window` messages (small)")
-    bw_iterations_large: int = Field(20, ge=1)
-    bw_warmup: int = Field(10, ge=0)
-    bw_warmup_large: int = Field(2, ge=0)
-    window: int = Field(64, ge=1, description="in-flight messages per direction for bibw")
-    large_size: int = Field(8192, ge=1, description="sizes above this use the *_large counts")
-    implementation: Literal["auto", "osu-c", "mpi4py"] = "auto"
-
-    @field_validator("max_size")
-    @classmethod
-    def _power_of_two(cls, v: int) -> int:
-        if v & (v - 1):
-            raise ValueError(f"must be a power of two (e.g. {1 << (v.bit_length() - 1)})")
-        return v
-
-
-class TfMnistParams(_Strict):
-    """Distributed TensorFlow training of the MNIST CNN."""
-
-    name: Literal["tf-mnist"] = "tf-mnist"
-    strategy: Literal["parameter_server", "multi_worker_mirrored"] = "parameter_server"
-    workers: int = Field(1, ge=1, le=256)
-    ps: int = Field(1, ge=1, le=64, description="parameter servers (parameter_server only)")
-    steps: int = Field(1000, ge=1)
-    warmup_steps: int = Field(10, ge=0, description="steps excluded from throughput")
-    batch_size: int = Field(64, ge=1, description="global batch size")
-    learning_rate: float = Field(0.01, gt=0)
-    dataset: Literal["mnist", "digits", "synthetic"] = "mnist"
-    dataset_url: str | None = Field(None, description="folder/URL with the four MNIST IDX files")
-    checkpoint_every: int = Field(0, ge=0, description="steps between checkpoints; 0 = off")
-
-
-WorkloadParams = Annotated[Union[OsuParams, TfMnistParams], Field(discriminator="name")]
+# The config model of every registered workload, told apart by `name`.
+WorkloadParams = Annotated[
+    Union[tuple(w.params for w in registry().values())],  # noqa: UP007 - built at import
+    Field(discriminator="name"),
+]
 
 
 class Schedule(_Strict):
@@ -212,9 +171,7 @@ class SweepSpec(_Strict):
                 raise ValueError(
                     f"matrix.{key} is not a matrix key; allowed: {', '.join(sorted(allowed))}"
                 )
-        from spotbench.plan import roles_for
-
-        roles = {role for role, _ in roles_for(self.workload)}
+        roles = {role for role, _ in get_workload(self.workload.name).roles(self.workload)}
         for role in self.role_machine_types:
             if role not in roles:
                 raise ValueError(
@@ -271,14 +228,12 @@ class SweepSpec(_Strict):
             points = [{**p, key: value} for p in points for value in self.matrix[key]]
         return points
 
-    def params_for(self, point: dict[str, Any]) -> OsuParams | TfMnistParams:
+    def params_for(self, point: dict[str, Any]) -> Params:
         merged = {**self.workload.model_dump(), **_params(point)}
         return type(self.workload).model_validate(merged)
 
-    def plan(self) -> list["RunGroup"]:  # noqa: F821 - imported lazily to avoid a cycle
-        from spotbench.plan import plan
-
-        return plan(self)
+    def plan(self) -> list[RunGroup]:
+        return plan_groups(self)
 
 
 def _params(point: dict[str, Any]) -> dict[str, Any]:

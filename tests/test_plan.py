@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from spotbench.plan import find_member, plan
+from spotbench.plan import Member, RunGroup, plan
 from spotbench.spec import load_spec
 
 
@@ -61,3 +61,12 @@ def test_placement_can_be_a_matrix_key() -> None:
     assert len({g.id for g in groups}) == 4
     assert all("placement" not in g.params.model_dump() for g in groups)
     assert plan(load_spec({"name": "p2", "workload": {"name": "osu"}, "placement": "spread"}))[0].placement == "spread"
+
+
+def find_member(groups: list[RunGroup], name: str) -> tuple[RunGroup, Member]:
+    """(Was spotbench.plan.find_member, which nothing but this test used.)"""
+    for group in groups:
+        for member in group.members:
+            if member.name == name:
+                return group, member
+    raise KeyError(name)

@@ -30,7 +30,8 @@ from infra.aws.registry import AwsRegistry
 from infra.aws.scheduler import AwsScheduler, AwsSchedulerArgs, schedule_pair
 from infra.common import known_hosts, mpi_keys
 from spotbench.images import image_name, resolve_image
-from spotbench.plan import SERVICE_PORTS, sweep_labels
+from spotbench.plan import sweep_labels
+from spotbench.workload import get_workload
 from spotbench.spec import SweepSpec
 
 __all__ = ["AwsSweep", "AwsSweepArgs"]
@@ -99,7 +100,8 @@ class AwsSweep(pulumi.ComponentResource):
                                    depends_on=[ids.scheduler_policy]),
         )
         ssh = None
-        if spec.workload.name == "osu":
+        workload = get_workload(spec.workload.name)
+        if workload.mpi:
             mpi = mpi_keys(name, self)
             ssh = mpi.keys
         needs = {has_gpu(machine_type(g, m), g.accelerator) for g in groups for m in g.members}
@@ -134,7 +136,7 @@ class AwsSweep(pulumi.ComponentResource):
         }
         if ssh is not None:  # for `spotbench exec/collect --port 2222`: pinned, never TOFU
             self.outputs["known_hosts"] = known_hosts(list(ips.values()), mpi.host_public,
-                                                      SERVICE_PORTS["osu"])
+                                                      workload.port)
             self.outputs["ssh_private_key"] = mpi.login_private
         for key_, value in self.outputs.items():
             pulumi.export(key_, value)

@@ -22,7 +22,7 @@ from infra.gcp.scheduler import GcpScheduler, GcpSchedulerArgs, cron_pair
 from infra.gcp.vms import GcpRunGroup, GcpRunGroupArgs
 from infra.common import known_hosts, mpi_keys
 from spotbench.images import resolve_image
-from spotbench.plan import SERVICE_PORTS
+from spotbench.workload import get_workload
 from spotbench.spec import SweepSpec
 
 __all__ = ["GcpSweep", "GcpSweepArgs", "resolve_location"]
@@ -93,7 +93,8 @@ class GcpSweep(pulumi.ComponentResource):
             pulumi.ResourceOptions(parent=self, depends_on=list(self.functions.functions.values())),
         )
         ssh = None
-        if spec.workload.name == "osu":
+        workload = get_workload(spec.workload.name)
+        if workload.mpi:
             mpi = mpi_keys(name, self)
             ssh = mpi.keys
         self.registry = GcpRegistry(f"{name}-registry", sweep=spec.name, project=project,
@@ -124,7 +125,7 @@ class GcpSweep(pulumi.ComponentResource):
         if ssh is not None:  # for `spotbench exec/collect --port 2222`: pinned, never TOFU
             self.outputs["known_hosts"] = known_hosts(
                 [a.address for grp in self.groups.values() for a in grp.addresses.values()],
-                mpi.host_public, SERVICE_PORTS["osu"])
+                mpi.host_public, workload.port)
             self.outputs["ssh_private_key"] = mpi.login_private
         for key_, value in self.outputs.items():
             pulumi.export(key_, value)

@@ -27,7 +27,7 @@ from spotbench.localrun.scheduler import LocalScheduler, post
 from spotbench.localrun.server import FunctionsServer
 from spotbench.localrun.state import LocalState
 from spotbench.member import MemberContext
-from spotbench.plan import WORKLOAD_MODULES, RunGroup, sweep_labels
+from spotbench.plan import RunGroup, sweep_labels
 from spotbench.results import ResultStore
 from spotbench.spec import SweepSpec
 
@@ -84,7 +84,7 @@ def deploy(spec: SweepSpec, state: LocalState, cloud: LocalCloud, done_url: str,
                    "PYTHONUNBUFFERED": "1"}
             specs.append(LocalInstanceSpec(
                 name=member.name, labels=group.member_labels(member),
-                command=[sys.executable, "-m", WORKLOAD_MODULES[group.workload]],
+                command=[sys.executable, "-m", group.descriptor.module],
                 env=env, cwd=os.getcwd(),
             ))
     cloud.deploy(specs)

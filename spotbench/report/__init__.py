@@ -2,8 +2,9 @@
 
     paths = write_report("file:///…/results/osu-local", Path("reports/osu-local"))
 
-Sections are added per workload found in the results (OSU, TF) plus costs; each section
-module builds tables/plots from one shared DataFrame (`_data.frame`).
+Sections are added per workload found in the results (each workload's descriptor names its
+section builder) plus costs; each builds tables/plots from one shared DataFrame
+(`_data.frame`) and adds nothing when its workload has no rows.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from spotbench.report import _data, cost, osu, reference as reference_mod, tf
+from spotbench.report import _data, cost, reference as reference_mod
 from spotbench.report._doc import Document, Para, to_html, to_markdown
 from spotbench.results import ResultStore
+from spotbench.workload import registry
 
 __all__ = ["NoResults", "ReportPaths", "write_report", "default_out_dir"]
 
@@ -93,11 +95,14 @@ def write_report(
 def _sections():
     """Section builders in report order; each returns (pngs, long-form CSV frames)."""
 
-    def osu_section(df, doc, out_dir, **_):
-        return osu.section(df, doc, out_dir)
+    def workload_section(builder):
+        def section(df, doc, out_dir, **_):
+            return builder(df, doc, out_dir)
 
-    def tf_section(df, doc, out_dir, **_):
-        return tf.section(df, doc, out_dir)
+        return section
+
+    # one section per registered workload (its descriptor names the builder), in registry order
+    workloads = [workload_section(b) for w in registry().values() if (b := w.report_section())]
 
     def cost_section(df, doc, out_dir, base=None, **_):
         return cost.section(df, doc, out_dir, base)
@@ -105,4 +110,4 @@ def _sections():
     def reference_section(df, doc, out_dir, reference=None, **_):
         return reference_mod.section(df, doc, reference)
 
-    return [osu_section, tf_section, cost_section, reference_section]
+    return [*workloads, cost_section, reference_section]

@@ -23,7 +23,7 @@ import threading
 from pathlib import Path
 
 from spotbench.member import MemberContext
-from spotbench.spec import OsuParams
+from workloads.osu.descriptor import OsuParams
 from workloads.common import WorkloadRun
 from workloads.osu import agent, launch, ssh
 from workloads.osu.parse import OsuParseError, OsuStream

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spotbench.member import MemberContext, Peer
-from spotbench.spec import OsuParams
+from workloads.osu.descriptor import OsuParams
 from workloads.osu import ssh
 from workloads.osu.agent import kill_tree
 from workloads.osu.bridge import LOST

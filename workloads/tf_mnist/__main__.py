@@ -20,7 +20,7 @@ import sys
 import traceback
 
 from spotbench.member import MemberContext
-from spotbench.spec import TfMnistParams
+from workloads.tf_mnist.descriptor import TfMnistParams
 from workloads.tf_mnist.cluster import prepare_env, records_results, threads
 
 log = logging.getLogger("spotbench.tf_mnist")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 
 from spotbench.member import MemberContext
-from spotbench.spec import TfMnistParams
+from workloads.tf_mnist.descriptor import TfMnistParams
 from workloads.tf_mnist.checkpoints import CheckpointStore
 from workloads.tf_mnist.cluster import reclaim_sigterm
 from workloads.tf_mnist.datasets import Dataset

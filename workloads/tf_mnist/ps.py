@@ -15,7 +15,7 @@ import os
 from collections import Counter
 
 from spotbench.member import MemberContext
-from spotbench.spec import TfMnistParams
+from workloads.tf_mnist.descriptor import TfMnistParams
 from workloads.tf_mnist.checkpoints import CheckpointStore
 from workloads.tf_mnist.cluster import cluster_spec, reclaim_sigterm, wait_for_peers
 from workloads.tf_mnist.datasets import Dataset

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from spotbench.spec import OsuParams
+from workloads.osu.descriptor import OsuParams
 from workloads.osu import launch
 from workloads.osu.parse import OsuParseError, OsuStream, parse
 

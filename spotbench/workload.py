@@ -1,0 +1,90 @@
+"""What a workload means to spotbench: one `Workload` descriptor per workload.
+
+A descriptor is plain data: the spec's config model for the workload, its member roles (in
+rank order, from the config), the port its members listen on, the extra ports and container
+env a cloud VM needs, its default images (CPU/GPU, folders under `images/`), the metrics it
+writes and the report section that shows them. spec, plan, infra, the local runner and the
+report ask the descriptor instead of knowing workloads by name.
+
+The descriptors are listed in an explicit dict, `workloads.WORKLOADS` (no decorators, no
+discovery); `get_workload(name)` is the lookup. Adding a workload = its package under
+`workloads/` (entrypoint + descriptor) and one line in that dict; see
+docs/adding-a-workload.md.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import pandas as pd
+
+
+class Params(BaseModel):
+    """Base of every workload's config model: unknown keys are errors, values are frozen.
+    A subclass declares `name: Literal["<workload>"] = "<workload>"` (the spec's tag)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass(frozen=True)
+class Images:
+    """Default images (folders under `images/`, names in the stack's registry); None: the
+    spec must give `image:`."""
+
+    cpu: str | None = None
+    gpu: str | None = None
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str  # the spec's `workload.name`
+    params: type[Params]  # the spec's config model (pydantic)
+    module: str  # what a member runs: `python -m <module>` (the images' entrypoint too)
+    roles: Callable[[Any], list[tuple[str, int]]]  # params → (role, index) in rank order
+    role_codes: dict[str, str] = field(default_factory=dict)  # role → short code in member names
+    port: int = 0  # the port members listen on, on clouds (the local cloud picks free ones)
+    extra_ports: tuple[str, ...] = ()  # more TCP ports/ranges ('lo-hi') members talk on
+    env: dict[str, str] = field(default_factory=dict)  # extra container env on a cloud VM
+    mpi: bool = False  # members run MPI over ssh: the stack makes keys and known_hosts
+    images: Images = Images()
+    metrics: tuple[str, ...] = ()  # metric names it writes (empty: the user's own)
+    report: str | None = None  # "module:function(df, doc, out_dir) -> (pngs, frames)"
+    description: str = ""
+
+    def image(self, gpu: bool) -> str:
+        """The default image of a group with/without GPU; ValueError when there is none."""
+        name = self.images.gpu if gpu else self.images.cpu
+        if name is None:
+            raise ValueError(f"workload {self.name!r} has no default image; set `image:` in the spec")
+        return name
+
+    def member_code(self, role: str) -> str:
+        return self.role_codes.get(role, role)
+
+    def report_section(self) -> Callable[[pd.DataFrame, Any, Path], tuple[list, list]] | None:
+        if self.report is None:
+            return None
+        module, _, fn = self.report.partition(":")
+        return getattr(importlib.import_module(module), fn)
+
+
+def registry() -> dict[str, Workload]:
+    """Every workload, by name (`workloads.WORKLOADS`)."""
+    from workloads import WORKLOADS
+
+    return WORKLOADS
+
+
+def get_workload(name: str) -> Workload:
+    found = registry().get(name)
+    if found is None:
+        raise ValueError(f"unknown workload {name!r}; choose one of {', '.join(registry())}")
+    return found

@@ -1,0 +1,70 @@
+"""The `osu` workload: OSU micro-benchmarks (latency, bibw) between the two members of a
+group over MPI. The launcher runs `mpiexec`; the peer serves an sshd (clouds) or an exec
+agent (local cloud) that `mpiexec` reaches.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from spotbench.workload import Images, Params, Workload
+
+# MPICH (hydra + ch3/ch4 TCP) picks ephemeral ports unless told a range; the VM env file sets
+# MPICH_PORT_RANGE to this range and the firewall opens exactly it between sweep members.
+MPI_PORT_RANGE = (50000, 50100)
+SSH_DIR_IN_CONTAINER = "/etc/spotbench/ssh"
+SSHD_PORT = 2222  # the peer container's sshd that mpiexec's launcher reaches
+
+
+class OsuParams(Params):
+    """OSU micro-benchmarks between the two members of a group (MPI, point to point)."""
+
+    name: Literal["osu"] = "osu"
+    benchmarks: list[Literal["latency", "bibw"]] = Field(
+        default_factory=lambda: ["latency", "bibw"], min_length=1
+    )
+    max_size: int = Field(4 * 1024 * 1024, ge=1, le=1 << 30, description="largest message, bytes")
+    iterations: int = Field(10_000, ge=1, description="latency iterations for sizes <= large_size")
+    iterations_large: int = Field(1_000, ge=1, description="latency iterations above large_size")
+    warmup: int = Field(100, ge=0, description="latency warm-up iterations (small sizes)")
+    warmup_large: int = Field(10, ge=0)
+    bw_iterations: int = Field(100, ge=1, description="bibw loops of `window` messages (small)")
+    bw_iterations_large: int = Field(20, ge=1)
+    bw_warmup: int = Field(10, ge=0)
+    bw_warmup_large: int = Field(2, ge=0)
+    window: int = Field(64, ge=1, description="in-flight messages per direction for bibw")
+    large_size: int = Field(8192, ge=1, description="sizes above this use the *_large counts")
+    implementation: Literal["auto", "osu-c", "mpi4py"] = "auto"
+
+    @field_validator("max_size")
+    @classmethod
+    def _power_of_two(cls, v: int) -> int:
+        if v & (v - 1):
+            raise ValueError(f"must be a power of two (e.g. {1 << (v.bit_length() - 1)})")
+        return v
+
+
+def roles(params: OsuParams) -> list[tuple[str, int]]:
+    return [("launcher", 0), ("peer", 0)]
+
+
+WORKLOAD = Workload(
+    name="osu",
+    params=OsuParams,
+    module="workloads.osu",
+    roles=roles,
+    role_codes={"launcher": "l", "peer": "p"},
+    port=SSHD_PORT,
+    extra_ports=(f"{MPI_PORT_RANGE[0]}-{MPI_PORT_RANGE[1]}",),
+    env={
+        "MPICH_PORT_RANGE": f"{MPI_PORT_RANGE[0]}:{MPI_PORT_RANGE[1]}",
+        "SPOTBENCH_SSH_DIR": SSH_DIR_IN_CONTAINER,
+    },
+    mpi=True,
+    images=Images(cpu="mpi", gpu="mpi"),
+    metrics=("latency", "bibw"),
+    report="spotbench.report.osu:section",
+    description=OsuParams.__doc__ or "",
+)
