@@ -78,13 +78,12 @@ class ResultStore:
         return "/".join([self.root.rstrip("/"), *parts])
 
     def _write_whole(self, path: str, data: bytes) -> None:
-        parent = path.rsplit("/", 1)[0]
-        self.fs.makedirs(parent, exist_ok=True)
         if isinstance(self.fs, LocalFileSystem):  # rename is atomic on one filesystem
+            self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
             tmp = f"{path}.tmp-{uuid.uuid4().hex}"
             self.fs.pipe_file(tmp, data)
             self.fs.mv(tmp, path)
-        else:
+        else:  # object stores have no folders: no makedirs (on GCS it needs buckets.get)
             self.fs.pipe_file(path, data)
 
     # ---- group records -------------------------------------------------------------
