@@ -100,6 +100,23 @@ class GcpOptions(_Strict):
     image_family: str = "cos-stable"
     boot_disk_gb: int = Field(20, ge=10)
     network_cidr: str = "10.42.0.0/24"
+    operators: list[str] = Field(
+        default_factory=list,
+        description="IAM members who operate the sweep (status, report, schedule, ssh via IAP),"
+        " e.g. ['user:alice@example.com', 'group:bench@example.com']",
+    )
+
+    @field_validator("operators")
+    @classmethod
+    def _members(cls, v: list[str]) -> list[str]:
+        for member in v:
+            kind, _, who = member.partition(":")
+            if kind not in ("user", "group", "serviceAccount", "domain") or not who:
+                raise ValueError(
+                    f"{member!r} is not an IAM member; write user:EMAIL, group:EMAIL, "
+                    "serviceAccount:EMAIL or domain:DOMAIN"
+                )
+        return v
 
 
 class AwsOptions(_Strict):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import pulumi
 
+from infra.gcp.apis import GcpApis
 from infra.gcp.bucket import ResultsBucket, ResultsBucketArgs
 from infra.gcp.functions import GcpFunctions, GcpFunctionsArgs
 from infra.gcp.identity import GcpIdentities, GcpIdentitiesArgs
@@ -55,24 +56,29 @@ class GcpSweep(pulumi.ComponentResource):
     Args = GcpSweepArgs
 
     def __init__(self, name: str, args: GcpSweepArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("spotbench:gcp:Sweep", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
         spec = args.spec
         project, region, zone = resolve_location(spec)
         groups = spec.plan()
         crons = cron_pair(spec)  # fail before declaring anything
+        self.apis = GcpApis(f"{name}-apis", project)
+        # every resource of the sweep waits for the APIs it needs
+        super().__init__("spotbench:gcp:Sweep", name, None, pulumi.ResourceOptions.merge(
+            opts, pulumi.ResourceOptions(transformations=[self.apis.after()])))
+        child = pulumi.ResourceOptions(parent=self)
 
         self.network = GcpNetwork(
             f"{name}-net", GcpNetworkArgs(spec=spec, region=region, project=project), child
         )
         self.identities = GcpIdentities(
-            f"{name}-id", GcpIdentitiesArgs(sweep=spec.name, project=project), child
+            f"{name}-id", GcpIdentitiesArgs(sweep=spec.name, project=project, zone=zone,
+                              operators=list(spec.gcp.operators)), child
         )
         ids = self.identities
         self.bucket = ResultsBucket(
             f"{name}-bucket",
             ResultsBucketArgs(spec=spec, project=project, location=region,
-                              writers=[ids.vm.email], managers=[ids.function.email]),
+                              writers=[ids.vm.email], managers=[ids.function.email],
+                              readers=list(spec.gcp.operators)),
             child,
         )
         self.functions = GcpFunctions(

@@ -1,8 +1,10 @@
 """The results bucket: uniform access, public access prevented, labelled.
 
 The VM account may create and read objects (results, raw output; it never overwrites or
-deletes), the function account may read and write them (run ledger). The functions'
-source archive lives in the same bucket under `_spotbench/`.
+deletes), the function account may read and write them (run ledger), operators may read
+them — each only under the sweep's results prefix (an IAM condition on the object name, and
+on the list prefix for listings), so a sweep sharing a bucket cannot reach another's
+results, and nobody but the build reads the functions' source archive under `_spotbench/`.
 `force_destroy` is on so `pulumi destroy` removes everything: copy the results first
 (`gcloud storage cp -r gs://BUCKET/SWEEP .`).
 """
@@ -10,7 +12,7 @@ source archive lives in the same bucket under `_spotbench/`.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_gcp as gcp
@@ -32,6 +34,26 @@ def bucket_name(spec: SweepSpec, project: str) -> str:
     return name[:63].rstrip("-")
 
 
+def prefix_condition(bucket: str, prefix: str, what: str) -> dict[str, str]:
+    """IAM condition: objects under `prefix/` of `bucket`, and listings of that prefix.
+
+    `storage.objects.list` is checked on the bucket, so a listing is allowed only when the
+    request's list prefix (`storage.googleapis.com/objectListPrefix`) lies under it.
+    """
+    prefix = prefix.strip("/") + "/"
+    objects = f"projects/_/buckets/{bucket}/objects/{prefix}"
+    return {
+        "title": f"{what} under {prefix}"[:100],
+        "description": f"objects under gs://{bucket}/{prefix} only",
+        "expression": (
+            f'resource.name.startsWith("{objects}") || '
+            f'(resource.type == "storage.googleapis.com/Bucket" && '
+            f'api.getAttribute("storage.googleapis.com/objectListPrefix", "")'
+            f'.startsWith("{prefix}"))'
+        ),
+    }
+
+
 def results_url(spec: SweepSpec, project: str) -> str:
     """Where members write: the spec's gs:// URL, or gs://<bucket>/<sweep>."""
     if spec.results and spec.results.startswith("gs://"):
@@ -47,6 +69,7 @@ class ResultsBucketArgs:
     location: str
     writers: list[pulumi.Input[str]]  # emails: objectCreator + objectViewer
     managers: list[pulumi.Input[str]]  # emails: objectUser (read/write/overwrite)
+    readers: list[str] = field(default_factory=list)  # IAM members: objectViewer
 
 
 class ResultsBucket(pulumi.ComponentResource):
@@ -68,15 +91,19 @@ class ResultsBucket(pulumi.ComponentResource):
             project=args.project,
             opts=child,
         )
-        grants = [(e, r) for e in args.writers
+        prefix = self.url.removeprefix(f"gs://{self.bucket_name}").strip("/")
+        sa = lambda e: pulumi.Output.from_input(e).apply(lambda v: f"serviceAccount:{v}")  # noqa: E731
+        grants = [(sa(e), r) for e in args.writers
                   for r in ("roles/storage.objectCreator", "roles/storage.objectViewer")]
-        grants += [(e, "roles/storage.objectUser") for e in args.managers]
-        for i, (email, role) in enumerate(grants):
+        grants += [(sa(e), "roles/storage.objectUser") for e in args.managers]
+        grants += [(pulumi.Output.from_input(m), "roles/storage.objectViewer") for m in args.readers]
+        for i, (member, role) in enumerate(grants):
             gcp.storage.BucketIAMMember(
                 f"{name}-{role.split('.')[-1]}-{i}",
                 bucket=self.bucket.name,
                 role=role,
-                member=pulumi.Output.from_input(email).apply(lambda e: f"serviceAccount:{e}"),
+                member=member,
+                condition=prefix_condition(self.bucket_name, prefix or args.spec.name, "results"),
                 opts=child,
             )
         self.register_outputs({"bucket": self.bucket.name, "url": self.url})

@@ -10,6 +10,12 @@ Access), and Cloud Scheduler in the same project counts as internal for Cloud Ru
 so start/stop need no public path either. Each function also verifies the caller's token
 itself (`SPOTBENCH_AUDIENCE` = its own URL).
 
+Builds run as the sweep's own build service account (new projects no longer give the
+default Cloud Build account the roles a function build needs): `roles/logging.logWriter`
+and `roles/artifactregistry.writer` on the project (build logs, the image in
+`gcf-artifacts`) and read access to the source archive's `_spotbench/` prefix only, as
+https://cloud.google.com/functions/docs/securing/build-custom-sa describes.
+
 URLs use the deterministic `https://REGION-PROJECT.cloudfunctions.net/NAME` form, so the
 VMs' done URL and the OIDC audiences are known before the functions exist (no cycle).
 """
@@ -22,12 +28,16 @@ import pulumi
 import pulumi_gcp as gcp
 
 from infra.common import function_source
+from infra.gcp.bucket import prefix_condition
+from infra.gcp.identity import account_id
 from spotbench.plan import sweep_labels
 from spotbench.spec import SweepSpec
 
 ENTRY_POINTS = ("start", "stop", "done")
 RUNTIME = "python312"
 INGRESS = "ALLOW_INTERNAL_ONLY"
+SOURCE_PREFIX = "_spotbench"
+BUILD_PROJECT_ROLES = ("roles/logging.logWriter", "roles/artifactregistry.writer")
 
 
 def function_name(sweep: str, entry: str) -> str:
@@ -61,10 +71,11 @@ class GcpFunctions(pulumi.ComponentResource):
         self.source = gcp.storage.BucketObject(
             f"{name}-source",
             bucket=args.bucket,
-            name=f"_spotbench/functions-{digest}.zip",
+            name=f"{SOURCE_PREFIX}/functions-{digest}.zip",
             source=archive,
             opts=child,
         )
+        grants = self._build_account(name, args, child)
         self.urls = {e: function_url(args.region, args.project, spec.name, e)
                      for e in ENTRY_POINTS}
         self.functions: dict[str, gcp.cloudfunctionsv2.Function] = {}
@@ -77,6 +88,8 @@ class GcpFunctions(pulumi.ComponentResource):
                 description=f"spotbench {spec.name}: {entry}",
                 labels=sweep_labels(spec.name),
                 build_config={
+                    "service_account": self.build.email.apply(
+                        lambda e: f"projects/{args.project}/serviceAccounts/{e}"),
                     "runtime": RUNTIME,
                     "entry_point": entry,
                     "source": {"storage_source": {
@@ -99,7 +112,7 @@ class GcpFunctions(pulumi.ComponentResource):
                         "SPOTBENCH_SCHEDULER_ACCOUNTS": args.scheduler_account,
                     },
                 },
-                opts=child,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=grants),
             )
             self.functions[entry] = fn
             invoker = args.vm_account if entry == "done" else args.scheduler_account
@@ -113,3 +126,33 @@ class GcpFunctions(pulumi.ComponentResource):
                 opts=child,
             )
         self.register_outputs({f"{e}_url": u for e, u in self.urls.items()})
+
+    def _build_account(self, name: str, args: GcpFunctionsArgs,
+                       child: pulumi.ResourceOptions) -> list[pulumi.Resource]:  # fmt: skip
+        """The build service account and its grants (the functions depend on them)."""
+        sweep = args.spec.name
+        self.build = gcp.serviceaccount.Account(
+            f"{name}-build",
+            account_id=account_id(sweep, "build"),
+            display_name=f"spotbench {sweep}: Cloud Build of the functions",
+            project=args.project,
+            opts=child,
+        )
+        member = self.build.email.apply(lambda e: f"serviceAccount:{e}")
+        grants: list[pulumi.Resource] = [
+            gcp.projects.IAMMember(
+                f"{name}-build-{role.split('/')[1].replace('.', '-')}",
+                project=args.project, role=role, member=member, opts=child,
+            )
+            for role in BUILD_PROJECT_ROLES
+        ]
+        grants.append(gcp.storage.BucketIAMMember(
+            f"{name}-build-source",
+            bucket=args.bucket,
+            role="roles/storage.objectViewer",
+            member=member,
+            condition=pulumi.Output.from_input(args.bucket).apply(
+                lambda b: prefix_condition(b, SOURCE_PREFIX, "functions source")),
+            opts=child,
+        ))
+        return grants

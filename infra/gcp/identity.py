@@ -5,38 +5,67 @@
   bucket.py / functions.py, plus `roles/artifactregistry.reader` and
   `roles/logging.logWriter` on the project (an image may live in any repository).
 - Scheduler account: only `roles/run.invoker` on `start` and `stop` (functions.py).
-- Function account: the custom role below (exactly the compute permissions the
-  start/stop/done code paths call), the results bucket (bucket.py), and
-  `roles/iam.serviceAccountUser` on the VM account only (starting an instance that runs
-  as a service account requires acting as it).
+- Function account: two custom roles with exactly the compute permissions the
+  start/stop/done code paths call: `spotbench_<sweep>` (get/start/stop) bound with an IAM
+  condition on the sweep's instance names (`projects/P/zones/Z/instances/<sweep>-…`), so
+  it cannot touch another sweep's VMs, and `spotbench_<sweep>_list` (the project-level
+  aggregated list and zone-operation polling, which IAM conditions cannot scope to names);
+  plus the results prefix (bucket.py) and `roles/iam.serviceAccountUser` on the VM account
+  only (starting an instance that runs as a service account requires acting as it).
+- Operators (`gcp.operators` in the spec): `spotbench_<sweep>_ops` (list/get instances,
+  read/pause/resume/run the sweep's scheduler jobs), read access to the results prefix
+  (bucket.py) and `roles/iap.tunnelResourceAccessor` on each member VM (vms.py).
+  Instance-name conditions match by prefix: keep one sweep's name from being a prefix of
+  another's followed by '-' in the same project (e.g. `bench` and `bench-gpu`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_gcp as gcp
 
 # spotbench.clouds.gce: instances.aggregatedList (needs .list) → get → start/stop →
 # zoneOperations.get while waiting. Nothing else: no create/delete/setMetadata.
-FUNCTION_COMPUTE_PERMISSIONS = (
+FUNCTION_COMPUTE_PERMISSIONS = (  # on the sweep's instances only (IAM condition)
     "compute.instances.get",
-    "compute.instances.list",
     "compute.instances.start",
     "compute.instances.stop",
+)
+FUNCTION_LIST_PERMISSIONS = (  # project-level calls: the aggregated list, op polling
+    "compute.instances.list",
     "compute.zoneOperations.get",
+)
+# `spotbench status` (list), `ssh --via iap` (gcloud looks the instance up), `schedule`.
+OPERATOR_PERMISSIONS = (
+    "compute.instances.get",
+    "compute.instances.list",
+    "cloudscheduler.jobs.get",
+    "cloudscheduler.jobs.pause",
+    "cloudscheduler.jobs.resume",
+    "cloudscheduler.jobs.run",
 )
 VM_PROJECT_ROLES = ("roles/artifactregistry.reader", "roles/logging.logWriter")
 
 
-def custom_role_id(sweep: str) -> str:
-    return "spotbench_" + sweep.replace("-", "_")
+def custom_role_id(sweep: str, suffix: str = "") -> str:
+    return "spotbench_" + sweep.replace("-", "_") + (f"_{suffix}" if suffix else "")
+
+
+def instances_condition(project: str, zone: str, sweep: str) -> dict[str, str]:
+    """IAM condition: only instances of `sweep` (their names start with `<sweep>-`)."""
+    prefix = f"projects/{project}/zones/{zone}/instances/{sweep}-"
+    return {
+        "title": f"{sweep} instances only"[:100],
+        "description": f"instances named {sweep}-* in {zone}",
+        "expression": f'resource.name.startsWith("{prefix}")',
+    }
 
 
 def account_id(sweep: str, kind: str) -> str:
     """A service-account id (6–30 chars, lowercase) for `kind` of `sweep`."""
-    suffix = {"vm": "-vm", "scheduler": "-sch", "function": "-fn"}[kind]
+    suffix = {"vm": "-vm", "scheduler": "-sch", "function": "-fn", "build": "-bld"}[kind]
     return f"sb-{sweep}"[: 30 - len(suffix)].rstrip("-") + suffix
 
 
@@ -44,6 +73,8 @@ def account_id(sweep: str, kind: str) -> str:
 class GcpIdentitiesArgs:
     sweep: str
     project: str
+    zone: str
+    operators: list[str] = field(default_factory=list)  # IAM members
 
 
 class GcpIdentities(pulumi.ComponentResource):
@@ -68,22 +99,20 @@ class GcpIdentities(pulumi.ComponentResource):
         self.vm, self.scheduler, self.function = (
             accounts["vm"], accounts["scheduler"], accounts["function"]
         )
-        self.role = gcp.projects.IAMCustomRole(
-            f"{name}-function-role",
-            role_id=custom_role_id(args.sweep),
-            title=f"spotbench {args.sweep} start/stop",
-            description="start, stop and list the sweep's instances; nothing else",
-            permissions=list(FUNCTION_COMPUTE_PERMISSIONS),
-            project=args.project,
-            opts=child,
-        )
-        gcp.projects.IAMMember(
-            f"{name}-function-compute",
-            project=args.project,
-            role=self.role.role_id.apply(lambda rid: f"projects/{args.project}/roles/{rid}"),
-            member=self.function.email.apply(lambda e: f"serviceAccount:{e}"),
-            opts=child,
-        )
+        fn_member = self.function.email.apply(lambda e: f"serviceAccount:{e}")
+        self.role = self._role(name, args, "", "start/stop", FUNCTION_COMPUTE_PERMISSIONS,
+                               "get, start and stop the sweep's instances; nothing else", child)
+        self._grant(f"{name}-function-compute", args, self.role, fn_member, child,
+                    condition=instances_condition(args.project, args.zone, args.sweep))
+        self.list_role = self._role(name, args, "list", "list", FUNCTION_LIST_PERMISSIONS,
+                                    "find instances by label and follow zone operations", child)
+        self._grant(f"{name}-function-list", args, self.list_role, fn_member, child)
+        self.operator_role = None
+        if args.operators:
+            self.operator_role = self._role(name, args, "ops", "operators", OPERATOR_PERMISSIONS,
+                                            "status, schedule control and IAP lookups", child)
+            for i, member in enumerate(args.operators):
+                self._grant(f"{name}-operator-{i}", args, self.operator_role, member, child)
         gcp.serviceaccount.IAMMember(
             f"{name}-function-actas-vm",
             service_account_id=self.vm.name,
@@ -105,3 +134,30 @@ class GcpIdentities(pulumi.ComponentResource):
             "function": self.function.email,
             "role": self.role.name,
         })
+
+    @staticmethod
+    def _role(name: str, args: GcpIdentitiesArgs, suffix: str, what: str,
+              permissions: tuple[str, ...], description: str,
+              child: pulumi.ResourceOptions) -> gcp.projects.IAMCustomRole:  # fmt: skip
+        return gcp.projects.IAMCustomRole(
+            f"{name}-{suffix or 'function'}-role",
+            role_id=custom_role_id(args.sweep, suffix),
+            title=f"spotbench {args.sweep} {what}",
+            description=description,
+            permissions=list(permissions),
+            project=args.project,
+            opts=child,
+        )
+
+    @staticmethod
+    def _grant(name: str, args: GcpIdentitiesArgs, role: gcp.projects.IAMCustomRole,
+               member: pulumi.Input[str], child: pulumi.ResourceOptions,
+               condition: dict[str, str] | None = None) -> None:  # fmt: skip
+        gcp.projects.IAMMember(
+            name,
+            project=args.project,
+            role=role.role_id.apply(lambda rid: f"projects/{args.project}/roles/{rid}"),
+            member=member,
+            condition=condition,
+            opts=child,
+        )

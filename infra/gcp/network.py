@@ -3,7 +3,18 @@
 VMs have no external IPs: egress (image pulls, pip) goes through Cloud NAT, Google APIs
 (storage, metadata-identity, the `done` function) through Private Google Access. Ingress
 is only allowed from VMs carrying the sweep's network tag to VMs carrying it, on the
-workload's ports — nothing from the internet (GCP's implied deny-all covers the rest).
+workload's ports, and from Identity-Aware Proxy's TCP forwarding range (`IAP_RANGE`) to
+the ssh ports (`spotbench ssh/exec/collect --via iap`; who may tunnel is IAM's
+`iap.tunnelInstances.accessViaIAP`, granted per VM to `gcp.operators`) — nothing from the
+internet (GCP's implied deny-all covers the rest).
+
+The network path is explicit and consistent (tests/infra/test_gcp.py checks it on the
+rendered stack): members have no external IP; Google APIs, the `done` function
+(`*.cloudfunctions.net`) and Artifact Registry (`*.pkg.dev`) are reached through Private
+Google Access, which Cloud Run ingress `internal` counts as the project's VPC (Cloud NAT
+never translates traffic to Google APIs on a subnet with Private Google Access); Cloud NAT
+serves everything else (an image on Docker Hub, pip). Cloud Scheduler in the same project
+is internal for Cloud Run ingress, so start/stop need no public path either.
 """
 
 from __future__ import annotations
@@ -14,7 +25,16 @@ import pulumi
 import pulumi_gcp as gcp
 
 from infra.common import workload_ports
+from spotbench.plan import SERVICE_PORTS
 from spotbench.spec import SweepSpec
+
+
+IAP_RANGE = "35.235.240.0/20"  # https://cloud.google.com/iap/docs/using-tcp-forwarding
+
+
+def ssh_ports(workload: str) -> list[str]:
+    """Ports an operator reaches through IAP: the host's sshd, and the MPI container's."""
+    return ["22"] + ([str(SERVICE_PORTS["osu"])] if workload == "osu" else [])
 
 
 def member_tag(sweep: str) -> str:
@@ -83,6 +103,18 @@ class GcpNetwork(pulumi.ComponentResource):
             target_tags=[self.tag],
             allows=[{"protocol": "tcp", "ports": workload_ports(spec.workload.name)}],
             description="workload traffic between members of this sweep only",
+            project=args.project,
+            opts=child,
+        )
+        self.iap_firewall = gcp.compute.Firewall(
+            f"{name}-iap-ssh",
+            name=f"{name}-iap-ssh",
+            network=self.network.id,
+            direction="INGRESS",
+            source_ranges=[IAP_RANGE],
+            target_tags=[self.tag],
+            allows=[{"protocol": "tcp", "ports": ssh_ports(spec.workload.name)}],
+            description="ssh through Identity-Aware Proxy TCP forwarding only",
             project=args.project,
             opts=child,
         )

@@ -25,6 +25,11 @@ COMPACT_SERIES = frozenset(
      "n2d", "z3"}
 )
 MAX_AVAILABILITY_DOMAINS = 8
+PREEMPTIBLE_NOTE = (
+    "provisioning 'preemptible' deploys as SPOT VMs on GCP: legacy preemptible VMs cannot "
+    "have max_run_duration (the sweep's deadline) or a termination action; Spot VMs are "
+    "their successor at the same price. Write `provisioning: spot` to silence this note."
+)
 
 
 def machine_series(machine_type: str) -> str:
@@ -36,11 +41,12 @@ def scheduling(spec: SweepSpec, *, gpu: bool, compact: bool, domain: int | None)
         "max_run_duration": {"seconds": max(30, int(spec.deadline.total_seconds()))},
         "instance_termination_action": "STOP",
     }
-    if spec.provisioning == "spot":
+    if spec.provisioning in ("spot", "preemptible"):
+        # Legacy preemptible VMs cannot take max_run_duration / a termination action (the
+        # Compute API rejects the combination); Spot is their successor at the same price
+        # without the 24 h limit, so `preemptible` deploys as SPOT (see PREEMPTIBLE_NOTE).
         s.update(provisioning_model="SPOT", preemptible=True, automatic_restart=False,
                  on_host_maintenance="TERMINATE")
-    elif spec.provisioning == "preemptible":
-        s.update(preemptible=True, automatic_restart=False, on_host_maintenance="TERMINATE")
     else:
         s.update(provisioning_model="STANDARD", preemptible=False, automatic_restart=True,
                  on_host_maintenance="TERMINATE" if gpu or compact else "MIGRATE")
@@ -81,6 +87,8 @@ class GcpRunGroup(pulumi.ComponentResource):
                 "placement 'spread' or 'none'"
             )
         policies, domains = self._placement(name, args, child)
+        if spec.provisioning == "preemptible":
+            pulumi.log.warn(PREEMPTIBLE_NOTE, resource=self)
 
         self.addresses = {
             m.name: gcp.compute.Address(
@@ -158,6 +166,16 @@ class GcpRunGroup(pulumi.ComponentResource):
                 deletion_protection=False,
                 opts=pulumi.ResourceOptions(parent=self, ignore_changes=["desiredStatus"]),
             )
+            for i, operator in enumerate(spec.gcp.operators):  # ssh/exec/collect --via iap
+                gcp.iap.TunnelInstanceIAMMember(
+                    f"{name}-{m.name.removeprefix(group.id + '-')}-iap-{i}",
+                    project=args.project,
+                    zone=args.zone,
+                    instance=self.instances[m.name].name,
+                    role="roles/iap.tunnelResourceAccessor",
+                    member=operator,
+                    opts=child,
+                )
         self.instance_names = names
         self.register_outputs({
             "instances": names,

@@ -71,9 +71,11 @@ class FakeGce:
 
     # -- test set-up -------------------------------------------------------------------
     def add(self, name: str, zone: str, status: str = "TERMINATED",
-            labels: dict[str, str] | None = None, ip: str | None = None) -> None:  # fmt: skip
+            labels: dict[str, str] | None = None, ip: str | None = None,
+            service_account: str | None = None) -> None:  # fmt: skip
         self.instances[(zone, name)] = {"name": name, "status": status,
-                                        "labels": dict(labels or {}), "ip": ip}  # fmt: skip
+                                        "labels": dict(labels or {}), "ip": ip,
+                                        "service_account": service_account}  # fmt: skip
 
     def fail_next(self, verb: str, name: str, code: str = "ZONE_RESOURCE_POOL_EXHAUSTED",
                   message: str = "The zone does not have enough resources.") -> None:  # fmt: skip
@@ -153,6 +155,9 @@ class FakeGce:
         zone_url = f"{BASE}/projects/{self.project}/zones/{zone}"
         body = {"kind": "compute#instance", "name": name, "status": inst["status"],
                 "labels": inst["labels"], "zone": zone_url}  # fmt: skip
+        if inst.get("service_account"):
+            body["serviceAccounts"] = [{"email": inst["service_account"],
+                                        "scopes": ["https://www.googleapis.com/auth/cloud-platform"]}]
         if inst["ip"]:
             body["networkInterfaces"] = [{"name": "nic0", "networkIP": inst["ip"]}]
         return body

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -177,10 +178,13 @@ def test_gpu_vms_terminate_on_maintenance_and_install_driver_first(gpu):
 
 
 def test_preemptible_and_standard_provisioning():
+    """`preemptible` + max_run_duration/termination action is refused by the Compute API
+    (those need the SPOT model): preemptible deploys as SPOT, keeping the deadline."""
     pre = _sweep(_spec(provisioning="preemptible"))
     for vm in pre.of_type(INSTANCE):
         s = vm.inputs["scheduling"]
-        assert s["preemptible"] is True and "provisioningModel" not in s
+        assert s["provisioningModel"] == "SPOT" and s["preemptible"] is True
+        assert s["maxRunDuration"]["seconds"] == 20 * 60 and s["instanceTerminationAction"] == "STOP"
         assert s["onHostMaintenance"] == "TERMINATE" and s["automaticRestart"] is False
     std = _sweep(_spec(provisioning="standard", name="s"))
     for vm in std.of_type(INSTANCE):
@@ -220,12 +224,16 @@ def test_compact_placement():
 
 
 # ---- identities, functions, scheduler ---------------------------------------------------
-def test_custom_role_is_exactly_start_stop_list(osu):
-    (role,) = osu.of_type("gcp:projects/iAMCustomRole:IAMCustomRole")
-    assert sorted(role.inputs["permissions"]) == [
-        "compute.instances.get", "compute.instances.list", "compute.instances.start",
-        "compute.instances.stop", "compute.zoneOperations.get",
-    ]
+def test_custom_roles_are_exactly_start_stop_and_list(osu):
+    roles = {r.inputs["roleId"]: r.inputs for r in osu.of_type("gcp:projects/iAMCustomRole:IAMCustomRole")}
+    assert sorted(roles["spotbench_gcp_osu"]["permissions"]) == [
+        "compute.instances.get", "compute.instances.start", "compute.instances.stop"]
+    assert sorted(roles["spotbench_gcp_osu_list"]["permissions"]) == [
+        "compute.instances.list", "compute.zoneOperations.get"]
+    bindings = {b.inputs["role"]: b.inputs for b in osu.of_type("gcp:projects/iAMMember:IAMMember")}
+    scoped = bindings["projects/proj-1/roles/spotbench_gcp_osu"]["condition"]["expression"]
+    assert scoped == 'resource.name.startsWith("projects/proj-1/zones/us-central1-a/instances/gcp-osu-")'
+    assert "condition" not in bindings["projects/proj-1/roles/spotbench_gcp_osu_list"]
     roles = [d.inputs.get("role", "") for d in osu.declared]
     assert not any("compute.instanceAdmin" in r or r in ("roles/owner", "roles/editor")
                    for r in roles)
@@ -269,12 +277,15 @@ def test_scheduler_pair_with_oidc(gpu):
 
 # ---- network, bucket --------------------------------------------------------------------
 def test_firewall_members_only_no_internet(osu):
-    fws = osu.of_type("gcp:compute/firewall:Firewall")
-    assert len(fws) == 1
-    fw = fws[0].inputs
+    fws = {f.inputs["name"]: f.inputs for f in osu.of_type("gcp:compute/firewall:Firewall")}
+    assert set(fws) == {"gcp-osu-net-members", "gcp-osu-net-iap-ssh"}
+    fw = fws["gcp-osu-net-members"]
     assert fw["direction"] == "INGRESS" and fw["sourceTags"] == fw["targetTags"] == ["gcp-osu-member"]
-    assert "sourceRanges" not in fw or "0.0.0.0/0" not in fw["sourceRanges"]
+    assert "sourceRanges" not in fw
     assert fw["allows"] == [{"protocol": "tcp", "ports": ["2222", "50000-50100"]}]
+    iap = fws["gcp-osu-net-iap-ssh"]  # Identity-Aware Proxy's TCP forwarding range only
+    assert iap["sourceRanges"] == ["35.235.240.0/20"] and iap["targetTags"] == ["gcp-osu-member"]
+    assert iap["allows"] == [{"protocol": "tcp", "ports": ["22", "2222"]}]
     assert all(v.inputs["tags"] == ["gcp-osu-member"] for v in osu.of_type(INSTANCE))
     (subnet,) = osu.of_type("gcp:compute/subnetwork:Subnetwork")
     assert subnet.inputs["privateIpGoogleAccess"] is True
@@ -361,3 +372,115 @@ def test_known_hosts_pins_the_host_key_at_every_member_port():
 
 def assert_equal(a, b):
     assert a == b
+
+
+# ---- deploy defects: build account, APIs, ingress path -----------------------------------
+@pytest.mark.fidelity
+def test_gcp_functions_build_as_their_own_account_with_the_roles_a_build_needs(osu):
+    """New projects no longer grant the default Cloud Build account build roles: the
+    functions name their build account, and the declared policy lets it read the source,
+    write logs and push the image."""
+    from tests.fidelity.gcp_iam import DeclaredPolicy, Need
+
+    accounts = {a.inputs["accountId"] for a in osu.of_type("gcp:serviceaccount/account:Account")}
+    assert "sb-gcp-osu-bld" in accounts
+    build = "sb-gcp-osu-bld@proj-1.iam.gserviceaccount.com"
+    (source,) = osu.of_type("gcp:storage/bucketObject:BucketObject")
+    bucket = source.inputs["bucket"]
+    for fn in osu.of_type(FUNCTION):
+        assert fn.inputs["buildConfig"]["serviceAccount"] == f"projects/proj-1/serviceAccounts/{build}"
+    policy = DeclaredPolicy.from_declared(osu.declared, "proj-1")
+    member = f"serviceAccount:{build}"
+    obj = f"projects/_/buckets/{bucket}/objects/{source.inputs['name']}"
+    for need in (
+        Need("storage.objects.get", obj, "storage.googleapis.com/Object"),
+        Need("logging.logEntries.create", "projects/proj-1", "cloudresourcemanager.googleapis.com/Project"),
+        Need("artifactregistry.repositories.uploadArtifacts",
+             "projects/proj-1/locations/us-central1/repositories/gcf-artifacts",
+             "artifactregistry.googleapis.com/Repository"),
+    ):
+        assert policy.allows(member, need), need
+    results = f"projects/_/buckets/{bucket}/objects/gcp-osu/runs/r/g.1.jsonl"
+    assert not policy.allows(member, Need("storage.objects.get", results, "storage.googleapis.com/Object"))
+
+
+def test_gcp_required_apis_declared_and_every_resource_waits_for_them():
+    from infra.gcp import GcpSweep, GcpSweepArgs
+    from infra.gcp.apis import REQUIRED_APIS
+
+    seen: dict[str, pulumi.ResourceOptions] = {}
+
+    def record(args: pulumi.ResourceTransformationArgs):
+        seen[f"{args.type_}::{args.name}"] = args.opts
+        return None
+
+    spec = load_spec(_spec())
+
+    def prog():
+        pulumi.runtime.register_stack_transformation(record)
+        GcpSweep(spec.name, GcpSweepArgs(spec=spec))
+
+    snap = _snapshot(CONFIG, prog)
+    apis = {s.inputs["service"] for s in snap.of_type("gcp:projects/service:Service")}
+    assert {"compute.googleapis.com", "cloudfunctions.googleapis.com", "run.googleapis.com",
+            "cloudbuild.googleapis.com", "cloudscheduler.googleapis.com",
+            "artifactregistry.googleapis.com", "iam.googleapis.com"} <= apis == set(REQUIRED_APIS)
+    assert all(s.inputs["disableOnDestroy"] is False for s in snap.of_type("gcp:projects/service:Service"))
+    custom = [k for k in seen if not k.startswith(("spotbench:", "gcp:projects/service:"))]
+    assert len(custom) > 20
+    for key in custom:
+        deps = seen[key].depends_on or []
+        assert len(deps) >= len(REQUIRED_APIS), f"{key} does not wait for the APIs"
+
+
+def ingress_problems(snap: RecordingMocks) -> list[str]:
+    """Whether the declared network path lets Cloud Scheduler and the VMs reach
+    ALLOW_INTERNAL_ONLY functions, and the VMs reach registries, without external IPs."""
+    problems = []
+    subnets = {s.name: s.inputs for s in snap.of_type("gcp:compute/subnetwork:Subnetwork")}
+    nats = snap.of_type("gcp:compute/routerNat:RouterNat")
+    natted = {n["name"] for nat in nats for n in nat.inputs.get("subnetworks", [])
+              if "ALL_IP_RANGES" in n.get("sourceIpRangesToNats", [])}
+    fns = {f.inputs["name"]: f.inputs for f in snap.of_type(FUNCTION)}
+    for name, fn in fns.items():
+        if fn["serviceConfig"]["ingressSettings"] != "ALLOW_INTERNAL_ONLY":
+            problems.append(f"function {name} is reachable from outside the project")
+    for vm in snap.of_type(INSTANCE):
+        (nic,) = vm.inputs["networkInterfaces"]
+        if nic.get("accessConfigs"):
+            problems.append(f"{vm.inputs['name']} has an external IP: its done call leaves the VPC")
+        subnet = next((s for n, s in subnets.items() if nic["subnetwork"] == f"{n}-id"), None)
+        if subnet is None or not subnet.get("privateIpGoogleAccess"):
+            problems.append(f"{vm.inputs['name']}: subnet without Private Google Access")
+        if nic["subnetwork"] not in natted:
+            problems.append(f"{vm.inputs['name']}: no Cloud NAT for image pulls outside Google")
+        env = _env(_user_data(vm))
+        done = json.loads(env["SPOTBENCH_CONTEXT"])["done_url"]
+        host, fn_name = done.removeprefix("https://").split("/", 1)
+        if not host.endswith(".cloudfunctions.net") or fn_name not in fns:
+            problems.append(f"{vm.inputs['name']}: done URL {done} is not a function of the stack")
+        elif not host.startswith(f"{fns[fn_name]['location']}-{vm.inputs['project']}."):
+            problems.append(f"{vm.inputs['name']}: done function is in another project")
+    for job in snap.of_type(JOB):
+        fn_name = job.inputs["httpTarget"]["uri"].rsplit("/", 1)[1]
+        if fns.get(fn_name, {}).get("project") != job.inputs["project"]:
+            problems.append(f"job {job.inputs['name']}: Cloud Scheduler counts as internal only "
+                            "in the function's own project")
+    return problems
+
+
+def test_gcp_ingress_path_is_consistent(osu):
+    assert ingress_problems(osu) == []
+    # the check is not vacuous: an external IP, no Private Google Access, no NAT all show
+    broken = RecordingMocks()
+    broken.declared = [
+        type(d)(d.type, d.name, copy.deepcopy(d.inputs), d.custom, d.secrets)
+        for d in osu.declared if d.type != "gcp:storage/bucketObject:BucketObject"]
+    vm = broken.of_type(INSTANCE)[0]
+    vm.inputs["networkInterfaces"][0]["accessConfigs"] = [{"natIp": ""}]
+    broken.of_type("gcp:compute/subnetwork:Subnetwork")[0].inputs["privateIpGoogleAccess"] = False
+    broken.of_type("gcp:compute/routerNat:RouterNat")[0].inputs["subnetworks"] = []
+    problems = ingress_problems(broken)
+    assert any("external IP" in p for p in problems)
+    assert any("Private Google Access" in p for p in problems)
+    assert any("Cloud NAT" in p for p in problems)

@@ -1,0 +1,155 @@
+"""One local Google APIs endpoint that knows who is calling and can enforce IAM.
+
+Real Google APIs identify the caller from its OAuth token. Here every identity gets its own
+listener (`url_for("serviceAccount:sb-x-fn@p.iam.gserviceaccount.com")`), all serving the
+same fake services, so the code under test is configured exactly as in a deployment (an
+endpoint and its ambient credentials) and each request is recorded with the identity that
+made it:
+
+    endpoint = GoogleEndpoint(gce=FakeGce(), gcs=FakeGcs(), authorize=policy_check)
+    url = endpoint.url_for(FUNCTION_SA)      # SPOTBENCH_GCP_API_ENDPOINT / STORAGE_EMULATOR_HOST
+    ... run the function ...
+    endpoint.calls                           # [Call(identity, method, path, query)]
+
+Paths are routed by prefix: `/compute/v1/` → FakeGce, `/storage/v1/`, `/upload/storage/`,
+`/download/storage/` → FakeGcs, `/v1/projects/…/jobs/` → FakeScheduler. `authorize(call)` returns None to allow or the missing
+permission to refuse with GCP's 403 PERMISSION_DENIED body, before the fake acts.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from tests.clouds.fake_gce import FakeGce
+from tests.clouds.fake_gcs import FakeGcs
+
+
+@dataclass(frozen=True)
+class Call:
+    identity: str
+    method: str
+    path: str
+    query: dict[str, list[str]] = field(hash=False, compare=False, default_factory=dict)
+    denied: str | None = field(default=None, hash=False, compare=False)
+    body: bytes = field(default=b"", hash=False, compare=False, repr=False)
+
+    def q(self, key: str, default: str = "") -> str:
+        return self.query.get(key, [default])[0]
+
+
+Authorizer = Callable[[Call], "str | None"]
+
+
+class GoogleEndpoint:
+    def __init__(self, *, gce: FakeGce | None = None, gcs: FakeGcs | None = None,
+                 scheduler: FakeScheduler | None = None,
+                 authorize: Authorizer | None = None) -> None:  # fmt: skip
+        self.gce = gce or FakeGce()
+        self.gcs = gcs or FakeGcs()
+        self.scheduler = scheduler or FakeScheduler()
+        self.authorize = authorize
+        self.calls: list[Call] = []
+        self._servers: dict[str, ThreadingHTTPServer] = {}
+        self._lock = threading.Lock()
+
+    def url_for(self, identity: str) -> str:
+        """The endpoint URL whose requests are made as `identity` (started on first use)."""
+        with self._lock:
+            server = self._servers.get(identity)
+            if server is None:
+                handler = type("Handler", (_Handler,), {"endpoint": self, "identity": identity})
+                server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+                server.daemon_threads = True
+                threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+                self._servers[identity] = server
+        host, port = server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def stop(self) -> None:
+        with self._lock:
+            for server in self._servers.values():
+                server.shutdown()
+                server.server_close()
+            self._servers.clear()
+
+    def by(self, identity: str) -> list[Call]:
+        return [c for c in self.calls if c.identity == identity]
+
+    def denied(self) -> list[Call]:
+        return [c for c in self.calls if c.denied]
+
+    def handle(self, identity: str, method: str, path: str, query: dict[str, list[str]],
+               body: bytes, headers: dict[str, str]) -> tuple[int, Any, str]:  # fmt: skip
+        call = Call(identity, method, path, query, body=body)
+        reason = self.authorize(call) if self.authorize else None
+        with self._lock:
+            self.calls.append(Call(identity, method, path, query, reason, body))
+        if reason:
+            message = f"Permission '{reason}' denied for {identity} on {path}"
+            return 403, {"error": {"code": 403, "message": message, "status": "PERMISSION_DENIED",
+                                   "errors": [{"message": message, "reason": "forbidden"}]}}, \
+                "application/json"  # fmt: skip
+        if path.startswith("/compute/v1/"):
+            status, out = self.gce.handle(method, path, query)
+            return status, out, "application/json"
+        if path.startswith(("/storage/v1/", "/upload/storage/", "/download/storage/")):
+            return self.gcs.handle(method, path, query, body, headers)
+        if path.startswith("/v1/projects/") and "/jobs/" in path:
+            return (*self.scheduler.handle(method, path), "application/json")
+        return 404, {"error": {"code": 404, "message": f"no fake serves {path}"}}, "application/json"
+
+
+@dataclass
+class FakeScheduler:
+    """Cloud Scheduler jobs: get, :pause, :resume, :run (what `spotbench schedule` calls)."""
+
+    jobs: dict[str, dict[str, Any]] = field(default_factory=dict)  # full name → job
+    runs: list[str] = field(default_factory=list)
+
+    def add(self, name: str, schedule: str, time_zone: str = "UTC") -> None:
+        self.jobs[name] = {"name": name, "schedule": schedule, "timeZone": time_zone,
+                           "state": "ENABLED"}
+
+    def handle(self, method: str, path: str) -> tuple[int, Any]:
+        name, _, verb = path.removeprefix("/v1/").partition(":")
+        job = self.jobs.get(name)
+        if job is None:
+            return 404, {"error": {"code": 404, "message": f"no job {name}", "status": "NOT_FOUND"}}
+        if method == "POST" and verb in ("pause", "resume"):
+            job["state"] = "PAUSED" if verb == "pause" else "ENABLED"
+        elif method == "POST" and verb == "run":
+            self.runs.append(name)
+        elif method != "GET" or verb:
+            return 400, {"error": {"code": 400, "message": f"bad call {method} {path}"}}
+        return 200, job
+
+
+class _Handler(BaseHTTPRequestHandler):
+    endpoint: GoogleEndpoint
+    identity: str
+    protocol_version = "HTTP/1.1"
+
+    def _serve(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        url = urlsplit(self.path)
+        status, out, ctype = self.endpoint.handle(
+            self.identity, self.command, url.path, parse_qs(url.query), body, dict(self.headers)
+        )
+        data = out if isinstance(out, bytes) else (b"" if out is None else json.dumps(out).encode())
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = do_DELETE = do_PUT = do_PATCH = _serve
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        pass

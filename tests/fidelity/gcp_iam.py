@@ -1,0 +1,291 @@
+"""What GCP's IAM would decide, from the policy the Pulumi program declares.
+
+`DeclaredPolicy.from_declared(mocks.declared)` reads every binding the program declares
+(project `IAMMember`s, bucket `BucketIAMMember`s, service-account `IAMMember`s, Cloud Run
+`ServiceIamMember`s, IAP `TunnelInstanceIAMMember`s, with their IAM conditions) and every
+custom role's permission list, straight from the mocked resources. `allows()` answers whether
+a member holds a permission on a resource, evaluating IAM conditions (CEL, with cel-python)
+for the resource the call touches. `permissions_for(call)` maps a recorded REST call to the
+permissions Google documents for that method, and the resource each is checked on.
+
+Nothing here restates the program's policy: only Google's own facts are tables here —
+what a predefined role contains and what a REST method requires — each with its source.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+from urllib.parse import unquote
+
+import celpy
+
+from tests.clouds.google_endpoint import Call
+
+# ---- Google's facts ---------------------------------------------------------------------
+# Predefined roles, only the permissions relevant to the calls spotbench makes.
+# Sources: https://cloud.google.com/iam/docs/roles-permissions (per-service pages):
+#   storage  https://cloud.google.com/storage/docs/access-control/iam-roles
+#   run      https://cloud.google.com/run/docs/reference/iam/roles
+#   iam      https://cloud.google.com/iam/docs/service-account-permissions#user-role
+#   iap      https://cloud.google.com/iap/docs/using-tcp-forwarding#grant-permission
+#   logging  https://cloud.google.com/logging/docs/access-control#permissions_and_roles
+#   AR       https://cloud.google.com/artifact-registry/docs/access-control#roles
+#   build    https://cloud.google.com/build/docs/iam-roles-permissions
+PREDEFINED_ROLES: Mapping[str, frozenset[str]] = {
+    "roles/storage.objectCreator": frozenset({"storage.objects.create"}),
+    "roles/storage.objectViewer": frozenset({"storage.objects.get", "storage.objects.list"}),
+    "roles/storage.objectUser": frozenset({
+        "storage.objects.create", "storage.objects.delete", "storage.objects.get",
+        "storage.objects.list", "storage.objects.update"}),
+    "roles/run.invoker": frozenset({"run.routes.invoke", "run.jobs.run"}),
+    "roles/iam.serviceAccountUser": frozenset({
+        "iam.serviceAccounts.actAs", "iam.serviceAccounts.get", "iam.serviceAccounts.list"}),
+    "roles/iap.tunnelResourceAccessor": frozenset({
+        "iap.tunnelInstances.accessViaIAP", "iap.tunnelDestGroups.accessViaIAP"}),
+    "roles/logging.logWriter": frozenset({"logging.logEntries.create"}),
+    "roles/artifactregistry.reader": frozenset({
+        "artifactregistry.repositories.downloadArtifacts", "artifactregistry.repositories.get",
+        "artifactregistry.repositories.list"}),
+    "roles/artifactregistry.writer": frozenset({
+        "artifactregistry.repositories.downloadArtifacts",
+        "artifactregistry.repositories.uploadArtifacts", "artifactregistry.repositories.get"}),
+    "roles/cloudbuild.builds.builder": frozenset({
+        "cloudbuild.builds.create", "cloudbuild.builds.get", "logging.logEntries.create",
+        "storage.objects.get", "storage.objects.list", "storage.objects.create",
+        "artifactregistry.repositories.uploadArtifacts",
+        "artifactregistry.repositories.downloadArtifacts"}),
+}
+
+_CP = "/compute/v1/projects/(?P<p>[^/]+)"
+# REST method → permissions. Sources: the "Authorization / IAM permissions" section of each
+# method's reference page, https://cloud.google.com/compute/docs/reference/rest/v1/instances
+# (aggregatedList: compute.instances.list; get; start: compute.instances.start and, for an
+# instance with a service account, iam.serviceAccounts.actAs; stop; resume; delete),
+# .../v1/zoneOperations (get, wait: compute.zoneOperations.get), .../v1/addresses;
+# https://cloud.google.com/storage/docs/access-control/iam-json (objects get / list / insert /
+# delete, buckets get; replacing an existing object needs create AND delete).
+_COMPUTE: list[tuple[str, re.Pattern[str], str]] = [
+    ("GET", re.compile(_CP + "/aggregated/instances$"), "compute.instances.list"),
+    ("GET", re.compile(_CP + "/zones/(?P<z>[^/]+)/instances$"), "compute.instances.list"),
+    ("GET", re.compile(_CP + "/zones/(?P<z>[^/]+)/instances/(?P<i>[^/]+)$"), "compute.instances.get"),
+    ("POST", re.compile(_CP + "/zones/(?P<z>[^/]+)/instances/(?P<i>[^/]+)/start$"), "compute.instances.start"),
+    ("POST", re.compile(_CP + "/zones/(?P<z>[^/]+)/instances/(?P<i>[^/]+)/resume$"), "compute.instances.resume"),
+    ("POST", re.compile(_CP + "/zones/(?P<z>[^/]+)/instances/(?P<i>[^/]+)/stop$"), "compute.instances.stop"),
+    ("DELETE", re.compile(_CP + "/zones/(?P<z>[^/]+)/instances/(?P<i>[^/]+)$"), "compute.instances.delete"),
+    ("GET", re.compile(_CP + "/zones/(?P<z>[^/]+)/operations/(?P<o>[^/]+)$"), "compute.zoneOperations.get"),
+    ("POST", re.compile(_CP + "/zones/(?P<z>[^/]+)/operations/(?P<o>[^/]+)/wait$"), "compute.zoneOperations.get"),
+    ("GET", re.compile(_CP + "/aggregated/addresses$"), "compute.addresses.list"),
+]  # fmt: skip
+# https://cloud.google.com/scheduler/docs/reference/rest/v1/projects.locations.jobs
+# (get: cloudscheduler.jobs.get; pause / resume / run: cloudscheduler.jobs.pause|resume|run)
+_JOB = re.compile(r"^/v1/(?P<job>projects/[^/]+/locations/[^/]+/jobs/[^/:]+)(?::(?P<verb>\w+))?$")
+_BUCKET = re.compile(r"^/(?:upload/|download/)?storage/v1/b/(?P<b>[^/]+)(?P<rest>/o(?:/(?P<o>.+))?)?$")
+
+# The resource types IAM conditions see (`resource.type`).
+INSTANCE_TYPE = "compute.googleapis.com/Instance"
+PROJECT_TYPE = "cloudresourcemanager.googleapis.com/Project"
+BUCKET_TYPE = "storage.googleapis.com/Bucket"
+OBJECT_TYPE = "storage.googleapis.com/Object"
+
+
+@dataclass(frozen=True)
+class Need:
+    """One permission a call needs, on one resource (what IAM checks)."""
+
+    permission: str
+    resource: str  # full resource name, e.g. projects/p/zones/z/instances/i
+    type: str
+    attributes: Mapping[str, str] = field(default_factory=dict)  # api.getAttribute values
+
+
+class UnknownMethod(AssertionError):
+    pass
+
+
+def permissions_for(call: Call, *, object_exists: Any = None,
+                    instance_account: Any = None) -> list[Need]:  # fmt: skip
+    """The permissions `call` needs. `object_exists(bucket, name)` tells an overwrite from a
+    create; `instance_account(project, zone, name)` the email a started instance runs as."""
+    for method, pattern, permission in _COMPUTE:
+        m = pattern.match(call.path)
+        if m and method == call.method:
+            p = m["p"]
+            if "i" in m.groupdict() and m["i"]:
+                name = f"projects/{p}/zones/{m['z']}/instances/{m['i']}"
+                needs = [Need(permission, name, INSTANCE_TYPE)]
+                account = instance_account(p, m["z"], m["i"]) if instance_account else None
+                if permission in ("compute.instances.start", "compute.instances.resume") and account:
+                    needs.append(Need("iam.serviceAccounts.actAs",
+                                      f"projects/{p}/serviceAccounts/{account}",
+                                      "iam.googleapis.com/ServiceAccount"))
+                return needs
+            if "o" in m.groupdict() and m["o"]:
+                return [Need(permission, f"projects/{p}/zones/{m['z']}/operations/{m['o']}",
+                             "compute.googleapis.com/Operation")]
+            return [Need(permission, f"projects/{p}", PROJECT_TYPE)]
+    m = _JOB.match(call.path)
+    if m:
+        verb = {("GET", None): "get", ("POST", "pause"): "pause", ("POST", "resume"): "resume",
+                ("POST", "run"): "run"}.get((call.method, m["verb"]))
+        if verb:
+            return [Need(f"cloudscheduler.jobs.{verb}", m["job"], "cloudscheduler.googleapis.com/Job")]
+    m = _BUCKET.match(call.path)
+    if m:
+        bucket = unquote(m["b"])
+        bucket_name = f"projects/_/buckets/{bucket}"
+        if m["rest"] is None and call.method == "GET":
+            return [Need("storage.buckets.get", bucket_name, BUCKET_TYPE)]
+        if call.path.startswith("/upload/") and call.method == "POST":
+            name = _upload_name(call)
+            needs = [Need("storage.objects.create", f"{bucket_name}/objects/{name}", OBJECT_TYPE)]
+            if object_exists and object_exists(bucket, name) and call.q("ifGenerationMatch") != "0":
+                needs.append(Need("storage.objects.delete", f"{bucket_name}/objects/{name}",
+                                  OBJECT_TYPE))
+            return needs
+        if m["o"] is None and call.method == "GET":
+            prefix = call.q("prefix")
+            return [Need("storage.objects.list", bucket_name, BUCKET_TYPE,
+                         {"storage.googleapis.com/objectListPrefix": prefix})]
+        if m["o"] is not None:
+            name = unquote(m["o"])
+            verb = {"GET": "storage.objects.get", "DELETE": "storage.objects.delete"}.get(call.method)
+            if verb:
+                return [Need(verb, f"{bucket_name}/objects/{name}", OBJECT_TYPE)]
+    raise UnknownMethod(
+        f"{call.method} {call.path}: no permission known for this REST method; add it to the "
+        "method table in tests/fidelity/gcp_iam.py with the permission Google documents"
+    )
+
+
+def _upload_name(call: Call) -> str:
+    if call.q("name"):
+        return call.q("name")
+    match = re.search(rb'\{[^{}]*"name"\s*:[^{}]*\}', call.body or b"")
+    if not match:
+        raise UnknownMethod(f"upload without an object name: {call.path}")
+    return json.loads(match.group(0))["name"]
+
+
+# ---- the declared policy ----------------------------------------------------------------
+@dataclass(frozen=True)
+class Binding:
+    scope: str  # the resource the binding is set on (full resource name)
+    role: str
+    member: str
+    condition: str | None = None  # CEL expression
+    title: str = ""
+
+
+@dataclass
+class DeclaredPolicy:
+    bindings: list[Binding]
+    custom_roles: dict[str, frozenset[str]]  # projects/P/roles/ID → permissions
+    bucket_projects: dict[str, str]  # bucket name → project
+    _cel: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_declared(cls, declared: Iterable[Any], project: str) -> DeclaredPolicy:
+        declared = list(declared)
+        accounts = {d.name: _email(d, project) for d in declared
+                    if d.type == "gcp:serviceaccount/account:Account"}  # fmt: skip
+        roles: dict[str, frozenset[str]] = {}
+        bindings: list[Binding] = []
+        buckets: dict[str, str] = {}
+        for d in declared:
+            i = d.inputs
+            cond = i.get("condition") or {}
+            expr, title = cond.get("expression"), cond.get("title", "")
+            if d.type == "gcp:projects/iAMCustomRole:IAMCustomRole":
+                roles[f"projects/{i.get('project') or project}/roles/{i['roleId']}"] = frozenset(
+                    i["permissions"])
+            elif d.type == "gcp:storage/bucket:Bucket":
+                buckets[i["name"]] = i.get("project") or project
+            elif d.type == "gcp:projects/iAMMember:IAMMember":
+                bindings.append(Binding(f"projects/{i['project']}", i["role"], i["member"], expr, title))
+            elif d.type == "gcp:storage/bucketIAMMember:BucketIAMMember":
+                bindings.append(Binding(f"projects/_/buckets/{i['bucket']}", i["role"], i["member"],
+                                        expr, title))
+            elif d.type == "gcp:serviceaccount/iAMMember:IAMMember":
+                sa = i["serviceAccountId"]
+                email = accounts.get(sa) or sa.rsplit("/", 1)[-1]
+                bindings.append(Binding(f"projects/{project}/serviceAccounts/{email}", i["role"],
+                                        i["member"], expr, title))
+            elif d.type == "gcp:cloudrunv2/serviceIamMember:ServiceIamMember":
+                p = i.get("project") or project
+                bindings.append(Binding(f"projects/{p}/locations/{i['location']}/services/{i['name']}",
+                                        i["role"], i["member"], expr, title))
+            elif d.type == "gcp:iap/tunnelInstanceIAMMember:TunnelInstanceIAMMember":
+                p = i.get("project") or project
+                bindings.append(Binding(f"projects/{p}/zones/{i['zone']}/instances/{i['instance']}",
+                                        i["role"], i["member"], expr, title))
+        return cls(bindings, roles, buckets)
+
+    # -- evaluation ----------------------------------------------------------------------
+    def role_permissions(self, role: str) -> frozenset[str]:
+        if role in self.custom_roles:
+            return self.custom_roles[role]
+        if role not in PREDEFINED_ROLES:
+            raise AssertionError(f"predefined role {role} is not in the documented table")
+        return PREDEFINED_ROLES[role]
+
+    def _ancestors(self, resource: str) -> list[str]:
+        out = [resource]
+        m = re.match(r"^projects/_/buckets/([^/]+)", resource)
+        if m:
+            out.append(f"projects/_/buckets/{m[1]}")
+            project = self.bucket_projects.get(m[1])
+            if project:
+                out.append(f"projects/{project}")
+            return out
+        m = re.match(r"^projects/([^/]+)", resource)
+        if m:
+            out.append(f"projects/{m[1]}")
+        return out
+
+    def allows(self, member: str, need: Need) -> bool:
+        return any(self.granting(member, need))
+
+    def granting(self, member: str, need: Need) -> list[Binding]:
+        scopes = set(self._ancestors(need.resource))
+        return [b for b in self.bindings
+                if b.scope in scopes and b.member == member
+                and need.permission in self.role_permissions(b.role)
+                and self._condition(b, need)]  # fmt: skip
+
+    def _condition(self, binding: Binding, need: Need) -> bool:
+        if not binding.condition:
+            return True
+        program = self._cel.get(binding.condition)
+        if program is None:
+            env = celpy.Environment()
+            program = env.program(env.compile(binding.condition),
+                                  functions={"getAttribute": _get_attribute})
+            self._cel[binding.condition] = program
+        activation = celpy.json_to_cel({
+            "resource": {"name": need.resource, "type": need.type,
+                         "service": need.type.split("/", 1)[0]},
+            "api": dict(need.attributes),
+        })
+        return bool(program.evaluate(activation))
+
+    def without(self, role: str, permission: str) -> DeclaredPolicy:
+        """This policy with `permission` dropped from custom role `role`."""
+        roles = dict(self.custom_roles)
+        roles[role] = roles[role] - {permission}
+        return replace(self, custom_roles=roles, _cel={})
+
+
+def _get_attribute(api: Any, name: Any, default: Any) -> Any:
+    return api.get(name, default)
+
+
+def _email(d: Any, project: str) -> str:
+    return f"{d.inputs['accountId']}@{d.inputs.get('project') or project}.iam.gserviceaccount.com"
+
+
+def sa(email: str) -> str:
+    return f"serviceAccount:{email}"

@@ -1,0 +1,372 @@
+"""Every GCP call a deployment makes, checked against the IAM policy `infra/` declares.
+
+Two sweeps (`alpha`, `beta`) are declared with the Pulumi program under mocks, in one
+project. One local Google endpoint (compute, storage, scheduler) serves them, knows which
+identity is calling (one listener per identity) and refuses — with GCP's 403 — every call
+the declared roles, bindings and IAM conditions do not allow (tests/fidelity/gcp_iam.py).
+The real code then runs as each identity, configured from the declared resources:
+
+- function SA: the `start`, `done` and `stop` functions (FunctionConfig from the declared
+  function environment) → compute + storage;
+- VM SA: a member's workload (`WorkloadRun` from its cloud-init context) → storage;
+- scheduler SA and VM SA invoking the functions → `run.routes.invoke` on the Cloud Run
+  service behind each function URL;
+- operator (`gcp.operators`): `spotbench status`, `report`, `schedule`, `ssh --via iap`.
+
+Least privilege: dropping any permission from a declared custom role denies a recorded
+call; alpha's identities are refused on beta's instances and objects.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import gcsfs
+import pulumi
+import pytest
+import yaml
+from google.auth.credentials import AnonymousCredentials
+
+from functions._app import FunctionConfig, handle
+from spotbench.auth import Caller
+from spotbench.clouds.gcp import GcpCloud
+from spotbench.member import MemberContext
+from spotbench.ops._context import results_for
+from spotbench.ops.schedule_gcp import GcpSchedule
+from spotbench.ops.status import sweep_status
+from spotbench.plan import sweep_labels
+from spotbench.preview import Declared, install, run_declarations
+from spotbench.results import ResultStore
+from spotbench.spec import SweepSpec, load_spec
+from tests.clouds.google_endpoint import Call, GoogleEndpoint
+from tests.fidelity.gcp_iam import DeclaredPolicy, Need, UnknownMethod, permissions_for, sa
+from tests.infra.conftest import MOCKS
+from workloads.common import WorkloadRun
+
+pytestmark = pytest.mark.fidelity
+
+PROJECT, REGION, ZONE = "proj-1", "us-central1", "us-central1-a"
+OPERATOR = "user:ops@example.com"
+INSTANCE = "gcp:compute/instance:Instance"
+FUNCTION = "gcp:cloudfunctionsv2/function:Function"
+IAP_RANGE = "35.235.240.0/20"
+
+
+def _spec(name: str) -> dict[str, Any]:
+    return {"name": name, "cloud": "gcp", "zone": ZONE,
+            "gcp": {"project": PROJECT, "operators": [OPERATOR]},
+            "workload": {"name": "osu", "benchmarks": ["latency"]},
+            "matrix": {"machine_type": ["n2-standard-2"]},
+            "schedule": {"cron": "0 3 * * *"}, "deadline": "30m"}  # fmt: skip
+
+
+@dataclass
+class Deployment:
+    spec: SweepSpec
+    declared: list[Declared]
+
+    def of_type(self, typ: str) -> list[Declared]:
+        return [d for d in self.declared if d.type == typ]
+
+    @property
+    def function_sa(self) -> str:
+        fn = self.of_type(FUNCTION)[0]
+        return sa(fn.inputs["serviceConfig"]["serviceAccountEmail"])
+
+    def function_env(self, entry: str) -> dict[str, str]:
+        fn = next(f for f in self.of_type(FUNCTION) if f.inputs["buildConfig"]["entryPoint"] == entry)
+        return dict(fn.inputs["serviceConfig"]["environmentVariables"])
+
+    @property
+    def instances(self) -> list[dict[str, Any]]:
+        return [d.inputs for d in self.of_type(INSTANCE)]
+
+    def vm_sa(self, name: str) -> str:
+        inst = next(i for i in self.instances if i["name"] == name)
+        return sa(inst["serviceAccount"]["email"])
+
+    def context(self, name: str) -> MemberContext:
+        inst = next(i for i in self.instances if i["name"] == name)
+        doc = yaml.safe_load(inst["metadata"]["user-data"])
+        env_text = next(f["content"] for f in doc["write_files"] if f["path"].endswith("/env"))
+        env = dict(line.split("=", 1) for line in env_text.splitlines())
+        return MemberContext.from_env(env)
+
+    @property
+    def bucket(self) -> str:
+        return self.of_type("gcp:storage/bucket:Bucket")[0].inputs["name"]
+
+    @property
+    def jobs(self) -> list[dict[str, Any]]:
+        return [d.inputs for d in self.of_type("gcp:cloudscheduler/job:Job")]
+
+
+def deploy(spec_dict: dict[str, Any]) -> Deployment:
+    from infra.gcp import GcpSweep, GcpSweepArgs
+
+    spec = load_spec(spec_dict)
+    install(MOCKS, stack="test")
+    MOCKS.reset()
+    pulumi.runtime.set_all_config({"gcp:project": PROJECT, "gcp:region": REGION})
+    try:
+        run_declarations(lambda: GcpSweep(spec.name, GcpSweepArgs(spec=spec)))
+    finally:
+        pulumi.runtime.set_all_config({})
+    return Deployment(spec, list(MOCKS.declared))
+
+
+@dataclass
+class Enforcer:
+    """The endpoint's authorizer: the needs of every call, checked against `policy`."""
+
+    policy: DeclaredPolicy
+    endpoint: GoogleEndpoint | None = None
+    needs: list[tuple[Call, list[Need]]] = field(default_factory=list)
+
+    def __call__(self, call: Call) -> str | None:
+        assert self.endpoint is not None
+        gce, gcs = self.endpoint.gce, self.endpoint.gcs
+        try:
+            needs = permissions_for(
+                call,
+                object_exists=lambda b, n: n in gcs.buckets.get(b, {}),
+                instance_account=lambda p, z, i: (gce.instances.get((z, i)) or {}).get("service_account"),
+            )
+        except UnknownMethod as exc:
+            return f"UNKNOWN METHOD ({exc})"
+        self.needs.append((call, needs))
+        missing = [n.permission for n in needs if not self.policy.allows(call.identity, n)]
+        return ", ".join(missing) or None
+
+
+@dataclass
+class World:
+    alpha: Deployment
+    beta: Deployment
+    endpoint: GoogleEndpoint
+    enforcer: Enforcer
+    lifecycle: list[tuple[Call, list[Need]]] = field(default_factory=list)
+
+    @contextmanager
+    def as_identity(self, identity: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+        url = self.endpoint.url_for(identity)
+        gcsfs.GCSFileSystem.clear_instance_cache()
+        with monkeypatch.context() as m:
+            m.setenv("STORAGE_EMULATOR_HOST", url)
+            m.setenv("SPOTBENCH_GCP_API_ENDPOINT", url)
+            yield url
+        gcsfs.GCSFileSystem.clear_instance_cache()
+
+
+@pytest.fixture(scope="module")
+def world() -> Iterator[World]:
+    alpha, beta = deploy(_spec("alpha")), deploy(_spec("beta"))
+    policy = DeclaredPolicy.from_declared(alpha.declared + beta.declared, PROJECT)
+    enforcer = Enforcer(policy)
+    endpoint = GoogleEndpoint(authorize=enforcer)
+    enforcer.endpoint = endpoint
+    for dep in (alpha, beta):
+        endpoint.gcs.add_bucket(dep.bucket)
+        for inst in dep.instances:
+            endpoint.gce.add(inst["name"], inst["zone"], labels=inst["labels"],
+                             service_account=inst["serviceAccount"]["email"])
+        for job in dep.jobs:
+            endpoint.scheduler.add(f"projects/{PROJECT}/locations/{REGION}/jobs/{job['name']}",
+                                   job["schedule"], job["timeZone"])
+    endpoint.gce.project = PROJECT
+    yield World(alpha, beta, endpoint, enforcer)
+    endpoint.stop()
+
+
+def _invoke_need(url: str) -> Need:
+    """Calling a gen2 function URL is `run.routes.invoke` on its Cloud Run service."""
+    host, name = url.removeprefix("https://").split("/", 1)
+    region = host.split(".", 1)[0].removesuffix(f"-{PROJECT}")
+    return Need("run.routes.invoke", f"projects/{PROJECT}/locations/{region}/services/{name}",
+                "run.googleapis.com/Service")
+
+
+def _declared_call(world: World, identity: str, what: str, needs: list[Need]) -> None:
+    """A call made outside the local endpoint (gcloud, Cloud Scheduler, a VM's agents):
+    checked and recorded like the endpoint's own calls."""
+    call = Call(identity, "DECLARED", what)
+    missing = [n.permission for n in needs if not world.enforcer.policy.allows(identity, n)]
+    world.enforcer.needs.append((replace(call, denied=", ".join(missing) or None), needs))
+
+
+def _function(world: World, dep: Deployment, entry: str, caller: Caller, body: dict,
+              monkeypatch: pytest.MonkeyPatch) -> dict:  # fmt: skip
+    with world.as_identity(dep.function_sa, monkeypatch) as url:
+        env = {**dep.function_env(entry), "SPOTBENCH_GCP_API_ENDPOINT": url}
+        status, out = handle(entry, body, caller, FunctionConfig(env))
+    assert status == 200, out
+    return out
+
+
+# ---- the whole lifecycle, every call permitted ------------------------------------------
+def test_gcp_lifecycle_calls_are_granted_by_declared_roles(world, monkeypatch):
+    alpha, ep = world.alpha, world.endpoint
+    first = len(world.enforcer.needs)
+    # Cloud Scheduler → start (OIDC token of the job's service account)
+    for job in alpha.jobs:
+        caller = sa(job["httpTarget"]["oidcToken"]["serviceAccountEmail"])
+        _declared_call(world, caller, f"scheduler job {job['name']}",
+                       [_invoke_need(job["httpTarget"]["uri"])])
+    scheduler = alpha.jobs[0]["httpTarget"]["oidcToken"]["serviceAccountEmail"]
+    out = _function(world, alpha, "start", Caller("scheduler", scheduler),
+                    {"sweep": "alpha"}, monkeypatch)
+    (group,) = out["started"]
+    members = [i["name"] for i in alpha.instances if i["labels"]["spotbench-group"] == group]
+    assert all(ep.gce.status(ZONE, m) == "RUNNING" for m in members)
+
+    # each member VM: image pull, logs, its workload storing results, then `done`
+    for name in members:
+        vm = alpha.vm_sa(name)
+        ctx = alpha.context(name)
+        image = next(line for line in yaml.safe_load(
+            next(i for i in alpha.instances if i["name"] == name)["metadata"]["user-data"]
+        )["write_files"][-1]["content"].splitlines() if line.startswith("ExecStart="))
+        repo_host, project, repo = image.rsplit(" ", 1)[1].split("/")[:3]
+        pull = Need("artifactregistry.repositories.downloadArtifacts",
+                    f"projects/{project}/locations/{repo_host.split('-docker')[0]}/repositories/{repo}",
+                    "artifactregistry.googleapis.com/Repository")
+        logs = Need("logging.logEntries.create", f"projects/{PROJECT}", "cloudresourcemanager.googleapis.com/Project")
+        _declared_call(world, vm, f"{name}: image pull, logs, done",
+                       [pull, logs, _invoke_need(ctx.done_url)])
+        if ctx.rank != 0:
+            continue
+        with world.as_identity(vm, monkeypatch):
+            run = WorkloadRun(ctx)
+            run.record("latency", 1.5, "us", size=8)
+            run.raw("osu_latency.txt", "# OSU\n8 1.5\n")
+            assert run.finish()
+    out = _function(world, alpha, "done", Caller("member", members[0]), {"group": group},
+                    monkeypatch)
+    assert all(ep.gce.status(ZONE, m) == "TERMINATED" for m in members)
+    _function(world, alpha, "stop", Caller("scheduler", scheduler), {}, monkeypatch)
+
+    # the operator: status, report, schedule control, ssh through IAP
+    with world.as_identity(OPERATOR, monkeypatch) as url:
+        store = results_for(alpha.spec, alpha.function_env("start")["SPOTBENCH_RESULTS_URL"])
+        cloud = GcpCloud(PROJECT, zones=[ZONE], api_endpoint=url)
+        status = sweep_status(alpha.spec, cloud, store)
+        assert not status.notes, status.notes
+        assert [r.value for r in store.read()] == [1.5]
+        control = GcpSchedule.for_spec(alpha.spec, api_endpoint=url,
+                                       credentials=AnonymousCredentials())
+        control.pause()
+        control.resume()
+        control.run_now()
+        assert control.state()[0] is False
+    # `gcloud compute start-iap-tunnel NAME PORT` (ops/remote.py --via iap): it looks the
+    # instance up, then IAP checks the tunnel permission on it
+    for inst in alpha.instances:
+        where = f"projects/{PROJECT}/zones/{ZONE}/instances/{inst['name']}"
+        _declared_call(world, OPERATOR, f"iap tunnel {inst['name']}", [
+            Need("compute.instances.get", where, "compute.googleapis.com/Instance"),
+            Need("iap.tunnelInstances.accessViaIAP", where, "compute.googleapis.com/Instance")])
+
+    world.lifecycle = world.enforcer.needs[first:]
+    denied = [(c.identity, c.method, c.path, c.denied) for c, _ in world.lifecycle if c.denied]
+    assert denied == []
+    callers = {c.identity for c, _ in world.lifecycle}
+    assert {alpha.function_sa, alpha.vm_sa(members[0]), OPERATOR} <= callers
+    # every call the code made is one whose permission the table knows
+    assert all(needs for _, needs in world.lifecycle)
+
+
+def test_gcp_dropping_any_custom_role_permission_denies_a_recorded_call(world):
+    if not world.lifecycle:
+        pytest.skip("needs the lifecycle test's recording")
+    policy = DeclaredPolicy.from_declared(world.alpha.declared, PROJECT)  # alpha's grants alone
+    roles = list(policy.custom_roles)
+    assert roles, "alpha declares no custom role"
+    for role in roles:
+        for permission in sorted(policy.custom_roles[role]):
+            weaker = policy.without(role, permission)
+            refused = [(c.identity, n.permission) for c, needs in world.lifecycle for n in needs
+                       if not weaker.allows(c.identity, n)]
+            assert refused, f"{role} grants {permission}, which no recorded call needs"
+
+
+# ---- attacks: another sweep's instances and objects ------------------------------------
+def test_gcp_function_cannot_stop_another_sweeps_instances(world, monkeypatch):
+    beta = world.beta
+    victim = beta.instances[0]["name"]
+    world.endpoint.gce.instances[(ZONE, victim)]["status"] = "RUNNING"
+    try:
+        with world.as_identity(world.alpha.function_sa, monkeypatch) as url:
+            cloud = GcpCloud(PROJECT, zones=[ZONE], api_endpoint=url, retry_attempts=1)
+            results = cloud.stop(sweep_labels("beta"))
+        assert results, "alpha's function could not even list instances"
+        assert world.endpoint.gce.status(ZONE, victim) == "RUNNING"
+        assert all("403" in r.detail for r in results if r.name == victim)
+    finally:
+        world.endpoint.gce.instances[(ZONE, victim)]["status"] = "TERMINATED"
+
+
+def test_gcp_vm_cannot_touch_instances_or_other_prefixes(world, monkeypatch):
+    alpha, beta = world.alpha, world.beta
+    name = alpha.instances[0]["name"]
+    vm = alpha.vm_sa(name)
+    with world.as_identity(vm, monkeypatch) as url:
+        cloud = GcpCloud(PROJECT, zones=[ZONE], api_endpoint=url, retry_attempts=1)
+        with pytest.raises(Exception, match="403|Permission"):
+            cloud.stop(sweep_labels("alpha"))  # no compute permission at all
+        fs = ResultStore(f"gs://{alpha.bucket}/alpha").fs
+        # beta's bucket: no binding at all
+        with pytest.raises(OSError, match="Forbidden"):
+            fs.pipe_file(f"{beta.bucket}/beta/runs/x/evil.1.jsonl", b"{}")
+        # its own bucket, outside its sweep's prefix (a sweep sharing the bucket; the
+        # functions' source archive under _spotbench/): the IAM condition refuses
+        world.endpoint.gcs.buckets[alpha.bucket]["_spotbench/functions-x.zip"] = b"PK"
+        with pytest.raises(OSError, match="Forbidden"):
+            fs.cat_file(f"{alpha.bucket}/_spotbench/functions-x.zip")
+        with pytest.raises(OSError, match="Forbidden"):
+            fs.pipe_file(f"{alpha.bucket}/other-sweep/runs/x/evil.1.jsonl", b"{}")
+        with pytest.raises(OSError, match="Forbidden"):
+            fs.ls(f"{alpha.bucket}/_spotbench", refresh=True)
+    assert not any(k.endswith("evil.1.jsonl") for b in world.endpoint.gcs.buckets.values() for k in b)
+    denied = {c.denied for c in world.endpoint.denied() if c.identity == vm}
+    assert denied and not any(d.startswith("UNKNOWN") for d in denied), denied
+
+
+def test_gcp_vm_cannot_overwrite_a_stored_result(world, monkeypatch):
+    alpha = world.alpha
+    name = next(i["name"] for i in alpha.instances)
+    ctx = alpha.context(name)
+    path = ctx.results_url.removeprefix("gs://") + "/runs/r0/g.1.jsonl"
+    bucket, key = path.split("/", 1)
+    world.endpoint.gcs.buckets[bucket][key] = b"original\n"
+    with world.as_identity(alpha.vm_sa(name), monkeypatch):
+        fs = ResultStore(ctx.results_url).fs
+        with pytest.raises(OSError, match="Forbidden"):
+            fs.pipe_file(path, b"forged\n")
+    assert world.endpoint.gcs.buckets[bucket][key] == b"original\n"
+
+
+def test_gcp_operator_tunnels_only_to_its_sweeps_instances(world):
+    policy = world.enforcer.policy
+    for inst in world.beta.instances:
+        need = Need("iap.tunnelInstances.accessViaIAP",
+                    f"projects/{PROJECT}/zones/{ZONE}/instances/{inst['name']}", "compute.googleapis.com/Instance")
+        # beta declares the same operator: grant comes from beta's own bindings only
+        assert all(b.scope.endswith("/" + inst["name"]) for b in policy.granting(OPERATOR, need))
+
+
+def test_gcp_iap_firewall_reaches_the_ssh_port_of_members_only(world):
+    alpha = world.alpha
+    fws = [d.inputs for d in alpha.of_type("gcp:compute/firewall:Firewall")]
+    iap = [f for f in fws if IAP_RANGE in (f.get("sourceRanges") or [])]
+    assert len(iap) == 1, fws
+    (rule,) = iap
+    assert rule["sourceRanges"] == [IAP_RANGE] and rule["direction"] == "INGRESS"
+    ports = {p for a in rule["allows"] for p in a["ports"]}
+    assert "22" in ports and all(a["protocol"] == "tcp" for a in rule["allows"])
+    tags = {t for i in alpha.instances for t in i["tags"]}
+    assert rule["targetTags"] and set(rule["targetTags"]) <= tags
+    assert not any("0.0.0.0/0" in (f.get("sourceRanges") or []) for f in fws)
