@@ -33,10 +33,10 @@ from google.auth.credentials import AnonymousCredentials
 
 from functions._app import FunctionConfig, handle
 from spotbench.auth import Caller
-from spotbench.clouds.gcp import GcpCloud
+from spotbench.clouds.gce import GcpCloud
 from spotbench.member import MemberContext
 from spotbench.ops._context import results_for
-from spotbench.ops.schedule_gcp import GcpSchedule
+from spotbench.clouds.gcp_scheduler import GcpSchedule
 from spotbench.ops.status import sweep_status
 from spotbench.plan import sweep_labels
 from spotbench.preview import Declared, install, run_declarations
