@@ -9,7 +9,7 @@ The same mocks back the Pulumi unit tests (`tests/infra/conftest.py`).
 
 Contract of `RecordingMocks.new_resource` (what a program may rely on under mocks):
 - outputs = the inputs, plus for every type, when not given as input: `id`
-  (`<name>-id`), `name` (the resource name), `selfLink`, `url`, `uri`, `arn`, `email`
+  (`<name>-id`), `name` (the resource name), `selfLink`, `url`, `uri`, `functionUrl`, `arn`, `email`
   (`<accountId or name>@<project>.iam.gserviceaccount.com`), `address`, `privateIp`,
   `ipAddress` (a stable private IPv4 derived from the resource name), `publicKeyOpenssh`,
   `privateKeyOpenssh`, `privateKeyPem`, `publicKeyPem` (fake key text; a `tls` private
@@ -107,6 +107,8 @@ def _computed(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
         "selfLink": f"https://www.googleapis.com/mock/{project}/{service}/{name}",
         "url": f"https://{name}.mock.invalid",
         "uri": f"https://{name}.mock.invalid",
+        "functionUrl": f"https://{hashlib.sha256(name.encode()).hexdigest()[:32]}"
+                       ".lambda-url.us-east-1.on.aws/",
         "arn": f"arn:aws:{service}:us-east-1:123456789012:{name}",
         "email": f"{account}@{project}.iam.gserviceaccount.com",
         "address": _stable_ip(name),

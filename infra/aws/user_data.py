@@ -8,6 +8,10 @@ benchmark. Every later boot — each scheduler or control start — runs the wor
 with `docker run --network host --env-file …` in the foreground, so stopping the instance
 (done, deadline, or a spot interruption with `stop` behaviour) reaches the workload as
 SIGTERM with time to store what it has.
+
+ECR login uses only what the ECS-optimized AMIs ship (curl ≥ 7.75, sed, base64, docker):
+`ecr-login` reads the instance role's credentials from IMDSv2 and calls ECR's
+GetAuthorizationToken signed with `curl --aws-sigv4` — those AMIs have no `aws` CLI.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ STATE_DIR = "/var/lib/spotbench"
 ENV_FILE = f"{STATE_DIR}/env"
 SSH_DIR = f"{STATE_DIR}/ssh"
 FIRST_BOOT = f"{STATE_DIR}/first-boot-id"
+ECR_LOGIN = f"{STATE_DIR}/ecr-login"
+IMDS = "http://169.254.169.254/latest"
 UNIT = "spotbench.service"
 CONTAINER = "spotbench"
 STOP_TIMEOUT_S = 90  # EC2 gives a stopping instance ~2 min; keep inside it
@@ -41,6 +47,30 @@ def ecr_registry(image: str) -> tuple[str, str] | None:
     if ".dkr.ecr." in host and host.endswith(".amazonaws.com"):
         return host, host.split(".")[3]
     return None
+
+
+def ecr_login_script(host: str, region: str) -> str:
+    """`docker login` to ECR with the instance role, with curl only (no `aws` CLI)."""
+    target = "AmazonEC2ContainerRegistry_V20150921.GetAuthorizationToken"
+    return f"""#!/bin/sh
+# docker login to {host} with the instance role (written by spotbench's user-data).
+# The ECS-optimized AMI has no aws CLI: IMDSv2 credentials + ECR GetAuthorizationToken
+# signed by curl --aws-sigv4.
+set -eu
+imds={IMDS}
+token=$(curl -fsS -X PUT "$imds/api/token" -H "X-aws-ec2-metadata-token-ttl-seconds: 300")
+role=$(curl -fsS -H "X-aws-ec2-metadata-token: $token" "$imds/meta-data/iam/security-credentials/")
+creds=$(curl -fsS -H "X-aws-ec2-metadata-token: $token" "$imds/meta-data/iam/security-credentials/$role" | tr -d '\\n')
+field() {{ printf '%s' "$creds" | sed -n "s/.*\\"$1\\" *: *\\"\\([^\\"]*\\)\\".*/\\1/p"; }}
+key=$(field AccessKeyId)
+secret=$(field SecretAccessKey)
+session=$(field Token)
+answer=$(curl -fsS --aws-sigv4 "aws:amz:{region}:ecr" --user "$key:$secret" \\
+  -H "X-Amz-Security-Token: $session" -H "X-Amz-Target: {target}" \\
+  -H "Content-Type: application/x-amz-json-1.1" -d '{{}}' "https://api.ecr.{region}.amazonaws.com/")
+printf '%s' "$answer" | sed -n 's/.*"authorizationToken" *: *"\\([^"]*\\)".*/\\1/p' | base64 -d \\
+  | cut -d: -f2- | docker login --username AWS --password-stdin {host}
+"""
 
 
 def docker_command(image: str, *, gpu: bool, ssh: bool) -> list[str]:
@@ -58,10 +88,7 @@ def unit(image: str, *, gpu: bool, ssh: bool) -> str:
     pre = [f"/bin/sh -c {shlex.quote(not_first_boot)}"]
     ecr = ecr_registry(image)
     if ecr:
-        host, region = ecr
-        login = (f"aws ecr get-login-password --region {region} | "
-                 f"docker login --username AWS --password-stdin {host}")
-        pre.append(f"/bin/sh -c {shlex.quote(login)}")
+        pre.append(f"/bin/sh {ECR_LOGIN}")
     if ssh:
         pre.append(key_owner_command(SSH_DIR))
     pre.append(f"-/usr/bin/docker rm -f {CONTAINER}")
@@ -75,6 +102,9 @@ def user_data(*, image: str, env: Mapping[str, str], gpu: bool = False,
     files = [{"path": ENV_FILE, "permissions": "0600", "owner": "root", "content": env_file(env)}]
     if ssh:
         files += ssh_files(SSH_DIR, ssh)
+    ecr = ecr_registry(image)
+    if ecr:
+        files.append({"path": ECR_LOGIN, "permissions": "0700", "content": ecr_login_script(*ecr)})
     files.append({"path": f"/etc/systemd/system/{UNIT}", "permissions": "0644",
                   "content": unit(image, gpu=gpu, ssh=ssh is not None)})
     doc = {

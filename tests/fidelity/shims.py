@@ -8,7 +8,12 @@
   module from this checkout (the image's /app) as the Dockerfile's `USER` uid (setpriv),
   in its own mount namespace with the `--volume`s bound (read-only when `:ro`), the image's
   /etc/passwd user, `--env-file` verbatim and the image's ENV.
-- `cos-extensions`, `docker-credential-gcr`: COS tools the GCP unit calls; recorded only.
+- `docker-credential-gcr configure-docker --registries=HOST`: COS's Artifact Registry
+  helper; `docker run` of a private image (pkg.dev, ECR) fails unless its registry was
+  configured or `docker login` got the password ECR issues.
+- `curl`: the real curl (IMDS on the hub is real HTTP) except for ECR's API, answered here
+  after checking the call is SigV4-signed with the instance role's credentials.
+- `cos-extensions`: recorded only.
 
 Every call is appended to `STATE/calls.jsonl` (what the tests read back).
 """
@@ -26,7 +31,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-SHIMS = ("docker", "systemctl", "cos-extensions", "docker-credential-gcr")
+SHIMS = ("docker", "systemctl", "cos-extensions", "docker-credential-gcr", "curl")
+ECR_PASSWORD = "sim-ecr-password"
 SYSTEMD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 VENV_BIN = Path(sys.executable).parent
 
@@ -261,8 +267,16 @@ def docker(state: Path, argv: list[str]) -> int:
         return 1
     if argv[:1] == ["login"]:
         password = sys.stdin.read().strip()
-        record(state, program="docker", argv=argv, password_given=bool(password))
-        return 0 if password else 1
+        host = argv[-1]
+        ok = (".dkr.ecr." not in host or
+              (argv[1:3] == ["--username", "AWS"] and password == ECR_PASSWORD))
+        record(state, program="docker", argv=argv, password_given=bool(password), ok=ok)
+        if not ok:
+            print("Error response from daemon: login attempt failed: no basic auth credentials",
+                  file=sys.stderr)
+            return 1
+        login(state, host)
+        return 0
     if argv[:1] != ["run"]:
         record(state, program="docker", argv=argv)
         print(f"docker shim: unsupported {argv}", file=sys.stderr)
@@ -280,6 +294,12 @@ def docker(state: Path, argv: list[str]) -> int:
         if not Path(dev).exists():
             print(f"docker: error gathering device information for {dev}", file=sys.stderr)
             return 125
+    host = run["image"].split("/", 1)[0]
+    private = ".dkr.ecr." in host or host.endswith(("pkg.dev", "gcr.io"))
+    if private and host not in logins(state):
+        print(f"Unable to find image '{run['image']}' locally\ndocker: Error response from "
+              f"daemon: pull access denied / no basic auth credentials for {host}", file=sys.stderr)
+        return 125
     cfg = image_config(dockerfile)
     env = {k: v for k, v in cfg["env"].items() if k != "PATH"}
     env.update(read_env_file(run["env_file"]))
@@ -346,8 +366,57 @@ def container(state: Path) -> int:
     return 127
 
 
+def logins(state: Path) -> set[str]:
+    path = state / "docker-logins"
+    return set(path.read_text().split()) if path.exists() else set()
+
+
+def login(state: Path, host: str) -> None:
+    with open(state / "docker-logins", "a") as fh:
+        fh.write(host + "\n")
+
+
+def curl(state: Path, argv: list[str]) -> int:
+    url = next((a for a in argv if a.startswith(("http://", "https://"))), "")
+    host = url.split("/")[2] if "//" in url else ""
+    if not host.startswith("api.ecr."):
+        os.execv(str(state / "lower-usrbin" / "curl"), ["curl", *argv])
+    from tests.fidelity.hub import CREDS
+
+    def opt(name: str) -> list[str]:
+        return [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == name]
+
+    headers = dict(h.split(": ", 1) for h in opt("-H"))
+    region = host.split(".")[2]
+    checks = {
+        "sigv4": opt("--aws-sigv4") == [f"aws:amz:{region}:ecr"],
+        "user": opt("--user") == [f"{CREDS['AccessKeyId']}:{CREDS['SecretAccessKey']}"],
+        "session": headers.get("X-Amz-Security-Token") == CREDS["Token"],
+        "target": headers.get("X-Amz-Target", "").endswith(".GetAuthorizationToken"),
+    }
+    record(state, program="curl", argv=argv, ecr=checks)
+    if not all(checks.values()):
+        print('{"__type":"UnrecognizedClientException"}')
+        return 22  # curl -f on an HTTP error
+    import base64
+
+    token = base64.b64encode(f"AWS:{ECR_PASSWORD}".encode()).decode()
+    print(json.dumps({"authorizationData": [{"authorizationToken": token,
+                                              "proxyEndpoint": f"https://{host}"}]}))
+    return 0
+
+
 def main(name: str, state: str, argv: list[str]) -> int:
     st = Path(state)
+    if name == "curl":
+        return curl(st, argv)
+    if name == "docker-credential-gcr":
+        record(st, program=name, argv=argv)
+        for a in argv:
+            if a.startswith("--registries="):
+                for host in a.split("=", 1)[1].split(","):
+                    login(st, host)
+        return 0
     if name == "systemctl":
         return systemctl(st, argv)
     if name == "docker":

@@ -29,8 +29,11 @@ def _check_static(example: str) -> None:
         first.setdefault((r.ctx.group.split("-t")[0], r.ctx.role), r)
     for r in first.values():
         assert not boot.schema_errors(r.user_data), (r.name, boot.schema_errors(r.user_data))
-        script = boot.shell_of(r)
-        assert not boot.shellcheck_errors(script), (r.name, script, boot.shellcheck_errors(script))
+        scripts = [boot.shell_of(r)] + [f["content"] for f in r.doc["write_files"]
+                                         if f["content"].startswith("#!/bin/sh")]
+        for script in scripts:
+            assert not boot.shellcheck_errors(script), (r.name, script,
+                                                        boot.shellcheck_errors(script))
 
 
 @pytest.mark.parametrize("example", EXAMPLES["gcp"])
@@ -90,6 +93,29 @@ def test_osu_group_boots_completes_and_calls_done_gcp(gcp_osu):
     assert call["body"] == {"group": g["group"][0].ctx.group}
     assert call["auth"] == "Bearer sim-gcp-identity-token"
     assert call["client"] == g["group"][0].ctx.me.host
+    records = g["store"].read(g["run"].run)
+    assert {r.metric for r in records} == {"latency", "bibw"}, (_debug_print(g), records[:1])
+    assert not any(r.preempted for r in records)
+
+
+@pytest.fixture(scope="module")
+def aws_osu(lab_dir):
+    return boot_osu_group("aws", "examples/aws-osu.yaml", lab_dir)
+
+
+def test_osu_group_boots_completes_and_calls_done_aws(aws_osu):
+    g = aws_osu
+    launcher = g["vms"]["launcher"]
+    runs = [c for c in launcher.calls("docker") if c["argv"][0] == "run"]
+    assert len(runs) == 1, ("the creation boot must not run the workload", _debug_print(g), launcher.calls())
+    assert len(g["done"]) == 1, (_debug_print(g), g["done"])
+    call = g["done"][0]
+    assert call["body"] == {"group": g["group"][0].ctx.group}
+    assert call["auth"].startswith("AWS4-HMAC-SHA256 Credential=ASIASIMULATEDKEY0001/")
+    assert call["client"] == g["group"][0].ctx.me.host
+    # ECR login with the instance role through curl --aws-sigv4, no aws CLI
+    ecr = [c for c in launcher.calls("curl") if "ecr" in c]
+    assert ecr and all(all(c["ecr"].values()) for c in ecr)
     records = g["store"].read(g["run"].run)
     assert {r.metric for r in records} == {"latency", "bibw"}, (_debug_print(g), records[:1])
     assert not any(r.preempted for r in records)

@@ -6,7 +6,7 @@ What the VM sees, built from the state dir (`vm.json` says cloud, hostname, ip, 
   not persistent, kept on aws), with the member's own `/etc/hosts` lines (its name, and
   `metadata.google.internal` → 169.254.169.254 served by the lab's hub);
 - `/var/lib` is the state dir's own (persistent) folder: `/var/lib/spotbench` is the VM's;
-- `/usr/bin` is an overlay holding the shims (`docker`, `systemctl`, `cos-extensions`,
+- `/usr/bin` (and `/usr/local/bin`) are overlays holding the shims (`docker`, `systemctl`, `cos-extensions`,
   `docker-credential-gcr`) written by `boot.Lab`;
 - `/proc/sys/kernel/random/boot_id` is a fresh id per boot.
 
@@ -88,11 +88,17 @@ def main(state: Path) -> int:
     varlib = state / "var-lib"
     varlib.mkdir(exist_ok=True)
     sh("mount", "--bind", str(varlib), "/var/lib")
-    bin_upper = overlay("/usr/bin", state, "usrbin", fresh=True)
-    for name in shims.SHIMS:
-        target = bin_upper / name
-        target.write_text(shims.launcher(name, state))
-        target.chmod(0o755)
+    lower = state / "lower-usrbin"  # the real programs, for shims that pass through (curl)
+    lower.mkdir(exist_ok=True)
+    sh("mount", "--bind", "/usr/bin", str(lower))
+    uppers = [overlay("/usr/bin", state, "usrbin", fresh=True)]
+    if Path("/usr/local/bin").is_dir():  # earlier on PATH: shadow this machine's own tools
+        uppers.append(overlay("/usr/local/bin", state, "usrlocalbin", fresh=True))
+    for upper in uppers:
+        for name in shims.SHIMS:
+            target = upper / name
+            target.write_text(shims.launcher(name, state))
+            target.chmod(0o755)
     boot_id = state / "boot_id"
     boot_id.write_text(f"{uuid.uuid4()}\n")
     sh("mount", "--bind", str(boot_id), "/proc/sys/kernel/random/boot_id")

@@ -105,7 +105,9 @@ def test_user_data_runs_the_container_with_the_member_context(declare):
     unit = next(f["content"] for f in doc["write_files"] if f["path"].endswith(".service"))
     assert "docker run --rm --name spotbench --network host" in unit
     assert "--env-file /var/lib/spotbench/env" in unit and "--gpus" not in unit
-    assert "docker login --username AWS" in unit  # ECR image: log in with the instance role
+    login = next(f["content"] for f in doc["write_files"] if f["path"].endswith("/ecr-login"))
+    assert "ExecStartPre=/bin/sh /var/lib/spotbench/ecr-login" in unit  # ECR: instance role
+    assert "docker login --username AWS" in login and "aws ecr" not in login  # no aws CLI
     assert "boot_id" in unit  # never runs in the creation boot
     assert any(f["path"].endswith("authorized_keys") for f in doc["write_files"])
     host_key = next(f for f in doc["write_files"] if f["path"].endswith("/ssh_host_ed25519_key"))
