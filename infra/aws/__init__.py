@@ -70,7 +70,8 @@ class AwsSweep(pulumi.ComponentResource):
                   for g in groups}
         self.registry = AwsRegistry(
             f"{name}-registry", sweep=spec.name, region=spec.region, tags=tags,
-            images=sorted({image_name(g.workload, gpu_of[g.id]) for g in groups}),
+            images=[] if spec.image else sorted({image_name(g.workload, gpu_of[g.id])
+                                                 for g in groups}),
             account=aws.get_caller_identity_output(opts=invoke).account_id, opts=child)
         # the members may pull the spec's image, or any of the stack's repositories
         pullable = (pulumi.Output.from_input(spec.image) if spec.image else
