@@ -25,7 +25,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from infra.common import workload_ports
-from spotbench.plan import SERVICE_PORTS
+from spotbench.workload import get_workload
 from spotbench.spec import SweepSpec
 
 
@@ -33,8 +33,10 @@ IAP_RANGE = "35.235.240.0/20"  # https://cloud.google.com/iap/docs/using-tcp-for
 
 
 def ssh_ports(workload: str) -> list[str]:
-    """Ports an operator reaches through IAP: the host's sshd, and the MPI container's."""
-    return ["22"] + ([str(SERVICE_PORTS["osu"])] if workload == "osu" else [])
+    """Ports an operator reaches through IAP: the host's sshd, and an MPI workload's
+    container sshd (its service port: `spotbench exec --port`)."""
+    desc = get_workload(workload)
+    return ["22"] + ([str(desc.port)] if desc.mpi and desc.port else [])
 
 
 def member_tag(sweep: str) -> str:
