@@ -34,6 +34,10 @@ def report(
         None, "--base", envvar="SPOTBENCH_REPORT_BASE",
         help="base configuration for normalised cost, e.g. machine_type=n1-standard-4",
     ),
+    baseline: str | None = typer.Option(
+        None, "--baseline", envvar="SPOTBENCH_REPORT_BASELINE", metavar="RUN",
+        help="run id the History section compares the latest run with [default: each series' first run]",
+    ),
 ) -> None:
     """Write Markdown, a self-contained HTML page, PNG plots and CSV for RESULTS_URL."""
     from spotbench.report import NoResults, default_out_dir, write_report
@@ -43,7 +47,8 @@ def report(
         if path is not None and not path.is_file():
             fail(f"{label} {path}: file not found", EXIT_BAD_INPUT)
     try:
-        paths = write_report(url, out or default_out_dir(url), reference=reference, prices=prices, base=base)
+        paths = write_report(url, out or default_out_dir(url), reference=reference, prices=prices, base=base,
+                             baseline=baseline)
     except NoResults as exc:
         fail(str(exc))
     except ValueError as exc:  # bad reference/prices/base input

@@ -66,7 +66,7 @@ class Series:
 
     @property
     def name(self) -> str:
-        size = f" @ {_size(self.size)}" if self.size is not None else ""
+        size = f" @ {size_text(self.size)}" if self.size is not None else ""
         return f"{self.label_metric}{size} · {self.label}"
 
     def worse(self, rel_change: float) -> bool:
@@ -124,7 +124,7 @@ class History:
                 "series": [s.to_dict() for s in self.series]}
 
 
-def _size(n: int) -> str:
+def size_text(n: int) -> str:
     for unit, shift in (("MiB", 20), ("KiB", 10)):
         if n >= 1 << shift and n % (1 << shift) == 0:
             return f"{n >> shift} {unit}"
@@ -184,9 +184,12 @@ def series_frame(cat: Catalog, tracked: tuple[Tracked, ...] = TRACKED,
 
 
 def history(cat: Catalog, spec: SweepSpec | None = None, *, sizes: dict[str, tuple[int, ...]] | None = None,
-            max_pvalue: float = DEFAULT_MAX_PVALUE, min_change: float = 0.0) -> History:
+            max_pvalue: float = DEFAULT_MAX_PVALUE, min_change: float = 0.0,
+            labels: dict[str, str] | None = None) -> History:
+    """Series and change points of every tracked metric. Points are labelled from `labels`,
+    else from the spec's plan, else by their id."""
     frame = series_frame(cat, sizes=sizes)
-    labels = point_labels(spec)
+    labels = {**point_labels(spec), **(labels or {})}
     by_metric = {t.metric: t for t in TRACKED}
     out: list[Series] = []
     if not frame.empty:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from spotbench.report import _data, cost, reference as reference_mod
+from spotbench.report import _data, cost, history, reference as reference_mod
 from spotbench.report._doc import Document, Para, to_html, to_markdown
 from spotbench.results import ResultStore
 from spotbench.workload import registry
@@ -52,7 +52,10 @@ def write_report(
     reference: Path | None = None,
     prices: Path | None = None,
     base: str | None = None,
+    baseline: str | None = None,
 ) -> ReportPaths:
+    """`baseline`: the run the history section compares the latest run with (default: each
+    series' first run)."""
     records = ResultStore(results_url).read()
     if not records:
         raise NoResults(
@@ -77,7 +80,8 @@ def write_report(
     pngs: list[Path] = []
     exports: list[pd.DataFrame] = []
     for add_section in _sections():
-        p, e = add_section(df, doc, out_dir, reference=reference, prices=prices, base=base)
+        p, e = add_section(df, doc, out_dir, reference=reference, prices=prices, base=base,
+                           results_url=results_url, baseline=baseline)
         pngs += p
         exports += e
 
@@ -110,4 +114,7 @@ def _sections():
     def reference_section(df, doc, out_dir, reference=None, **_):
         return reference_mod.section(df, doc, reference)
 
-    return [*workloads, cost_section, reference_section]
+    def history_section(df, doc, out_dir, results_url=None, baseline=None, **_):
+        return history.section(df, doc, out_dir, results_url, baseline)
+
+    return [*workloads, cost_section, history_section, reference_section]

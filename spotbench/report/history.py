@@ -1,0 +1,149 @@
+"""History section: trend plots with change points marked, and what changed since the
+previous run and since a baseline run (`spotbench report --baseline RUN`; default: the
+first run). Shown when the store holds at least two runs of a tracked metric.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from spotbench.history.changepoints import DEFAULT_MAX_PVALUE  # noqa: E402
+from spotbench.history.trends import History, Series, size_text  # noqa: E402
+from spotbench.report._doc import Document, Heading, Image, Para, TableBlock  # noqa: E402
+
+SAME_WITHIN = 0.05  # |change| below this is shown as "≈" in the comparison table
+
+
+def point_labels(df: pd.DataFrame) -> dict[str, str]:
+    """Point id (group without its trial) → the report's configuration label."""
+    groups = df.drop_duplicates("group")
+    return {g.rsplit("-t", 1)[0]: c for g, c in zip(groups["group"], groups["config"], strict=True)}
+
+
+def load(results_url: str, df: pd.DataFrame) -> History | None:
+    from spotbench.history.catalog import Catalog
+    from spotbench.history.trends import history
+
+    if df["run"].nunique() < 2:
+        return None
+    with Catalog(results_url) as cat:
+        return history(cat, labels=point_labels(df))
+
+
+def _verdict(s: Series, rel: float | None) -> str:
+    if rel is None or pd.isna(rel):
+        return "—"
+    if abs(rel) < SAME_WITHIN:
+        return "≈"
+    return "regression" if s.worse(rel) else "improvement"
+
+
+def comparison(hist: History, baseline: str | None) -> pd.DataFrame:
+    """Per series: latest run's value against the previous run's and the baseline run's."""
+    rows = []
+    for s in hist.series:
+        if len(s.values) < 2:
+            continue
+        base_run = baseline or s.runs[0]
+        base = s.values[s.runs.index(base_run)] if base_run in s.runs else None
+        latest, previous = s.values[-1], s.values[-2]
+        rel_prev = latest / previous - 1 if previous else None
+        rel_base = latest / base - 1 if base else None
+        rows.append({
+            "series": s.name, "unit": s.unit, "latest run": s.runs[-1], "latest": latest,
+            "previous": previous, "vs previous": rel_prev, "since previous": _verdict(s, rel_prev),
+            "baseline run": base_run if base is not None else f"{base_run} (not in this series)",
+            "baseline": base, "vs baseline": rel_base, "since baseline": _verdict(s, rel_base),
+        })
+    return pd.DataFrame(rows)
+
+
+def _plots(hist: History, out_dir: Path) -> list[Path]:
+    pngs = []
+    by_metric: dict[tuple[str, int | None], list[Series]] = {}
+    for s in hist.series:
+        by_metric.setdefault((s.label_metric, s.size), []).append(s)
+    for (label, size), group in by_metric.items():
+        fig, ax = plt.subplots(figsize=(8, 3.6))
+        for s in group:
+            line, = ax.plot(s.dates, s.values, marker="o", markersize=3, label=s.label)
+            bounds = [0, *(cp.index for cp in s.change_points), len(s.values)]
+            for a, b in zip(bounds, bounds[1:]):  # each level's mean
+                level = sum(s.values[a:b]) / (b - a)
+                ax.hlines(level, s.dates[a], s.dates[b - 1], colors=line.get_color(), alpha=0.4)
+            for cp in s.change_points:
+                ax.axvline(s.dates[cp.index], color="red" if s.worse(cp.rel_change) else "green",
+                           linestyle="--", linewidth=1)
+                ax.annotate(f"{cp.rel_change * 100:+.0f}%", (s.dates[cp.index], s.values[cp.index]),
+                            textcoords="offset points", xytext=(4, 6), fontsize=8)
+        title = label + (f" @ {size_text(size)}" if size is not None else "")
+        ax.set_title(f"{title}: per run (dashed: change points; red = regression)", fontsize=10)
+        ax.set_ylabel(group[0].unit)
+        ax.grid(alpha=0.3)
+        if len(group) <= 8:
+            ax.legend(fontsize=7)
+        fig.autofmt_xdate()
+        fig.tight_layout()
+        slug = "".join(c if c.isalnum() else "_" for c in f"{group[0].metric}_{size or ''}").strip("_")
+        png = out_dir / f"history_{slug}.png"
+        fig.savefig(png, dpi=110)
+        plt.close(fig)
+        pngs.append(png)
+    return pngs
+
+
+def _pct(v: float | None) -> str:
+    return "—" if v is None or pd.isna(v) else f"{v * 100:+.1f}%"
+
+
+def section(df: pd.DataFrame, doc: Document, out_dir: Path, results_url: str,
+            baseline: str | None = None):
+    hist = load(results_url, df)
+    if hist is None or not any(len(s.values) >= 2 for s in hist.series):
+        return [], []
+    if baseline is not None and baseline not in hist.runs:
+        raise ValueError(f"--baseline {baseline}: no such run; runs are {', '.join(hist.runs)}")
+    doc.add(Heading("History"))
+    doc.add(Para(
+        f"{len(hist.runs)} runs ({hist.runs[0]} … {hist.runs[-1]}). Each point is a run's mean over "
+        "its complete attempts (preempted/partial ones left out). Change points: E-Divisive means "
+        f"with a t-test (Apache Otava's method), p < {DEFAULT_MAX_PVALUE:g}; see docs/history.md. "
+        "`spotbench history SPEC` prints the same with every value."
+    ))
+    changes = hist.changes()
+    if changes:
+        cp = pd.DataFrame(changes)
+        shown = pd.DataFrame({
+            "series": cp["series"], "run": cp["run"], "before": [f"{v:.4g}" for v in cp["before_mean"]],
+            "after": [f"{v:.4g}" for v in cp["after_mean"]], "change": [_pct(v) for v in cp["rel_change"]],
+            "p": [f"{v:.1e}" for v in cp["pvalue"]], "kind": cp["kind"],
+        }).set_index("series")
+        doc.add(TableBlock(shown, "Change points"))
+    else:
+        doc.add(Para(f"No change point at p < {DEFAULT_MAX_PVALUE:g}."))
+    table = comparison(hist, baseline)
+    if not table.empty:
+        shown = pd.DataFrame({
+            "series": table["series"], "latest": [f"{v:.4g}" for v in table["latest"]],
+            "previous run": [f"{v:.4g}" for v in table["previous"]],
+            "vs previous": [_pct(v) for v in table["vs previous"]], "since previous": table["since previous"],
+            "baseline": [("—" if v is None or pd.isna(v) else f"{v:.4g}") for v in table["baseline"]],
+            "vs baseline": [_pct(v) for v in table["vs baseline"]], "since baseline": table["since baseline"],
+        }).set_index("series")
+        base = baseline or "the first run of each series"
+        doc.add(TableBlock(shown, f"Latest run {hist.runs[-1]} against the previous run and the baseline "
+                                  f"({base}); changes under {SAME_WITHIN:.0%} shown as ≈"))
+    pngs = _plots(hist, out_dir)
+    for png in pngs:
+        doc.add(Image(png, png.stem.replace("_", " ")))
+    long = table.melt(id_vars=["series"], var_name="column", value_name="value") if not table.empty else table
+    if not long.empty:
+        long.insert(0, "table", "history")
+        long = long.rename(columns={"series": "config"})
+    return pngs, [long] if not long.empty else []
