@@ -39,8 +39,62 @@ log = logging.getLogger("spotbench.functions")
 ACTIONS = {"start": control.start, "stop": control.stop, "done": control.done}
 
 
+MAX_BODY_BYTES = 64 * 1024  # start/stop/done bodies are a few hundred bytes
+MAX_JSON_DEPTH = 32  # they nest two levels; deeper is an attack on the parser
+
+
 class ConfigError(RuntimeError):
     pass
+
+
+class BadBody(ValueError):
+    """A request body the functions refuse (HTTP 400/413), with a short reason."""
+
+    def __init__(self, reason: str, status: int = 400):
+        super().__init__(reason)
+        self.status = status
+
+
+def _depth(raw: str) -> int:
+    """How deeply JSON text nests arrays/objects (brackets inside strings do not count)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def parse_body(raw: bytes | str | None) -> Any:
+    """The JSON body of a request (None when empty), bounded in size and nesting.
+
+    Raises `BadBody` with a reason that never repeats the body."""
+    if raw is None or len(raw) == 0:
+        return None
+    if len(raw) > MAX_BODY_BYTES:
+        raise BadBody(f"the request body is larger than {MAX_BODY_BYTES} bytes", 413)
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+    except UnicodeDecodeError:
+        raise BadBody("the request body is not UTF-8 text") from None
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and _depth(text) > MAX_JSON_DEPTH:
+        raise BadBody(f"the request body nests deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        raise BadBody("the request body is not valid JSON") from None
 
 
 @dataclass

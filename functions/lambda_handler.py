@@ -26,7 +26,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from functions._app import ConfigError, FunctionConfig, handle
+from functions._app import BadBody, ConfigError, FunctionConfig, handle, parse_body
 from spotbench.auth import Caller, Forbidden, Unauthorized
 from spotbench.auth.aws import caller_from_function_url, caller_from_invocation, function_account
 
@@ -70,15 +70,14 @@ def _url_body(event: Mapping[str, Any]) -> Any:
     raw = event.get("body")
     if raw in (None, ""):
         return None
+    if not isinstance(raw, str):
+        raise BadBody("the request body is not text")
     if event.get("isBase64Encoded"):
         try:
-            raw = base64.b64decode(raw).decode()
-        except (ValueError, UnicodeDecodeError):
-            raise ValueError("the request body is not valid base64 text") from None
-    try:
-        body = json.loads(raw)
-    except (TypeError, ValueError):
-        raise ValueError("the request body is not valid JSON") from None
+            raw = base64.b64decode(raw, validate=True)
+        except ValueError:
+            raise BadBody("the request body is not valid base64") from None
+    body = parse_body(raw)
     if not isinstance(body, dict):
         raise ValueError("the request body must be a JSON object")
     return body
@@ -106,6 +105,8 @@ def handle_function_url(event: Mapping[str, Any], context: Any) -> dict[str, Any
         return _response(500, {"error": "the function is misconfigured; see its log"})
     try:
         body = _url_body(event)
+    except BadBody as exc:
+        return _response(exc.status, {"error": str(exc)})
     except ValueError as exc:
         return _response(400, {"error": str(exc)})
     status, payload = handle(action, body, caller, config)

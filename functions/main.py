@@ -13,7 +13,15 @@ import logging
 import flask
 import functions_framework
 
-from functions._app import ConfigError, FunctionConfig, authenticate, handle
+from functions._app import (
+    MAX_BODY_BYTES,
+    BadBody,
+    ConfigError,
+    FunctionConfig,
+    authenticate,
+    handle,
+    parse_body,
+)
 from spotbench.auth import Forbidden, Unauthorized, Unavailable
 
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -31,6 +39,24 @@ def _get_config() -> FunctionConfig:
 
 def _reply(status: int, payload: dict) -> flask.Response:
     return flask.Response(json.dumps(payload), status=status, mimetype="application/json")
+
+
+def _read_body(request: flask.Request) -> bytes:
+    """At most MAX_BODY_BYTES + 1 bytes of the body (a chunked body has no length to check)."""
+    if (request.content_length or 0) > MAX_BODY_BYTES:
+        raise BadBody(f"the request body is larger than {MAX_BODY_BYTES} bytes", 413)
+    chunks, size = [], 0
+    try:
+        while size <= MAX_BODY_BYTES:
+            chunk = request.stream.read(MAX_BODY_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except Exception as exc:  # noqa: BLE001 - a client gone or too slow (the server's deadline)
+        log.info("could not read a request body: %s", type(exc).__name__)
+        raise BadBody("the request body could not be read in time", 408) from None
+    return b"".join(chunks)
 
 
 def _serve(action: str, request: flask.Request) -> flask.Response:
@@ -52,11 +78,10 @@ def _serve(action: str, request: flask.Request) -> flask.Response:
     except Exception:  # noqa: BLE001
         log.exception("authentication failed unexpectedly")
         return _reply(500, {"error": "internal error while authenticating; see the log"})
-    body = None
-    if request.get_data():
-        body = request.get_json(silent=True)
-        if body is None:
-            return _reply(400, {"error": "the request body is not valid JSON"})
+    try:
+        body = parse_body(_read_body(request))
+    except BadBody as exc:
+        return _reply(exc.status, {"error": str(exc)})
     status, payload = handle(action, body, caller, config)
     return _reply(status, payload)
 

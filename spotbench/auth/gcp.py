@@ -137,10 +137,27 @@ def verify_claims(
     except google.auth.exceptions.TransportError as exc:
         raise VerifierUnavailable(f"cannot fetch Google's token certificates: {exc}") from exc
     except (ValueError, google.auth.exceptions.GoogleAuthError, PyJWTError) as exc:
-        raise Unauthorized(f"invalid ID token: {exc}") from exc
+        raise Unauthorized(f"invalid ID token: {_why_invalid(exc)}") from None
     if claims.get("iss") not in GOOGLE_ISSUERS:
         raise Unauthorized(f"ID token issuer {claims.get('iss')!r} is not Google")
     return claims
+
+
+_WHY = (  # google-auth / pyjwt wording → a short reason that repeats nothing of the token
+    (("expired",), "token expired"),
+    (("audience",), "wrong audience"),
+    (("too early", "not yet valid", "immature"), "token not valid yet"),
+    (("key id", "kid"), "signed by an unknown signing key"),
+    (("signature",), "signature could not be verified"),
+)
+
+
+def _why_invalid(exc: BaseException) -> str:
+    """Why a token was refused, without quoting it: library messages embed the token or its
+    claims (`Wrong number of segments in token: b'…'`), and a 401 must not echo credentials."""
+    text = str(exc).lower()
+    return next((why for needles, why in _WHY if any(n in text for n in needles)),
+                "malformed or unverifiable token")
 
 
 def identity_from_claims(

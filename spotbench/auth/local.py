@@ -40,7 +40,7 @@ def bearer(headers: Mapping[str, str]) -> str:
 def caller_from_headers(headers: Mapping[str, str], secret: str) -> Caller:
     token = bearer(headers)
     name, _, mac = token.rpartition(".")
-    if not name or not mac:
+    if not name or not mac or not token.isascii():  # compare_digest takes ASCII str only
         raise Unauthorized("malformed bearer token")
     if name == SCHEDULER and hmac.compare_digest(token, scheduler_token(secret)):
         return Caller("scheduler", SCHEDULER)

@@ -1,4 +1,5 @@
-"""Serve `functions/main.py` with the real functions-framework server on 127.0.0.1."""
+"""Serve `functions/main.py` with functions-framework's app and gunicorn on 127.0.0.1
+(bounded for a machine other users share: `spotbench.localrun.http_server`)."""
 
 from __future__ import annotations
 
@@ -35,10 +36,8 @@ class FunctionsServer:
         """Start the server process without waiting (boot it while other work goes on)."""
         if not FUNCTIONS_SOURCE.exists():
             raise RuntimeError(f"functions source not found at {FUNCTIONS_SOURCE}")
-        exe = Path(sys.executable).with_name("functions-framework")
-        cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "functions_framework"]
-        cmd += ["--target", "router", "--source", str(FUNCTIONS_SOURCE),
-                "--host", "127.0.0.1", "--port", str(self.port)]
+        cmd = [sys.executable, "-m", "spotbench.localrun.http_server", "--target", "router",
+               "--source", str(FUNCTIONS_SOURCE), "--host", "127.0.0.1", "--port", str(self.port)]
         private_dir(self.log_path.parent)
         log = open_private_append(self.log_path)  # owned by the child's lifetime
         self.proc = subprocess.Popen(

@@ -168,7 +168,7 @@ def test_valid_vm_token_is_a_member_with_its_zone(certs):
         (lambda: token({**scheduler_claims(), "iat": int(time.time()) - 7200,
                         "exp": int(time.time()) - 3600}), "xpired"),  # fmt: skip
         (lambda: token(scheduler_claims(), key=OTHER_KEY), "signature"),  # forged, same kid
-        (lambda: token(scheduler_claims(), kid="no-such-key"), "no-such-key"),
+        (lambda: token(scheduler_claims(), kid="no-such-key"), "unknown signing key"),
         (lambda: token({**scheduler_claims(), "iss": "https://evil.example"}), "issuer"),
         (lambda: jwt.encode({**scheduler_claims(), "aud": AUD, "exp": int(time.time()) + 60,
                              "iat": int(time.time()), "iss": "accounts.google.com"},

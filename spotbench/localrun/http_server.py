@@ -1,0 +1,177 @@
+"""The local functions server: functions-framework's app on its own gunicorn, with bounds.
+
+    python -m spotbench.localrun.http_server --source functions/main.py --target router \\
+        --host 127.0.0.1 --port N
+
+The same app and server class `functions-framework` runs (`create_app`, its
+`GunicornApplication`), with what a server reachable by every local user needs:
+
+- every request (line, headers, body) must arrive within `REQUEST_READ_S` of its first
+  byte, or the connection gets a JSON 408 and is closed: slow-loris clients hold a worker
+  thread for at most that long instead of forever;
+- request line, header count and header size are limited (functions-framework turns the
+  line limit off): too large → JSON 414/431;
+- gunicorn's own error pages (400, 414, 431, …) are JSON `{"error": …}` like every answer
+  of the functions, and never repeat what the client sent (a header may hold a token).
+
+On Cloud Functions Google's front end does this before the request reaches the function.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import time
+
+from gunicorn import util as gunicorn_util
+from gunicorn.workers.gthread import ThreadWorker
+
+REQUEST_READ_S = 5.0  # from a request's first byte to its last
+WRITE_S = 30.0  # a client that does not read its answer
+THREADS = 16
+LIMITS = {"limit_request_line": 4094, "limit_request_fields": 50, "limit_request_field_size": 8190}
+
+_REASONS = {
+    400: "malformed HTTP request",
+    403: "request refused",
+    408: "the request did not arrive in time",
+    413: "request too large",
+    414: "request line too long",
+    417: "expectation failed",
+    431: "request headers too large",
+    500: "internal server error",
+    501: "unsupported transfer coding",
+}
+
+
+class RequestTimeout(Exception):
+    """The client did not send its whole request within REQUEST_READ_S."""
+
+
+def write_json_error(sock: socket.socket, status: int, reason: str, mesg: str = "") -> None:
+    """gunicorn's `util.write_error`, answering JSON and never echoing the request.
+
+    An unknown transfer coding is the client's error: 400, not gunicorn's 501 (a request
+    must never be able to make the server answer 5xx)."""
+    if status == 501:
+        status, reason = 400, "Bad Request"
+        body = json.dumps({"error": _REASONS[501]}).encode()
+    else:
+        body = json.dumps({"error": _REASONS.get(status, reason.lower())}).encode()
+    head = (f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n")
+    gunicorn_util.write_nonblock(sock, head.encode("latin-1") + body)
+
+
+class BoundedSocket(socket.socket):
+    """A client socket whose reads for one request share one deadline."""
+
+    started: float | None = None
+
+    @classmethod
+    def adopt(cls, sock: socket.socket) -> BoundedSocket:
+        blocking = sock.getblocking()
+        new = cls(sock.family, sock.type, sock.proto, fileno=sock.detach())
+        new.setblocking(blocking)
+        return new
+
+    def new_request(self) -> None:
+        self.started = None
+
+    def _arm(self) -> None:
+        if self.gettimeout() == 0:  # the poller's non-blocking peek: not a request read
+            return
+        now = time.monotonic()
+        if self.started is None:
+            self.started = now
+        left = self.started + REQUEST_READ_S - now
+        if left <= 0:
+            raise RequestTimeout(f"no complete request within {REQUEST_READ_S:g}s")
+        super().settimeout(left)
+
+    def recv(self, bufsize: int, flags: int = 0) -> bytes:
+        self._arm()
+        try:
+            return super().recv(bufsize, flags)
+        except TimeoutError:
+            raise RequestTimeout(f"no complete request within {REQUEST_READ_S:g}s") from None
+
+    def recv_into(self, buffer, nbytes: int = 0, flags: int = 0) -> int:
+        self._arm()
+        try:
+            return super().recv_into(buffer, nbytes, flags)
+        except TimeoutError:
+            raise RequestTimeout(f"no complete request within {REQUEST_READ_S:g}s") from None
+
+    def sendall(self, data, flags: int = 0) -> None:
+        if self.gettimeout() != 0:
+            super().settimeout(WRITE_S)
+        super().sendall(data, flags)
+
+    def send(self, data, flags: int = 0) -> int:
+        if self.gettimeout() != 0:
+            super().settimeout(WRITE_S)
+        return super().send(data, flags)
+
+
+class BoundedThreadWorker(ThreadWorker):
+    """gunicorn's threaded worker with per-request read deadlines and JSON error pages."""
+
+    def init_process(self) -> None:
+        gunicorn_util.write_error = write_json_error  # this worker process only
+        super().init_process()
+
+    def handle(self, conn):
+        if not isinstance(conn.sock, BoundedSocket):
+            conn.sock = BoundedSocket.adopt(conn.sock)
+        conn.sock.new_request()
+        return super().handle(conn)
+
+    def handle_error(self, req, client, addr, exc) -> None:
+        if isinstance(exc, RequestTimeout):
+            self.log.info("closed a connection from %s: %s", (addr or ("?",))[0], exc)
+            try:
+                write_json_error(client, 408, "Request Timeout")
+            except OSError:
+                pass
+            return
+        super().handle_error(req, client, addr, exc)
+
+
+def json_errors(app) -> None:
+    """Flask's own answers (functions-framework's /favicon.ico and /robots.txt 404s, a 405,
+    an unhandled error) as JSON too."""
+    import flask
+    from werkzeug.exceptions import HTTPException, InternalServerError
+
+    def answer(exc: Exception):
+        if not isinstance(exc, HTTPException):
+            app.logger.exception("unhandled error", exc_info=exc)
+            exc = InternalServerError()
+        body = json.dumps({"error": (exc.name or "error").lower()})
+        return flask.Response(body, status=exc.code or 500, mimetype="application/json")
+
+    app.register_error_handler(HTTPException, answer)
+    app.register_error_handler(Exception, answer)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--source", required=True)
+    ap.add_argument("--target", required=True)
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, required=True)
+    args = ap.parse_args(argv)
+
+    from functions_framework import create_app
+    from functions_framework._http import create_server
+
+    app = create_app(args.target, args.source, "http")
+    json_errors(app)
+    create_server(app, False, worker_class="spotbench.localrun.http_server.BoundedThreadWorker", threads=THREADS,
+                  **LIMITS).run(args.host, args.port)
+
+
+if __name__ == "__main__":
+    main()
