@@ -20,6 +20,7 @@ written back. One unreachable member is reported; the others are still served.
 from __future__ import annotations
 
 import io
+import logging
 import posixpath
 import shlex
 from collections.abc import Mapping
@@ -34,6 +35,8 @@ from paramiko import RejectPolicy
 from spotbench.clouds import Cloud
 from spotbench.plan import RunGroup
 from spotbench.results import ResultStore
+
+log = logging.getLogger("spotbench.remote")
 
 Via = Literal["direct", "jump", "iap", "ssm"]
 DEFAULT_COLLECT_PATHS = ("/var/log/spotbench",)
@@ -192,17 +195,39 @@ def collect(targets: list[Target], cfg: AccessConfig, store: ResultStore, group:
         if not outcome.ok:
             continue
         conn = connection(conns[outcome.member], cfg)
+        refused: list[str] = []
         try:
             for remote in filter(None, outcome.stdout.splitlines()):
+                rel = collected_name(remote)
+                if rel is None:  # the member's listing is not trusted: it may name anything
+                    refused.append(remote)
+                    continue
                 buf = io.BytesIO()
                 conn.get(remote, local=buf)
-                name = posixpath.join("collected", outcome.member, remote.lstrip("/"))
+                name = posixpath.join("collected", outcome.member, rel)
                 outcome.files.append(store.write_raw(run, group, name, buf.getvalue(), attempt=attempt))
         except Exception as exc:  # noqa: BLE001 - report, keep what was fetched
             outcome.ok, outcome.error = False, f"while fetching files: {_explain(exc)}"
         finally:
             conn.close()
+        if refused:
+            log.warning("collect: %s listed %d unsafe file names; refused", outcome.member, len(refused))
+            shown = ", ".join(repr(r) for r in refused[:5]) + (" …" if len(refused) > 5 else "")
+            outcome.ok = False
+            outcome.error = "; ".join(filter(None, [outcome.error, f"refused file names that would "
+                                                    f"leave the results folder: {shown}"]))
     return found
+
+
+def collected_name(remote: str) -> str | None:
+    """Where a member's file goes under `collected/<member>/`: its path made relative and
+    normalised, or None when it would climb out (`..`), is empty, or holds control bytes."""
+    if not remote or any(ord(c) < 0x20 or c == "\x7f" for c in remote) or "\\" in remote:
+        return None
+    rel = posixpath.normpath(remote.lstrip("/"))
+    if rel in (".", "..") or rel.startswith("../") or posixpath.isabs(rel):
+        return None
+    return rel
 
 
 def _run_for(store: ResultStore) -> str:
