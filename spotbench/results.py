@@ -16,6 +16,8 @@ Layout under the results URL (any fsspec URL: file://, gs://, s3://, memory://):
 from __future__ import annotations
 
 import json
+import logging
+import posixpath
 import uuid
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -24,6 +26,8 @@ from typing import Any
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 from pydantic import BaseModel, ConfigDict, Field
+
+log = logging.getLogger("spotbench.results")
 
 
 def utcnow() -> datetime:
@@ -102,6 +106,8 @@ class ResultStore:
         if attempt is None:
             attempt = len(self._group_files(run, group)) + 1
         data = text.encode() if isinstance(text, str) else text
+        if posixpath.normpath(name) != name or name.startswith(("/", "../")) or name == "..":
+            raise ValueError(f"raw output name {name!r} must be a plain relative path")
         path = self._p("runs", run, f"{group}.{attempt}", name)
         self._write_whole(path, data)
         return path
@@ -109,24 +115,45 @@ class ResultStore:
     def _group_files(self, run: str, group: str) -> list[str]:
         return sorted(self.fs.glob(self._p("runs", run, f"{group}.*.jsonl")))
 
+    @staticmethod
+    def _owner(path: str) -> tuple[str, str]:
+        """(run, group) a records file belongs to, from its path `runs/<run>/<group>.<n>.jsonl`:
+        the path is what the group's identity may write (bucket IAM), the body is not."""
+        run_dir, name = path.rsplit("/", 2)[-2:]
+        return run_dir, name.removesuffix(".jsonl").rsplit(".", 1)[0]
+
+    def _trusted(self, path: str, record: dict[str, Any]) -> bool:
+        run, group = self._owner(path)
+        if record.get("group") == group and record.get("run") == run:
+            return True
+        log.warning("rejected %s: its records claim group %r of run %r, its path says group %r "
+                    "of run %r (written by another group?)", path, record.get("group"),
+                    record.get("run"), group, run)
+        return False
+
     def read(self, run: str | None = None) -> list[Result]:
+        """Every stored record (of `run`); a file whose records disagree with its path is
+        skipped and logged."""
         pattern = self._p("runs", run or "*", "*.jsonl")
         out: list[Result] = []
         for path in sorted(self.fs.glob(pattern)):
             with self.fs.open(path, "rt") as fh:
-                out.extend(Result.model_validate_json(line) for line in fh if line.strip())
+                records = [Result.model_validate_json(line) for line in fh if line.strip()]
+            if all(self._trusted(path, r.model_dump(include={"group", "run"})) for r in records):
+                out.extend(records)
         return out
 
     def completed_groups(self, run: str) -> set[str]:
-        """Groups of `run` with at least one stored, not-preempted attempt."""
+        """Groups of `run` with at least one stored, not-preempted attempt. The group is the
+        one the file's path names; a file whose records claim another is not counted."""
         done: set[str] = set()
         for path in self.fs.glob(self._p("runs", run, "*.jsonl")):
             with self.fs.open(path, "rt") as fh:
                 first = fh.readline()
             if first.strip():
                 record = json.loads(first)
-                if not record.get("preempted"):
-                    done.add(record["group"])
+                if self._trusted(path, record) and not record.get("preempted"):
+                    done.add(self._owner(path)[1])
         return done
 
     def attempted_groups(self, run: str) -> set[str]:
