@@ -76,10 +76,11 @@ PATHS = ["/", "/start/", "/done/x", "/stop?x=1", "//done", "/DONE", "/%2e%2e/sta
 
 
 def _fan_out(req: tuple) -> list[tuple]:
-    """A drawn unauthenticated request as drawn, and POSTed to each real route: one draw,
-    four requests (drawing is the fuzzer's costly part)."""
+    """A drawn unauthenticated request as drawn, POSTed to each real route and PUT to one:
+    one draw, five requests (drawing is the fuzzer's costly part)."""
     _, _, auth, headers, body = req
-    return [req, *(("POST", route, auth, headers, body) for route in ROUTES)]
+    return [req, *(("POST", route, auth, headers, body) for route in ROUTES),
+            ("PUT", ROUTES[len(body) % 3], auth, headers, body)]
 
 
 def _route(path: str) -> bool:
@@ -229,12 +230,12 @@ def test_fuzz_start_stop_done(fuzzer, capsys) -> None:
         st.tuples(st.just(True), st.lists(member_call | scheduler_call, min_size=1, max_size=1)),
     )
 
-    @settings(max_examples=1100, deadline=None, database=None, derandomize=False,
+    @settings(max_examples=950, deadline=None, database=None, derandomize=False,
               phases=[Phase.generate, Phase.shrink], report_multiple_bugs=False,
               suppress_health_check=list(HealthCheck))
     @given(batches)
     def run(batch) -> None:
-        if f.over_budget() and f.count >= MIN_REQUESTS:
+        if f.count >= MIN_REQUESTS + 500 or (f.over_budget() and f.count >= MIN_REQUESTS):
             return
         authorised, drawn = batch
         reqs = drawn if authorised else [r for d in drawn for r in _fan_out(d)]
