@@ -116,7 +116,7 @@ class GcpSweep(pulumi.ComponentResource):
                     image=resolve_image(spec.image, self.registry.url, g.workload,
                                         gpu=bool(g.accelerator)),
                 ),
-                pulumi.ResourceOptions(parent=self, depends_on=[self.network.firewall]),
+                pulumi.ResourceOptions(parent=self, depends_on=[r for r in [self.network.firewall] if r]),
             )
             for g in groups
         }

@@ -96,14 +96,16 @@ class GcpNetwork(pulumi.ComponentResource):
             project=args.project,
             opts=child,
         )
-        self.firewall = gcp.compute.Firewall(
+        ports = workload_ports(spec.workload.name)
+        # no ports (e.g. a one-member `container` group): no rule; an empty list would open all
+        self.firewall = None if not ports else gcp.compute.Firewall(
             f"{name}-members",
             name=f"{name}-members",
             network=self.network.id,
             direction="INGRESS",
             source_tags=[self.tag],
             target_tags=[self.tag],
-            allows=[{"protocol": "tcp", "ports": workload_ports(spec.workload.name)}],
+            allows=[{"protocol": "tcp", "ports": ports}],
             description="workload traffic between members of this sweep only",
             project=args.project,
             opts=child,
