@@ -9,10 +9,12 @@ Importing it loads the descriptors only (pydantic models), never a workload's to
 from __future__ import annotations
 
 from spotbench.workload import Workload
+from workloads.container.descriptor import WORKLOAD as CONTAINER
 from workloads.osu.descriptor import WORKLOAD as OSU
 from workloads.tf_mnist.descriptor import WORKLOAD as TF_MNIST
 
 WORKLOADS: dict[str, Workload] = {
     OSU.name: OSU,
     TF_MNIST.name: TF_MNIST,
+    CONTAINER.name: CONTAINER,
 }
