@@ -149,11 +149,34 @@ def authenticate(headers: Mapping[str, str], config: FunctionConfig) -> Caller:
     return config.provider.authenticate(headers, config)
 
 
+def policy_refusal(config: FunctionConfig) -> dict | None:
+    """The deployed guardrails (the spec's `policy:` as deployed, and SPOTBENCH_POLICY):
+    a sweep whose spec breaks them starts nothing."""
+    from spotbench.policy import PolicyError, load_policy, violations
+
+    try:
+        problems = violations(config.spec, load_policy(config.spec, None, {
+            k: v for k, v in config.env.items() if k == "SPOTBENCH_POLICY"}))
+    except ConfigError:
+        return None  # the action itself reports the broken configuration
+    except PolicyError as exc:
+        return {"error": f"invalid policy: {exc}"}
+    if not problems:
+        return None
+    log.warning("start refused by policy: %s", "; ".join(problems))
+    return {"error": f"sweep {config.spec.name} breaks its policy; nothing started",
+            "violations": problems}
+
+
 def handle(action: str, body: Any, caller: Caller, config: FunctionConfig) -> tuple[int, dict]:
     """Run `action` for an authenticated caller; returns (HTTP status, JSON body)."""
     fn = ACTIONS.get(action)
     if fn is None:
         return 404, {"error": f"unknown action {action!r}; use one of {sorted(ACTIONS)}"}
+    if action == "start":
+        refused = policy_refusal(config)
+        if refused is not None:
+            return 403, refused
     try:
         return 200, fn(config.sweep, caller, body)
     except control.BadRequest as exc:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pulumi
 
+from spotbench.policy import PolicyError, effective
 from spotbench.spec import SpecError, SweepSpec, load_spec
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -24,10 +25,26 @@ def spec_from_config(config: pulumi.Config) -> SweepSpec:
             "stack config 'spotbench:spec' is not set: "
             "`pulumi config set spotbench:spec examples/gcp-osu.yaml` (a path) or an object"
         )
+    path: Path | None = None
     try:
         if isinstance(raw, dict):
-            return load_spec(raw, origin="stack config spotbench:spec")
-        path = Path(str(raw))
-        return load_spec(path if path.is_absolute() else PROJECT_ROOT / path, origin=str(raw))
+            spec = load_spec(raw, origin="stack config spotbench:spec")
+        else:
+            path = Path(str(raw))
+            path = path if path.is_absolute() else PROJECT_ROOT / path
+            spec = load_spec(path, origin=str(raw))
     except SpecError as exc:
         raise pulumi.RunError(f"invalid spec\n{exc}") from None
+    return with_policy(spec, path)
+
+
+def with_policy(spec: SweepSpec, path: Path | None) -> SweepSpec:
+    """The spec carrying its effective guardrails; a violation fails preview/up, one line each."""
+    try:
+        carried, problems = effective(spec, path)
+    except PolicyError as exc:
+        raise pulumi.RunError(f"invalid policy: {exc}") from None
+    if problems:
+        raise pulumi.RunError(f"spec {spec.name} breaks the policy\n"
+                              + "\n".join(f"  - {p}" for p in problems))
+    return carried

@@ -148,6 +148,13 @@ class SweepSpec(_Strict):
     image: str | None = Field(None, description="workload container image (gcp/aws)")
     gcp: GcpOptions = Field(default_factory=GcpOptions)
     aws: AwsOptions = Field(default_factory=AwsOptions)
+    labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="labels (GCP) / tags (AWS) put on the sweep's VMs, e.g. {team: ml}",
+    )
+    policy: dict[str, Any] | None = Field(
+        None, description="guardrails (see spotbench/policy.py); merged with spotbench-policy.yaml"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -161,6 +168,19 @@ class SweepSpec(_Strict):
                 raise ValueError(f"spot: expected true or false, got {spot!r}")
             data["provisioning"] = "spot" if spot else "standard"
         return data
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            if not re.fullmatch(r"[a-z][a-z0-9_-]{0,62}", key) or not re.fullmatch(r"[a-z0-9_-]{0,63}", value):
+                raise ValueError(
+                    f"label {key}={value!r}: keys start with a lowercase letter; keys and values "
+                    "use lowercase letters, digits, '-' and '_' (at most 63 characters)"
+                )
+            if key == "managed-by" or key.startswith("spotbench-"):
+                raise ValueError(f"label {key!r} is spotbench's own; choose another key")
+        return v
 
     @field_validator("deadline", mode="before")
     @classmethod

@@ -98,7 +98,7 @@ class GcpRunGroup(pulumi.ComponentResource):
                 subnetwork=args.subnet,
                 region=args.region,
                 project=args.project,
-                labels=group.member_labels(m),
+                labels={**spec.labels, **group.member_labels(m)},
                 opts=child,
             )
             for m in group.members
@@ -134,7 +134,7 @@ class GcpRunGroup(pulumi.ComponentResource):
                 zone=args.zone,
                 project=args.project,
                 machine_type=m.machine_type,
-                labels=group.member_labels(m),
+                labels={**spec.labels, **group.member_labels(m)},
                 tags=[args.tag],
                 boot_disk={
                     "auto_delete": True,
@@ -142,7 +142,7 @@ class GcpRunGroup(pulumi.ComponentResource):
                         "image": f"cos-cloud/{spec.gcp.image_family}",
                         "size": spec.gcp.boot_disk_gb,
                         "type": "pd-balanced",
-                        "labels": group.member_labels(m),
+                        "labels": {**spec.labels, **group.member_labels(m)},
                     },
                 },
                 network_interfaces=[{

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from spotbench.cli._common import EXIT_BAD_INPUT, console, fail, spec_or_exit
+from spotbench.cli._common import EXIT_BAD_INPUT, console, fail, policy_or_exit, spec_or_exit
 
 SpecArg = typer.Argument(..., exists=False, help="sweep spec (YAML)", metavar="SPEC")
 
@@ -17,8 +17,13 @@ def plan(
     spec_path: Path = SpecArg,
     as_json: bool = typer.Option(False, "--json", help="print the groups as JSON"),
 ) -> None:
-    """Show the run groups SPEC expands to (matrix × trials), with their members."""
-    spec = spec_or_exit(spec_path)
+    """Show the run groups SPEC expands to (matrix × trials), with their members.
+
+    Refuses (exit 2, one line per violation) a spec that breaks the team's guardrails
+    (spotbench-policy.yaml next to the spec or in this folder, SPOTBENCH_POLICY, or the
+    spec's own `policy:`).
+    """
+    spec = policy_or_exit(spec_or_exit(spec_path), spec_path)
     groups = spec.plan()
     if as_json:
         out = [

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from spotbench.cli._common import EXIT_BAD_INPUT, console, fail, spec_or_exit
+from spotbench.cli._common import EXIT_BAD_INPUT, console, fail, policy_or_exit, spec_or_exit
 
 
 def preview(
@@ -25,10 +25,11 @@ def preview(
     """Run the Pulumi program for SPEC under mocks and list the resources it declares.
 
     Needs no Pulumi CLI, credentials or network: review a sweep before `pulumi up`.
+    A spec that breaks the team's guardrails (spotbench-policy.yaml) is refused.
     """
     from spotbench.clouds import PROVIDERS, get_provider
 
-    spec = spec_or_exit(spec_path)
+    spec = policy_or_exit(spec_or_exit(spec_path), spec_path)
     stacked = [name for name in PROVIDERS if get_provider(name).deployed_by_stack]
     if cloud is not None and cloud not in stacked:
         fail(f"--cloud {cloud!r}: preview knows {' and '.join(stacked)}", EXIT_BAD_INPUT)

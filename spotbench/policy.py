@@ -1,0 +1,206 @@
+"""Guardrails: what a team lead allows sweeps to ask for, checked before anything costs money.
+
+A policy is YAML, set once: a `spotbench-policy.yaml` file (found through
+`SPOTBENCH_POLICY`, else next to the spec, else in the current folder) and/or a `policy:`
+block in the spec itself. Every field is optional; a missing field allows anything:
+
+    clouds: [gcp]                      # allowed clouds
+    regions: [us-central1, europe-west4]
+    machine_families: [n2, e2, g2]     # the part before the first '-' (GCP) or '.' (AWS)
+    accelerators: [nvidia-tesla-t4]    # [] forbids GPUs
+    spot_only: true                    # provisioning must be spot/preemptible
+    max_vms_per_group: 8
+    max_gpus_per_group: 4
+    max_vms_per_sweep: 16              # VMs running at once (the largest concurrent footprint)
+    max_gpus_per_sweep: 8
+    max_deadline: 2h
+    required_labels: [team, cost-center]   # keys the spec's `labels:` must set
+
+`violations(spec, policy)` lists one line per violation naming the field, the value and
+the limit. `plan`, `preflight`, `preview`, `pulumi up` (infra/config.py) and the `start`
+function (the deployed policy travels as `SPOTBENCH_POLICY`) refuse a violating sweep.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from spotbench.clouds.provider import get_provider
+from spotbench.plan import RunGroup
+from spotbench.spec import SweepSpec, parse_duration
+
+POLICY_FILE = "spotbench-policy.yaml"
+ENV = "SPOTBENCH_POLICY"  # a path to a policy file, or the policy as JSON (functions)
+
+
+class PolicyError(ValueError):
+    """The policy itself is unreadable or invalid."""
+
+
+class Policy(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    clouds: list[str] | None = None
+    regions: list[str] | None = None
+    machine_families: list[str] | None = None
+    accelerators: list[str] | None = None
+    spot_only: bool = False
+    max_vms_per_group: int | None = Field(None, ge=1)
+    max_gpus_per_group: int | None = Field(None, ge=0)
+    max_vms_per_sweep: int | None = Field(None, ge=1)
+    max_gpus_per_sweep: int | None = Field(None, ge=0)
+    max_deadline: timedelta | None = None
+    required_labels: list[str] = Field(default_factory=list)
+
+    @field_validator("max_deadline", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> Any:
+        return None if v is None else parse_duration(v)
+
+    def merged(self, other: Policy | None) -> Policy:
+        """Both policies at once (each limit: the stricter one)."""
+        if other is None:
+            return self
+        out: dict[str, Any] = {}
+        for name in type(self).model_fields:
+            a, b = getattr(self, name), getattr(other, name)
+            if name == "required_labels":
+                out[name] = sorted(set(a) | set(b))
+            elif name == "spot_only":
+                out[name] = a or b
+            elif a is None or b is None:
+                out[name] = b if a is None else a
+            elif isinstance(a, list):
+                out[name] = [x for x in a if x in b]
+            else:
+                out[name] = min(a, b)
+        return Policy.model_validate(out)
+
+
+def parse_policy(data: Any, origin: str) -> Policy:
+    if not isinstance(data, Mapping):
+        raise PolicyError(f"{origin}: a policy is a mapping of fields")
+    try:
+        return Policy.model_validate(dict(data))
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise PolicyError(f"{origin}: {problems}") from None
+
+
+def load_policy(spec: SweepSpec, spec_path: Path | None = None,
+                env: Mapping[str, str] | None = None) -> Policy | None:  # fmt: skip
+    """The team policy (file or `SPOTBENCH_POLICY`) merged with the spec's `policy:`."""
+    env = os.environ if env is None else env
+    team: Policy | None = None
+    raw = env.get(ENV)
+    if raw and raw.lstrip().startswith("{"):
+        team = parse_policy(json.loads(raw), ENV)
+    else:
+        candidates = [Path(raw)] if raw else []
+        if spec_path is not None:
+            candidates.append(Path(spec_path).resolve().parent / POLICY_FILE)
+        candidates.append(Path.cwd() / POLICY_FILE)
+        path = next((p for p in candidates if p.is_file()), None)
+        if raw and path != Path(raw):
+            raise PolicyError(f"{ENV}={raw}: no such policy file")
+        if path is not None:
+            try:
+                team = parse_policy(yaml.safe_load(path.read_text()), str(path))
+            except yaml.YAMLError as exc:
+                raise PolicyError(f"{path}: not valid YAML: {exc}") from None
+    inline = parse_policy(spec.policy, f"spec {spec.name}: policy") if spec.policy else None
+    if team is None:
+        return inline
+    return team.merged(inline)
+
+
+def effective(spec: SweepSpec, spec_path: Path | None = None,
+              env: Mapping[str, str] | None = None) -> tuple[SweepSpec, list[str]]:  # fmt: skip
+    """(the spec carrying its effective policy as `policy:`, the violations).
+
+    Deploys embed the policy in the spec, so the functions (SPOTBENCH_SPEC) check the
+    same policy on every start, whatever the function's own environment says.
+    """
+    policy = load_policy(spec, spec_path, env)
+    if policy is None:
+        return spec, []
+    carried = spec.model_copy(update={
+        "policy": policy.model_dump(mode="json", exclude_defaults=True)})
+    return carried, violations(spec, policy)
+
+
+def family(machine_type: str) -> str:
+    """n2-standard-4 → n2; c5.xlarge → c5; local machine names: the whole name."""
+    for sep in ("-", "."):
+        if sep in machine_type:
+            return machine_type.split(sep, 1)[0].lower()
+    return machine_type.lower()
+
+
+def group_gpus(group: RunGroup) -> int:
+    return group.accelerator_count * len(group.members) if group.accelerator else 0
+
+
+def concurrent_footprint(spec: SweepSpec, groups: list[RunGroup], size: Any) -> int:
+    """The largest total of `size(group)` over the groups that may run at once."""
+    values = sorted((size(g) for g in groups), reverse=True)
+    at_once = spec.max_concurrency or len(values)
+    return sum(values[:at_once])
+
+
+def violations(spec: SweepSpec, policy: Policy | None) -> list[str]:
+    """One line per violation: the spec field, its value, and what the policy allows."""
+    if policy is None:
+        return []
+    out: list[str] = []
+    groups = spec.plan()
+
+    def allowed(field: str, value: str | None, choices: list[str] | None, what: str) -> None:
+        if choices is not None and value is not None and value not in choices:
+            out.append(f"{field} {value!r}: the policy allows {what} "
+                       f"{', '.join(choices) or 'none'}")
+
+    allowed("cloud", spec.cloud, policy.clouds, "clouds")
+    provider = get_provider(spec.cloud)
+    if provider.location:  # clouds with places (not the local one)
+        region = spec.region or (provider.region_of_zone(spec.zone) if spec.zone else None)
+        allowed("region", region, policy.regions, "regions")
+    for mt in sorted({g.machine_type for g in groups}):
+        if policy.machine_families is not None and family(mt) not in policy.machine_families:
+            out.append(f"machine type {mt!r} (family {family(mt)}): the policy allows machine "
+                       f"families {', '.join(policy.machine_families) or 'none'}")
+    for acc in sorted({g.accelerator for g in groups if g.accelerator}):
+        allowed("accelerator", acc, policy.accelerators, "accelerators")
+    if policy.spot_only and not spec.spot:
+        out.append(f"provisioning {spec.provisioning!r}: the policy allows spot VMs only "
+                   "(provisioning: spot)")
+    for g in groups:
+        if policy.max_vms_per_group is not None and len(g.members) > policy.max_vms_per_group:
+            out.append(f"group {g.id}: {len(g.members)} VMs; the policy allows "
+                       f"{policy.max_vms_per_group} per group")
+        if policy.max_gpus_per_group is not None and group_gpus(g) > policy.max_gpus_per_group:
+            out.append(f"group {g.id}: {group_gpus(g)} GPUs; the policy allows "
+                       f"{policy.max_gpus_per_group} per group")
+    vms = concurrent_footprint(spec, groups, lambda g: len(g.members))
+    if policy.max_vms_per_sweep is not None and vms > policy.max_vms_per_sweep:
+        out.append(f"{vms} VMs at once (concurrency {spec.max_concurrency or 'all groups'}); the "
+                   f"policy allows {policy.max_vms_per_sweep} per sweep: set `concurrency` lower")
+    gpus = concurrent_footprint(spec, groups, group_gpus)
+    if policy.max_gpus_per_sweep is not None and gpus > policy.max_gpus_per_sweep:
+        out.append(f"{gpus} GPUs at once; the policy allows {policy.max_gpus_per_sweep} per sweep: "
+                   "set `concurrency` lower")
+    if policy.max_deadline is not None and spec.deadline > policy.max_deadline:
+        out.append(f"deadline {spec.deadline}: the policy allows at most {policy.max_deadline}")
+    missing = [k for k in policy.required_labels if not spec.labels.get(k)]
+    if missing:
+        out.append(f"labels: missing {', '.join(missing)} (the policy requires "
+                   f"{', '.join(policy.required_labels)}; add them under `labels:`)")
+    return out
