@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -44,6 +44,16 @@ class Images:
 
 
 @dataclass(frozen=True)
+class Tracked:
+    """A metric `spotbench history` follows over runs, and which direction is better."""
+
+    metric: str  # a metric name the workload writes
+    label: str  # how tables and plots name it
+    better: Literal["lower", "higher"]
+    sizes: tuple[int, ...] = ()  # message sizes (metadata size_bytes) to follow; () = any/none
+
+
+@dataclass(frozen=True)
 class Workload:
     name: str  # the spec's `workload.name`
     params: type[Params]  # the spec's config model (pydantic)
@@ -57,6 +67,7 @@ class Workload:
     images: Images = Images()
     metrics: tuple[str, ...] = ()  # metric names it writes (empty: the user's own)
     report: str | None = None  # "module:function(df, doc, out_dir) -> (pngs, frames)"
+    history: tuple[Tracked, ...] = ()  # metrics followed across runs (spotbench history)
     description: str = ""
 
     def image(self, gpu: bool) -> str:

@@ -22,29 +22,17 @@ import pandas as pd
 from spotbench.history.catalog import Catalog
 from spotbench.history.changepoints import DEFAULT_MAX_PVALUE, ChangePoint, detect
 from spotbench.spec import MATRIX_MACHINE_KEYS, SweepSpec
+from spotbench.workload import Tracked, registry
 
 Better = Literal["lower", "higher"]
 
 
-@dataclass(frozen=True)
-class Tracked:
-    """A metric whose history is followed, and which direction is better."""
-
-    workload: str
-    metric: str  # a stored metric name, or "cost_usd" (per run, every attempt)
-    label: str
-    better: Better
-    sizes: tuple[int, ...] = ()  # OSU message sizes (metadata size_bytes); () = any/none
+def tracked() -> tuple[tuple[str, Tracked], ...]:
+    """(workload, metric) pairs followed: each Workload descriptor's `history`."""
+    return tuple((w.name, t) for w in registry().values() for t in w.history)
 
 
-# The per-workload metric choices, in one place (to move into the Workload descriptors).
-TRACKED: tuple[Tracked, ...] = (
-    Tracked("osu", "latency", "OSU latency", "lower", sizes=(8, 1 << 20)),
-    Tracked("osu", "bibw", "OSU bibw", "higher", sizes=(1 << 20,)),
-    Tracked("tf-mnist", "steps_per_s", "TF steps/s", "higher"),
-    Tracked("tf-mnist", "train_time_s", "TF time to train", "lower"),
-)
-COST = Tracked("*", "cost_usd", "cost per run", "lower")
+COST = Tracked("cost_usd", "cost per run", "lower")  # every workload: what each run cost
 
 
 @dataclass
@@ -147,15 +135,14 @@ def point_labels(spec: SweepSpec | None) -> dict[str, str]:
 _POINT = "regexp_replace(\"group\", '-t[0-9]+$', '')"
 
 
-def series_frame(cat: Catalog, tracked: tuple[Tracked, ...] = TRACKED,
-                 sizes: dict[str, tuple[int, ...]] | None = None):
+def series_frame(cat: Catalog, sizes: dict[str, tuple[int, ...]] | None = None):
     """One row per (point, metric, size, run): mean value of complete attempts, n, date."""
     conds = []
-    for t in tracked:
+    for workload, t in tracked():
         chosen = (sizes or {}).get(t.metric, t.sizes)
         size_cond = (f" AND TRY_CAST(json_extract(metadata, '$.size_bytes') AS BIGINT) IN "
                      f"({', '.join(map(str, chosen))})") if chosen else ""
-        conds.append(f"(workload = '{t.workload}' AND metric = '{t.metric}'{size_cond})")
+        conds.append(f"(workload = '{workload}' AND metric = '{t.metric}'{size_cond})")
     where = " OR ".join(conds) or "false"
     return cat.frame(f"""
         WITH v AS (
@@ -190,14 +177,15 @@ def history(cat: Catalog, spec: SweepSpec | None = None, *, sizes: dict[str, tup
     else from the spec's plan, else by their id."""
     frame = series_frame(cat, sizes=sizes)
     labels = {**point_labels(spec), **(labels or {})}
-    by_metric = {t.metric: t for t in TRACKED}
+    by_metric = {(w, t.metric): t for w, t in tracked()}
     out: list[Series] = []
     if not frame.empty:
         keys = ["point", "metric", "size"]
         for (point, metric, size), sub in frame.groupby(keys, sort=True, dropna=False):
-            t = by_metric.get(metric, COST)
+            workload = str(sub["workload"].iloc[0])
+            t = by_metric.get((workload, metric), COST)
             s = Series(
-                point=point, label=labels.get(point, point), workload=str(sub["workload"].iloc[0]),
+                point=point, label=labels.get(point, point), workload=workload,
                 metric=metric, label_metric=t.label, size=None if pd.isna(size) else int(size),
                 unit=str(sub["unit"].iloc[0]), better=t.better,
                 runs=list(sub["run"]), dates=[d.to_pydatetime() for d in sub["date"]],

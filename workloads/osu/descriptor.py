@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from spotbench.workload import Images, Params, Workload
+from spotbench.workload import Images, Params, Tracked, Workload
 
 # MPICH (hydra + ch3/ch4 TCP) picks ephemeral ports unless told a range; the VM env file sets
 # MPICH_PORT_RANGE to this range and the firewall opens exactly it between sweep members.
@@ -66,5 +66,9 @@ WORKLOAD = Workload(
     images=Images(cpu="mpi", gpu="mpi"),
     metrics=("latency", "bibw"),
     report="spotbench.report.osu:section",
+    history=(
+        Tracked("latency", "OSU latency", "lower", sizes=(8, 1 << 20)),
+        Tracked("bibw", "OSU bibw", "higher", sizes=(1 << 20,)),
+    ),
     description=OsuParams.__doc__ or "",
 )

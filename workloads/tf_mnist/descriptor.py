@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from spotbench.workload import Images, Params, Workload
+from spotbench.workload import Images, Params, Tracked, Workload
 
 GRPC_PORT = 2223
 
@@ -50,5 +50,9 @@ WORKLOAD = Workload(
     images=Images(cpu="tf-cpu", gpu="tf-gpu"),
     metrics=("train_time_s", "steps", "steps_per_s", "examples_per_s", "test_accuracy", "test_loss"),
     report="spotbench.report.tf:section",
+    history=(
+        Tracked("steps_per_s", "TF steps/s", "higher"),
+        Tracked("train_time_s", "TF time to train", "lower"),
+    ),
     description=TfMnistParams.__doc__ or "",
 )
