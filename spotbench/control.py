@@ -193,6 +193,25 @@ def _restart_partial_groups(sweep: Sweep, states: dict[str, list[Instance]],
     return resumed
 
 
+def _record_start(sweep: Sweep, run: str, group: RunGroup, launched: list[Instance],
+                  now: datetime | None) -> None:
+    """The start ledger the spot-market statistics read (a member not running after the
+    start is a failed start: capacity, quota, API). Never stops the sweep."""
+    off = [i for i in launched if i.state not in ACTIVE]
+    try:
+        sweep.store.record_start(run, group.id, {
+            "at": now or utcnow(), "machine_type": group.machine_type,
+            "accelerator": group.accelerator,
+            "zone": next((i.zone for i in launched if i.zone), sweep.spec.zone)
+            or ("local" if sweep.spec.cloud == "local" else None),
+            "members": len(group.members),
+            "failed": {i.name: i.detail or str(i.state) for i in off},
+            "errors": {i.name: str(i.error) for i in off if getattr(i, "error", None)},
+        })
+    except Exception as exc:  # noqa: BLE001 - statistics must not break a start
+        log.warning("start of %s not recorded: %s", group.id, exc)
+
+
 def _launch_pending(
     sweep: Sweep, run: str, now: datetime | None, finished: set[str] = frozenset(),
     states: dict[str, list[Instance]] | None = None, completed: set[str] | None = None,
@@ -229,6 +248,7 @@ def _launch_pending(
                 continue
         store.record_launch(run, group.id)
         launched = sweep.cloud.start(group.labels)
+        _record_start(sweep, run, group, launched, now)
         failed = [i for i in launched if i.state not in ACTIVE and i.state != State.STOPPED]
         running.extend(i for i in launched if i.state in ACTIVE)
         started.append(group.id)

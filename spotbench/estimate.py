@@ -7,6 +7,7 @@ expected run time, function memory/duration) are returned with the numbers.
 
 from __future__ import annotations
 
+import logging
 import statistics
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -22,6 +23,7 @@ from spotbench.plan import RunGroup
 from spotbench.results import Result, ResultStore
 from spotbench.spec import MATRIX_MACHINE_KEYS, SweepSpec
 
+log = logging.getLogger("spotbench.estimate")
 FUNCTION_MEMORY_GB = 0.25
 FUNCTION_SECONDS = 0.5
 
@@ -47,6 +49,8 @@ class GroupCost:
     compute_usd: float
     gpu_usd: float
     deadline_usd: float  # compute+GPU if it ran until the deadline stop
+    retry_overhead: float = 1.0  # real cost per completed result ÷ happy path (sweep history)
+    expected_attempts: float = 1.0  # 1 + retries per completed group (sweep history)
 
 
 @dataclass
@@ -113,15 +117,38 @@ def ticks_per_month(spec: SweepSpec, now: datetime) -> int | None:
     return n
 
 
+def market_history(spec: SweepSpec) -> list[dict[str, Any]]:
+    """Spot-market statistics of the spec's own results (empty when there are none)."""
+    from spotbench.history.catalog import Catalog
+    from spotbench.history.market import market
+
+    try:
+        with Catalog(spec.results_url()) as cat:
+            return market(cat)
+    except (FileNotFoundError, OSError, ValueError) as exc:
+        log.warning("no spot-market history from %s: %s", spec.results_url(), exc)
+        return []
+
+
+def _history_zone(spec: SweepSpec) -> str | None:
+    return spec.zone or ("local" if spec.cloud == "local" else None)
+
+
 def estimate(spec: SweepSpec, catalog: Catalog, *, now: datetime | None = None,
-             records: list[Result] | None = None) -> Estimate:
-    """Price the spec. `records`: earlier results (default: read from the spec's results URL)."""
+             records: list[Result] | None = None,
+             market: list[dict[str, Any]] | None = None) -> Estimate:
+    """Price the spec. `records`: earlier results (default: read from the spec's results URL);
+    `market`: spot-market statistics (`spotbench.history.market`; default: from the same URL
+    when `records` is read from it, else none)."""
     now = now or datetime.now(UTC)
     if records is None:
         try:
             records = ResultStore(spec.results_url()).read()
         except (FileNotFoundError, OSError, ValueError):
             records = []
+        if market is None and records:
+            market = market_history(spec)
+    from spotbench.history.market import lookup
     region = spec_region(spec)
     boot = get_provider(spec.cloud).boot_s
     deadline_s = spec.deadline.total_seconds()
@@ -133,10 +160,13 @@ def estimate(spec: SweepSpec, catalog: Catalog, *, now: datetime | None = None,
         source = f"earlier results (median of {len(earlier)} runs)" if earlier else "deadline"
         billed = billed_seconds(run_s + boot)
         n = len(g.members)
+        stats = lookup(market or [], _history_zone(spec), g.machine_type, g.accelerator)
         groups.append(GroupCost(
             group=g.id, machine_type=g.machine_type, members=n, run_s=run_s, run_source=source,
             billed_s=billed, compute_usd=machine * billed / 3600 * n, gpu_usd=gpu * billed / 3600 * n,
             deadline_usd=(machine + gpu) * billed_seconds(deadline_s + boot) / 3600 * n,
+            retry_overhead=(stats or {}).get("retry_overhead") or 1.0,
+            expected_attempts=1.0 + ((stats or {}).get("retries_per_completed") or 0.0),
         ))
 
     members = sum(g.members for g in groups)
@@ -169,6 +199,13 @@ def estimate(spec: SweepSpec, catalog: Catalog, *, now: datetime | None = None,
         line("functions (GB-seconds)", gb_s, "GB-second", gbs_row.usd,
              f"{FUNCTION_MEMORY_GB:g} GB × {FUNCTION_SECONDS:g} s per invocation"),
     ]
+    happy = compute + gpu_usd
+    retry_usd = sum((g.retry_overhead - 1) * (g.compute_usd + g.gpu_usd) for g in groups)
+    with_history = [g for g in groups if g.retry_overhead != 1.0 or g.expected_attempts != 1.0]
+    if retry_usd > 0 and happy > 0:
+        per_tick.append(line(
+            "retries (sweep history)", retry_usd / happy, "× compute+GPU", happy,
+            "preempted attempts and their retries, as this sweep's own history paid them"))
     ticks = ticks_per_month(spec, now)
     per_month: list[Line] | None = None
     if ticks is not None:
@@ -184,6 +221,10 @@ def estimate(spec: SweepSpec, catalog: Catalog, *, now: datetime | None = None,
             line("functions (invocations)", invocations * ticks, "invocation", inv_row.usd, f"{ticks} ticks"),
             line("functions (GB-seconds)", gb_s * ticks, "GB-second", gbs_row.usd, f"{ticks} ticks"),
         ]
+        if "retries (sweep history)" in tick_lines:
+            retry = tick_lines["retries (sweep history)"]
+            per_month.append(line(retry.item, retry.quantity * ticks, retry.unit, retry.unit_usd,
+                                  f"{ticks} ticks"))
     saving_tick = sum(g.deadline_usd for g in groups) - compute - gpu_usd
     assumptions = [
         f"boot time {boot:g} s per start (start → workload running), billed",
@@ -195,6 +236,15 @@ def estimate(spec: SweepSpec, catalog: Catalog, *, now: datetime | None = None,
         "self-stop: each group stops when its workload calls `done`; without it every group "
         "would run until the deadline stop",
     ]
+    if with_history:
+        worst = max(with_history, key=lambda g: g.retry_overhead)
+        assumptions.append(
+            f"retries from this sweep's history ({len(with_history)}/{len(groups)} groups matched by "
+            f"zone × machine type × accelerator): cost ×{worst.retry_overhead:.2f} at most "
+            f"({worst.machine_type}), {worst.expected_attempts:.2f} attempts per completed group; "
+            "`spotbench market SPEC` shows the statistics")
+    else:
+        assumptions.append("no retries: no history of this sweep's preemptions yet (happy path)")
     if ticks is None:
         assumptions.append("no schedule: no per-month figures (one tick = one `spotbench run`)")
     else:

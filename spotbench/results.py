@@ -11,6 +11,8 @@ Layout under the results URL (any fsspec URL: file://, gs://, s3://, memory://):
     runs/<run>/run.json                    the run ledger entry (opened/closed)
     runs/<run>/<group>.<attempt>.jsonl     the records of one group run
     runs/<run>/<group>.<attempt>/<name>    raw tool output beside them
+    runs/<run>/starts/<group>.<n>.json     one per start request: when, where, which members
+                                           the cloud could not run and why (spot statistics)
 """
 
 from __future__ import annotations
@@ -68,6 +70,20 @@ class RunInfo(BaseModel):
     opened_at: datetime
     closed_at: datetime | None = None
     reason: str | None = None
+
+
+class StartRecord(BaseModel):
+    """One start request of a group: the cloud's answer, member by member."""
+
+    run: str
+    group: str
+    at: datetime
+    machine_type: str
+    accelerator: str | None = None
+    zone: str | None = None
+    members: int
+    failed: dict[str, str] = Field(default_factory=dict)  # member → the cloud's words
+    errors: dict[str, str] = Field(default_factory=dict)  # member → error kind, when the cloud typed it
 
 
 class ResultStore:
@@ -165,6 +181,13 @@ class ResultStore:
         """Note that `group` was started in `run` (bounds restarts of a failing group)."""
         n = self.launch_count(run, group) + 1
         self._write_whole(self._p("runs", run, "launches", f"{group}.{n}"), b"")
+
+    def record_start(self, run: str, group: str, outcome: dict[str, Any]) -> None:
+        """Note one start request of `group` and its outcome (`StartRecord` fields)."""
+        n = len(self.fs.glob(self._p("runs", run, "starts", f"{group}.*.json"))) + 1
+        body = StartRecord.model_validate({"run": run, "group": group, **outcome})
+        self._write_whole(self._p("runs", run, "starts", f"{group}.{n}.json"),
+                          body.model_dump_json().encode())
 
     def launch_count(self, run: str, group: str) -> int:
         return len(self.fs.glob(self._p("runs", run, "launches", f"{group}.*")))

@@ -102,6 +102,18 @@ def test_a_member_killed_mid_run_is_recorded_as_preempted(tmp_path: Path) -> Non
     assert first and {r.group for r in first} == {r.group for r in records}
     assert not any(r.value > 0 and not r.preempted and r.metric == "latency" for r in records)
     assert {i.state for i in cloud.query({"spotbench-sweep": "kill"})} == {State.STOPPED}
+    # spot-market statistics (spotbench market, estimate) from this run's own history
+    from spotbench.history.catalog import Catalog
+    from spotbench.history.market import market
+
+    with Catalog(f"file://{tmp_path}/results") as cat:
+        (row,) = market(cat)
+    attempts = {(r.group, r.started_at, r.ended_at, r.preempted, r.metadata["members"]) for r in records}
+    vm_hours = sum((e - s).total_seconds() * m for _, s, e, _, m in attempts) / 3600
+    assert (row["zone"], row["machine_type"], row["accelerator"]) == ("local", "local", None)
+    assert row["preempted"] == sum(p for *_, p, _ in attempts) >= 1
+    assert row["preemptions_per_vm_hour"] == pytest.approx(row["preempted"] / vm_hours)
+    assert row["starts"] >= len(attempts) and row["failed_starts_per_start"] == 0
 
 
 def wait_for(condition, timeout: float = 120) -> None:

@@ -45,11 +45,12 @@ def estimate(
         return
     groups = Table(title=f"{est.sweep} on {est.cloud} ({est.region}): per group run", title_justify="left")
     for col in ("group", "machine", "members", "run s", "from", "billed s/member", "compute USD", "GPU USD",
-                "until deadline USD"):
+                "until deadline USD", "retries ×"):
         groups.add_column(col)
     for g in est.groups:
         groups.add_row(g.group, g.machine_type, str(g.members), f"{g.run_s:.0f}", g.run_source, str(g.billed_s),
-                       f"{g.compute_usd:.4f}", f"{g.gpu_usd:.4f}", f"{g.deadline_usd:.4f}")
+                       f"{g.compute_usd:.4f}", f"{g.gpu_usd:.4f}", f"{g.deadline_usd:.4f}",
+                       f"{g.retry_overhead:.2f}")
     console.print(groups)
     console.print(_lines_table("per schedule tick (one run of every group)", est.per_tick, Estimate.total(est.per_tick)))
     if est.per_month is not None:

@@ -184,7 +184,51 @@ def _print_history(hist, url: str) -> None:
     console.print(table)
 
 
+def market(
+    spec_path: Path = SpecArg,
+    as_json: bool = typer.Option(False, "--json", help="print the statistics as JSON"),
+    results: str | None = ResultsOpt,
+) -> None:
+    """Spot-market statistics from this sweep's own history, per zone × machine type ×
+    accelerator: preemptions per VM-hour, failed and capacity-failed starts per start, time
+    from the start tick to the first result, retries per completed group, and the real cost
+    per completed result with preempted attempts included (`spotbench estimate` prices
+    retries with it). Figures the store does not hold show as —."""
+    from spotbench.history.market import market as compute
+
+    url = _results_url(spec_path, results)
+    with _open_catalog(url) as cat:
+        stats = compute(cat)
+    if as_json:
+        typer.echo(json.dumps(stats, indent=2, default=str))
+        return
+    if not stats:
+        console.print(f"no attempts in {url} yet (run the sweep first)", highlight=False)
+        return
+    table = RichTable(title=f"spot market as seen by {url}", title_justify="left")
+    cols = [("zone", "zone", "{}"), ("machine", "machine_type", "{}"), ("accel.", "accelerator", "{}"),
+            ("done/attempts", None, ""), ("VM-h", "vm_hours", "{:.3g}"),
+            ("preempt/VM-h", "preemptions_per_vm_hour", "{:.3g}"),
+            ("failed/start", "failed_starts_per_start", "{:.2f}"),
+            ("capacity/start", "capacity_failures_per_start", "{:.2f}"),
+            ("tick→result s", "first_result_s", "{:.0f}"), ("retries/done", "retries_per_completed", "{:.2f}"),
+            ("USD/done", "cost_per_completed_usd", "{:.4g}"), ("× happy path", "retry_overhead", "{:.2f}")]
+    for head, _, _ in cols:
+        table.add_column(head)
+    for s in stats:
+        cells = []
+        for _, key, form in cols:
+            if key is None:
+                cells.append(f"{s['completed']}/{s['attempts']}")
+            else:
+                v = s[key]
+                cells.append("—" if v is None else form.format(v))
+        table.add_row(*cells)
+    console.print(table)
+
+
 def register(app: typer.Typer) -> None:
     app.command(help=QUERY_HELP)(query)
     app.command()(compact)
     app.command()(history)
+    app.command()(market)

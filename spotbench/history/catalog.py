@@ -10,6 +10,9 @@ Tables, loaded when the catalogue is opened (all timestamps UTC, as TIMESTAMP):
     attempts   (a view) one row per stored group attempt (file): run, group, attempt, preempted,
                started_at, ended_at, billed_s, cost_usd, machine/zone/accelerator, values
     runs       the run ledger: run, opened_at, closed_at, reason
+    starts     one row per start request (runs/<run>/starts/): at, machine_type, accelerator,
+               zone, members, failed (members the cloud could not run), capacity (of them,
+               typed as capacity errors), typed (failures with a typed kind), detail
 
 The JSONL files stay the source of truth. `compact(run)` writes one Parquet file per closed
 run (runs/<run>/records.parquet) holding the same rows; the catalogue then reads the Parquet
@@ -29,7 +32,7 @@ from typing import Any
 import duckdb
 from fsspec.implementations.local import LocalFileSystem
 
-from spotbench.results import Result, ResultStore, RunInfo
+from spotbench.results import Result, ResultStore, RunInfo, StartRecord
 
 PARQUET_NAME = "records.parquet"
 
@@ -123,17 +126,24 @@ class Catalog:
         """Store files under runs/ by kind: jsonl, parquet, ledger (one listing)."""
         runs_dir = self.store._p("runs")
         if self.local:  # os.scandir: fsspec's local listing costs ~10x more per file
-            found = [e.path for d in _scandir(runs_dir) if d.is_dir() for e in _scandir(d.path)]
+            found = []
+            for d in _scandir(runs_dir):
+                if d.is_dir():
+                    entries = _scandir(d.path)
+                    found += [e.path for e in entries]
+                    found += [e.path for e in _scandir(f"{d.path}/starts")]
         else:
             try:
                 found = self.fs.find(runs_dir)
             except FileNotFoundError:
                 found = []
-        out: dict[str, list[str]] = {"jsonl": [], "parquet": [], "ledger": []}
+        out: dict[str, list[str]] = {"jsonl": [], "parquet": [], "ledger": [], "starts": []}
         prefix = runs_dir.rstrip("/") + "/"
         for path in sorted(found):
             rel = path[len(prefix):] if path.startswith(prefix) else path
             parts = rel.split("/")
+            if len(parts) == 3 and parts[1] == "starts" and parts[2].endswith(".json"):
+                out["starts"].append(path)
             if len(parts) != 2:  # raw output, launches/, flags/ …
                 continue
             name = parts[1]
@@ -217,6 +227,20 @@ class Catalog:
                 info = RunInfo.model_validate_json(contents[path])
                 rows.append((info.run, _naive(info.opened_at), _naive(info.closed_at), info.reason))
             self.con.executemany("INSERT INTO runs VALUES (?, ?, ?, ?)", rows)
+
+        self.con.execute("DROP TABLE IF EXISTS starts")
+        self.con.execute("CREATE TABLE starts (run VARCHAR, \"group\" VARCHAR, \"at\" TIMESTAMP, "
+                         "machine_type VARCHAR, accelerator VARCHAR, zone VARCHAR, members INTEGER, "
+                         "failed INTEGER, capacity INTEGER, typed INTEGER, detail VARCHAR)")
+        if files["starts"]:
+            contents = self._cat(files["starts"])
+            rows = []
+            for path in files["starts"]:
+                st = StartRecord.model_validate_json(contents[path])
+                rows.append((st.run, st.group, _naive(st.at), st.machine_type, st.accelerator, st.zone,
+                             st.members, len(st.failed), sum(k == "capacity" for k in st.errors.values()),
+                             len(st.errors), "; ".join(f"{k}: {v}" for k, v in st.failed.items())))
+            self.con.executemany("INSERT INTO starts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
     # ---- queries ----------------------------------------------------------------------
     def query(self, sql: str, params: list[Any] | None = None) -> Table:

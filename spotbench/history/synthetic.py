@@ -42,6 +42,8 @@ class SyntheticSweep:
     start: datetime = datetime(2026, 1, 1, 3, tzinfo=UTC)
     members: int = 2
     run_s: float = 60.0
+    machine_type: str | None = None  # every group's; None: m0, m1, … (one per group)
+    zone: str = "local"
 
     def value(self, rng: random.Random, metric: str, run: int, size: int) -> float:
         base = BASE[metric] * (1 + size / 4096) if metric == "latency" else BASE[metric]
@@ -56,7 +58,7 @@ class SyntheticSweep:
         template = Result(
             sweep=self.sweep, run="", group="", trial=1, params={"name": "osu"}, workload="osu",
             metric="latency", value=0.0, unit="us", cloud="local", machine_type="m0",
-            zone="local", spot=True, started_at=self.start, ended_at=self.start,
+            zone=self.zone, spot=True, started_at=self.start, ended_at=self.start,
             billed_s=self.run_s * self.members, cost_usd=0.0, metadata={"members": self.members},
         ).model_dump(mode="json")
         run_ids, n_attempt = [], 0
@@ -81,7 +83,7 @@ class SyntheticSweep:
                     lines = []
                     for metric in ("latency", "bibw"):
                         for size in self.sizes if metric == "latency" else (1 << 20,):
-                            rec = dict(template, run=run, group=group, machine_type=f"m{g}",
+                            rec = dict(template, run=run, group=group, machine_type=self.machine_type or f"m{g}",
                                        metric=metric, unit=UNIT[metric],
                                        value=self.value(rng, metric, i, size) * (5 if preempted else 1),
                                        preempted=preempted, started_at=t0.isoformat(),

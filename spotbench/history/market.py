@@ -1,0 +1,100 @@
+"""Spot-market statistics from the sweep's own history, per zone × machine type × accelerator.
+
+    with Catalog(url) as cat:
+        rows = market(cat)
+
+Every figure comes from what the store holds (nothing assumed):
+
+- `preemptions_per_vm_hour`: preempted attempts ÷ VM-hours of every attempt (attempt time ×
+  its members). A stored `preempted` also covers a deadline stop or a lost peer: on a cloud
+  these are nearly all reclaims, on the local cloud they are what a test injected.
+- `failed_starts_per_start`, `capacity_failures_per_start`: start requests (the start ledger,
+  runs/<run>/starts/) where a member did not run, and those the cloud typed as capacity
+  errors. `None` when no start was recorded, or failures were recorded without a type.
+- `first_result_s`: median over runs of (first complete result − the run's start tick).
+- `retries_per_completed`: stored attempts − 1, averaged over completed (run, group).
+- `cost_per_completed_usd`: every attempt's cost (preempted ones too) ÷ completed results;
+  `retry_overhead` = that ÷ the cost of the completed attempts alone (≥ 1): what
+  `spotbench estimate` multiplies the happy-path cost by.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spotbench.history.catalog import Catalog
+
+KEY = ("zone", "machine_type", "accelerator")
+
+
+def market(cat: Catalog) -> list[dict[str, Any]]:
+    rows = cat.query("""
+        WITH a AS (
+            SELECT coalesce(zone, '') AS zone, machine_type, coalesce(accelerator, '') AS accelerator,
+                   run, "group", attempt, preempted, cost_usd, started_at, ended_at,
+                   epoch(ended_at - started_at) * coalesce(members, 1) AS vm_s
+            FROM attempts
+        ), per AS (
+            SELECT zone, machine_type, accelerator, count(*) AS attempts,
+                   count(*) FILTER (WHERE preempted) AS preempted, sum(vm_s) / 3600 AS vm_hours,
+                   sum(cost_usd) AS cost_all, count(cost_usd) = count(*) AS priced,
+                   sum(cost_usd) FILTER (WHERE NOT preempted) AS cost_ok
+            FROM a GROUP BY ALL
+        ), groups AS (
+            SELECT zone, machine_type, accelerator, run, "group", count(*) AS n,
+                   bool_or(NOT preempted) AS completed
+            FROM a GROUP BY ALL
+        ), g AS (
+            SELECT zone, machine_type, accelerator, count(*) FILTER (WHERE completed) AS completed,
+                   avg(n - 1) FILTER (WHERE completed) AS retries
+            FROM groups GROUP BY ALL
+        ), first AS (
+            SELECT zone, machine_type, accelerator,
+                   median(epoch(first_ok - r.opened_at)) AS first_result_s
+            FROM (SELECT zone, machine_type, accelerator, run, min(ended_at) AS first_ok
+                  FROM a WHERE NOT preempted GROUP BY ALL) f
+            JOIN runs r USING (run) GROUP BY ALL
+        ), s AS (
+            SELECT coalesce(zone, '') AS zone, machine_type, coalesce(accelerator, '') AS accelerator,
+                   count(*) AS starts, count(*) FILTER (WHERE failed > 0) AS failed_starts,
+                   count(*) FILTER (WHERE capacity > 0) AS capacity_starts,
+                   count(*) FILTER (WHERE failed > 0 AND typed = 0) AS untyped_failures
+            FROM starts GROUP BY ALL
+        )
+        SELECT per.*, g.completed, g.retries, first.first_result_s,
+               s.starts, s.failed_starts, s.capacity_starts, s.untyped_failures
+        FROM per JOIN g USING (zone, machine_type, accelerator)
+        LEFT JOIN first USING (zone, machine_type, accelerator)
+        LEFT JOIN s USING (zone, machine_type, accelerator)
+        ORDER BY zone, machine_type, accelerator
+    """).dicts()
+    out = []
+    for r in rows:
+        starts = r["starts"] or 0
+        completed = r["completed"] or 0
+        priced = bool(r["priced"]) and completed > 0
+        out.append({
+            "zone": r["zone"] or None, "machine_type": r["machine_type"],
+            "accelerator": r["accelerator"] or None,
+            "attempts": r["attempts"], "completed": completed, "preempted": r["preempted"],
+            "vm_hours": r["vm_hours"],
+            "preemptions_per_vm_hour": r["preempted"] / r["vm_hours"] if r["vm_hours"] else None,
+            "starts": starts,
+            "failed_starts_per_start": r["failed_starts"] / starts if starts else None,
+            "capacity_failures_per_start": (r["capacity_starts"] / starts
+                                            if starts and not r["untyped_failures"] else None),
+            "first_result_s": r["first_result_s"],
+            "retries_per_completed": r["retries"],
+            "cost_per_completed_usd": r["cost_all"] / completed if priced else None,
+            "retry_overhead": (r["cost_all"] / r["cost_ok"]) if priced and r["cost_ok"] else None,
+        })
+    return out
+
+
+def lookup(stats: list[dict[str, Any]], zone: str | None, machine_type: str,
+           accelerator: str | None) -> dict[str, Any] | None:
+    """The statistics row of one zone × machine type × accelerator (zone None: any zone,
+    the row with the most completed results)."""
+    rows = [s for s in stats if s["machine_type"] == machine_type and s["accelerator"] == accelerator
+            and (zone is None or s["zone"] == zone)]
+    return max(rows, key=lambda s: s["completed"], default=None)
