@@ -22,6 +22,7 @@ for that run and only the JSONL files it does not hold (a late attempt is never 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
 from dataclasses import dataclass
@@ -33,6 +34,8 @@ import duckdb
 from fsspec.implementations.local import LocalFileSystem
 
 from spotbench.results import Result, ResultStore, RunInfo, StartRecord
+
+log = logging.getLogger("spotbench.history")
 
 PARQUET_NAME = "records.parquet"
 
@@ -200,6 +203,7 @@ class Catalog:
                 self.con.execute(f"INSERT INTO jsonl_records BY NAME {_select_records(_read_json(tmp))}")
             finally:
                 os.unlink(tmp)
+            self._reject_forged()
         # Parquet stays on disk: queries read only the columns and row groups they need
         union = (f" UNION ALL BY NAME SELECT * FROM read_parquet({_sql_list(parquet)})"
                  if parquet else "")
@@ -241,6 +245,20 @@ class Catalog:
                              st.members, len(st.failed), sum(k == "capacity" for k in st.errors.values()),
                              len(st.errors), "; ".join(f"{k}: {v}" for k, v in st.failed.items())))
             self.con.executemany("INSERT INTO starts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+    def _reject_forged(self) -> None:
+        """Drop files whose records claim another group or run than their path: the path is
+        what a group's identity may write, the body is not (as `ResultStore.read`)."""
+        forged = self.con.execute(r"""
+            SELECT DISTINCT path FROM jsonl_records
+            WHERE run IS DISTINCT FROM split_part(path, '/', 2)
+               OR "group" IS DISTINCT FROM regexp_extract(path, '^runs/[^/]+/(.+)\.[0-9]+\.jsonl$', 1)
+        """).fetchall()
+        if forged:
+            paths = [p for (p,) in forged]
+            log.warning("rejected %d file(s) whose records claim another group or run than their "
+                        "path (written by another group?): %s", len(paths), ", ".join(paths[:5]))
+            self.con.execute("DELETE FROM jsonl_records WHERE path IN (SELECT unnest($p))", {"p": paths})
 
     # ---- queries ----------------------------------------------------------------------
     def query(self, sql: str, params: list[Any] | None = None) -> Table:

@@ -112,3 +112,17 @@ def test_empty_store_has_the_tables(tmp_path: Path) -> None:
     spec = spec_for(tmp_path, tmp_path / "nothing")
     assert cli_json("query", str(spec), "SELECT count(*) AS n FROM records") == [{"n": 0}]
     assert cli_json("query", str(spec), "SELECT count(*) AS n FROM runs") == [{"n": 0}]
+
+
+def test_records_that_disagree_with_their_path_are_rejected(tmp_path: Path) -> None:
+    """As ResultStore.read: a group may write only under its own name (bucket IAM on the path)."""
+    root = tmp_path / "results"
+    runs = SyntheticSweep(runs=2, groups=2).write(root)
+    honest = (root / "runs" / runs[1] / "g001-t1.1.jsonl").read_text()
+    forged = honest.replace('"g001-t1"', '"g000-t1"')
+    assert forged != honest
+    (root / "runs" / runs[1] / "g001-t1.2.jsonl").write_text(forged)  # g001 claims g000's result
+    spec = spec_for(tmp_path, root)
+    rows = cli_json("query", str(spec), "SELECT path, count(*) AS n FROM records WHERE run = '"
+                    + runs[1] + "' GROUP BY path ORDER BY path")
+    assert [r["path"] for r in rows] == [f"runs/{runs[1]}/g000-t1.1.jsonl", f"runs/{runs[1]}/g001-t1.1.jsonl"]
