@@ -7,7 +7,6 @@ expected run time, function memory/duration) are returned with the numbers.
 
 from __future__ import annotations
 
-import logging
 import statistics
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -23,7 +22,6 @@ from spotbench.plan import RunGroup
 from spotbench.results import Result, ResultStore
 from spotbench.spec import MATRIX_MACHINE_KEYS, SweepSpec
 
-log = logging.getLogger("spotbench.estimate")
 FUNCTION_MEMORY_GB = 0.25
 FUNCTION_SECONDS = 0.5
 
@@ -117,38 +115,31 @@ def ticks_per_month(spec: SweepSpec, now: datetime) -> int | None:
     return n
 
 
-def market_history(spec: SweepSpec) -> list[dict[str, Any]]:
-    """Spot-market statistics of the spec's own results (empty when there are none)."""
-    from spotbench.history.catalog import Catalog
-    from spotbench.history.market import market
-
-    try:
-        with Catalog(spec.results_url()) as cat:
-            return market(cat)
-    except (FileNotFoundError, OSError, ValueError) as exc:
-        log.warning("no spot-market history from %s: %s", spec.results_url(), exc)
-        return []
-
-
 def _history_zone(spec: SweepSpec) -> str | None:
     return spec.zone or ("local" if spec.cloud == "local" else None)
+
+
+def _market_row(stats: list[dict[str, Any]], zone: str | None, machine_type: str,
+                accelerator: str | None) -> dict[str, Any] | None:
+    """The statistics row of one zone × machine type × accelerator (zone None, as on AWS
+    where the spec names a region: the row with the most completed results)."""
+    rows = [s for s in stats if s["machine_type"] == machine_type and s["accelerator"] == accelerator
+            and (zone is None or s["zone"] == zone)]
+    return max(rows, key=lambda s: s["completed"], default=None)
 
 
 def estimate(spec: SweepSpec, catalog: Catalog, *, now: datetime | None = None,
              records: list[Result] | None = None,
              market: list[dict[str, Any]] | None = None) -> Estimate:
     """Price the spec. `records`: earlier results (default: read from the spec's results URL);
-    `market`: spot-market statistics (`spotbench.history.market`; default: from the same URL
-    when `records` is read from it, else none)."""
+    `market`: the sweep's spot-market statistics (`spotbench.history.market.market`, which the
+    CLI passes in; None: happy path, no retries)."""
     now = now or datetime.now(UTC)
     if records is None:
         try:
             records = ResultStore(spec.results_url()).read()
         except (FileNotFoundError, OSError, ValueError):
             records = []
-        if market is None and records:
-            market = market_history(spec)
-    from spotbench.history.market import lookup
     region = spec_region(spec)
     boot = get_provider(spec.cloud).boot_s
     deadline_s = spec.deadline.total_seconds()
@@ -160,7 +151,7 @@ def estimate(spec: SweepSpec, catalog: Catalog, *, now: datetime | None = None,
         source = f"earlier results (median of {len(earlier)} runs)" if earlier else "deadline"
         billed = billed_seconds(run_s + boot)
         n = len(g.members)
-        stats = lookup(market or [], _history_zone(spec), g.machine_type, g.accelerator)
+        stats = _market_row(market or [], _history_zone(spec), g.machine_type, g.accelerator)
         groups.append(GroupCost(
             group=g.id, machine_type=g.machine_type, members=n, run_s=run_s, run_source=source,
             billed_s=billed, compute_usd=machine * billed / 3600 * n, gpu_usd=gpu * billed / 3600 * n,

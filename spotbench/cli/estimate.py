@@ -32,10 +32,11 @@ def estimate(
     """What SPEC will cost: per group run, per schedule tick and per month, with assumptions."""
     from spotbench.costs import MissingPrice, load_catalog
     from spotbench.estimate import Estimate, estimate as compute
+    from spotbench.history.market import market_of
 
     spec = spec_or_exit(spec_path)
     try:
-        est = compute(spec, load_catalog(prices))
+        est = compute(spec, load_catalog(prices), market=market_of(spec.results_url()))
     except MissingPrice as exc:
         fail(str(exc), EXIT_BAD_INPUT)
     except ValueError as exc:  # a bad --prices file

@@ -20,9 +20,12 @@ Every figure comes from what the store holds (nothing assumed):
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from spotbench.history.catalog import Catalog
+
+log = logging.getLogger("spotbench.history")
 
 KEY = ("zone", "machine_type", "accelerator")
 
@@ -91,10 +94,13 @@ def market(cat: Catalog) -> list[dict[str, Any]]:
     return out
 
 
-def lookup(stats: list[dict[str, Any]], zone: str | None, machine_type: str,
-           accelerator: str | None) -> dict[str, Any] | None:
-    """The statistics row of one zone × machine type × accelerator (zone None: any zone,
-    the row with the most completed results)."""
-    rows = [s for s in stats if s["machine_type"] == machine_type and s["accelerator"] == accelerator
-            and (zone is None or s["zone"] == zone)]
-    return max(rows, key=lambda s: s["completed"], default=None)
+
+def market_of(results_url: str) -> list[dict[str, Any]]:
+    """`market` of the store at `results_url`; empty when it holds nothing (or cannot be read:
+    the estimate then prices the happy path and says so)."""
+    try:
+        with Catalog(results_url) as cat:
+            return market(cat)
+    except Exception as exc:  # noqa: BLE001 - an unreadable history must not stop an estimate
+        log.warning("no spot-market history from %s: %s", results_url, exc)
+        return []
