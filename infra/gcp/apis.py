@@ -4,7 +4,7 @@ Every other resource of the sweep depends on them (a transformation on the `GcpS
 component adds the dependency), so a fresh project gets its APIs before the first VM,
 bucket or function is created. Enabling an API needs `serviceusage.googleapis.com` and
 `cloudresourcemanager.googleapis.com` themselves — the line to run by hand once is
-`enable_command()`; `spotbench preflight` prints it when they are off. `disable_on_destroy`
+`spotbench.clouds.gcp.enable_command()`; `spotbench preflight` prints it when they are off. `disable_on_destroy`
 is off: other stacks in the project may use the same APIs.
 """
 
@@ -13,24 +13,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_gcp as gcp
 
-REQUIRED_APIS = (
-    "compute.googleapis.com",
-    "storage.googleapis.com",
-    "iam.googleapis.com",
-    "cloudfunctions.googleapis.com",
-    "run.googleapis.com",
-    "cloudbuild.googleapis.com",
-    "artifactregistry.googleapis.com",
-    "cloudscheduler.googleapis.com",
-    "logging.googleapis.com",
-    "iap.googleapis.com",
-)
-# Needed before the stack can enable anything (not declared: they must already be on).
-BOOTSTRAP_APIS = ("serviceusage.googleapis.com", "cloudresourcemanager.googleapis.com")
-
-
-def enable_command(project: str, apis: tuple[str, ...] | list[str] = REQUIRED_APIS) -> str:
-    return f"gcloud services enable {' '.join(apis)} --project {project}"
+from spotbench.clouds.gcp import BOOTSTRAP_APIS, REQUIRED_APIS, enable_command  # noqa: F401
 
 
 class GcpApis(pulumi.ComponentResource):

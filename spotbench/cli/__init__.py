@@ -9,6 +9,7 @@ from spotbench.cli import core
 from spotbench.cli import report as report_cli
 from spotbench.cli import estimate as estimate_cli
 from spotbench.cli import preview as preview_cli
+from spotbench.cli import preflight as preflight_cli
 from spotbench.cli import ops as ops_cli
 from spotbench.cli import history as history_cli
 
@@ -29,6 +30,7 @@ core.register(app)
 report_cli.register(app)
 estimate_cli.register(app)
 preview_cli.register(app)
+preflight_cli.register(app)
 ops_cli.register(app)
 history_cli.register(app)
 

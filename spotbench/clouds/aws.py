@@ -53,6 +53,11 @@ class AwsProvider(Provider):
               root: Path | str | None = None, state_dir: Path | None = None) -> AwsCloud:
         return self.driver(region=spec.region, endpoint_url=env_of(env).get("AWS_ENDPOINT_URL") or None)
 
+    def preflight(self, spec: SweepSpec, env: Mapping[str, str] | None = None) -> list:
+        from spotbench.clouds.aws_preflight import check
+
+        return check(spec, env_of(env).get("AWS_ENDPOINT_URL") or None)
+
     def schedule(self, spec: SweepSpec, root: Path | str | None = None, **options: Any) -> AwsSchedule:
         from spotbench.clouds.aws_scheduler import AwsSchedule
 

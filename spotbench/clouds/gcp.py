@@ -27,7 +27,21 @@ if TYPE_CHECKING:
     from spotbench.member import MemberContext
     from spotbench.spec import SweepSpec
 
-PREVIEW_PROJECT = "spotbench-preview"  # the project name an offline preview shows
+# The Google APIs a sweep uses (infra/gcp/apis.py enables them; preflight checks them),
+# and those that must be on before anything can be enabled.
+REQUIRED_APIS = (
+    "compute.googleapis.com", "storage.googleapis.com", "iam.googleapis.com",
+    "cloudfunctions.googleapis.com", "run.googleapis.com", "cloudbuild.googleapis.com",
+    "artifactregistry.googleapis.com", "cloudscheduler.googleapis.com",
+    "logging.googleapis.com", "iap.googleapis.com",
+)
+BOOTSTRAP_APIS = ("serviceusage.googleapis.com", "cloudresourcemanager.googleapis.com")
+PREVIEW_PROJECT = "spotbench-preview"
+
+
+def enable_command(project: str, apis: tuple[str, ...] | list[str] = REQUIRED_APIS) -> str:
+    return f"gcloud services enable {' '.join(apis)} --project {project}"
+  # the project name an offline preview shows
 METADATA_IDENTITY = (
     "http://metadata.google.internal/computeMetadata/v1/instance/service-accounts/default/identity"
 )
@@ -112,6 +126,12 @@ class GcpProvider(Provider):
         from spotbench.clouds.gcp_scheduler import GcpSchedule
 
         return GcpSchedule.for_spec(spec, **options)
+
+    def preflight(self, spec: SweepSpec, env: Mapping[str, str] | None = None) -> list:
+        from spotbench.clouds.gcp_preflight import check
+
+        env = env_of(env)
+        return check(spec, project_of(spec, env), env.get("SPOTBENCH_GCP_API_ENDPOINT") or None)
 
     def orphans(self, spec: SweepSpec | None = None, *, root: Path | str | None = None,
                 regions: list[str] | None = None, project: str | None = None) -> Sweeper:

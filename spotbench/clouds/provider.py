@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # only for annotations: providers import what they need lazil
     from spotbench.clouds.base import Cloud, Sweeper
     from spotbench.member import MemberContext
     from spotbench.ops.schedule import ScheduleControl
+    from spotbench.preflight import Problem
     from spotbench.spec import SweepSpec
 
 # cloud name → the module holding its `PROVIDER` (imported on first use)
@@ -142,6 +143,11 @@ class Provider:
                 regions: list[str] | None = None, project: str | None = None) -> Sweeper:
         """The orphan finder teardown uses (every spotbench-labelled object of the cloud)."""
         raise NotImplementedError(f"cloud {self.name!r} has no orphan finder")
+
+    def preflight(self, spec: SweepSpec, env: Mapping[str, str] | None = None) -> list[Problem]:
+        """What the cloud says is missing before `pulumi up` (spotbench/preflight.py):
+        credentials, APIs, machine types, quota. Nothing to check by default."""
+        return []
 
     def stack_config(self, spec: SweepSpec, project: str | None = None,
                      region: str | None = None) -> dict[str, str]:

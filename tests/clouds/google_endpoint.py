@@ -53,6 +53,7 @@ class GoogleEndpoint:
         self.gce = gce or FakeGce()
         self.gcs = gcs or FakeGcs()
         self.scheduler = scheduler or FakeScheduler()
+        self.project = FakeProject()
         self.authorize = authorize
         self.calls: list[Call] = []
         self._servers: dict[str, ThreadingHTTPServer] = {}
@@ -95,6 +96,9 @@ class GoogleEndpoint:
             return 403, {"error": {"code": 403, "message": message, "status": "PERMISSION_DENIED",
                                    "errors": [{"message": message, "reason": "forbidden"}]}}, \
                 "application/json"  # fmt: skip
+        answer = self.project.handle(method, path) if method == "GET" else None
+        if answer is not None:
+            return (*answer, "application/json")
         if path.startswith("/compute/v1/"):
             status, out = self.gce.handle(method, path, query)
             return status, out, "application/json"
@@ -153,3 +157,42 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         pass
+
+
+@dataclass
+class FakeProject:
+    """What preflight asks of a project: the project itself, enabled services (Service
+    Usage), machine and accelerator types per zone, and a region's quotas."""
+
+    project: str = "proj"
+    exists: bool = True
+    enabled: set[str] = field(default_factory=set)
+    machine_types: dict[str, dict[str, int]] = field(default_factory=dict)  # zone → {type: cpus}
+    accelerators: dict[str, set[str]] = field(default_factory=dict)  # zone → types
+    quotas: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)  # region → metric → (limit, usage)
+
+    def handle(self, method: str, path: str) -> tuple[int, Any] | None:
+        p = f"/compute/v1/projects/{self.project}"
+        if path == p:
+            return (200, {"name": self.project}) if self.exists else (404, _not_found(path))
+        if path == f"/v1/projects/{self.project}/services":
+            return 200, {"services": [{"name": f"projects/1/services/{s}", "config": {"name": s},
+                                       "state": "ENABLED"} for s in sorted(self.enabled)]}
+        parts = path.removeprefix(p + "/").split("/")
+        if path.startswith(p + "/zones/") and len(parts) == 4 and parts[2] == "machineTypes":
+            cpus = self.machine_types.get(parts[1], {}).get(parts[3])
+            return (200, {"name": parts[3], "guestCpus": cpus}) if cpus else (404, _not_found(path))
+        if path.startswith(p + "/zones/") and len(parts) == 4 and parts[2] == "acceleratorTypes":
+            ok = parts[3] in self.accelerators.get(parts[1], set())
+            return (200, {"name": parts[3]}) if ok else (404, _not_found(path))
+        if path.startswith(p + "/regions/") and len(parts) == 2:
+            quotas = self.quotas.get(parts[1])
+            if quotas is None:
+                return 404, _not_found(path)
+            return 200, {"name": parts[1], "quotas": [
+                {"metric": m, "limit": lim, "usage": use} for m, (lim, use) in sorted(quotas.items())]}
+        return None
+
+
+def _not_found(path: str) -> dict[str, Any]:
+    return {"error": {"code": 404, "message": f"The resource '{path}' was not found"}}

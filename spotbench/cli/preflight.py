@@ -1,0 +1,47 @@
+"""`spotbench preflight SPEC`: ask the cloud whether the sweep can be deployed and run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from spotbench.cli._common import console, spec_or_exit
+
+
+def preflight(
+    spec_path: Path = typer.Argument(..., help="sweep spec (YAML)", metavar="SPEC"),
+    as_json: bool = typer.Option(False, "--json", help="print the problems as JSON"),
+) -> None:
+    """Check SPEC against its cloud before `pulumi up`: credentials, enabled APIs, machine
+    types and accelerators in the zone/region, spot quota for the largest number of VMs
+    and GPUs running at once, the team's guardrails and the budget for one run.
+
+    Prints one line per problem with the command or change that fixes it; exits 1 when
+    there is any, 0 when the sweep is good to deploy. Uses your cloud credentials
+    (gcloud ADC / the AWS credential chain); nothing is created.
+    """
+    import os
+
+    from spotbench.clouds.provider import SettingMissing
+    from spotbench.preflight import Problem
+    from spotbench.preflight import preflight as run
+
+    spec = spec_or_exit(spec_path)
+    try:
+        problems = run(spec, spec_path, dict(os.environ))
+    except SettingMissing as exc:
+        problems = [Problem("settings", str(exc), "add it to the spec or the environment")]
+    if as_json:
+        typer.echo(json.dumps([p.to_dict() for p in problems], indent=2))
+    elif problems:
+        for problem in problems:
+            console.print(f"✗ {problem.line()}", highlight=False, markup=False, soft_wrap=True)
+    else:
+        console.print(f"[green]✓[/] {spec.name}: ready to deploy on {spec.cloud}", highlight=False)
+    raise typer.Exit(1 if problems else 0)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(preflight)

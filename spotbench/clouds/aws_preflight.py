@@ -1,0 +1,99 @@
+"""AWS preflight: STS, EC2 instance types and Service Quotas (vCPU-based EC2 limits).
+
+1. credentials: `sts get-caller-identity` answers;
+2. instance types exist in the region (describe_instance_types), giving their vCPUs;
+3. quota: per quota class (instance family letters), the vCPUs of the sweep's largest
+   concurrent footprint fit the class's limit — "All Standard (A, C, D, H, I, M, R, T, Z)
+   Spot Instance Requests" and kin for spot, "Running On-Demand … instances" otherwise.
+   (Running instances count against the same limit; Service Quotas gives the limit only.)
+
+`endpoint_url` (`AWS_ENDPOINT_URL`, moto in tests) redirects every client.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from spotbench.plan import RunGroup
+from spotbench.preflight import Problem, concurrent_need
+from spotbench.spec import SweepSpec
+
+# quota class → (families, spot quota code, on-demand quota code); codes from the EC2
+# section of the Service Quotas console / https://docs.aws.amazon.com/ec2/latest/instancetypes/ec2-instance-quotas.html
+QUOTA_CLASSES: dict[str, tuple[frozenset[str], str, str]] = {
+    "Standard (A, C, D, H, I, M, R, T, Z)": (frozenset("acdhimrtz"), "L-34B43A08", "L-1216C47A"),
+    "G and VT": (frozenset({"g", "vt"}), "L-3819A6DF", "L-DB2E81BA"),
+    "P": (frozenset({"p"}), "L-7212CCBC", "L-417A185B"),
+    "X": (frozenset({"x"}), "L-E3A00192", "L-7295265B"),
+    "F": (frozenset({"f"}), "L-88CF9481", "L-74FC7D96"),
+    "Inf": (frozenset({"inf"}), "L-B5D1601B", "L-1945791B"),
+}
+
+
+def quota_class(instance_type: str) -> str | None:
+    """c5.xlarge → the Standard class; g4dn.xlarge → G and VT; unknown → None."""
+    letters = re.match(r"[a-z]+", instance_type.lower())
+    prefix = letters.group(0) if letters else ""
+    for name, (families, _, _) in QUOTA_CLASSES.items():
+        if prefix in families:
+            return name
+    return None
+
+
+def check(spec: SweepSpec, endpoint_url: str | None = None) -> list[Problem]:
+    import boto3
+    import botocore.exceptions as bexc
+
+    region = spec.region
+    kw: dict[str, Any] = {"region_name": region}
+    if endpoint_url:
+        kw["endpoint_url"] = endpoint_url
+    try:
+        who = boto3.client("sts", **kw).get_caller_identity()
+    except (bexc.NoCredentialsError, bexc.ClientError, bexc.BotoCoreError) as exc:
+        return [Problem("credentials", f"AWS credentials do not work: {exc}",
+                        "`aws configure` or `aws sso login`, or set AWS_PROFILE")]
+    del who
+    ec2 = boto3.client("ec2", **kw)
+    groups = spec.plan()
+    problems: list[Problem] = []
+    vcpus: dict[str, int] = {}
+    for itype in sorted({g.machine_type for g in groups}):
+        try:
+            info = ec2.describe_instance_types(InstanceTypes=[itype])["InstanceTypes"][0]
+            vcpus[itype] = int(info["VCpuInfo"]["DefaultVCpus"])
+        except bexc.ClientError as exc:
+            problems.append(Problem("machine-types", f"{itype} is not offered in {region} "
+                                    f"({exc.response['Error'].get('Code')})",
+                                    f"pick one from `aws ec2 describe-instance-type-offerings --region {region}`"))
+    quotas = boto3.client("service-quotas", **kw)
+    problems += _quota(quotas, spec, groups, vcpus)
+    return problems
+
+
+def _quota(client: Any, spec: SweepSpec, groups: list[RunGroup], vcpus: dict[str, int]) -> list[Problem]:
+    out = []
+    for name, (_, spot_code, od_code) in QUOTA_CLASSES.items():
+        def size(g: RunGroup, cls: str = name) -> float:
+            return sum(vcpus.get(m.machine_type, 0) for m in g.members
+                       if quota_class(m.machine_type) == cls)
+
+        need = concurrent_need(spec, groups, size)
+        if not need:
+            continue
+        code = spot_code if spec.spot else od_code
+        kind = "Spot Instance Requests" if spec.spot else "Running On-Demand instances"
+        try:
+            limit = float(client.get_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"])
+        except Exception as exc:  # noqa: BLE001 - botocore ClientError; the check cannot run
+            out.append(Problem("quota", f"cannot read EC2 quota {code} ({name} {kind}): {exc}",
+                               "grant servicequotas:GetServiceQuota, or check the quota in the console"))
+            continue
+        if need > limit:
+            out.append(Problem(
+                "quota", f"EC2 {name} {kind} in {spec.region}: the sweep needs {need:g} vCPUs at once, "
+                f"the limit is {limit:g}",
+                f"aws service-quotas request-service-quota-increase --service-code ec2 --quota-code {code} "
+                f"--desired-value {need:g} --region {spec.region}, or lower `concurrency`"))
+    return out

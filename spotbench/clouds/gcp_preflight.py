@@ -1,0 +1,142 @@
+"""GCP preflight: the project's answers, over the Compute and Service Usage REST APIs.
+
+Checks, in order (a failing step stops the ones that depend on it):
+1. credentials: Application Default Credentials exist and can read the project;
+2. APIs: `BOOTSTRAP_APIS` + `REQUIRED_APIS` enabled (`gcloud services enable …` otherwise);
+3. machine types and accelerators exist in the spec's zone (machineTypes.get,
+   acceleratorTypes.get), which also gives each type's vCPUs;
+4. quota: the region's quotas (regions.get) cover the sweep's largest concurrent footprint:
+   vCPUs (`PREEMPTIBLE_CPUS` for spot/preemptible when the project has that quota, else
+   `CPUS`) and GPUs per model (`PREEMPTIBLE_NVIDIA_T4_GPUS` / `NVIDIA_T4_GPUS`, …).
+
+`api_endpoint` (an `http://` URL, `SPOTBENCH_GCP_API_ENDPOINT`) points every call at a
+local endpoint without credentials (tests); otherwise calls go to compute.googleapis.com
+and serviceusage.googleapis.com as ADC's identity.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import requests
+
+from spotbench.clouds.gcp import BOOTSTRAP_APIS, REQUIRED_APIS, enable_command, region_of_zone
+from spotbench.plan import RunGroup
+from spotbench.preflight import Problem, concurrent_need
+from spotbench.spec import SweepSpec
+
+COMPUTE = "https://compute.googleapis.com"
+SERVICE_USAGE = "https://serviceusage.googleapis.com"
+TIMEOUT_S = 30
+
+
+def gpu_quota_metric(accelerator: str, spot: bool) -> str:
+    """nvidia-tesla-t4 → NVIDIA_T4_GPUS (PREEMPTIBLE_NVIDIA_T4_GPUS for spot)."""
+    model = accelerator.lower().removeprefix("nvidia-").removeprefix("tesla-")
+    metric = "NVIDIA_" + model.upper().replace("-", "_") + "_GPUS"
+    return ("PREEMPTIBLE_" if spot else "") + metric
+
+
+class _Api:
+    def __init__(self, api_endpoint: str | None):
+        self.local = api_endpoint
+        if api_endpoint:
+            self.session: Any = requests.Session()
+        else:
+            import google.auth
+            from google.auth.transport.requests import AuthorizedSession
+
+            credentials, _ = google.auth.default(
+                scopes=["https://www.googleapis.com/auth/cloud-platform"])
+            self.session = AuthorizedSession(credentials)
+
+    def get(self, base: str, path: str, **params: Any) -> tuple[int, dict[str, Any]]:
+        url = (self.local or base).rstrip("/") + path
+        resp = self.session.get(url, params=params or None, timeout=TIMEOUT_S)
+        try:
+            body = resp.json()
+        except ValueError:
+            body = {"error": {"message": resp.text[:200]}}
+        return resp.status_code, body
+
+
+def _message(body: dict[str, Any]) -> str:
+    return str((body.get("error") or {}).get("message") or body)[:200]
+
+
+def check(spec: SweepSpec, project: str, api_endpoint: str | None = None) -> list[Problem]:
+    try:
+        api = _Api(api_endpoint)
+    except Exception as exc:  # noqa: BLE001 - google.auth's DefaultCredentialsError and kin
+        return [Problem("credentials", f"no Google credentials ({type(exc).__name__})",
+                        "gcloud auth application-default login")]
+    zone = spec.zone or ""
+    region = spec.region or region_of_zone(zone)
+    status, body = api.get(COMPUTE, f"/compute/v1/projects/{project}")
+    if status in (401, 403) and "SERVICE_DISABLED" not in str(body) and "has not been used" not in str(body):
+        return [Problem("credentials", f"cannot read project {project}: HTTP {status} {_message(body)}",
+                        f"check the project id, or ask for roles/viewer on {project} "
+                        "(`gcloud auth application-default login` as the deployer)")]
+    if status == 404:
+        return [Problem("credentials", f"project {project} not found",
+                        "set gcp.project in the spec (or SPOTBENCH_GCP_PROJECT) to an existing project id")]
+
+    problems: list[Problem] = []
+    status, body = api.get(SERVICE_USAGE, f"/v1/projects/{project}/services",
+                           filter="state:ENABLED", pageSize=200)
+    enabled = {s.get("config", {}).get("name") or s.get("name", "").rsplit("/", 1)[-1]
+               for s in body.get("services", [])} if status == 200 else set()
+    missing = [a for a in (*BOOTSTRAP_APIS, *REQUIRED_APIS) if a not in enabled]
+    if missing:
+        problems.append(Problem("apis", f"not enabled in {project}: {', '.join(missing)}",
+                                enable_command(project, missing)))
+    if "compute.googleapis.com" in missing:
+        return problems  # nothing more can be asked of Compute Engine
+
+    groups = spec.plan()
+    cpus: dict[str, int] = {}
+    for machine in sorted({g.machine_type for g in groups}):
+        status, body = api.get(COMPUTE, f"/compute/v1/projects/{project}/zones/{zone}/machineTypes/{machine}")
+        if status == 200:
+            cpus[machine] = int(body.get("guestCpus", 0))
+        else:
+            problems.append(Problem("machine-types", f"{machine} is not offered in {zone} (HTTP {status})",
+                                    f"pick one from `gcloud compute machine-types list --filter=zone:{zone}`"))
+    accelerators: set[str] = set()
+    for acc in sorted({g.accelerator for g in groups if g.accelerator}):
+        status, body = api.get(COMPUTE, f"/compute/v1/projects/{project}/zones/{zone}/acceleratorTypes/{acc}")
+        if status == 200:
+            accelerators.add(acc)
+        else:
+            problems.append(Problem("accelerators", f"{acc} is not offered in {zone} (HTTP {status})",
+                                    f"pick one from `gcloud compute accelerator-types list --filter=zone:{zone}`"))
+    problems += _quota(api, spec, project, region, groups, cpus, accelerators)
+    return problems
+
+
+def _quota(api: _Api, spec: SweepSpec, project: str, region: str, groups: list[RunGroup],
+           cpus: dict[str, int], accelerators: set[str]) -> list[Problem]:  # fmt: skip
+    """Quota for what exists (unknown types are already reported above)."""
+    status, body = api.get(COMPUTE, f"/compute/v1/projects/{project}/regions/{region}")
+    if status != 200:
+        return [Problem("quota", f"cannot read the quotas of {region}: HTTP {status} {_message(body)}",
+                        f"check that {region} is a region, and roles/compute.viewer on {project}")]
+    quotas = {q["metric"]: (float(q.get("limit", 0)), float(q.get("usage", 0)))
+              for q in body.get("quotas", [])}
+    spot = spec.spot
+    cpu_metric = "PREEMPTIBLE_CPUS" if spot and quotas.get("PREEMPTIBLE_CPUS", (0, 0))[0] > 0 else "CPUS"
+    needs = {cpu_metric: concurrent_need(
+        spec, groups, lambda g: sum(cpus.get(m.machine_type, 0) for m in g.members))}
+    for acc in sorted(accelerators):
+        needs[gpu_quota_metric(acc, spot)] = concurrent_need(
+            spec, groups, lambda g, a=acc: g.accelerator_count * len(g.members) if g.accelerator == a else 0)
+    out = []
+    for metric, need in needs.items():
+        limit, usage = quotas.get(metric, (0.0, 0.0))
+        if need > limit - usage:
+            out.append(Problem(
+                "quota", f"{metric} in {region}: the sweep needs {need:g} at once, {limit - usage:g} "
+                f"free (limit {limit:g}, {usage:g} in use)",
+                f"request more: https://console.cloud.google.com/iam-admin/quotas?project={project}"
+                f" (metric {metric}, region {region}), or lower `concurrency`"))
+    return out

@@ -1,0 +1,145 @@
+"""`spotbench preflight`: the cloud's own answers (a local GCP endpoint; moto for AWS) turned
+into one line per problem with its fix."""
+
+from __future__ import annotations
+
+import os
+
+import boto3
+import pytest
+import yaml
+from moto import mock_aws
+from moto.servicequotas.models import ServiceQuotasBackend
+from typer.testing import CliRunner
+
+from spotbench.cli import app
+from spotbench.clouds.aws_preflight import quota_class
+from spotbench.clouds.gcp import BOOTSTRAP_APIS, REQUIRED_APIS
+from spotbench.clouds.gcp_preflight import gpu_quota_metric
+from spotbench.preflight import preflight
+from spotbench.spec import load_spec
+from tests.clouds.google_endpoint import GoogleEndpoint
+
+ZONE, REGION = "us-central1-a", "us-central1"
+
+
+def _gcp(**over) -> dict:
+    base = {"name": "pf", "cloud": "gcp", "zone": ZONE, "gcp": {"project": "proj"},
+            "workload": {"name": "tf-mnist", "workers": 2}, "trials": 2,
+            "matrix": {"machine_type": ["n1-standard-4"], "accelerator": ["nvidia-tesla-t4"]},
+            "schedule": {"cron": "0 3 * * *"}, "deadline": "30m"}
+    return {**base, **over}
+
+
+@pytest.fixture
+def gcp(monkeypatch):
+    endpoint = GoogleEndpoint()
+    project = endpoint.project
+    project.enabled = set(BOOTSTRAP_APIS) | set(REQUIRED_APIS)
+    project.machine_types = {ZONE: {"n1-standard-4": 4, "n1-standard-2": 2}}
+    project.accelerators = {ZONE: {"nvidia-tesla-t4"}}
+    project.quotas = {REGION: {"CPUS": (24, 0), "PREEMPTIBLE_CPUS": (64, 0),
+                               "PREEMPTIBLE_NVIDIA_T4_GPUS": (8, 0), "NVIDIA_T4_GPUS": (1, 0)}}
+    monkeypatch.setenv("SPOTBENCH_GCP_API_ENDPOINT", endpoint.url_for("user:deployer@example.com"))
+    monkeypatch.delenv("SPOTBENCH_POLICY", raising=False)
+    yield endpoint
+    endpoint.stop()
+
+
+def _run(spec: dict, tmp_path) -> tuple[int, list[str]]:
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    result = CliRunner().invoke(app, ["preflight", str(path)])
+    return result.exit_code, [l for l in result.output.splitlines() if l.strip()]
+
+
+def test_preflight_gcp_ready_project_passes(gcp, tmp_path):
+    code, lines = _run(_gcp(), tmp_path)
+    assert (code, lines) == (0, ["✓ pf: ready to deploy on gcp"])
+    assert gpu_quota_metric("nvidia-tesla-t4", True) == "PREEMPTIBLE_NVIDIA_T4_GPUS"
+    assert gpu_quota_metric("nvidia-l4", False) == "NVIDIA_L4_GPUS"
+
+
+def test_preflight_gcp_missing_api_and_spot_gpu_quota_say_how_to_fix(gcp, tmp_path):
+    gcp.project.enabled -= {"cloudscheduler.googleapis.com", "iap.googleapis.com"}
+    gcp.project.quotas[REGION]["PREEMPTIBLE_NVIDIA_T4_GPUS"] = (8, 4)  # 4 free, 8 needed at once
+    code, lines = _run(_gcp(), tmp_path)
+    assert code == 1 and len(lines) == 2, lines
+    apis, quota = lines
+    assert apis == ("✗ apis: not enabled in proj: cloudscheduler.googleapis.com, iap.googleapis.com → "
+                    "gcloud services enable cloudscheduler.googleapis.com iap.googleapis.com --project proj")
+    assert quota.startswith("✗ quota: PREEMPTIBLE_NVIDIA_T4_GPUS in us-central1: the sweep needs 8 at "
+                            "once, 4 free (limit 8, 4 in use) → request more: https://console.cloud.google.com/")
+    assert "lower `concurrency`" in quota
+    # concurrency 1: one group (4 GPUs) at a time fits again; standard VMs use NVIDIA_T4_GPUS
+    code, lines = _run(_gcp(concurrency=1), tmp_path)
+    assert lines == [apis]
+    code, lines = _run(_gcp(concurrency=1, provisioning="standard"), tmp_path)
+    assert any("NVIDIA_T4_GPUS in us-central1: the sweep needs 4" in l and "PREEMPTIBLE" not in l for l in lines)
+    assert any("CPUS in us-central1" in l for l in lines) is False  # 16 vCPUs fit the 24
+
+
+def test_preflight_gcp_machine_types_accelerators_credentials_and_budget(gcp, tmp_path):
+    spec = _gcp(matrix={"machine_type": ["n9-huge-4"], "accelerator": ["nvidia-h900"]}, budget=5)
+    problems = preflight(load_spec(spec), None, dict(os.environ))
+    assert [p.check for p in problems] == ["machine-types", "accelerators", "budget"], problems
+    assert "gcloud compute machine-types list --filter=zone:us-central1-a" in problems[0].fix
+    assert "no price for cloud=gcp" in problems[2].message  # cannot be priced: said so
+    (budget,) = preflight(load_spec(_gcp(budget=0.01)), None, dict(os.environ))
+    assert budget.check == "budget" and budget.message.startswith("budget $0.01 does not cover one run")
+    assert preflight(load_spec(_gcp(budget=1000)), None, dict(os.environ)) == []
+    gcp.project.exists = False
+    (only,) = preflight(load_spec(_gcp()), None, dict(os.environ))
+    assert only.check == "credentials" and "project proj not found" in only.message
+
+
+def test_preflight_guardrail_violations_are_problems_too(gcp, tmp_path):
+    problems = preflight(load_spec(_gcp(policy={"max_gpus_per_sweep": 4})), None, dict(os.environ))
+    assert [p.check for p in problems] == ["policy"]
+    assert "8 GPUs at once; the policy allows 4" in problems[0].message
+
+
+# ---- AWS, against moto ----------------------------------------------------------------
+def _aws(**over) -> dict:
+    base = {"name": "pa", "cloud": "aws", "region": "us-east-1",
+            "workload": {"name": "osu"}, "trials": 3,
+            "matrix": {"machine_type": ["c5.xlarge", "g4dn.xlarge"]},
+            "schedule": {"cron": "0 3 * * *"}, "deadline": "30m"}
+    return {**base, **over}
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.delenv("SPOTBENCH_POLICY", raising=False)
+    limits = {"L-34B43A08": 64.0, "L-3819A6DF": 8.0}  # moto serves only VPC quotas: EC2's here
+
+    def get_service_quota(self, service_code: str, quota_code: str) -> dict:
+        if service_code != "ec2" or quota_code not in limits:
+            raise KeyError(quota_code)
+        return {"ServiceCode": "ec2", "QuotaCode": quota_code, "Value": limits[quota_code]}
+
+    monkeypatch.setattr(ServiceQuotasBackend, "get_service_quota", get_service_quota)
+    with mock_aws():
+        yield limits
+
+
+def test_preflight_aws_spot_vcpu_quota_by_family(aws):
+    assert quota_class("c5.xlarge").startswith("Standard") and quota_class("g4dn.xlarge") == "G and VT"
+    assert quota_class("inf1.xlarge") == "Inf" and quota_class("u-6tb1.metal") is None
+    assert preflight(load_spec(_aws(concurrency=1)), None, {}) == []
+    (problem,) = preflight(load_spec(_aws()), None, {})  # 3 g4dn groups × 2 × 4 vCPUs at once
+    assert problem.check == "quota" and "G and VT Spot Instance Requests" in problem.message
+    assert "needs 24 vCPUs at once, the limit is 8" in problem.message
+    assert problem.fix.startswith("aws service-quotas request-service-quota-increase --service-code ec2 "
+                                  "--quota-code L-3819A6DF --desired-value 24")
+
+
+def test_preflight_aws_unknown_instance_type(aws):
+    problems = preflight(load_spec(_aws(matrix={"machine_type": ["zz9.mega"]})), None, {})
+    assert [p.check for p in problems] == ["machine-types"]
+    assert "zz9.mega is not offered in us-east-1" in problems[0].message
+    boto3.client("sts").get_caller_identity()  # the same credentials answer
