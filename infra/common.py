@@ -20,6 +20,7 @@ from pathlib import Path
 import pulumi
 from croniter import croniter
 
+from spotbench import PROJECT_ROOT
 from spotbench.images import IMAGE_GID, IMAGE_UID
 from spotbench.member import MemberContext
 from spotbench.plan import RunGroup
@@ -30,7 +31,6 @@ from spotbench.workload import get_workload
 from workloads.osu.descriptor import MPI_PORT_RANGE, SSH_DIR_IN_CONTAINER
 
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 FUNCTION_REQUIREMENTS = {
     "common": [

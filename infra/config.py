@@ -7,10 +7,9 @@ from typing import Any
 
 import pulumi
 
+from spotbench import PROJECT_ROOT
 from spotbench.policy import PolicyError, effective
 from spotbench.spec import SpecError, SweepSpec, load_spec
-
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 def spec_from_config(config: pulumi.Config) -> SweepSpec:

@@ -10,19 +10,13 @@ backoff; 4xx answers are final and raised with the function's JSON error.
 from __future__ import annotations
 
 import requests
-from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
 from spotbench.clouds import get_provider
 from spotbench.member import MemberContext
+from spotbench.retries import http_retry
 
 class DoneError(RuntimeError):
     pass
-
-
-def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, requests.ConnectionError | requests.Timeout):
-        return True
-    return isinstance(exc, requests.HTTPError) and exc.response is not None and exc.response.status_code >= 500
 
 
 def _send(ctx: MemberContext, body: dict, timeout: float) -> requests.Response:
@@ -30,12 +24,7 @@ def _send(ctx: MemberContext, body: dict, timeout: float) -> requests.Response:
     return get_provider(ctx.cloud).post_done(ctx, body, timeout)
 
 
-@retry(
-    retry=retry_if_exception(_retryable),
-    stop=stop_after_attempt(5),
-    wait=wait_exponential(multiplier=0.2, max=5),
-    reraise=True,
-)
+@http_retry(attempts=5, max_wait_s=5)
 def call_done(ctx: MemberContext, *, timeout: float = 30) -> dict:
     """Ask the sweep to stop this member's group. Returns the function's JSON answer."""
     if not ctx.done_url:

@@ -31,10 +31,10 @@ from typing import Any
 
 import pulumi
 
+from spotbench import PROJECT_ROOT
 from spotbench.clouds import get_provider
 from spotbench.clouds.gcp import PREVIEW_PROJECT
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = PROJECT_ROOT / "infra" / "__main__.py"
 
 

@@ -22,6 +22,7 @@ from infra.gcp.registry import GcpRegistry
 from infra.gcp.scheduler import GcpScheduler, GcpSchedulerArgs, cron_pair
 from infra.gcp.vms import GcpRunGroup, GcpRunGroupArgs
 from infra.common import known_hosts, mpi_keys
+from spotbench.clouds.gcp import region_of_zone
 from spotbench.images import resolve_image
 from spotbench.workload import get_workload
 from spotbench.spec import SweepSpec
@@ -41,7 +42,7 @@ def resolve_location(spec: SweepSpec) -> tuple[str, str, str]:
     zone = spec.zone
     if not zone:
         raise pulumi.RunError(f"spec {spec.name!r}: cloud gcp needs 'zone' (e.g. us-central1-a)")
-    region = spec.region or zone.rsplit("-", 1)[0]
+    region = spec.region or region_of_zone(zone)
     if not zone.startswith(region + "-"):
         raise pulumi.RunError(f"spec {spec.name!r}: zone {zone!r} is not in region {region!r}")
     return project, region, zone

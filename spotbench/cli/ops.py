@@ -30,7 +30,7 @@ def status(
 ) -> None:
     """Every group with members, state, zone, age, deadline, spend, last result, schedule."""
     from spotbench.ops import status as st
-    from spotbench.ops._context import cloud_for, results_for
+    from spotbench.ops.context import cloud_for, results_for
     from spotbench.ops.schedule import control_for
 
     if spec_path is None:
@@ -72,7 +72,7 @@ def status(
 
 
 def _local_overview(root: Path | None, as_json: bool) -> None:
-    from spotbench.ops._context import state_root
+    from spotbench.ops.context import state_root
     from spotbench.ops.orphans_local import LocalSweeper
 
     found = LocalSweeper(state_root(root)).find(None)
@@ -169,7 +169,7 @@ def _access(
     jump: str | None, port: int, hosts: list[str] | None, root: Path | None,
 ):
     from spotbench.clouds import get_provider
-    from spotbench.ops._context import cloud_for, local_state
+    from spotbench.ops.context import cloud_for, local_state
     from spotbench.ops.remote import AccessConfig, targets_for
 
     spec = spec_or_exit(spec_path)
@@ -258,7 +258,7 @@ def collect_cmd(
     root: Path | None = RootOpt,
 ) -> None:
     """Fetch raw logs and tool output from every member into the results store."""
-    from spotbench.ops._context import results_for
+    from spotbench.ops.context import results_for
     from spotbench.ops.remote import collect
 
     spec, group, cfg, targets = _access(spec_path, group_id, known_hosts, user, key, via, jump, port, hosts, root)

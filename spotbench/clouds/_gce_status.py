@@ -33,14 +33,6 @@ _LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
 
 
-def to_state(status: str) -> State:
-    """The common state of a GCE status string; unknown statuses raise with the value."""
-    try:
-        return STATUS_MAP[status]
-    except KeyError:
-        raise ValueError(f"unknown GCE instance status {status!r}") from None
-
-
 def label_filter(labels: Mapping[str, str]) -> str:
     """A Compute API list filter matching instances carrying every label in `labels`.
 

@@ -224,7 +224,7 @@ class LocalCloud:
                 "--name", name, "--token", token, "--grace", repr(self.grace_s)]
         if watch:
             argv.append("--watch")
-        root = str(Path(spotbench.__file__).resolve().parent.parent)
+        root = str(spotbench.PROJECT_ROOT)
         env = {**os.environ, "PYTHONPATH": _prepend(root, os.environ.get("PYTHONPATH"))}
         with open_private_append(self.log_path(name)) as log:
             done = subprocess.run(["/bin/sh", "-c", '"$@" &', "spotbench-spawn", *argv], env=env,

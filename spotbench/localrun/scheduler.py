@@ -17,22 +17,15 @@ import requests
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.date import DateTrigger
-from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
 from spotbench.localrun.state import LocalState
+from spotbench.retries import http_retry
 from spotbench.spec import SweepSpec
 
 log = logging.getLogger("spotbench.scheduler")
 
 
-def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, requests.ConnectionError | requests.Timeout):
-        return True
-    return isinstance(exc, requests.HTTPError) and exc.response is not None and exc.response.status_code >= 500
-
-
-@retry(retry=retry_if_exception(_retryable), stop=stop_after_attempt(4),
-       wait=wait_exponential(multiplier=0.2, max=3), reraise=True)
+@http_retry(attempts=4, max_wait_s=3)
 def post(url: str, token: str, body: dict[str, Any] | None = None, timeout: float = 30) -> dict:
     """POST a JSON body with a bearer token; returns the JSON answer (4xx raise HTTPError)."""
     resp = requests.post(url, json=body or {}, headers={"Authorization": f"Bearer {token}"},

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import requests
 
+from spotbench import PROJECT_ROOT
 from spotbench._private import open_private_append, private_dir
 from spotbench.localrun.net import free_ports
 
-FUNCTIONS_SOURCE = Path(__file__).resolve().parents[2] / "functions" / "main.py"
+FUNCTIONS_SOURCE = PROJECT_ROOT / "functions" / "main.py"
 
 
 class FunctionsServer:

@@ -11,7 +11,7 @@ from pathlib import Path
 import requests
 
 from spotbench.auth.local import scheduler_token
-from spotbench.ops._context import local_state
+from spotbench.ops.context import local_state
 
 
 class NoFunctionsServer(RuntimeError):

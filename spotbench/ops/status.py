@@ -75,7 +75,7 @@ def _iso(value: Any) -> Any:
 def member_name(inst: Instance) -> str:
     """The plan's member name of an instance (AWS names instances by id and carries the
     member name in its `Name` tag)."""
-    return inst.labels.get("spotbench-member") or inst.labels.get("Name") or inst.name
+    return inst.labels.get("Name") or inst.name
 
 
 def group_state(members: list[MemberStatus]) -> str:

@@ -13,11 +13,11 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from spotbench import PROJECT_ROOT
 from spotbench.clouds import get_provider
 from spotbench.ops._resources import DELETE_ORDER, Resource, Sweeper, TeardownReport
 from spotbench.spec import SweepSpec
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 Echo = Callable[[str], None]
 
 __all__ = ["Resource", "TeardownReport", "sweeper_for", "pulumi_destroy", "teardown"]

@@ -4,7 +4,7 @@
 
 Sections are added per workload found in the results (each workload's descriptor names its
 section builder) plus costs; each builds tables/plots from one shared DataFrame
-(`_data.frame`) and adds nothing when its workload has no rows.
+(`data.frame`) and adds nothing when its workload has no rows.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from spotbench.report import _data, cost, history, reference as reference_mod
+from spotbench.report import data, cost, history, reference as reference_mod
 from spotbench.report._doc import Document, Para, to_html, to_markdown
 from spotbench.results import ResultStore
 from spotbench.workload import registry
@@ -68,7 +68,7 @@ def write_report(
         records = annotate(records, prices)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    df = _data.frame(records)
+    df = data.frame(records)
     sweeps = ", ".join(sorted(df["sweep"].unique()))
     doc = Document(f"spotbench report: {sweeps}")
     runs = sorted(df["run"].unique())

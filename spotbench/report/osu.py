@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
-from spotbench.report._data import (  # noqa: E402
+from spotbench.report.data import (  # noqa: E402
     SPREAD_FLAG_CV, fmt, fmt_cv, size_label, spread, trial_counts,
 )
 from spotbench.report._doc import Document, Heading, Image, Para, TableBlock  # noqa: E402
@@ -30,7 +30,7 @@ METRICS = {
 
 def summary(df: pd.DataFrame, metric: str) -> pd.DataFrame:
     """Numeric table: index (config, size_bytes); columns = samples, `average`, `n`,
-    and the spread of the complete trials: `min`, `median`, `cv`, `flag` (see `_data.spread`).
+    and the spread of the complete trials: `min`, `median`, `cv`, `flag` (see `data.spread`).
 
     Cells hold complete-run values; `average`, `n` and the spread use only those. Preempted
     values are in columns named `<sample> (preempted)` when a trial has no complete value.

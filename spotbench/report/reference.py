@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from spotbench.report._data import fmt
+from spotbench.report.data import fmt
 from spotbench.report._doc import Document, Heading, Para, TableBlock
 
 KEYS = ["machine_type", "metric", "size_bytes", "workers"]

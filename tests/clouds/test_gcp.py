@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from spotbench.clouds import Cloud, State, get_cloud
-from spotbench.clouds._gce_status import label_filter, to_state
+from spotbench.clouds._gce_status import STATUS_MAP, label_filter
 from spotbench.clouds.gce import GcpCloud
 from tests.clouds.fake_gce import FakeGce
 
@@ -164,6 +164,14 @@ def test_terminate_deletes_and_missing_is_a_noop(fake):
     fake.calls.clear()
     assert c.terminate(G1) == []
     assert fake.mutations() == []
+
+
+def to_state(status: str) -> State:
+    """(Was spotbench.clouds._gce_status.to_state, which nothing but this test used.)"""
+    try:
+        return STATUS_MAP[status]
+    except KeyError:
+        raise ValueError(f"unknown GCE instance status {status!r}") from None
 
 
 def test_status_map_and_filter():

@@ -35,7 +35,7 @@ from functions._app import FunctionConfig, handle
 from spotbench.auth import Caller
 from spotbench.clouds.gce import GcpCloud
 from spotbench.member import MemberContext
-from spotbench.ops._context import results_for
+from spotbench.ops.context import results_for
 from spotbench.clouds.gcp_scheduler import GcpSchedule
 from spotbench.ops.status import sweep_status
 from spotbench.plan import sweep_labels

@@ -4,7 +4,7 @@ import pytest
 
 from spotbench.report import NoResults, write_report
 from spotbench.report.osu import summary
-from spotbench.report import _data
+from spotbench.report import data as _data
 from tests.report.conftest import osu_records
 
 

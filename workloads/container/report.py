@@ -16,7 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from spotbench.report._data import fmt  # noqa: E402
+from spotbench.report.data import fmt  # noqa: E402
 from spotbench.report._doc import Document, Heading, Image, Para, TableBlock  # noqa: E402
 
 WORKLOAD = "container"

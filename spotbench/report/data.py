@@ -36,10 +36,6 @@ def frame(records: list[Result]) -> pd.DataFrame:
     return df
 
 
-def _params_key(params: dict[str, Any]) -> str:
-    return json.dumps(params, sort_keys=True, default=str)
-
-
 def varying_params(df: pd.DataFrame) -> list[str]:
     """Workload parameters whose value differs between records of the same workload."""
     out: set[str] = set()
