@@ -36,6 +36,24 @@ REQUIRED_APIS = (
     "logging.googleapis.com", "iap.googleapis.com",
 )
 BOOTSTRAP_APIS = ("serviceusage.googleapis.com", "cloudresourcemanager.googleapis.com")
+# What the person running `pulumi up` / `spotbench preflight|teardown` needs on the project
+# (docs/gcp.md lists them with the reason; tests check every declared resource is covered).
+DEPLOYER_ROLES = {
+    "roles/serviceusage.serviceUsageAdmin": "enable the sweep's APIs (projects.Service); preflight reads them",
+    "roles/compute.networkAdmin": "VPC, subnet, router + NAT, static internal addresses",
+    "roles/compute.securityAdmin": "the members-only and IAP firewall rules",
+    "roles/compute.instanceAdmin.v1": "VMs, placement policies; teardown deletes leftovers",
+    "roles/iam.serviceAccountAdmin": "the VM, scheduler, function and build accounts, and who may act as the VM account",
+    "roles/iam.serviceAccountUser": "create VMs, functions, builds and scheduler jobs that run as those accounts",
+    "roles/iam.roleAdmin": "the sweep's custom roles",
+    "roles/resourcemanager.projectIamAdmin": "project-level grants (with IAM conditions)",
+    "roles/storage.admin": "the results bucket, its grants and the functions' source object",
+    "roles/cloudfunctions.admin": "the start/stop/done functions",
+    "roles/run.admin": "who may invoke each function (Cloud Run service IAM)",
+    "roles/cloudscheduler.admin": "the start/stop jobs; `spotbench schedule`",
+    "roles/artifactregistry.admin": "the workload image repository",
+    "roles/iap.admin": "operators' IAP tunnel grants on each VM",
+}
 PREVIEW_PROJECT = "spotbench-preview"
 
 

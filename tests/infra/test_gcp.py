@@ -484,3 +484,46 @@ def test_gcp_ingress_path_is_consistent(osu):
     assert any("external IP" in p for p in problems)
     assert any("Private Google Access" in p for p in problems)
     assert any("Cloud NAT" in p for p in problems)
+
+
+# The predefined role that lets a deployer create each resource type the stack declares.
+# Sources: https://cloud.google.com/iam/docs/roles-permissions (compute, iam, storage,
+# cloudfunctions, run, cloudscheduler, artifactregistry, iap, serviceusage pages).
+CREATOR_ROLE = {
+    "gcp:projects/service:Service": "roles/serviceusage.serviceUsageAdmin",
+    "gcp:compute/network:Network": "roles/compute.networkAdmin",
+    "gcp:compute/subnetwork:Subnetwork": "roles/compute.networkAdmin",
+    "gcp:compute/router:Router": "roles/compute.networkAdmin",
+    "gcp:compute/routerNat:RouterNat": "roles/compute.networkAdmin",
+    "gcp:compute/address:Address": "roles/compute.networkAdmin",
+    "gcp:compute/firewall:Firewall": "roles/compute.securityAdmin",
+    "gcp:compute/instance:Instance": "roles/compute.instanceAdmin.v1",
+    "gcp:compute/resourcePolicy:ResourcePolicy": "roles/compute.instanceAdmin.v1",
+    "gcp:serviceaccount/account:Account": "roles/iam.serviceAccountAdmin",
+    "gcp:serviceaccount/iAMMember:IAMMember": "roles/iam.serviceAccountAdmin",
+    "gcp:projects/iAMCustomRole:IAMCustomRole": "roles/iam.roleAdmin",
+    "gcp:projects/iAMMember:IAMMember": "roles/resourcemanager.projectIamAdmin",
+    "gcp:storage/bucket:Bucket": "roles/storage.admin",
+    "gcp:storage/bucketIAMMember:BucketIAMMember": "roles/storage.admin",
+    "gcp:storage/bucketObject:BucketObject": "roles/storage.admin",
+    "gcp:cloudfunctionsv2/function:Function": "roles/cloudfunctions.admin",
+    "gcp:cloudrunv2/serviceIamMember:ServiceIamMember": "roles/run.admin",
+    "gcp:cloudscheduler/job:Job": "roles/cloudscheduler.admin",
+    "gcp:artifactregistry/repository:Repository": "roles/artifactregistry.admin",
+    "gcp:iap/tunnelInstanceIAMMember:TunnelInstanceIAMMember": "roles/iap.admin",
+}
+
+
+def test_gcp_deployer_roles_cover_every_declared_resource_and_are_documented(osu, gpu):
+    from spotbench.clouds.gcp import DEPLOYER_ROLES
+
+    ops = _sweep(_spec(gcp={"operators": ["user:ops@example.com"]}))
+    types = {d.type for snap in (osu, gpu, ops) for d in snap.declared
+             if d.custom and d.type.startswith("gcp:")}
+    unknown = types - set(CREATOR_ROLE)
+    assert not unknown, f"which predefined role creates {unknown}? add it to CREATOR_ROLE"
+    needed = {CREATOR_ROLE[t] for t in types} | {"roles/iam.serviceAccountUser"}
+    assert needed <= set(DEPLOYER_ROLES), needed - set(DEPLOYER_ROLES)
+    docs = (ROOT / "docs/gcp.md").read_text().replace("`", "")
+    for role, why in DEPLOYER_ROLES.items():
+        assert f"| {role} | {why.replace('`', '')} |" in docs, f"docs/gcp.md does not list {role}"
