@@ -27,6 +27,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from spotbench.auth import Caller, Forbidden
+from spotbench.clouds import get_provider
 from spotbench.clouds.base import ACTIVE, Cloud, Instance, State
 from spotbench.plan import GROUP_LABEL, RunGroup, sweep_labels
 from spotbench.results import ResultStore, utcnow
@@ -203,7 +204,7 @@ def _record_start(sweep: Sweep, run: str, group: RunGroup, launched: list[Instan
             "at": now or utcnow(), "machine_type": group.machine_type,
             "accelerator": group.accelerator,
             "zone": next((i.zone for i in launched if i.zone), sweep.spec.zone)
-            or ("local" if sweep.spec.cloud == "local" else None),
+            or get_provider(sweep.spec.cloud).default_zone,
             "members": len(group.members),
             "failed": {i.name: i.detail or str(i.state) for i in off},
             "errors": {i.name: str(i.error) for i in off if getattr(i, "error", None)},

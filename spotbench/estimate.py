@@ -116,7 +116,7 @@ def ticks_per_month(spec: SweepSpec, now: datetime) -> int | None:
 
 
 def _history_zone(spec: SweepSpec) -> str | None:
-    return spec.zone or ("local" if spec.cloud == "local" else None)
+    return spec.zone or get_provider(spec.cloud).default_zone
 
 
 def _market_row(stats: list[dict[str, Any]], zone: str | None, machine_type: str,

@@ -254,6 +254,7 @@ def _prepend(path: str, current: str | None) -> str:
 class LocalProvider(Provider):
     name = "local"
     default_machine_type = "local"
+    default_zone = "local"
     default_concurrency = 1  # trials must not share the machine's cores
     shares_host = True
     boot_s = 0.0

@@ -90,6 +90,7 @@ class Provider:
     location: str | None = None
     location_example: str = ""
     default_machine_type: str | None = None  # None: the spec's matrix must name one
+    default_zone: str | None = None  # the zone records carry when the spec names none
     default_concurrency: int | None = None  # groups at once unless the spec says (None: all)
     shares_host: bool = False  # a group's members run on this one machine (the local cloud)
     stack_component: str | None = None  # "module:Class" infra/__main__.py declares
