@@ -61,8 +61,10 @@ def test_peer_killed_mid_run_is_recorded_as_preempted_not_hung(tmp_path, done_se
         launcher = group.start("launcher")
         # rank 1 must run as the peer's own child: wait for it, let a few sizes finish, then
         # kill the peer's "instance" (SIGKILL: no chance to clean up)
-        assert _wait_for_rank(peer.pid, timeout=60), "rank 1 never started under the peer"
-        time.sleep(1.5)
+        rank = _wait_for_rank(peer.pid, timeout=60)
+        assert rank is not None, "rank 1 never started under the peer"
+        # "a few sizes": 1.5 s of the rank's own CPU (wall time stretches on a loaded machine)
+        _wait_for_cpu(rank, seconds=1.5, timeout=60)
         assert launcher.poll() is None, "the run finished before the peer could be killed"
         peer.kill()
         out, _ = launcher.communicate(timeout=90)  # must not hang
@@ -79,14 +81,28 @@ def test_peer_killed_mid_run_is_recorded_as_preempted_not_hung(tmp_path, done_se
     assert all(r.value > 0 for r in records if r.metric == "latency")
 
 
-def _wait_for_rank(pid: int, timeout: float) -> bool:
+def _wait_for_rank(pid: int, timeout: float) -> psutil.Process | None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             kids = psutil.Process(pid).children(recursive=True)
-            if any("workloads.osu.harness" in " ".join(k.cmdline()) for k in kids):
-                return True
+            for k in kids:
+                if "workloads.osu.harness" in " ".join(k.cmdline()):
+                    return k
         except psutil.Error:
             pass
         time.sleep(0.2)
-    return False
+    return None
+
+
+def _wait_for_cpu(proc: psutil.Process, seconds: float, timeout: float) -> None:
+    """Until `proc` has run `seconds` of CPU (or `timeout` of wall time passed)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            t = proc.cpu_times()
+            if t.user + t.system >= seconds:
+                return
+        except psutil.Error:
+            return
+        time.sleep(0.1)

@@ -11,6 +11,7 @@ import json
 import signal
 import time
 
+import psutil
 import pytest
 
 from spotbench.results import ResultStore
@@ -198,7 +199,7 @@ def test_parameter_server_losing_its_ps_is_recorded_as_preempted(tmp_path):
             while "training steps" not in cluster.log_text():  # training has begun
                 assert time.monotonic() < deadline and cluster.proc("chief").poll() is None, cluster.log_text()
                 time.sleep(0.3)
-            time.sleep(2)
+            _run_on_cpu(cluster.proc("worker").pid, seconds=2, timeout=90)  # a few steps, even when loaded
             cluster.proc("ps").send_signal(signal.SIGTERM)
             assert cluster.wait(cluster.proc("ps"), 30) == -signal.SIGTERM  # just exits
             assert cluster.wait(cluster.proc("chief"), 120) == 143, cluster.log_text()
@@ -210,3 +211,15 @@ def test_parameter_server_losing_its_ps_is_recorded_as_preempted(tmp_path):
     by = _by_metric(records)
     assert by["steps"][0].value >= 2
     assert by["steps"][0].metadata["stop_reason"].startswith("peer lost (")
+
+
+def _run_on_cpu(pid: int, seconds: float, timeout: float) -> None:
+    """Until process `pid` has used `seconds` more CPU than now (or `timeout` of wall time)."""
+    proc = psutil.Process(pid)
+    t = proc.cpu_times()
+    start, deadline = t.user + t.system, time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        t = proc.cpu_times()
+        if t.user + t.system - start >= seconds:
+            return
+        time.sleep(0.1)
