@@ -79,7 +79,7 @@ class GcpSweep(pulumi.ComponentResource):
             f"{name}-bucket",
             ResultsBucketArgs(spec=spec, project=project, location=region,
                               writers=[ids.vm.email], managers=[ids.function.email],
-                              readers=list(spec.gcp.operators)),
+                              operators=list(spec.gcp.operators)),
             child,
         )
         self.functions = GcpFunctions(

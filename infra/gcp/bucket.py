@@ -2,7 +2,7 @@
 
 The VM account may create and read objects (results, raw output; it never overwrites or
 deletes), the function account may read and write them (run ledger), operators may read
-them — each only under the sweep's results prefix (an IAM condition on the object name, and
+them and add collected logs (`spotbench report`, `collect`) — each only under the sweep's results prefix (an IAM condition on the object name, and
 on the list prefix for listings), so a sweep sharing a bucket cannot reach another's
 results, and nobody but the build reads the functions' source archive under `_spotbench/`.
 `force_destroy` is on so `pulumi destroy` removes everything: copy the results first
@@ -69,7 +69,7 @@ class ResultsBucketArgs:
     location: str
     writers: list[pulumi.Input[str]]  # emails: objectCreator + objectViewer
     managers: list[pulumi.Input[str]]  # emails: objectUser (read/write/overwrite)
-    readers: list[str] = field(default_factory=list)  # IAM members: objectViewer
+    operators: list[str] = field(default_factory=list)  # IAM members: objectViewer + objectCreator
 
 
 class ResultsBucket(pulumi.ComponentResource):
@@ -96,7 +96,8 @@ class ResultsBucket(pulumi.ComponentResource):
         grants = [(sa(e), r) for e in args.writers
                   for r in ("roles/storage.objectCreator", "roles/storage.objectViewer")]
         grants += [(sa(e), "roles/storage.objectUser") for e in args.managers]
-        grants += [(pulumi.Output.from_input(m), "roles/storage.objectViewer") for m in args.readers]
+        grants += [(pulumi.Output.from_input(m), r) for m in args.operators  # report, collect
+                   for r in ("roles/storage.objectViewer", "roles/storage.objectCreator")]
         for i, (member, role) in enumerate(grants):
             gcp.storage.BucketIAMMember(
                 f"{name}-{role.split('.')[-1]}-{i}",
