@@ -53,6 +53,17 @@ PREDEFINED_ROLES: Mapping[str, frozenset[str]] = {
     "roles/artifactregistry.writer": frozenset({
         "artifactregistry.repositories.downloadArtifacts",
         "artifactregistry.repositories.uploadArtifacts", "artifactregistry.repositories.get"}),
+    # the deployer's roles (spotbench.clouds.gcp.DEPLOYER_ROLES), the permissions preflight uses
+    "roles/compute.instanceAdmin.v1": frozenset({
+        "compute.instances.list", "compute.instances.get", "compute.instances.delete",
+        "compute.instances.start", "compute.instances.stop", "compute.zoneOperations.get",
+        "compute.projects.get", "compute.regions.get", "compute.zones.get",
+        "compute.machineTypes.get", "compute.acceleratorTypes.get"}),
+    "roles/compute.networkAdmin": frozenset({
+        "compute.addresses.list", "compute.addresses.delete", "compute.regionOperations.get",
+        "compute.projects.get", "compute.regions.get"}),
+    "roles/serviceusage.serviceUsageAdmin": frozenset({
+        "serviceusage.services.list", "serviceusage.services.get", "serviceusage.services.enable"}),
     "roles/cloudbuild.builds.builder": frozenset({
         "cloudbuild.builds.create", "cloudbuild.builds.get", "logging.logEntries.create",
         "storage.objects.get", "storage.objects.list", "storage.objects.create",
@@ -79,7 +90,13 @@ _COMPUTE: list[tuple[str, re.Pattern[str], str]] = [
     ("GET", re.compile(_CP + "/zones/(?P<z>[^/]+)/operations/(?P<o>[^/]+)$"), "compute.zoneOperations.get"),
     ("POST", re.compile(_CP + "/zones/(?P<z>[^/]+)/operations/(?P<o>[^/]+)/wait$"), "compute.zoneOperations.get"),
     ("GET", re.compile(_CP + "/aggregated/addresses$"), "compute.addresses.list"),
+    ("GET", re.compile(_CP + "$"), "compute.projects.get"),
+    ("GET", re.compile(_CP + "/regions/(?P<r>[^/]+)$"), "compute.regions.get"),
+    ("GET", re.compile(_CP + "/zones/(?P<z>[^/]+)/machineTypes/(?P<t>[^/]+)$"), "compute.machineTypes.get"),
+    ("GET", re.compile(_CP + "/zones/(?P<z>[^/]+)/acceleratorTypes/(?P<t>[^/]+)$"), "compute.acceleratorTypes.get"),
 ]  # fmt: skip
+# https://cloud.google.com/service-usage/docs/reference/rest/v1/services/list
+_SERVICES = re.compile(r"^/v1/projects/(?P<p>[^/]+)/services$")
 # https://cloud.google.com/scheduler/docs/reference/rest/v1/projects.locations.jobs
 # (get: cloudscheduler.jobs.get; pause / resume / run: cloudscheduler.jobs.pause|resume|run)
 _JOB = re.compile(r"^/v1/(?P<job>projects/[^/]+/locations/[^/]+/jobs/[^/:]+)(?::(?P<verb>\w+))?$")
@@ -127,6 +144,9 @@ def permissions_for(call: Call, *, object_exists: Any = None,
                 return [Need(permission, f"projects/{p}/zones/{m['z']}/operations/{m['o']}",
                              "compute.googleapis.com/Operation")]
             return [Need(permission, f"projects/{p}", PROJECT_TYPE)]
+    m = _SERVICES.match(call.path)
+    if m and call.method == "GET":
+        return [Need("serviceusage.services.list", f"projects/{m['p']}", PROJECT_TYPE)]
     m = _JOB.match(call.path)
     if m:
         verb = {("GET", None): "get", ("POST", "pause"): "pause", ("POST", "resume"): "resume",

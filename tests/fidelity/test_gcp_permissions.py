@@ -43,7 +43,9 @@ from spotbench.preview import Declared, install, run_declarations
 from spotbench.results import ResultStore
 from spotbench.spec import SweepSpec, load_spec
 from tests.clouds.google_endpoint import Call, GoogleEndpoint
-from tests.fidelity.gcp_iam import DeclaredPolicy, Need, UnknownMethod, permissions_for, sa
+from tests.fidelity.gcp_iam import (
+    PREDEFINED_ROLES, DeclaredPolicy, Need, UnknownMethod, permissions_for, sa,
+)
 from tests.infra.conftest import MOCKS
 from workloads.common import WorkloadRun
 
@@ -139,7 +141,10 @@ class Enforcer:
         except UnknownMethod as exc:
             return f"UNKNOWN METHOD ({exc})"
         self.needs.append((call, needs))
-        missing = [n.permission for n in needs if not self.policy.allows(call.identity, n)]
+        try:
+            missing = [n.permission for n in needs if not self.policy.allows(call.identity, n)]
+        except AssertionError as exc:  # e.g. a role missing from the documented table
+            return f"UNKNOWN ROLE ({exc})"
         return ", ".join(missing) or None
 
 
@@ -374,3 +379,33 @@ def test_gcp_iap_firewall_reaches_the_ssh_port_of_members_only(world):
     tags = {t for i in alpha.instances for t in i["tags"]}
     assert rule["targetTags"] and set(rule["targetTags"]) <= tags
     assert not any("0.0.0.0/0" in (f.get("sourceRanges") or []) for f in fws)
+
+
+# ---- the deployer: preflight with the documented deployer roles ------------------------
+def test_gcp_preflight_runs_with_the_documented_deployer_roles(world, monkeypatch):
+    """Every call `spotbench preflight` makes is granted by DEPLOYER_ROLES (docs/gcp.md)."""
+    from spotbench.clouds.gcp import BOOTSTRAP_APIS, DEPLOYER_ROLES, REQUIRED_APIS
+    from spotbench.preflight import preflight
+    from tests.fidelity.gcp_iam import Binding
+
+    deployer = "user:deployer@example.com"
+    # the documented roles whose relevant permissions the table in gcp_iam.py lists
+    grants = [Binding(f"projects/{PROJECT}", role, deployer) for role in DEPLOYER_ROLES
+              if role in PREDEFINED_ROLES]
+    project = world.endpoint.project
+    project.project = PROJECT
+    project.enabled = set(BOOTSTRAP_APIS) | set(REQUIRED_APIS)
+    project.machine_types = {ZONE: {"n2-standard-2": 2}}
+    project.quotas = {REGION: {"CPUS": (24, 0), "PREEMPTIBLE_CPUS": (24, 0)}}
+    saved = world.enforcer.policy
+    world.enforcer.policy = replace(saved, bindings=saved.bindings + grants)
+    first = len(world.enforcer.needs)
+    try:
+        with world.as_identity(deployer, monkeypatch):
+            assert preflight(world.alpha.spec, None, dict(__import__("os").environ)) == []
+    finally:
+        world.enforcer.policy = saved
+    calls = world.enforcer.needs[first:]
+    assert len(calls) >= 4 and not [c for c, _ in calls if c.denied]
+    # not vacuous: without the deployer roles every one of those calls is refused
+    assert all(not saved.allows(c.identity, n) for c, needs in calls for n in needs)
