@@ -1,4 +1,4 @@
-"""AWS Lambda entry point for `start`, `stop` and `done`: a thin adapter over `_app.handle`.
+"""AWS Lambda entry point for `start`, `stop` and `done`: a thin adapter over `app.handle`.
 
 One handler (`functions.lambda_handler.handler`) serves all three Lambdas; each Lambda's
 `SPOTBENCH_ACTION` env says which action it is. Two kinds of events arrive:
@@ -12,7 +12,7 @@ One handler (`functions.lambda_handler.handler`) serves all three Lambdas; each 
   "body": {...}}` → `Caller("scheduler", ARN)`. A 5xx outcome raises, so the scheduler's
   retry policy retries (actions are idempotent); other outcomes are returned as a dict.
 
-Environment: as `functions/_app.py` (SPOTBENCH_CLOUD=aws, SPOTBENCH_SPEC,
+Environment: as `functions/app.py` (SPOTBENCH_CLOUD=aws, SPOTBENCH_SPEC,
 SPOTBENCH_RESULTS_URL) plus SPOTBENCH_ACTION and, optionally, SPOTBENCH_INSTANCE_ROLE (the
 only role whose sessions may call `done`).
 """
@@ -26,7 +26,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from functions._app import BadBody, ConfigError, FunctionConfig, handle, parse_body
+from functions.app import BadBody, ConfigError, FunctionConfig, handle, parse_body
 from spotbench.auth import Caller, Forbidden, Unauthorized
 from spotbench.auth.aws import caller_from_function_url, caller_from_invocation, function_account
 

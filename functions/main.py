@@ -13,7 +13,7 @@ import logging
 import flask
 import functions_framework
 
-from functions._app import (
+from functions.app import (
     MAX_BODY_BYTES,
     BadBody,
     ConfigError,

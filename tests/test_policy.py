@@ -10,7 +10,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from functions._app import FunctionConfig, handle
+from functions.app import FunctionConfig, handle
 from spotbench.auth import Caller
 from spotbench.cli import app
 from spotbench.policy import POLICY_FILE, Policy, PolicyError, effective, load_policy, violations

@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 
 import psutil
 
-from spotbench.clouds import _local_db as db
+from spotbench.clouds import local_db as db
 
 WATCH_POLL_S = 0.2
 

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import spotbench
 from spotbench._private import open_private_append, private_dir
-from spotbench.clouds import _local_db as db
+from spotbench.clouds import local_db as db
 from spotbench.clouds.base import ACTIVE, Instance, State, Sweeper, matches
 from spotbench.clouds.provider import FunctionSettings, Provider, env_of
 

@@ -64,7 +64,7 @@ def env_of(env: Mapping[str, str] | None) -> Mapping[str, str]:
 
 
 class FunctionSettings(Protocol):
-    """What a function knows about its sweep (`functions/_app.FunctionConfig`)."""
+    """What a function knows about its sweep (`functions/app.FunctionConfig`)."""
 
     env: Mapping[str, str]
 

@@ -85,7 +85,7 @@ def _forget(db_path: Path, name: str) -> None:
     terminated rows; teardown leaves the table clean)."""
     from contextlib import closing
 
-    from spotbench.clouds import _local_db as db
+    from spotbench.clouds import local_db as db
 
     with closing(db.connect(db_path)) as conn, db.transaction(conn):
         conn.execute("DELETE FROM instances WHERE name = ? AND state = ?", (name, State.TERMINATED.value))

@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from spotbench.clouds import get_cloud
-from spotbench.clouds import _local_db as db
+from spotbench.clouds import local_db as db
 from spotbench.clouds.base import Cloud, State
 from spotbench.clouds.local import LocalCloud, LocalInstanceSpec
 

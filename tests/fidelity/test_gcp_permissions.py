@@ -31,7 +31,7 @@ import pytest
 import yaml
 from google.auth.credentials import AnonymousCredentials
 
-from functions._app import FunctionConfig, handle
+from functions.app import FunctionConfig, handle
 from spotbench.auth import Caller
 from spotbench.clouds.gce import GcpCloud
 from spotbench.member import MemberContext

@@ -1,5 +1,5 @@
 """The Lambda adapter with function-URL and scheduler events, over the real control logic
-(`functions/_app.handle` → `spotbench.control`) and the `aws` driver against a real
+(`functions/app.handle` → `spotbench.control`) and the `aws` driver against a real
 moto_server on 127.0.0.1 holding the sweep's tagged instances.
 
 The function URL itself (SigV4 verification) is AWS's: the events here are what it hands
