@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: demo test setup setup-dev sshd boot-tools clean bench lambda-layer images
+.PHONY: demo test setup setup-dev sshd boot-tools clean bench lambda-layer images history-demo
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,9 @@ boot-tools:                        ## cloud-init, shellcheck, nftables for tests
 
 demo: setup                        ## a real OSU sweep on the local cloud
 	$(BIN)/spotbench run examples/osu-local.yaml
+
+history-demo: setup               ## several local runs, the last ones slowed on purpose: the change point found
+	$(BIN)/python scripts/history_demo.py
 
 test: setup-dev                    ## the whole suite (pytest's exit 5 = no test ran: an error here)
 	@$(BIN)/python -m pytest -q; rc=$$?; \

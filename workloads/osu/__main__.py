@@ -64,7 +64,8 @@ def peer(ctx: MemberContext) -> int:
 def _bench(run: WorkloadRun, t: launch.Transport, params: OsuParams, benchmark: str,
            mpi_version: str) -> str | None:
     """Run one benchmark, recording rows as they come; returns why it was cut short."""
-    source = launch.choose(params.implementation, benchmark)
+    delayed = benchmark == "latency" and params.demo_inject_delay_us > 0
+    source = launch.choose("mpi4py" if delayed else params.implementation, benchmark)
     cmd = launch.command(t, launch.program(benchmark, params, source))
     log.info("%s via %s: %s", benchmark, source, " ".join(cmd))
     stream, lines = OsuStream(), []
@@ -84,6 +85,8 @@ def _bench(run: WorkloadRun, t: launch.Transport, params: OsuParams, benchmark: 
                 "source": source, "osu_version": out.version, "mpi_library": mpi_version}
         if benchmark == "bibw":
             meta["window"] = params.window
+        if delayed:  # never mistaken for a real measurement
+            meta["injected_delay_us"] = params.demo_inject_delay_us
         run.record(benchmark, value, out.unit, **meta)
 
     peer_member = run.ctx.peers("peer")[0]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from spotbench.workload import Images, Params, Tracked, Workload
 
@@ -37,6 +37,12 @@ class OsuParams(Params):
     window: int = Field(64, ge=1, description="in-flight messages per direction for bibw")
     large_size: int = Field(8192, ge=1, description="sizes above this use the *_large counts")
     implementation: Literal["auto", "osu-c", "mpi4py"] = "auto"
+    demo_inject_delay_us: float = Field(
+        0.0, ge=0, le=100_000,
+        description="DEMOS AND TESTS ONLY: the peer rank sleeps this many µs before each "
+                    "latency reply, so one-way latency really grows by about half of it (runs the "
+                    "mpi4py harness; records carry metadata injected_delay_us)",
+    )
 
     @field_validator("max_size")
     @classmethod
@@ -44,6 +50,13 @@ class OsuParams(Params):
         if v & (v - 1):
             raise ValueError(f"must be a power of two (e.g. {1 << (v.bit_length() - 1)})")
         return v
+
+    @model_validator(mode="after")
+    def _demo_delay_needs_the_harness(self) -> OsuParams:
+        if self.demo_inject_delay_us and self.implementation == "osu-c":
+            raise ValueError("demo_inject_delay_us runs the mpi4py harness: "
+                             "set implementation: auto or mpi4py")
+        return self
 
 
 def roles(params: OsuParams) -> list[tuple[str, int]]:

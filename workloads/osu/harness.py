@@ -22,6 +22,7 @@ import argparse
 import ctypes
 import signal
 import sys
+import time
 
 import numpy as np
 
@@ -71,6 +72,12 @@ def run_latency(comm, args, out) -> None:
                 recv(rmsg, peer, 1)
             elapsed = MPI.Wtime() - t_start
             out(size, elapsed * 1e6 / (2.0 * iters))
+        elif args.inject_delay_us:  # demos and tests only: a real delay before each reply
+            delay_s = args.inject_delay_us / 1e6  # slept (yields the core: fair on a busy host)
+            for _ in range(iters + skip):
+                recv(rmsg, peer, 1)
+                time.sleep(delay_s)
+                send(smsg, peer, 1)
         else:
             for _ in range(iters + skip):
                 recv(rmsg, peer, 1)
@@ -118,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup-large", type=int, default=None)
     p.add_argument("-W", "--window", type=int, default=64)
     p.add_argument("--large-size", type=int, default=8192)
+    p.add_argument("--inject-delay-us", type=float, default=0.0,
+                   help="DEMOS AND TESTS ONLY: rank 1 sleeps this long before each latency reply")
     args = p.parse_args(argv)
     lat = args.benchmark == "latency"
     defaults = {"iterations": 10_000 if lat else 100, "iterations_large": 1_000 if lat else 20,

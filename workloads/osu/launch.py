@@ -92,7 +92,9 @@ def program(benchmark: str, params: OsuParams, source: str) -> list[str]:
     return [sys.executable, "-m", "workloads.osu.harness", benchmark, "-m", str(params.max_size),
             "-i", str(iters), "--iterations-large", str(iters_l), "-x", str(warm),
             "--warmup-large", str(warm_l), "-W", str(params.window),
-            "--large-size", str(params.large_size)]
+            "--large-size", str(params.large_size)] + (
+                ["--inject-delay-us", str(params.demo_inject_delay_us)]
+                if lat and params.demo_inject_delay_us else [])
 
 
 def counts(benchmark: str, params: OsuParams, source: str, size: int) -> tuple[int, int]:

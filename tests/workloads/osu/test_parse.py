@@ -99,3 +99,26 @@ def test_c_binaries_are_preferred_when_on_path(tmp_path, monkeypatch):
     assert bw == [str(tmp_path / "osu_bibw"), "-m", "1:1024", "-i", "7", "-x", "1", "-W", "8"]
     harness = launch.program("bibw", params, "mpi4py")
     assert harness[1:4] == ["-m", "workloads.osu.harness", "bibw"] and "-W" in harness
+
+
+def test_demo_injected_delay_really_slows_the_ping_pong():
+    """DEMOS AND TESTS ONLY option: the peer waits before each reply; one-way latency grows by
+    half the delay (history demo's slowdown); without it the loop is untouched."""
+    env = {**os.environ, "PATH": f"{ROOT / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+
+    def latency(*extra: str) -> float:
+        proc = subprocess.run(
+            [launch.mpiexec(), "-n", "2", sys.executable, "-m", "workloads.osu.harness", "latency",
+             "-m", "8", "-i", "300", "-x", "20", *extra],
+            capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+        assert proc.returncode == 0, proc.stderr
+        return dict(parse(proc.stdout).rows)[8]
+
+    plain, slowed = latency(), latency("--inject-delay-us", "200")
+    # +½ × 200 µs one way on a quiet machine; a loaded one preempts the busy-wait: more
+    assert slowed - plain >= 70, (plain, slowed)
+    params = OsuParams(max_size=8, demo_inject_delay_us=200)
+    assert "--inject-delay-us" in launch.program("latency", params, "mpi4py")
+    assert "--inject-delay-us" not in launch.program("bibw", params, "mpi4py")
+    with pytest.raises(ValueError, match="demo_inject_delay_us"):
+        OsuParams(implementation="osu-c", demo_inject_delay_us=5)
