@@ -146,6 +146,7 @@ def done(sweep: Sweep, caller: Caller, body: Any = None, now: datetime | None = 
     mine = next((i for insts in states.values() for i in insts if i.name == caller.name), None)
     if mine is None:
         raise Forbidden(f"instance {caller.name} is not part of sweep {sweep.spec.name}")
+    _same_instance(mine, caller)
     own_group = mine.labels.get(GROUP_LABEL)
     if req.group != own_group:
         raise Forbidden(f"instance {caller.name} may stop only its own group ({own_group})")
@@ -161,6 +162,17 @@ def done(sweep: Sweep, caller: Caller, body: Any = None, now: datetime | None = 
 
 
 # ---- helpers ------------------------------------------------------------------------------
+def _same_instance(instance: Instance, caller: Caller) -> None:
+    """What the caller's credential proves (zone, instance id) must be the sweep's instance
+    of that name, not another VM that happens to carry it."""
+    if caller.zone is not None and instance.zone != caller.zone:
+        raise Forbidden(f"instance {caller.name} of this token is in zone {caller.zone}; "
+                        f"the sweep's is in {instance.zone}")
+    if caller.instance_id is not None and instance.id != caller.instance_id:
+        raise Forbidden(f"instance {caller.name} of this token has id {caller.instance_id}; "
+                        f"the sweep's has {instance.id or 'no known id'}")
+
+
 def _require(caller: Caller, *kinds: str, action: str) -> None:
     if caller.kind not in kinds:
         raise Forbidden(f"{caller.kind} {caller.name!r} may not call {action}")

@@ -110,6 +110,7 @@ class GcpFunctions(pulumi.ComponentResource):
                         "SPOTBENCH_GCP_PROJECT": args.project,
                         "SPOTBENCH_AUDIENCE": self.urls[entry],
                         "SPOTBENCH_SCHEDULER_ACCOUNTS": args.scheduler_account,
+                        "SPOTBENCH_MEMBER_ACCOUNTS": args.vm_account,
                     },
                 },
                 opts=pulumi.ResourceOptions(parent=self, depends_on=grants),

@@ -23,6 +23,10 @@ class Forbidden(Exception):
 class Caller:
     kind: Literal["scheduler", "member", "operator"]
     name: str  # member: the instance name; scheduler/operator: the account name
+    # What a member's credential proves beyond its name (GCP ID tokens); `control.done`
+    # checks them against the sweep's own instance of that name.
+    zone: str | None = None
+    instance_id: str | None = None
 
 
 class Unavailable(RuntimeError):

@@ -181,9 +181,12 @@ def identity_from_claims(
         if allowed is not None and email not in allowed:
             raise Forbidden(f"instance {name!r} runs as {email!r}, not a sweep VM account")
         instance_id = engine.get("instance_id")
+        if not instance_id:
+            raise Forbidden("VM identity token lacks instance_id; request format=full")
+        zone = str(engine["zone"])
         return GcpIdentity(
-            Caller("member", str(name)), email, project=str(vm_project),
-            zone=str(engine["zone"]), instance_id=str(instance_id) if instance_id else None,
+            Caller("member", str(name), zone=zone, instance_id=str(instance_id)), email,
+            project=str(vm_project), zone=zone, instance_id=str(instance_id),
         )  # fmt: skip
     if email and email in _accounts(scheduler_accounts):
         if claims.get("email_verified") is not True:

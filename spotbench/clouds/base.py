@@ -32,6 +32,7 @@ class Instance:
     zone: str | None = None
     ip: str | None = None
     detail: str = ""  # e.g. a capacity error, an exit code
+    id: str | None = None  # the provider's unique id (GCE's numeric id), when it has one
 
     def group(self) -> str | None:
         return self.labels.get("spotbench-group")

@@ -275,6 +275,7 @@ def _to_instance(
         zone=short_zone(raw.zone) if raw.zone else None,
         ip=(nics[0].network_i_p or None) if nics else None,
         detail=detail,
+        id=str(raw.id) if raw.id else None,
     )
 
 

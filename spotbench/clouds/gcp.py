@@ -130,15 +130,20 @@ class GcpProvider(Provider):
                            api_endpoint=env.get("SPOTBENCH_GCP_API_ENDPOINT") or None)
 
     def authenticate(self, headers: Mapping[str, str], settings: FunctionSettings) -> Caller:
-        from spotbench.auth.gcp import caller_from_headers
+        """The caller of a function: the scheduler's OIDC token, or a member VM's ID token
+        running as the sweep's VM account (`SPOTBENCH_MEMBER_ACCOUNTS`; unset: no member may
+        call). Its zone and instance id are checked against the instance by `control.done`."""
+        from spotbench.auth.gcp import identify
 
         env = settings.env
-        return caller_from_headers(
+        return identify(
             headers,
             audience=settings.need("SPOTBENCH_AUDIENCE"),
             scheduler_accounts=[a for a in env.get("SPOTBENCH_SCHEDULER_ACCOUNTS", "").split(",") if a],
             project=env.get("SPOTBENCH_GCP_PROJECT") or settings.spec.gcp.project or "",
-        )
+            member_accounts=[a for a in env.get("SPOTBENCH_MEMBER_ACCOUNTS", "").split(",") if a],
+            certs_url=env.get("SPOTBENCH_GCP_CERTS_URL") or None,
+        ).caller
 
     def schedule(self, spec: SweepSpec, root: Path | str | None = None, **options: Any) -> GcpSchedule:
         from spotbench.clouds.gcp_scheduler import GcpSchedule

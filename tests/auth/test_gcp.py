@@ -149,13 +149,14 @@ def test_valid_scheduler_token_with_env_style_account_list(certs):
 
 
 def test_valid_vm_token_is_a_member_with_its_zone(certs):
-    assert check(token(vm_claims()), certs) == Caller("member", "s1-g1-launcher-0")
+    vm = Caller("member", "s1-g1-launcher-0", zone="europe-west4-a", instance_id="4242424242")
+    assert check(token(vm_claims()), certs) == vm
     ident = identify(
         {"authorization": f"Bearer {token(vm_claims())}"},  # lower-case header name
         audience=[AUD, AUD + "/"], scheduler_accounts=[SCHEDULER], project=PROJECT,
         request=google.auth.transport.requests.Request(), certs_url=certs.url,
     )  # fmt: skip
-    assert ident.caller == Caller("member", "s1-g1-launcher-0")
+    assert ident.caller == vm
     assert (ident.zone, ident.project) == ("europe-west4-a", PROJECT)
     assert ident.instance_id == "4242424242"
     assert ident.email == VM_SA

@@ -72,10 +72,11 @@ class FakeGce:
     # -- test set-up -------------------------------------------------------------------
     def add(self, name: str, zone: str, status: str = "TERMINATED",
             labels: dict[str, str] | None = None, ip: str | None = None,
-            service_account: str | None = None) -> None:  # fmt: skip
+            service_account: str | None = None, instance_id: str | None = None) -> None:  # fmt: skip
         self.instances[(zone, name)] = {"name": name, "status": status,
                                         "labels": dict(labels or {}), "ip": ip,
-                                        "service_account": service_account}  # fmt: skip
+                                        "service_account": service_account,
+                                        "id": instance_id or str(1000 + len(self.instances))}  # fmt: skip
 
     def fail_next(self, verb: str, name: str, code: str = "ZONE_RESOURCE_POOL_EXHAUSTED",
                   message: str = "The zone does not have enough resources.") -> None:  # fmt: skip
@@ -153,8 +154,8 @@ class FakeGce:
     def _body(self, zone: str, name: str) -> dict[str, Any]:
         inst = self.instances[(zone, name)]
         zone_url = f"{BASE}/projects/{self.project}/zones/{zone}"
-        body = {"kind": "compute#instance", "name": name, "status": inst["status"],
-                "labels": inst["labels"], "zone": zone_url}  # fmt: skip
+        body = {"kind": "compute#instance", "id": inst["id"], "name": name,
+                "status": inst["status"], "labels": inst["labels"], "zone": zone_url}  # fmt: skip
         if inst.get("service_account"):
             body["serviceAccounts"] = [{"email": inst["service_account"],
                                         "scopes": ["https://www.googleapis.com/auth/cloud-platform"]}]

@@ -252,6 +252,7 @@ def test_functions_not_public_and_invokers_scoped(osu):
         assert env["SPOTBENCH_CLOUD"] == "gcp" and env["SPOTBENCH_GCP_PROJECT"] == "proj-1"
         assert json.loads(env["SPOTBENCH_SPEC"])["name"] == "gcp-osu"
         assert env["SPOTBENCH_SCHEDULER_ACCOUNTS"].startswith("sb-gcp-osu-sch@")
+        assert env["SPOTBENCH_MEMBER_ACCOUNTS"].startswith("sb-gcp-osu-vm@")  # who may call done
         assert fn.inputs["buildConfig"]["entryPoint"] == name.rsplit("-", 1)[1]
     invokers = {d.inputs["name"]: d.inputs["member"]
                 for d in osu.of_type("gcp:cloudrunv2/serviceIamMember:ServiceIamMember")}
