@@ -26,6 +26,7 @@ from pydantic import (
 
 from spotbench._spec_errors import SpecError, problems_from_validation
 from spotbench.clouds.provider import get_provider
+from spotbench.image_ref import check_image
 from spotbench.plan import RunGroup
 from spotbench.plan import plan as plan_groups
 from spotbench.workload import Params, get_workload, registry
@@ -181,6 +182,11 @@ class SweepSpec(_Strict):
             if key == "managed-by" or key.startswith("spotbench-"):
                 raise ValueError(f"label {key!r} is spotbench's own; choose another key")
         return v
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, v: str | None) -> str | None:
+        return None if v is None else check_image(v)  # it reaches a root unit on every VM
 
     @field_validator("deadline", mode="before")
     @classmethod

@@ -21,6 +21,8 @@ from collections.abc import Mapping
 
 import yaml
 
+from spotbench.image_ref import check_image
+
 from infra.common import (
     SSH_DIR_IN_CONTAINER,
     SshKeys,
@@ -80,7 +82,7 @@ def docker_command(image: str, *, gpu: bool, ssh: bool) -> list[str]:
         cmd += ["--volume", f"{SSH_DIR}:{SSH_DIR_IN_CONTAINER}:ro"]
     if gpu:
         cmd += ["--gpus", "all"]  # the ECS GPU AMI ships the NVIDIA container runtime
-    return cmd + [image]
+    return cmd + [shlex.quote(check_image(image))]
 
 
 def unit(image: str, *, gpu: bool, ssh: bool) -> str:
@@ -98,7 +100,9 @@ def unit(image: str, *, gpu: bool, ssh: bool) -> str:
 
 def user_data(*, image: str, env: Mapping[str, str], gpu: bool = False,
               ssh: SshKeys | None = None) -> str:
-    """The `#cloud-config` document for one member."""
+    """The `#cloud-config` document for one member (`image` must be a valid OCI reference:
+    it lands in a root systemd unit and, for ECR, its host in a login script)."""
+    check_image(image)
     files = [{"path": ENV_FILE, "permissions": "0600", "owner": "root", "content": env_file(env)}]
     if ssh:
         files += ssh_files(SSH_DIR, ssh)

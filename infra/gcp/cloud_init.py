@@ -11,9 +11,12 @@ Not `gce-container-declaration` (deprecated).
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 
 import yaml
+
+from spotbench.image_ref import check_image
 
 from infra.common import (
     SSH_DIR_IN_CONTAINER,
@@ -54,7 +57,7 @@ def docker_command(image: str, *, gpu_count: int, ssh: bool) -> list[str]:
                 "--device", "/dev/nvidia-uvm", "--device", "/dev/nvidiactl"]
         for i in range(gpu_count):
             cmd += ["--device", f"/dev/nvidia{i}"]
-    return cmd + [image]
+    return cmd + [shlex.quote(check_image(image))]
 
 
 def _unit(image: str, *, gpu_count: int, ssh: bool) -> str:
@@ -65,7 +68,8 @@ def _unit(image: str, *, gpu_count: int, ssh: bool) -> str:
                 "/bin/mount --bind /var/lib/nvidia /var/lib/nvidia",
                 "/bin/mount -o remount,exec /var/lib/nvidia"]
     if registry.endswith(("pkg.dev", "gcr.io")):
-        pre.append(f"/usr/bin/docker-credential-gcr configure-docker --registries={registry}")
+        pre.append("/usr/bin/docker-credential-gcr configure-docker "
+                   f"--registries={shlex.quote(registry)}")
     if ssh:
         pre.append(key_owner_command(SSH_DIR))
     pre.append(f"-/usr/bin/docker rm -f {CONTAINER}")
@@ -76,7 +80,9 @@ def _unit(image: str, *, gpu_count: int, ssh: bool) -> str:
 def user_data(
     *, image: str, env: Mapping[str, str], gpu_count: int = 0, ssh: SshKeys | None = None
 ) -> str:
-    """The `#cloud-config` document for one member."""
+    """The `#cloud-config` document for one member (`image` must be a valid OCI reference:
+    it lands in a root systemd unit)."""
+    check_image(image)
     files = [{"path": ENV_FILE, "permissions": "0600", "owner": "root", "content": env_file(env)}]
     if ssh:
         files += ssh_files(SSH_DIR, ssh)
