@@ -16,6 +16,7 @@ import pulumi_gcp as gcp
 
 from infra.common import member_contexts, workload_env
 from infra.gcp.cloud_init import user_data
+from infra.gcp.functions import GCSFS_ENV
 from spotbench.plan import RunGroup
 from spotbench.spec import SweepSpec
 
@@ -114,7 +115,7 @@ class GcpRunGroup(pulumi.ComponentResource):
                 group, dict(zip(names, ip_list)), cloud="gcp", results_url=args.results_url,
                 done_url=args.done_url, zone=args.zone, spot=spec.spot,
             )
-            extra = workload_env(group.workload)
+            extra = {**workload_env(group.workload), **GCSFS_ENV}
             return {
                 n: user_data(image=args.image, env={**ctx.to_env(), **extra},
                              gpu_count=gpu, ssh=keys)

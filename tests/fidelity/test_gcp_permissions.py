@@ -358,6 +358,18 @@ def test_gcp_vm_cannot_overwrite_a_stored_result(world, monkeypatch):
     assert world.endpoint.gcs.buckets[bucket][key] == b"original\n"
 
 
+def test_gcp_deployed_code_never_probes_the_storage_layout(world):
+    """gcsfs's experimental layer calls the Storage Control API (outside the endpoint this
+    test checks); the functions and VMs run with it off."""
+    alpha = world.alpha
+    for entry in ("start", "stop", "done"):
+        assert alpha.function_env(entry)["GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"] == "false"
+    for inst in alpha.instances:
+        doc = yaml.safe_load(inst["metadata"]["user-data"])
+        env = next(f["content"] for f in doc["write_files"] if f["path"].endswith("/env"))
+        assert "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT=false" in env.splitlines()
+
+
 def test_gcp_operator_tunnels_only_to_its_sweeps_instances(world):
     policy = world.enforcer.policy
     for inst in world.beta.instances:
