@@ -44,7 +44,7 @@ bench: setup-dev                   ## figures in JSON (see bench/README.md)
 
 lambda-layer: setup-dev            ## third-party deps of the AWS Lambdas (before `pulumi up` on aws)
 	mkdir -p build
-	$(BIN)/python -c "from infra.common import requirements_txt; print(requirements_txt('aws'))" > build/lambda-requirements.txt
+	$(BIN)/python -c "from infra.requirements import requirements_txt; print(requirements_txt('aws'))" > build/lambda-requirements.txt
 	$(BIN)/pip install --quiet --target build/lambda-layer/python --platform manylinux2014_x86_64 \
 	  --implementation cp --python-version 3.12 --only-binary=:all: -r build/lambda-requirements.txt
 

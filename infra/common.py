@@ -20,6 +20,7 @@ from pathlib import Path
 import pulumi
 from croniter import croniter
 
+from infra.requirements import requirements_txt  # noqa: F401 - the functions' requirements
 from spotbench import PROJECT_ROOT
 from spotbench.images import IMAGE_GID, IMAGE_UID
 from spotbench.member import MemberContext
@@ -30,16 +31,6 @@ from spotbench.workload import get_workload
 # path mounts the keys there for any workload whose descriptor says `mpi`).
 from workloads.osu.descriptor import MPI_PORT_RANGE, SSH_DIR_IN_CONTAINER
 
-
-
-FUNCTION_REQUIREMENTS = {
-    "common": [
-        "functions-framework>=3.5", "pydantic>=2.7,<3", "pyyaml>=6", "croniter>=2",
-        "fsspec>=2024.2", "requests>=2.31", "tenacity>=8.2",
-    ],
-    "gcp": ["google-cloud-compute>=1.19", "google-auth>=2.29", "gcsfs>=2024.2"],
-    "aws": ["boto3>=1.34", "s3fs>=2024.2"],
-}
 _SOURCE_DIRS = ("functions", "spotbench")
 _SKIP_SUFFIXES = (".pyc", ".pyo")
 
@@ -88,10 +79,6 @@ def _source_files(root: Path) -> dict[str, Path]:
             ):
                 files[str(path.relative_to(root))] = path
     return files
-
-
-def requirements_txt(cloud: str) -> str:
-    return "\n".join(FUNCTION_REQUIREMENTS["common"] + FUNCTION_REQUIREMENTS[cloud]) + "\n"
 
 
 MAIN_SHIM = (
