@@ -214,25 +214,30 @@ def workload_unit(*, pre: list[str], start: list[str], home: str, timeout_stop_s
 
 @dataclass(frozen=True)
 class SshKeys:
-    """The sweep's MPI login key pair and the host key every member's sshd presents
+    """One run group's MPI login key pair and the host key its members' sshd presents
     (recorded by the stack, so launchers and `spotbench exec` pin it instead of trusting
-    the first key they see)."""
+    the first key they see), plus the operator's public key every member also accepts."""
 
     private_openssh: str
     public_openssh: str
     host_private_openssh: str = ""
     host_public_openssh: str = ""
+    operator_public_openssh: str = ""
 
 
 @dataclass
 class MpiKeys:
-    keys: pulumi.Output  # Output[SshKeys], secret
-    login_private: pulumi.Output  # secret, for `spotbench exec --key`
-    host_public: pulumi.Output
+    """Keys per run group — a member holds only its own group's private keys, so a VM of
+    one group cannot log in to (or pose as) another group's members — and one operator key
+    pair whose private half exists only in the stack's outputs."""
+
+    groups: dict[str, pulumi.Output]  # group id → Output[SshKeys], secret
+    login_private: pulumi.Output  # the operator key (secret), for `spotbench exec --key`
+    host_public: dict[str, pulumi.Output]  # group id → that group's sshd host public key
 
 
-def mpi_keys(name: str, parent: pulumi.Resource) -> MpiKeys:
-    """A login key pair and an sshd host key for an MPI sweep (pulumi_tls, secrets)."""
+def mpi_keys(name: str, parent: pulumi.Resource, group_ids: list[str]) -> MpiKeys:
+    """Per-group login and sshd host keys and the operator key (pulumi_tls, secrets)."""
     import pulumi_tls as tls
 
     def key(suffix: str) -> tls.PrivateKey:
@@ -240,12 +245,23 @@ def mpi_keys(name: str, parent: pulumi.Resource) -> MpiKeys:
                               opts=pulumi.ResourceOptions(parent=parent, additional_secret_outputs=[
                                   "privateKeyOpenssh", "privateKeyPem"]))
 
-    login, host = key("mpi-ssh"), key("mpi-host")
-    keys = pulumi.Output.secret(pulumi.Output.all(
-        login.private_key_openssh, login.public_key_openssh,
-        host.private_key_openssh, host.public_key_openssh,
-    ).apply(lambda kv: SshKeys(*kv)))
-    return MpiKeys(keys, pulumi.Output.secret(login.private_key_openssh), host.public_key_openssh)
+    operator = key("operator-ssh")
+    groups, hosts = {}, {}
+    for gid in group_ids:
+        login, host = key(f"{gid}-mpi-ssh"), key(f"{gid}-mpi-host")
+        groups[gid] = pulumi.Output.secret(pulumi.Output.all(
+            login.private_key_openssh, login.public_key_openssh,
+            host.private_key_openssh, host.public_key_openssh, operator.public_key_openssh,
+        ).apply(lambda kv: SshKeys(*kv)))
+        hosts[gid] = host.public_key_openssh
+    return MpiKeys(groups, pulumi.Output.secret(operator.private_key_openssh), hosts)
+
+
+def group_known_hosts(addresses: Mapping[str, list[pulumi.Input[str]]],
+                      host_public: Mapping[str, pulumi.Input[str]], port: int) -> pulumi.Output[str]:
+    """known_hosts for every group: each group's host key pinned at its members' addresses."""
+    parts = [known_hosts(addresses[gid], host_public[gid], port) for gid in addresses]
+    return pulumi.Output.all(*parts).apply("".join)
 
 
 def ssh_files(ssh_dir: str, ssh: SshKeys) -> list[dict[str, str]]:
@@ -256,7 +272,9 @@ def ssh_files(ssh_dir: str, ssh: SshKeys) -> list[dict[str, str]]:
     files = [
         {"path": f"{ssh_dir}/id_ed25519", "permissions": "0600", "content": line(ssh.private_openssh)},
         {"path": f"{ssh_dir}/id_ed25519.pub", "permissions": "0644", "content": line(ssh.public_openssh)},
-        {"path": f"{ssh_dir}/authorized_keys", "permissions": "0644", "content": line(ssh.public_openssh)},
+        {"path": f"{ssh_dir}/authorized_keys", "permissions": "0644",
+         "content": line(ssh.public_openssh) + (line(ssh.operator_public_openssh)
+                                                 if ssh.operator_public_openssh else "")},
     ]
     if ssh.host_private_openssh:
         files += [

@@ -28,7 +28,7 @@ from infra.aws.instances import (
 from infra.aws.network import AwsNetwork, AwsNetworkArgs
 from infra.aws.registry import AwsRegistry
 from infra.aws.scheduler import AwsScheduler, AwsSchedulerArgs, schedule_pair
-from infra.common import known_hosts, mpi_keys
+from infra.common import group_known_hosts, mpi_keys
 from spotbench.images import image_name, resolve_image
 from spotbench.plan import sweep_labels
 from spotbench.workload import get_workload
@@ -100,11 +100,10 @@ class AwsSweep(pulumi.ComponentResource):
             pulumi.ResourceOptions(parent=self, provider=self.provider,
                                    depends_on=[ids.scheduler_policy]),
         )
-        ssh = None
+        mpi = None
         workload = get_workload(spec.workload.name)
-        if workload.mpi:
-            mpi = mpi_keys(name, self)
-            ssh = mpi.keys
+        if workload.mpi:  # keys per group: a member holds only its own group's
+            mpi = mpi_keys(name, self, [g.id for g in groups])
         needs = {has_gpu(machine_type(g, m), g.accelerator) for g in groups for m in g.members}
         amis = {gpu: aws.ssm.get_parameter_output(name=ami_parameter(spec, gpu), opts=invoke).value
                 for gpu in sorted(needs)}
@@ -113,12 +112,12 @@ class AwsSweep(pulumi.ComponentResource):
                 g.id,
                 AwsRunGroupArgs(
                     spec=spec, group=g, ips=ips, subnet_id=self.network.subnet.id,
-                    security_group_id=self.network.security_group.id,
+                    security_group_id=self.network.security_groups[g.id].id,
                     instance_profile=ids.instance_profile.name,
                     amis=amis, image=self.registry.url.apply(
                         lambda r, g=g: resolve_image(spec.image, r, g.workload, gpu_of[g.id])),
                     results_url=self.bucket.results_url, done_url=self.functions.urls["done"],
-                    ssh=ssh,
+                    ssh=mpi.groups[g.id] if mpi else None,
                 ),
                 pulumi.ResourceOptions(parent=self, provider=self.provider,
                                        depends_on=[self.network.nat, ids.instance_policy]),
@@ -135,10 +134,11 @@ class AwsSweep(pulumi.ComponentResource):
                       "time_zone": spec.schedule.timezone if spec.schedule else "UTC",
                       "start_expression": start_expr, "stop_expression": stop_expr},
         }
-        if ssh is not None:  # for `spotbench exec/collect --port 2222`: pinned, never TOFU
-            self.outputs["known_hosts"] = known_hosts(list(ips.values()), mpi.host_public,
-                                                      workload.port)
-            self.outputs["ssh_private_key"] = mpi.login_private
+        if mpi is not None:  # for `spotbench exec/collect --port 2222`: pinned, never TOFU
+            self.outputs["known_hosts"] = group_known_hosts(
+                {g.id: [ips[m.name] for m in g.members] for g in groups}, mpi.host_public,
+                workload.port)
+            self.outputs["ssh_private_key"] = mpi.login_private  # the operator's key
         for key_, value in self.outputs.items():
             pulumi.export(key_, value)
         self.register_outputs(self.outputs)

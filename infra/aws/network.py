@@ -2,8 +2,9 @@
 
 Egress (image pulls, the `done` function URL, which is not reachable through PrivateLink)
 goes through one NAT gateway in a small public subnet; S3 traffic takes a free gateway
-endpoint instead. The security group lets members of this sweep reach each other on the
-workload's ports only (`infra.common.workload_ports`); nothing is open to the internet.
+endpoint instead. Each run group has its own security group, which lets the group's members
+reach each other on the workload's ports only (`infra.common.workload_ports`): not another
+group's VMs, nothing from the internet.
 """
 
 from __future__ import annotations
@@ -96,28 +97,33 @@ class AwsNetwork(pulumi.ComponentResource):
             service_name=f"com.amazonaws.{spec.region}.s3",
             route_table_ids=[self.private_rt.id], tags=tagged("s3"), opts=child,
         )
-        self.security_group = aws.ec2.SecurityGroup(
-            f"{name}-members", vpc_id=self.vpc.id,
-            description=f"spotbench {spec.name}: members reach each other on workload ports",
-            tags=tagged("members"), opts=child,
-        )
-        self.ingress = [
-            aws.vpc.SecurityGroupIngressRule(
-                f"{name}-members-{lo}" + (f"-{hi}" if hi != lo else ""),
-                security_group_id=self.security_group.id,
-                referenced_security_group_id=self.security_group.id,
-                ip_protocol="tcp", from_port=lo, to_port=hi,
-                description=f"{spec.workload.name} between members of {spec.name}",
-                tags=tags, opts=child,
+        # one security group per run group, admitting only itself: a VM of another group
+        # reaches neither a member's sshd nor MPI's ports
+        self.security_groups: dict[str, aws.ec2.SecurityGroup] = {}
+        self.ingress: list[aws.vpc.SecurityGroupIngressRule] = []
+        self.egress: list[aws.vpc.SecurityGroupEgressRule] = []
+        for g in spec.plan():
+            sg = self.security_groups[g.id] = aws.ec2.SecurityGroup(
+                f"{name}-members-{g.id}", vpc_id=self.vpc.id,
+                description=f"spotbench {spec.name}: members of group {g.id} reach each other",
+                tags={**tagged(f"members-{g.id}"), "spotbench-group": g.id}, opts=child,
             )
-            for lo, hi in port_ranges(spec.workload.name)
-        ]
-        self.egress = aws.vpc.SecurityGroupEgressRule(
-            f"{name}-egress", security_group_id=self.security_group.id, ip_protocol="-1",
-            cidr_ipv4="0.0.0.0/0", description="image pulls, S3, the done function URL",
-            tags=tags, opts=child,
-        )
+            self.ingress += [
+                aws.vpc.SecurityGroupIngressRule(
+                    f"{name}-members-{g.id}-{lo}" + (f"-{hi}" if hi != lo else ""),
+                    security_group_id=sg.id, referenced_security_group_id=sg.id,
+                    ip_protocol="tcp", from_port=lo, to_port=hi,
+                    description=f"{spec.workload.name} between members of {g.id}",
+                    tags=tags, opts=child,
+                )
+                for lo, hi in port_ranges(spec.workload.name)
+            ]
+            self.egress.append(aws.vpc.SecurityGroupEgressRule(
+                f"{name}-egress-{g.id}", security_group_id=sg.id, ip_protocol="-1",
+                cidr_ipv4="0.0.0.0/0", description="image pulls, S3, the done function URL",
+                tags=tags, opts=child,
+            ))
         self.register_outputs({
-            "vpc_id": self.vpc.id, "subnet_id": self.subnet.id,
-            "security_group_id": self.security_group.id, "nat_gateway_id": self.nat.id,
+            "vpc_id": self.vpc.id, "subnet_id": self.subnet.id, "nat_gateway_id": self.nat.id,
+            "security_group_ids": {gid: sg.id for gid, sg in self.security_groups.items()},
         })

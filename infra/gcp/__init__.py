@@ -21,7 +21,7 @@ from infra.gcp.network import GcpNetwork, GcpNetworkArgs
 from infra.gcp.registry import GcpRegistry
 from infra.gcp.scheduler import GcpScheduler, GcpSchedulerArgs, cron_pair
 from infra.gcp.vms import GcpRunGroup, GcpRunGroupArgs
-from infra.common import known_hosts, mpi_keys
+from infra.common import group_known_hosts, mpi_keys
 from spotbench.clouds.gcp import region_of_zone
 from spotbench.images import resolve_image
 from spotbench.workload import get_workload
@@ -99,11 +99,10 @@ class GcpSweep(pulumi.ComponentResource):
                              start_url=urls["start"], stop_url=urls["stop"]),
             pulumi.ResourceOptions(parent=self, depends_on=list(self.functions.functions.values())),
         )
-        ssh = None
+        mpi = None
         workload = get_workload(spec.workload.name)
-        if workload.mpi:
-            mpi = mpi_keys(name, self)
-            ssh = mpi.keys
+        if workload.mpi:  # keys per group: a member holds only its own group's
+            mpi = mpi_keys(name, self, [g.id for g in groups])
         self.registry = GcpRegistry(f"{name}-registry", sweep=spec.name, project=project,
                                     region=region, opts=child)
         self.groups = {
@@ -113,11 +112,11 @@ class GcpSweep(pulumi.ComponentResource):
                     spec=spec, group=g, project=project, region=region, zone=zone,
                     subnet=self.network.subnet.id, tag=self.network.tag,
                     vm_account=ids.vm.email, results_url=self.bucket.url,
-                    done_url=urls["done"], ssh=ssh,
+                    done_url=urls["done"], ssh=mpi.groups[g.id] if mpi else None,
                     image=resolve_image(spec.image, self.registry.url, g.workload,
                                         gpu=bool(g.accelerator)),
                 ),
-                pulumi.ResourceOptions(parent=self, depends_on=[r for r in [self.network.firewall] if r]),
+                pulumi.ResourceOptions(parent=self, depends_on=list(self.network.firewalls.values())),
             )
             for g in groups
         }
@@ -129,11 +128,11 @@ class GcpSweep(pulumi.ComponentResource):
             "crons": {"start": crons[0], "stop": crons[1],
                       "time_zone": spec.schedule.timezone if spec.schedule else "UTC"},
         }
-        if ssh is not None:  # for `spotbench exec/collect --port 2222`: pinned, never TOFU
-            self.outputs["known_hosts"] = known_hosts(
-                [a.address for grp in self.groups.values() for a in grp.addresses.values()],
+        if mpi is not None:  # for `spotbench exec/collect --port 2222`: pinned, never TOFU
+            self.outputs["known_hosts"] = group_known_hosts(
+                {gid: [a.address for a in grp.addresses.values()] for gid, grp in self.groups.items()},
                 mpi.host_public, workload.port)
-            self.outputs["ssh_private_key"] = mpi.login_private
+            self.outputs["ssh_private_key"] = mpi.login_private  # the operator's key
         for key_, value in self.outputs.items():
             pulumi.export(key_, value)
         self.register_outputs(self.outputs)

@@ -2,8 +2,9 @@
 
 VMs have no external IPs: egress (image pulls, pip) goes through Cloud NAT, Google APIs
 (storage, metadata-identity, the `done` function) through Private Google Access. Ingress
-is only allowed from VMs carrying the sweep's network tag to VMs carrying it, on the
-workload's ports, and from Identity-Aware Proxy's TCP forwarding range (`IAP_RANGE`) to
+is only allowed between the VMs of one run group (each group's VMs carry its own network
+tag, `group_tag`, and a rule per group admits that tag to that tag), on the workload's
+ports — a VM of another group reaches neither its sshd nor MPI's ports — and from Identity-Aware Proxy's TCP forwarding range (`IAP_RANGE`) to
 the ssh ports (`spotbench ssh/exec/collect --via iap`; who may tunnel is IAM's
 `iap.tunnelInstances.accessViaIAP`, granted per VM to `gcp.operators`) — nothing from the
 internet (GCP's implied deny-all covers the rest).
@@ -41,6 +42,12 @@ def ssh_ports(workload: str) -> list[str]:
 
 def member_tag(sweep: str) -> str:
     return f"{sweep}-member"
+
+
+def group_tag(group_id: str) -> str:
+    """The network tag of one run group's VMs: its id (`<sweep>-<key>-t<n>`, already a valid
+    tag: lowercase, digits, '-', starting with a letter, well under 63 characters)."""
+    return group_id
 
 
 @dataclass
@@ -98,18 +105,21 @@ class GcpNetwork(pulumi.ComponentResource):
         )
         ports = workload_ports(spec.workload.name)
         # no ports (e.g. a one-member `container` group): no rule; an empty list would open all
-        self.firewall = None if not ports else gcp.compute.Firewall(
-            f"{name}-members",
-            name=f"{name}-members",
-            network=self.network.id,
-            direction="INGRESS",
-            source_tags=[self.tag],
-            target_tags=[self.tag],
-            allows=[{"protocol": "tcp", "ports": ports}],
-            description="workload traffic between members of this sweep only",
-            project=args.project,
-            opts=child,
-        )
+        self.firewalls = {} if not ports else {
+            g.id: gcp.compute.Firewall(
+                f"{name}-members-{g.id}",
+                name=f"{group_tag(g.id)}-members",
+                network=self.network.id,
+                direction="INGRESS",
+                source_tags=[group_tag(g.id)],
+                target_tags=[group_tag(g.id)],
+                allows=[{"protocol": "tcp", "ports": ports}],
+                description=f"workload traffic between members of group {g.id} only",
+                project=args.project,
+                opts=child,
+            )
+            for g in spec.plan()
+        }
         self.iap_firewall = gcp.compute.Firewall(
             f"{name}-iap-ssh",
             name=f"{name}-iap-ssh",

@@ -17,6 +17,7 @@ import pulumi_gcp as gcp
 from infra.common import member_contexts, workload_env
 from infra.gcp.cloud_init import user_data
 from infra.gcp.functions import GCSFS_ENV
+from infra.gcp.network import group_tag
 from spotbench.plan import RunGroup
 from spotbench.spec import SweepSpec
 
@@ -136,7 +137,7 @@ class GcpRunGroup(pulumi.ComponentResource):
                 project=args.project,
                 machine_type=m.machine_type,
                 labels={**spec.labels, **group.member_labels(m)},
-                tags=[args.tag],
+                tags=[args.tag, group_tag(group.id)],  # IAP ssh: sweep; members: group
                 boot_disk={
                     "auto_delete": True,
                     "initialize_params": {

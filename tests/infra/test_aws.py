@@ -117,16 +117,19 @@ def test_user_data_runs_the_container_with_the_member_context(declare):
 
 
 def test_network_has_no_internet_ingress_and_members_talk_on_workload_ports(declare):
-    _, mocks = sweep(declare)
-    sg = mocks.one("aws:ec2/securityGroup:SecurityGroup")
-    rules = mocks.of_type(INGRESS)
-    assert {(r.inputs["fromPort"], r.inputs["toPort"]) for r in rules} == {
-        (2222, 2222), (50000, 50100)}
-    for r in rules:
-        assert r.inputs["ipProtocol"] == "tcp"
-        assert r.inputs["referencedSecurityGroupId"] == f"{sg.name}-id"
-        assert "cidrIpv4" not in r.inputs
-    assert "ingress" not in sg.inputs
+    spec, mocks = sweep(declare)
+    sgs = mocks.of_type("aws:ec2/securityGroup:SecurityGroup")  # one per run group
+    assert sorted(sg.inputs["tags"]["spotbench-group"] for sg in sgs) == sorted(
+        g.id for g in spec.plan())
+    for sg in sgs:  # each admits only itself, on the workload's ports
+        rules = [r for r in mocks.of_type(INGRESS) if r.inputs["securityGroupId"] == f"{sg.name}-id"]
+        assert {(r.inputs["fromPort"], r.inputs["toPort"]) for r in rules} == {
+            (2222, 2222), (50000, 50100)}
+        for r in rules:
+            assert r.inputs["ipProtocol"] == "tcp"
+            assert r.inputs["referencedSecurityGroupId"] == f"{sg.name}-id"
+            assert "cidrIpv4" not in r.inputs
+        assert "ingress" not in sg.inputs
     for subnet in mocks.of_type("aws:ec2/subnet:Subnet"):
         assert subnet.inputs["mapPublicIpOnLaunch"] is False
     assert mocks.one("aws:ec2/vpcEndpoint:VpcEndpoint").inputs["serviceName"] == (

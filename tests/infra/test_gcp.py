@@ -279,15 +279,18 @@ def test_scheduler_pair_with_oidc(gpu):
 # ---- network, bucket --------------------------------------------------------------------
 def test_firewall_members_only_no_internet(osu):
     fws = {f.inputs["name"]: f.inputs for f in osu.of_type("gcp:compute/firewall:Firewall")}
-    assert set(fws) == {"gcp-osu-net-members", "gcp-osu-net-iap-ssh"}
-    fw = fws["gcp-osu-net-members"]
-    assert fw["direction"] == "INGRESS" and fw["sourceTags"] == fw["targetTags"] == ["gcp-osu-member"]
-    assert "sourceRanges" not in fw
-    assert fw["allows"] == [{"protocol": "tcp", "ports": ["2222", "50000-50100"]}]
+    groups = {v.inputs["labels"]["spotbench-group"] for v in osu.of_type(INSTANCE)}
+    assert set(fws) == {f"{g}-members" for g in groups} | {"gcp-osu-net-iap-ssh"}
+    for g in groups:  # members of a group reach that group only
+        fw = fws[f"{g}-members"]
+        assert fw["direction"] == "INGRESS" and fw["sourceTags"] == fw["targetTags"] == [g]
+        assert "sourceRanges" not in fw
+        assert fw["allows"] == [{"protocol": "tcp", "ports": ["2222", "50000-50100"]}]
     iap = fws["gcp-osu-net-iap-ssh"]  # Identity-Aware Proxy's TCP forwarding range only
     assert iap["sourceRanges"] == ["35.235.240.0/20"] and iap["targetTags"] == ["gcp-osu-member"]
     assert iap["allows"] == [{"protocol": "tcp", "ports": ["22", "2222"]}]
-    assert all(v.inputs["tags"] == ["gcp-osu-member"] for v in osu.of_type(INSTANCE))
+    assert all(v.inputs["tags"] == ["gcp-osu-member", v.inputs["labels"]["spotbench-group"]]
+               for v in osu.of_type(INSTANCE))
     (subnet,) = osu.of_type("gcp:compute/subnetwork:Subnetwork")
     assert subnet.inputs["privateIpGoogleAccess"] is True
     assert len(osu.of_type("gcp:compute/routerNat:RouterNat")) == 1
