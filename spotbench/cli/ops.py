@@ -54,7 +54,8 @@ def status(
     for col in ("group", "state", "members", "zone", "age", "deadline", "last result"):
         table.add_column(col)
     for g in report.groups:
-        members = "\n".join(f"{m.name.removeprefix(g.id + '-')}:{m.role} {m.state}" for m in g.members)
+        members = "\n".join(f"{m.name.removeprefix(g.id + '-')}:{m.role} {m.state}"
+                            + (f" ({m.error})" if m.error else "") for m in g.members)
         deadline = g.deadline.strftime("%Y-%m-%d %H:%M:%SZ") if g.deadline else "-"
         table.add_row(g.id, g.state, members, g.zone or "-", st.fmt_age(g.age_s), deadline, g.last_result or "-")
     console.print(table)

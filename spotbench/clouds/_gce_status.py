@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from spotbench.clouds.base import State
+from spotbench.clouds.base import ErrorKind, State
 
 # GCE instance lifecycle → the common states. GCE's TERMINATED means *stopped* (it can be
 # started again); an instance that no longer exists is reported as State.TERMINATED.
@@ -28,6 +28,14 @@ START_NOOP = frozenset({"RUNNING", "PROVISIONING", "STAGING", "REPAIRING"})
 STOP_NOOP = frozenset({"TERMINATED", "SUSPENDED", "STOPPING", "SUSPENDING"})
 # Statuses an instance must leave before it can be started again.
 SETTLING = frozenset({"STOPPING", "SUSPENDING"})
+
+# GCE error codes of a failed start: no capacity now (spot stockout) vs a quota.
+CAPACITY_CODES = frozenset({
+    "ZONE_RESOURCE_POOL_EXHAUSTED",
+    "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
+    "RESOURCE_POOL_EXHAUSTED",
+    "STOCKOUT",
+})
 
 _LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
@@ -77,3 +85,21 @@ def operation_error(op: object) -> str:
     status = getattr(op, "http_error_status_code", 0)
     suffix = f" (HTTP {status})" if status else ""
     return "; ".join(parts) + suffix
+
+
+def operation_error_kind(op: object) -> ErrorKind | None:
+    """The typed kind of a finished operation's error (None when it succeeded)."""
+    error = getattr(op, "error", None)
+    codes = [str(getattr(e, "code", "")) for e in (getattr(error, "errors", None) or [])]
+    if not codes:
+        return None
+    return error_kind_of_codes(codes)
+
+
+def error_kind_of_codes(codes: Iterable[str]) -> ErrorKind:
+    codes = [c.upper() for c in codes]
+    if any(c in CAPACITY_CODES for c in codes):
+        return ErrorKind.CAPACITY
+    if any("QUOTA" in c for c in codes):
+        return ErrorKind.QUOTA
+    return ErrorKind.API

@@ -8,7 +8,9 @@ It spawns the workload command as the leader of its own process group, records p
 create time in the instance table, and waits on a pidfd (no polling): the moment the
 workload exits it kills what is left of the group and records STOPPED with the exit code.
 A SIGTERM to the supervisor is a stop request (`LocalCloud.stop` sends it): SIGTERM to the
-whole group, SIGKILL after the row's `stop_deadline`.
+whole group, SIGKILL after the row's `stop_deadline`. An instance with `max_run_s` in its
+spec is stopped the same way once it has run that long, whoever else is (or is not) left
+to stop it: the local stand-in for a cloud's max run duration.
 
 `--watch` takes over a workload whose supervisor died (no exit code is available then):
 it polls the group and escalates to SIGKILL at the deadline.
@@ -30,6 +32,15 @@ import psutil
 from spotbench.clouds import local_db as db
 
 WATCH_POLL_S = 0.2
+# The operator's shell settings that must not reach a "VM": SPOTBENCH_RUN (which `spotbench
+# report --run` reads) would make a workload store into that run instead of the open one.
+HOST_ONLY_ENV = frozenset({"SPOTBENCH_RUN"})
+
+
+def workload_env(host: dict[str, str] | os._Environ, spec_env: dict[str, str]) -> dict[str, str]:
+    """The workload's environment: the host's (a local VM shares the machine's tools), less
+    the operator's host-only settings, plus the instance's own."""
+    return {**{k: v for k, v in host.items() if k not in HOST_ONLY_ENV}, **spec_env}
 
 
 def _say(msg: str) -> None:
@@ -60,12 +71,13 @@ class Supervisor:
         self.termed = False
         self.killed = False
         self.deadline: float | None = None
+        self.run_deadline: float | None = None  # max_run_s after the start
         self.escaped: list[psutil.Process] = []  # descendants that left the group
 
     def _me(self) -> dict[str, object]:
         return {"sup_pid": os.getpid(), "sup_ctime": db.create_time(os.getpid())}
 
-    def _finish(self, detail: str, exit_code: int | None = None) -> None:
+    def _finish(self, detail: str, exit_code: int | None = None, error: str | None = None) -> None:
         with db.transaction(self.conn):
             row = db.get(self.conn, self.name)
             if row is None or row.token != self.token:
@@ -73,7 +85,7 @@ class Supervisor:
                 return
             state = "TERMINATED" if row.terminating else "STOPPED"
             db.update(self.conn, self.name, self.token, state=state, detail=detail, exit_code=exit_code,
-                      pid=None, sup_pid=None, stop_deadline=None, stopped_at=time.time())
+                      error=error, pid=None, sup_pid=None, stop_deadline=None, stopped_at=time.time())
         _say(f"{self.name}: {state} ({detail})")
 
     # --- run: spawn and watch ------------------------------------------------------------
@@ -92,15 +104,17 @@ class Supervisor:
             command = row.spec["command"]
             _say(f"{self.name}: starting {command!r}")
             try:
-                proc = subprocess.Popen(command, env={**os.environ, **row.spec.get("env", {})},
+                proc = subprocess.Popen(command, env=workload_env(os.environ, row.spec.get("env", {})),
                                         cwd=row.spec.get("cwd"), stdin=subprocess.DEVNULL,
                                         start_new_session=True)
             except OSError as exc:
-                db.update(self.conn, self.name, self.token, state="STOPPED", sup_pid=None,
+                db.update(self.conn, self.name, self.token, state="STOPPED", sup_pid=None, error="crashed",
                           detail=f"could not start {command[0]!r}: {exc}", stopped_at=time.time())
                 _say(f"{self.name}: could not start: {exc}")
                 return
             self.pid, self.ctime = proc.pid, db.create_time(proc.pid)
+            if row.spec.get("max_run_s"):
+                self.run_deadline = time.time() + float(row.spec["max_run_s"])
             proc.returncode = 0  # we reap it ourselves; keep Popen.__del__ out of it
             db.update(self.conn, self.name, self.token, state="RUNNING", pid=self.pid, ctime=self.ctime,
                       started_at=time.time(), detail="", exit_code=None, **self._me())
@@ -121,7 +135,8 @@ class Supervisor:
                 info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG)
                 if info is not None:  # peeked, not reaped: the zombie leader keeps the pgid ours
                     return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
-                timeout = None if self.deadline is None else max(0.0, self.deadline - time.time())
+                wake = self.deadline if self.termed else self.run_deadline
+                timeout = None if wake is None else max(0.0, wake - time.time())
                 if pidfd is None:
                     timeout = WATCH_POLL_S / 4 if timeout is None else min(timeout, WATCH_POLL_S / 4)
                 events = sel.select(timeout)
@@ -130,6 +145,10 @@ class Supervisor:
                     self._on_stop_request()
                 elif self.deadline is not None and time.time() >= self.deadline:
                     self._kill()
+                elif (not self.termed and self.run_deadline is not None
+                      and time.time() >= self.run_deadline):
+                    _say(f"{self.name}: ran past its max run time: stopping it")
+                    self._on_stop_request("stopping: ran past its max run time")
         finally:
             sel.close()
             if pidfd is not None:
@@ -142,7 +161,7 @@ class Supervisor:
         except BlockingIOError:
             pass
 
-    def _on_stop_request(self) -> None:
+    def _on_stop_request(self, why: str = "stopping (supervisor signalled)") -> None:
         with db.transaction(self.conn):
             row = db.get(self.conn, self.name)
             if row is None or row.token != self.token:
@@ -151,7 +170,7 @@ class Supervisor:
             if row.state != "STOPPING" or deadline is None:  # a signal not sent by LocalCloud.stop
                 deadline = time.time() + self.grace
                 db.update(self.conn, self.name, self.token, state="STOPPING", stop_deadline=deadline,
-                          detail="stopping (supervisor signalled)")
+                          detail=why)
         self.deadline = deadline if self.deadline is None else min(self.deadline, deadline)
         if not self.termed:
             self.termed = True
@@ -182,13 +201,15 @@ class Supervisor:
         _killpg(self.pid, signal.SIGKILL)  # a powered-off VM keeps no stragglers
         db.signal_processes(self.escaped, signal.SIGKILL)
         os.waitpid(self.pid, 0)
+        error = None
         if not self.termed:
             detail = f"exited with code {rc}" if rc >= 0 else f"killed by {db.signame(-rc)}"
+            error = _exit_error(rc)
         elif killed:
             detail = "stopped: still running when the grace period ended, killed with SIGKILL"
         else:
             detail = f"stopped: exit code {rc}" if rc >= 0 else f"stopped: {db.signame(-rc)}"
-        self._finish(detail, rc)
+        self._finish(detail, rc, error)
 
     # --- watch: take over an orphaned workload -----------------------------------------
 
@@ -207,6 +228,17 @@ class Supervisor:
             time.sleep(WATCH_POLL_S)
         how = "killed with SIGKILL after the grace period" if self.killed else "exited"
         self._finish(f"stopped: {how} (exit code unknown: its supervisor was lost)")
+
+
+def _exit_error(rc: int) -> str | None:
+    """The error kind of a workload that ended on its own (not stopped by the cloud):
+    SIGTERM from outside (or the 143 a workload exits with after handling it) is the local
+    stand-in for a spot reclaim; any other non-zero end is a crash."""
+    if rc == 0:
+        return None
+    if rc in (-signal.SIGTERM, 128 + signal.SIGTERM):
+        return "preempted"
+    return "crashed"
 
 
 def main(argv: list[str] | None = None) -> int:

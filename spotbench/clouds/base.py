@@ -24,18 +24,55 @@ class State(StrEnum):
 ACTIVE = frozenset({State.PENDING, State.RUNNING, State.STOPPING})
 
 
+class ErrorKind(StrEnum):
+    """Why an instance is not doing what was asked: what control code branches on.
+
+    The cloud's own words stay in `Instance.detail` for humans; code never parses them.
+    """
+
+    CAPACITY = "capacity"  # no capacity for this machine type/zone now (spot stockout): retry later
+    QUOTA = "quota"  # a project/account quota or limit: retrying will not help until it is raised
+    PREEMPTED = "preempted"  # the cloud took the VM back (spot reclaim) or it was stopped from outside
+    CRASHED = "crashed"  # the workload exited with an error, was killed, or could not start
+    API = "api"  # the cloud's API failed or an operation did not finish in time (transient)
+    GONE = "gone"  # the instance no longer exists (deleted/terminated): redeploy it
+
+
+# Errors that mean "the cloud could not run it now": the group was not started.
+UNAVAILABLE = frozenset({ErrorKind.CAPACITY, ErrorKind.QUOTA, ErrorKind.API, ErrorKind.GONE})
+
+
 @dataclass(frozen=True)
 class Instance:
+    """One VM (or local process) as a cloud reports it.
+
+    `name` is the cloud's name for it (GCE instance name, EC2 instance id, local name), `id`
+    the provider's unique id when it has one; `member` is the plan's member name; `error` is
+    the typed outcome of the last verb or of the VM's last life (None: nothing went wrong);
+    `detail` is the cloud's own words about it.
+    """
+
     name: str
     state: State
     labels: Mapping[str, str] = field(default_factory=dict)
     zone: str | None = None
     ip: str | None = None
-    detail: str = ""  # e.g. a capacity error, an exit code
+    detail: str = ""  # e.g. the capacity error's message, an exit code
     id: str | None = None  # the provider's unique id (GCE's numeric id), when it has one
+    error: ErrorKind | None = None
+
+    @property
+    def member(self) -> str:
+        """The plan's member name (AWS names instances by id and tags the member as `Name`)."""
+        return self.labels.get("Name") or self.name
 
     def group(self) -> str | None:
         return self.labels.get("spotbench-group")
+
+    @property
+    def unavailable(self) -> bool:
+        """Asked to start, the cloud could not run it (capacity, quota, API, gone)."""
+        return self.state not in ACTIVE and self.error in UNAVAILABLE
 
 
 @runtime_checkable

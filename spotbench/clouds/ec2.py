@@ -20,7 +20,7 @@ from typing import Any
 import boto3
 from botocore.exceptions import ClientError, WaiterError
 
-from spotbench.clouds.base import Instance, State
+from spotbench.clouds.base import ErrorKind, Instance, State
 
 EC2_STATES: dict[str, State] = {
     "pending": State.PENDING,
@@ -40,11 +40,12 @@ CAPACITY_ERRORS = frozenset({
     "InsufficientReservedInstanceCapacity",
     "InsufficientCapacityOnOutpost",
     "SpotMaxPriceTooLow",
-    "MaxSpotInstanceCountExceeded",
     "IncorrectSpotRequestState",
     "Unsupported",
 })
 TRANSIENT_STATE_ERRORS = frozenset({"IncorrectInstanceState", "IncorrectState"})
+# Account limits: reported per instance as quota (the next tick will not clear them).
+QUOTA_ERRORS = frozenset({"InstanceLimitExceeded", "VcpuLimitExceeded", "MaxSpotInstanceCountExceeded"})
 
 
 class AwsCloudError(RuntimeError):
@@ -126,7 +127,7 @@ class AwsCloud:
         except ClientError as exc:
             raise _fatal(exc, getattr(fn, "__name__", "EC2 call")) from exc
 
-    def _act(self, fn: Callable[..., Any], ids: list[str]) -> dict[str, str]:
+    def _act(self, fn: Callable[..., Any], ids: list[str]) -> dict[str, tuple[str, ErrorKind]]:
         """Call `fn` for all ids at once; if EC2 refuses the batch, retry one by one so a
         capacity error on one instance does not hold back the others. Returns the ids that
         failed with a per-instance reason."""
@@ -136,18 +137,18 @@ class AwsCloud:
             fn(InstanceIds=ids)
             return {}
         except ClientError as exc:
-            if _code(exc) not in CAPACITY_ERRORS | TRANSIENT_STATE_ERRORS:
+            if _code(exc) not in CAPACITY_ERRORS | QUOTA_ERRORS | TRANSIENT_STATE_ERRORS:
                 raise _fatal(exc, fn.__name__) from exc
             if len(ids) == 1:
-                return {ids[0]: _detail(exc)}
-        details: dict[str, str] = {}
+                return {ids[0]: _failure(exc)}
+        details: dict[str, tuple[str, ErrorKind]] = {}
         for instance_id in ids:
             try:
                 fn(InstanceIds=[instance_id])
             except ClientError as exc:
-                if _code(exc) not in CAPACITY_ERRORS | TRANSIENT_STATE_ERRORS:
+                if _code(exc) not in CAPACITY_ERRORS | QUOTA_ERRORS | TRANSIENT_STATE_ERRORS:
                     raise _fatal(exc, fn.__name__) from exc
-                details[instance_id] = _detail(exc)
+                details[instance_id] = _failure(exc)
         return details
 
     def _wait(self, waiter_name: str, ids: list[str]) -> None:
@@ -162,7 +163,8 @@ class AwsCloud:
         except WaiterError:
             pass  # bounded: report the instances as they are now; the next tick looks again
 
-    def _refresh(self, before: list[dict], details: Mapping[str, str]) -> list[Instance]:
+    def _refresh(self, before: list[dict],
+                 details: Mapping[str, tuple[str, ErrorKind]]) -> list[Instance]:
         ids = [r["InstanceId"] for r in before]
         try:
             now = {r["InstanceId"]: r for r in self._describe({}, ids=ids)} if ids else {}
@@ -171,7 +173,7 @@ class AwsCloud:
         out = []
         for raw in before:
             current = now.get(raw["InstanceId"], raw)
-            out.append(_to_instance(current, details.get(raw["InstanceId"], "")))
+            out.append(_to_instance(current, details.get(raw["InstanceId"])))
         return out
 
 
@@ -183,7 +185,21 @@ def _detail(exc: ClientError) -> str:
     message = exc.response.get("Error", {}).get("Message", "")
     if _code(exc) in CAPACITY_ERRORS:
         return f"{_code(exc)}: {message} (no capacity now; retried on the next tick)"
+    if _code(exc) in QUOTA_ERRORS:
+        return f"{_code(exc)}: {message} (an account limit: raise it in Service Quotas)"
     return f"{_code(exc)}: {message} (retried on the next tick)"
+
+
+def _failure(exc: ClientError) -> tuple[str, ErrorKind]:
+    """A per-instance failure: the cloud's words and the typed kind."""
+    code = _code(exc)
+    if code in CAPACITY_ERRORS:
+        kind = ErrorKind.CAPACITY
+    elif code in QUOTA_ERRORS:
+        kind = ErrorKind.QUOTA
+    else:
+        kind = ErrorKind.API
+    return _detail(exc), kind
 
 
 def _fatal(exc: ClientError, what: str) -> AwsCloudError:
@@ -198,7 +214,7 @@ def _fatal(exc: ClientError, what: str) -> AwsCloudError:
     return AwsCloudError(f"EC2 {what} failed: {code}: {message}{hint}")
 
 
-def _to_instance(raw: Mapping[str, Any], detail: str = "") -> Instance:
+def _to_instance(raw: Mapping[str, Any], failure: tuple[str, ErrorKind] | None = None) -> Instance:
     tags = {t["Key"]: t["Value"] for t in raw.get("Tags", []) or []}
     return Instance(
         name=raw["InstanceId"],
@@ -206,5 +222,12 @@ def _to_instance(raw: Mapping[str, Any], detail: str = "") -> Instance:
         labels=tags,
         zone=raw.get("Placement", {}).get("AvailabilityZone"),
         ip=raw.get("PrivateIpAddress"),
-        detail=detail,
+        detail=failure[0] if failure else "",
+        error=failure[1] if failure else _reclaimed(raw),
     )
+
+
+def _reclaimed(raw: Mapping[str, Any]) -> ErrorKind | None:
+    """EC2 says why a spot instance stopped: `Server.SpotInstanceShutdown`/`…Termination`."""
+    code = str((raw.get("StateReason") or {}).get("Code", ""))
+    return ErrorKind.PREEMPTED if code.startswith("Server.SpotInstance") else None

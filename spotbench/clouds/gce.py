@@ -27,12 +27,14 @@ from spotbench.clouds._gce_status import (
     START_NOOP,
     STATUS_MAP,
     STOP_NOOP,
+    error_kind_of_codes,
     label_filter,
     operation_error,
+    operation_error_kind,
     short_zone,
     zone_allowed,
 )
-from spotbench.clouds.base import Instance, State, matches
+from spotbench.clouds.base import ErrorKind, Instance, State, matches
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -156,7 +158,8 @@ class GcpCloud:
                 return act(raw, deadline)
             except _PER_INSTANCE as exc:
                 log.warning("%s %s failed: %s", verb, raw.name, exc)
-                return _to_instance(self._get_or(raw), f"{verb} failed: {_describe(exc)}")
+                return _to_instance(self._get_or(raw), f"{verb} failed: {_describe(exc)}",
+                                    error=_exception_kind(exc))
 
         with ThreadPoolExecutor(max_workers=min(self.max_workers, len(found))) as pool:
             return list(pool.map(guarded, found))
@@ -168,7 +171,8 @@ class GcpCloud:
         if raw.status in SETTLING:  # GCE refuses to start a stopping instance: let it stop
             raw = self._settle(raw, deadline)
             if raw.status in SETTLING:
-                return _to_instance(raw, f"still {raw.status} after {self.timeout_s:g}s")
+                return _to_instance(raw, f"still {raw.status} after {self.timeout_s:g}s",
+                                    error=ErrorKind.API)
         call = (
             self._instances.resume_unary
             if raw.status == "SUSPENDED"
@@ -200,21 +204,25 @@ class GcpCloud:
         self, raw: compute_v1.Instance, op: compute_v1.Operation, deadline: float
     ) -> Instance:
         """Wait for `op`, then report the instance as it is now (with the op's error)."""
-        detail = self._wait(short_zone(raw.zone), op, deadline)
+        detail, error = self._wait(short_zone(raw.zone), op, deadline)
         try:
             fresh = self._get(raw)
         except gexc.NotFound:
-            return _to_instance(raw, detail, state=State.TERMINATED)
-        return _to_instance(fresh, detail)
+            return _to_instance(raw, detail, state=State.TERMINATED, error=error)
+        return _to_instance(fresh, detail, error=error)
 
-    def _wait(self, zone: str, op: compute_v1.Operation, deadline: float) -> str:
-        """Wait until `op` is DONE or the deadline passes; its error (or timeout) as text."""
+    def _wait(
+        self, zone: str, op: compute_v1.Operation, deadline: float
+    ) -> tuple[str, ErrorKind | None]:
+        """Wait until `op` is DONE or the deadline passes; its error (or timeout) as text
+        and kind."""
         while op.status != _DONE:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return (
                     f"operation {op.name} not done after {self.timeout_s:g}s; follow it with "
-                    f"`gcloud compute operations describe {op.name} --zone {zone}`"
+                    f"`gcloud compute operations describe {op.name} --zone {zone}`",
+                    ErrorKind.API,
                 )
             asked = time.monotonic()
             try:
@@ -229,7 +237,7 @@ class GcpCloud:
                 continue
             if op.status != _DONE and time.monotonic() - asked < self.poll_s:
                 time.sleep(min(self.poll_s, max(0.0, deadline - time.monotonic())))
-        return operation_error(op)
+        return operation_error(op), operation_error_kind(op)
 
     def _settle(self, raw: compute_v1.Instance, deadline: float) -> compute_v1.Instance:
         while raw.status in SETTLING and time.monotonic() < deadline:
@@ -260,7 +268,10 @@ class GcpCloud:
 
 
 def _to_instance(
-    raw: compute_v1.Instance, detail: str = "", state: State | None = None
+    raw: compute_v1.Instance,
+    detail: str = "",
+    state: State | None = None,
+    error: ErrorKind | None = None,
 ) -> Instance:
     if state is None:
         state = STATUS_MAP.get(raw.status)
@@ -276,7 +287,17 @@ def _to_instance(
         ip=(nics[0].network_i_p or None) if nics else None,
         detail=detail,
         id=str(raw.id) if raw.id else None,
+        error=error,
     )
+
+
+def _exception_kind(exc: BaseException) -> ErrorKind:
+    if isinstance(exc, gexc.NotFound):
+        return ErrorKind.GONE
+    if isinstance(exc, gexc.GoogleAPICallError):
+        reasons = [str(e.get("reason", "")) for e in (exc.errors or []) if isinstance(e, dict)]
+        return error_kind_of_codes([*reasons, exc.message or ""])
+    return ErrorKind.API
 
 
 def _describe(exc: BaseException) -> str:

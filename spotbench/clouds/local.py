@@ -15,6 +15,7 @@ reconcile from the process table (pid + create time, so reused PIDs are never to
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import spotbench
 from spotbench._private import open_private_append, private_dir
 from spotbench.clouds import local_db as db
-from spotbench.clouds.base import ACTIVE, Instance, State, Sweeper, matches
+from spotbench.clouds.base import ACTIVE, ErrorKind, Instance, State, Sweeper, matches
 from spotbench.clouds.provider import FunctionSettings, Provider, env_of
 
 if TYPE_CHECKING:
@@ -54,6 +55,7 @@ class LocalInstanceSpec:
     env: dict[str, str] = field(default_factory=dict)  # on top of os.environ
     cwd: str | None = None
     ip: str = "127.0.0.1"
+    max_run_s: float | None = None  # the supervisor stops it after this long (like GCE max-run-duration)
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -62,7 +64,8 @@ class LocalInstanceSpec:
             raise ValueError(f"local instance {self.name!r}: command must be a non-empty list of strings")
 
     def to_json(self) -> str:
-        return json.dumps({"command": list(self.command), "env": dict(self.env), "cwd": self.cwd, "ip": self.ip})
+        return json.dumps({"command": list(self.command), "env": dict(self.env), "cwd": self.cwd, "ip": self.ip,
+                           "max_run_s": self.max_run_s})
 
 
 class LocalCloud:
@@ -99,7 +102,7 @@ class LocalCloud:
                         (spec.name, labels, spec.to_json(), State.STOPPED.value, now))
                 elif row.state == State.TERMINATED:
                     db.update(conn, spec.name, labels=labels, spec=spec.to_json(), state=State.STOPPED.value,
-                              terminating=0, detail="deployed again", token=None)
+                              terminating=0, detail="deployed again", error=None, token=None)
                 else:
                     db.update(conn, spec.name, labels=labels, spec=spec.to_json())
             return [self._instance(db.get(conn, s.name)) for s in specs]
@@ -110,11 +113,12 @@ class LocalCloud:
         with self._txn() as conn:
             for row in self._select(conn, labels):
                 if row.state == State.TERMINATED or row.terminating:
-                    out.append(self._instance(row, "not started: the instance is terminated; deploy it again"))
+                    out.append(self._instance(row, "not started: the instance is terminated; deploy it again",
+                                              ErrorKind.GONE))
                     continue
                 if row.state == State.STOPPED:
                     token = uuid.uuid4().hex
-                    db.update(conn, row.name, state=State.PENDING.value, token=token, detail="",
+                    db.update(conn, row.name, state=State.PENDING.value, token=token, detail="", error=None,
                               sup_pid=None, sup_ctime=None, sup_spawned_at=time.time(), pid=None,
                               ctime=None, exit_code=None, stop_deadline=None, started_at=None, stopped_at=None)
                     self._spawn(row.name, token)
@@ -152,6 +156,17 @@ class LocalCloud:
                 want = "/".join(sorted(s.value for s in states))
                 raise TimeoutError(f"after {timeout:g} s not {want}: {who}")
             time.sleep(WAIT_POLL_S)
+
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        """The sweep's control lock: start/stop/done hold it from reading the state to acting
+        on it (a file lock, so it serializes every thread and process of the machine)."""
+        fd = os.open(self.db_path.with_suffix(".lock"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
 
     # --- internals -----------------------------------------------------------------------
 
@@ -201,8 +216,10 @@ class LocalCloud:
         if row.state not in ACTIVE or self._supervised(row):
             return row
         members = db.group_members(row.pid, row.ctime) if row.pid else []
+        error = None
         if not row.pid:
             detail = f"supervisor did not start; see {self.log_path(row.name)}"
+            error = ErrorKind.CRASHED.value
         elif not members:
             detail = "stopped: exited, exit code unknown (its supervisor was lost)"
         elif row.state == State.STOPPING and row.stop_deadline and time.time() >= row.stop_deadline:
@@ -214,7 +231,7 @@ class LocalCloud:
                 db.update(conn, row.name, detail=lost)
             return db.get(conn, row.name) or row
         db.update(conn, row.name, state=(State.TERMINATED if row.terminating else State.STOPPED).value,
-                  detail=detail, pid=None, sup_pid=None, token=None, stop_deadline=None, stopped_at=time.time())
+                  detail=detail, error=error, pid=None, sup_pid=None, token=None, stop_deadline=None, stopped_at=time.time())
         return db.get(conn, row.name) or row
 
     def _spawn(self, name: str, token: str, watch: bool = False) -> None:
@@ -239,10 +256,12 @@ class LocalCloud:
         with closing(db.connect(self.db_path)) as conn, db.transaction(conn):
             yield conn
 
-    def _instance(self, row: db.Row | None, detail: str | None = None) -> Instance:
+    def _instance(self, row: db.Row | None, detail: str | None = None,
+                  error: ErrorKind | None = None) -> Instance:
         assert row is not None
         return Instance(name=row.name, state=State(row.state), labels=dict(row.labels), zone="local",
-                        ip=row.spec.get("ip"), detail=row.detail if detail is None else detail)
+                        ip=row.spec.get("ip"), detail=row.detail if detail is None else detail,
+                        error=error or (ErrorKind(row.error) if row.error else None))
 
 
 def _prepend(path: str, current: str | None) -> str:

@@ -35,6 +35,7 @@ CREATE TABLE IF NOT EXISTS instances (
     spec TEXT NOT NULL,            -- JSON: command, env, cwd, ip
     state TEXT NOT NULL,
     detail TEXT NOT NULL DEFAULT '',
+    error TEXT,                    -- ErrorKind value of the last life, NULL when none
     terminating INTEGER NOT NULL DEFAULT 0,
     token TEXT,
     sup_pid INTEGER, sup_ctime REAL, sup_spawned_at REAL,
@@ -54,6 +55,7 @@ class Row:
     spec: dict[str, Any]
     state: str
     detail: str
+    error: str | None
     terminating: bool
     token: str | None
     sup_pid: int | None
@@ -89,6 +91,9 @@ def connect(path: str | Path) -> sqlite3.Connection:
         conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute(SCHEMA)
+    columns = {r[1] for r in conn.execute("PRAGMA table_info(instances)")}
+    if "error" not in columns:  # a table made by an older spotbench
+        conn.execute("ALTER TABLE instances ADD COLUMN error TEXT")
     return conn
 
 

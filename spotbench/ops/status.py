@@ -29,6 +29,7 @@ class MemberStatus:
     zone: str | None = None
     ip: str | None = None
     detail: str = ""
+    error: str | None = None  # the typed outcome (ErrorKind value): capacity, preempted, …
 
 
 @dataclass
@@ -73,9 +74,8 @@ def _iso(value: Any) -> Any:
 
 
 def member_name(inst: Instance) -> str:
-    """The plan's member name of an instance (AWS names instances by id and carries the
-    member name in its `Name` tag)."""
-    return inst.labels.get("Name") or inst.name
+    """The plan's member name of an instance (see `Instance.member`)."""
+    return inst.member
 
 
 def group_state(members: list[MemberStatus]) -> str:
@@ -144,7 +144,8 @@ def _group(group: RunGroup, found: list[Instance], store: ResultStore, run: RunI
     for m in group.members:
         inst = by_name.pop(m.name, None)
         members.append(
-            MemberStatus(m.name, m.role, inst.state.value, inst.zone, inst.ip, inst.detail)
+            MemberStatus(m.name, m.role, inst.state.value, inst.zone, inst.ip, inst.detail,
+                         str(inst.error) if inst.error else None)
             if inst else MemberStatus(m.name, m.role, "MISSING")
         )
     for extra in by_name.values():  # labelled with this group but not in the plan

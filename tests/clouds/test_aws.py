@@ -150,6 +150,7 @@ def test_capacity_error_on_one_instance_is_reported_not_raised(ec2, cloud):
     assert result[a2].state == State.STOPPED
     assert "InsufficientInstanceCapacity" in result[a2].detail
     assert "next tick" in result[a2].detail
+    assert result[a2].error == "capacity" and result[a1].error is None
 
 
 def test_permission_errors_raise_with_a_hint(ec2, cloud):

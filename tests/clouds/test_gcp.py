@@ -106,6 +106,8 @@ def test_a_failing_operation_is_reported_for_that_instance_only(fake):
     assert got["g1-a"].state is State.RUNNING and got["g1-a"].detail == ""
     assert got["g1-b"].state is State.STOPPED  # unchanged
     assert "ZONE_RESOURCE_POOL_EXHAUSTED" in got["g1-b"].detail
+    assert got["g1-b"].error == "capacity" and got["g1-b"].unavailable  # typed: control branches on it
+    assert got["g1-a"].error is None
     assert fake.status("us-central1-b", "g1-b") == "TERMINATED"
 
 
@@ -115,6 +117,7 @@ def test_an_api_error_is_reported_not_raised(fake):
     assert got["g1-a"].state is State.RUNNING
     assert got["g1-b"].state is State.STOPPED
     assert got["g1-b"].detail.startswith("start failed: HTTP 400")
+    assert got["g1-b"].error == "api"
     assert sum(p.endswith("/g1-b/start") for _, p in fake.calls) == 1
 
 

@@ -361,3 +361,39 @@ def test_no_zombies_or_children_are_left_in_the_caller(cloud, tmp_path):
     children = psutil.Process().children(recursive=True)
     assert [c for c in children if c.status() == psutil.STATUS_ZOMBIE] == []
     assert not any("_local_supervisor" in " ".join(c.cmdline()) for c in children if c.is_running())
+
+
+# ---- typed outcomes and the host's environment (issue 14) ---------------------------------
+def test_each_way_an_instance_ends_has_a_typed_error_kind(cloud, tmp_path):
+    ready = tmp_path / "ready"
+    deploy(cloud, "ok", py("print('fine')"), role="x")
+    deploy(cloud, "bad", py("import sys; sys.exit(3)"), role="y")
+    deploy(cloud, "nope", [str(tmp_path / "no-such-binary")], role="z")
+    deploy(cloud, "reclaimed", py(f"import pathlib, time; pathlib.Path({str(ready)!r}).touch(); time.sleep(60)"),
+           role="w")
+    cloud.start({})
+    wait_for(ready.exists, what="workload ready")
+    [victim] = [i for i in cloud.query({"role": "w"})]
+    with closing(db.connect(cloud.db_path)) as conn:
+        pid = db.get(conn, victim.name).pid
+    os.kill(pid, signal.SIGTERM)  # from outside, as a spot reclaim delivers it
+    got = {i.name: i for i in cloud.wait({}, {State.STOPPED}, T)}
+    assert {n: (i.error and str(i.error)) for n, i in got.items()} == {
+        "ok": None, "bad": "crashed", "nope": "crashed", "reclaimed": "preempted"}
+    cloud.start({"role": "x"})
+    cloud.stop({"role": "x"})  # stopped by the cloud: not an error
+    [ok] = cloud.wait({"role": "x"}, {State.STOPPED}, T)
+    assert ok.error is None and ok.member == "ok"
+    cloud.terminate({"role": "y"})
+    [gone_one] = cloud.start({"role": "y"})
+    assert gone_one.error == "gone" and gone_one.unavailable
+
+
+def test_the_operators_spotbench_run_does_not_reach_workloads(cloud, tmp_path, monkeypatch):
+    out = tmp_path / "env.txt"
+    monkeypatch.setenv("SPOTBENCH_RUN", "20200101T000000Z")  # e.g. set for `spotbench report`
+    deploy(cloud, "w", py(f"import os, pathlib; pathlib.Path({str(out)!r}).write_text("
+                          "os.environ.get('SPOTBENCH_RUN', 'unset') + ' ' + os.environ['X_TEST'])"))
+    cloud.start({})
+    cloud.wait({}, {State.STOPPED}, T)
+    assert out.read_text() == "unset w"
