@@ -183,6 +183,9 @@ def handle(action: str, body: Any, caller: Caller, config: FunctionConfig) -> tu
         return 200, fn(config.sweep, caller, body)
     except control.BadRequest as exc:
         return 400, {"error": str(exc)}
+    except control.StoreError as exc:  # read-only, full, unreachable: say so, the caller retries
+        log.error("%s: %s", action, exc)
+        return 503, {"error": f"{action}: {exc}"}
     except Unauthorized as exc:
         return 401, {"error": str(exc)}
     except Forbidden as exc:

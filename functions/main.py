@@ -82,6 +82,10 @@ def _serve(action: str, request: flask.Request) -> flask.Response:
         body = parse_body(_read_body(request))
     except BadBody as exc:
         return _reply(exc.status, {"error": str(exc)})
+    scheduled = request.headers.get("X-CloudScheduler-ScheduleTime")
+    if action == "start" and scheduled and caller.kind == "scheduler" and isinstance(body, dict | None):
+        body = {**(body or {})}  # Cloud Scheduler's body is fixed; its tick time is a header
+        body.setdefault("tick", scheduled)
     status, payload = handle(action, body, caller, config)
     return _reply(status, payload)
 

@@ -5,11 +5,22 @@ authenticated the caller. Every action is idempotent, because schedulers deliver
 least once:
 
 - `start` (scheduler tick): opens a run (or reuses the open one) and starts pending
-  groups, as many as `spec.max_concurrency` allows and the budget admits.
+  groups, as many as `spec.max_concurrency` allows and the budget admits. A tick whose
+  time already opened a run that is now closed is a duplicate delivery: nothing starts.
+  With `run` in the body (the local runner's kick) it only continues that run.
 - `done` (a member VM, after storing its results): stops exactly the caller's group, then
   starts the next pending group of the open run.
 - `stop` (deadline tick, or the local runner's per-group deadline): stops the given
-  groups, or every running group of the sweep and closes the run.
+  groups, or every running group of the sweep and closes every open run.
+
+Every action holds the cloud's control lock (`Cloud.lock`, when it has one) from reading
+the state to acting on it, so two calls never both see a free slot. A group starts only
+when none of its members is still running or stopping (a group that is stopping is never
+half-restarted), and only as a whole: if the cloud cannot run one member (capacity, quota)
+the members that did start are stopped again and the group stays pending. A group whose
+member ended with an error while the others run is broken: the next action stops it.
+Stored attempts that ran while more groups ran than `max_concurrency` allows are flagged
+contaminated: they do not count as complete and the report leaves them out.
 
 A run is over when every group has stored a complete result, or at the stop tick;
 pending groups of a closed run wait for the next start tick (e.g. after a budget raise).
@@ -17,20 +28,21 @@ pending groups of a closed run wait for the next start tick (e.g. after a budget
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from spotbench.auth import Caller, Forbidden
 from spotbench.clouds import get_provider
-from spotbench.clouds.base import ACTIVE, Cloud, Instance, State
+from spotbench.clouds.base import ACTIVE, Cloud, ErrorKind, Instance, State
 from spotbench.plan import GROUP_LABEL, RunGroup, sweep_labels
-from spotbench.results import ResultStore, utcnow
+from spotbench.results import ResultStore, StoreError, utcnow
 from spotbench.spec import SweepSpec
 
 log = logging.getLogger("spotbench.control")
@@ -42,6 +54,9 @@ BudgetCheck = Callable[[SweepSpec, ResultStore, list[Instance], RunGroup, dateti
 
 class BadRequest(ValueError):
     """The request body is not what the action takes (HTTP 400)."""
+
+
+__all__ = ["BadRequest", "StoreError", "Sweep", "done", "start", "stop"]
 
 
 @dataclass
@@ -63,6 +78,14 @@ class Sweep:
 
             self.budget_check = functools.partial(check_budget, prices=self.prices)
 
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """The cloud's control lock (the local cloud: a file lock beside its database).
+        Clouds without one rely on the contamination check of stored attempts."""
+        lock = getattr(self.cloud, "lock", None)
+        with lock() if lock is not None else contextlib.nullcontext():
+            yield
+
 
 # ---- request bodies -------------------------------------------------------------------
 class _Body(BaseModel):
@@ -70,12 +93,13 @@ class _Body(BaseModel):
 
 
 class StartBody(_Body):
-    tick: str | None = None  # the scheduler's time for the tick (informational)
+    tick: str | None = None  # the scheduler's time for the tick: a repeat after its run closed is ignored
     sweep: str | None = None  # when given (cloud schedulers send it), must be this sweep
+    run: str | None = None  # continue only this run (the local runner's kick); closed → nothing starts
 
 
 class StopBody(_Body):
-    groups: list[str] | None = None  # None: every group of the sweep, and close the run
+    groups: list[str] | None = None  # None: every group of the sweep, and close the run; []: nothing
     reason: str = "deadline"
     sweep: str | None = None
 
@@ -102,16 +126,43 @@ def parse_body(model: type[_Body], body: Any, sweep: str | None = None) -> Any:
     return parsed
 
 
+def tick_key(tick: str | None) -> str | None:
+    """A scheduler tick's time as one canonical UTC string (None: not a time, no dedup)."""
+    if not tick:
+        return None
+    try:
+        when = datetime.fromisoformat(tick.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 # ---- actions ----------------------------------------------------------------------------
 def start(sweep: Sweep, caller: Caller, body: Any = None, now: datetime | None = None) -> dict:
     _require(caller, "scheduler", "operator", action="start")
-    parse_body(StartBody, body, sweep.spec.name)
-    run = sweep.store.open_run(now)
-    completed, states = sweep.store.completed_groups(run.run), group_states(sweep)
-    resumed = _restart_partial_groups(sweep, states, completed)
-    out = {"action": "start", "run": run.run,
-           **_launch_pending(sweep, run.run, now, states=states, completed=completed)}
-    return {**out, "resumed": resumed} if resumed else out
+    req = parse_body(StartBody, body, sweep.spec.name)
+    tick = tick_key(req.tick)
+    with sweep.lock():
+        if req.run is not None:
+            run = next((r for r in sweep.store.runs() if r.run == req.run), None)
+            if run is None or run.closed_at is not None:
+                return {"action": "start", "run": req.run, "closed": True, "started": [],
+                        "running": [], "refused": [], "pending": 0, "gave_up": []}
+        else:
+            seen = sweep.store.run_of_tick(tick) if tick else None
+            if seen is not None and seen.closed_at is not None:
+                log.warning("start tick %s already ran as run %s (closed): duplicate delivery ignored",
+                            tick, seen.run)
+                return {"action": "start", "run": seen.run, "duplicate": True, "closed": True,
+                        "started": [], "running": [], "refused": [], "pending": 0, "gave_up": []}
+            run = sweep.store.open_run(now, tick=tick)
+        completed, states = _completed(sweep, run.run), group_states(sweep)
+        broken = _stop_broken_groups(sweep, states, completed)
+        out = {"action": "start", "run": run.run,
+               **_launch_pending(sweep, run.run, now, states=states, completed=completed)}
+    return {**out, "broken": broken} if broken else out
 
 
 def stop(sweep: Sweep, caller: Caller, body: Any = None, now: datetime | None = None) -> dict:
@@ -121,20 +172,25 @@ def stop(sweep: Sweep, caller: Caller, body: Any = None, now: datetime | None = 
     unknown = sorted(set(req.groups or []) - known)
     if unknown:
         raise BadRequest(f"unknown groups for sweep {sweep.spec.name}: {', '.join(unknown)}")
-    selectors = [g.labels for g in sweep.groups if g.id in req.groups] if req.groups else [
-        sweep_labels(sweep.spec.name)
-    ]
-    stopped = _names(inst for sel in selectors for inst in sweep.cloud.stop(sel))
-    out: dict[str, Any] = {"action": "stop", "reason": req.reason, "stopped": stopped}
-    run = sweep.store.current_run()
-    if run is None:
-        return out
-    out["run"] = run.run
-    if req.groups is None:
-        sweep.store.close_run(run.run, reason=req.reason, now=now)
-        out["closed"] = True
-    else:
-        out.update(_launch_pending(sweep, run.run, now))
+    if req.groups is not None and not req.groups:
+        return {"action": "stop", "reason": req.reason, "stopped": []}  # nothing asked for
+    with sweep.lock():
+        selectors = ([g.labels for g in sweep.groups if g.id in req.groups] if req.groups
+                     else [sweep_labels(sweep.spec.name)])
+        # instances first: a store that cannot be written must never keep a VM billing
+        stopped = _names(inst for sel in selectors for inst in sweep.cloud.stop(sel))
+        out: dict[str, Any] = {"action": "stop", "reason": req.reason, "stopped": stopped}
+        if req.groups is None:
+            closed = sweep.store.close_open_runs(reason=req.reason, now=now)
+            if closed:
+                out["run"] = closed[-1]
+                out["closed"] = True
+            log.info("stop (%s): %d instances", req.reason, len(stopped))
+            return out
+        run = sweep.store.current_run()
+        if run is not None:
+            out["run"] = run.run
+            out.update(_launch_pending(sweep, run.run, now))
     log.info("stop (%s): %d instances", req.reason, len(stopped))
     return out
 
@@ -142,21 +198,26 @@ def stop(sweep: Sweep, caller: Caller, body: Any = None, now: datetime | None = 
 def done(sweep: Sweep, caller: Caller, body: Any = None, now: datetime | None = None) -> dict:
     _require(caller, "member", action="done")
     req = parse_body(DoneBody, body)
-    states = group_states(sweep)
-    mine = next((i for insts in states.values() for i in insts if i.name == caller.name), None)
-    if mine is None:
-        raise Forbidden(f"instance {caller.name} is not part of sweep {sweep.spec.name}")
-    _same_instance(mine, caller)
-    own_group = mine.labels.get(GROUP_LABEL)
-    if req.group != own_group:
-        raise Forbidden(f"instance {caller.name} may stop only its own group ({own_group})")
-    group = next(g for g in sweep.groups if g.id == own_group)
-    stopped = _names(sweep.cloud.stop(group.labels))
-    out: dict[str, Any] = {"action": "done", "group": own_group, "stopped": stopped}
-    run = sweep.store.current_run()
-    if run is not None:
-        out["run"] = run.run
-        out.update(_launch_pending(sweep, run.run, now, finished={own_group}, states=states))
+    with sweep.lock():
+        states = group_states(sweep)
+        mine = next((i for insts in states.values() for i in insts if i.name == caller.name), None)
+        if mine is None:
+            raise Forbidden(f"instance {caller.name} is not part of sweep {sweep.spec.name}")
+        _same_instance(mine, caller)
+        own_group = mine.labels.get(GROUP_LABEL)
+        if req.group != own_group:
+            raise Forbidden(f"instance {caller.name} may stop only its own group ({own_group})")
+        group = next(g for g in sweep.groups if g.id == own_group)
+        after = sweep.cloud.stop(group.labels)
+        stopped = _names(after)
+        # the group as it is now: members still stopping keep it from being restarted
+        states[own_group] = [*after, *(i for i in states[own_group] if i.name not in set(stopped))]
+        out: dict[str, Any] = {"action": "done", "group": own_group, "stopped": stopped}
+        run = sweep.store.current_run()
+        if run is not None:
+            out["run"] = run.run
+            _flag_contaminated(sweep, run.run)
+            out.update(_launch_pending(sweep, run.run, now, finished={own_group}, states=states))
     log.info("done from %s: stopped group %s", caller.name, own_group)
     return out
 
@@ -192,18 +253,65 @@ def group_states(sweep: Sweep) -> dict[str, list[Instance]]:
     return by_group
 
 
-def _restart_partial_groups(sweep: Sweep, states: dict[str, list[Instance]],
-                            completed: set[str]) -> list[str]:
-    """Groups running with some member still off (e.g. a capacity error at the last tick):
-    ask again for the missing members; members already running are left alone."""
-    resumed = []
+def broken(insts: list[Instance]) -> bool:
+    """Some member ended with an error (crashed, preempted) while others still run."""
+    return (any(i.state in (State.PENDING, State.RUNNING) for i in insts)
+            and any(i.state == State.STOPPED and i.error in (ErrorKind.CRASHED, ErrorKind.PREEMPTED)
+                    for i in insts))
+
+
+def _stop_broken_groups(sweep: Sweep, states: dict[str, list[Instance]],
+                        completed: set[str]) -> list[str]:
+    """Stop groups that lost a member: the survivors cannot finish alone and would bill until
+    the deadline. The group is retried whole once all its members are stopped."""
+    found = []
     for gid, insts in states.items():
-        states = {i.state for i in insts}
-        if gid not in completed and states & {State.PENDING, State.RUNNING} and State.STOPPED in states:
+        if broken(insts):
             group = next(g for g in sweep.groups if g.id == gid)
-            sweep.cloud.start(group.labels)
-            resumed.append(gid)
-    return resumed
+            lost = ", ".join(f"{i.member} ({i.error})" for i in insts if i.error)
+            log.warning("group %s lost a member (%s): stopping the rest", gid, lost)
+            states[gid] = sweep.cloud.stop(group.labels)
+            found.append(gid)
+    return found
+
+
+def _completed(sweep: Sweep, run: str) -> set[str]:
+    return sweep.store.completed_groups(run)
+
+
+def _flag_contaminated(sweep: Sweep, run: str) -> list[str]:
+    """Flag stored attempts that ran while more groups ran than the concurrency limit."""
+    limit = sweep.spec.max_concurrency
+    if limit is None:
+        return []
+    flagged = []
+    attempts = sweep.store.attempts(run)
+    flags = sweep.store.flags(run)
+    for a in attempts:
+        if a.preempted or a.key in flags:
+            continue
+        overlapping = [b for b in attempts if b.group != a.group
+                       and b.started_at < a.ended_at and a.started_at < b.ended_at]
+        peak = 1 + _peak(overlapping, a)
+        if peak > limit:
+            reason = (f"{peak} groups ran at once (max_concurrency {limit}): "
+                      + ", ".join(sorted({b.group for b in overlapping})))
+            log.warning("run %s: %s attempt %d contaminated: %s", run, a.group, a.attempt, reason)
+            sweep.store.flag(run, a.group, a.attempt, reason)
+            flagged.append(a.key)
+    return flagged
+
+
+def _peak(intervals: list[Any], within: Any) -> int:
+    """Most of `intervals` running at one instant inside `within`."""
+    events = sorted([(max(b.started_at, within.started_at), 1) for b in intervals]
+                    + [(min(b.ended_at, within.ended_at), -1) for b in intervals],
+                    key=lambda e: (e[0], e[1]))
+    peak = current = 0
+    for _, step in events:
+        current += step
+        peak = max(peak, current)
+    return peak
 
 
 def _record_start(sweep: Sweep, run: str, group: RunGroup, launched: list[Instance],
@@ -230,47 +338,58 @@ def _launch_pending(
     states: dict[str, list[Instance]] | None = None, completed: set[str] | None = None,
 ) -> dict[str, Any]:
     """Start pending groups. `states`/`completed` may be passed in when the caller already
-    read them (one cloud query per request); states of `finished` groups are not used."""
+    read them (one cloud query per request). `finished` groups (done just stopped them) do
+    not hold a slot, but are restarted only once every member is stopped."""
     store = sweep.store
-    completed = store.completed_groups(run) if completed is None else completed
+    completed = _completed(sweep, run) if completed is None else completed
     states = group_states(sweep) if states is None else states
-    # `finished`: groups whose stop was just asked for (done) — not active any more; pending
-    # again unless they stored a complete result (a preempted attempt is retried)
-    active = {
+    holding = {
         gid for gid, insts in states.items()
-        if gid not in completed and gid not in finished
-        and any(i.state in ACTIVE for i in insts)
+        if gid not in finished and any(i.state in ACTIVE for i in insts)
     }
+    active = holding - completed
     pending = [g for g in sweep.groups if g.id not in completed | active]
     exhausted = [g.id for g in pending if store.launch_count(run, g.id) >= MAX_LAUNCHES_PER_RUN]
     pending = [g for g in pending if g.id not in exhausted]
     limit = sweep.spec.max_concurrency
-    slots = len(pending) if limit is None else max(0, limit - len(active))
+    slots = len(pending) if limit is None else max(0, limit - len(holding))
     started: list[str] = []
     refused: list[dict[str, str]] = []
+    unavailable: list[dict[str, Any]] = []
     running = [i for gid, insts in states.items() if gid not in finished
                for i in insts if i.state in ACTIVE]
+    waiting = [g.id for g in pending if any(i.state in ACTIVE for i in states.get(g.id, []))]
     for group in pending:
         if len(started) >= slots:
             break
+        if group.id in waiting:
+            continue  # still stopping: restarted whole once every member is off
         if sweep.budget_check is not None:
             reason = sweep.budget_check(sweep.spec, store, running, group, now or utcnow())
             if reason:
                 log.warning("budget: group %s refused: %s", group.id, reason)
                 refused.append({"group": group.id, "reason": reason})
                 continue
-        store.record_launch(run, group.id)
         launched = sweep.cloud.start(group.labels)
         _record_start(sweep, run, group, launched, now)
-        failed = [i for i in launched if i.state not in ACTIVE and i.state != State.STOPPED]
-        running.extend(i for i in launched if i.state in ACTIVE)
-        started.append(group.id)
+        failed = [i for i in launched if i.state not in ACTIVE]
         if failed:
-            log.warning("group %s: %s", group.id, "; ".join(f"{i.name}: {i.detail}" for i in failed))
+            # all or nothing: members alone cannot measure anything and would only bill
+            sweep.cloud.stop(group.labels)
+            kinds = sorted({str(i.error or ErrorKind.API) for i in failed})
+            log.warning("group %s not started: %s", group.id,
+                        "; ".join(f"{i.member}: {i.error or 'not running'} {i.detail}" for i in failed))
+            unavailable.append({"group": group.id, "error": kinds[0] if len(kinds) == 1 else kinds,
+                                "members": {i.member: {"error": i.error and str(i.error),
+                                                       "detail": i.detail} for i in failed}})
+            continue
+        store.record_launch(run, group.id, now)
+        running.extend(launched)
+        started.append(group.id)
     remaining = len(pending) - len(started)
     if not active and not pending:
         store.close_run(run, reason="complete" if not exhausted else "gave up", now=now)
-    return {
+    out = {
         "started": started,
         "running": sorted(active),
         "refused": refused,
@@ -278,3 +397,8 @@ def _launch_pending(
         "pending": remaining,
         "gave_up": exhausted,
     }
+    if unavailable:
+        out["unavailable"] = unavailable
+    if waiting:
+        out["stopping"] = waiting
+    return out

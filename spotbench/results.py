@@ -8,28 +8,57 @@ preemption) gets the next attempt number.
 
 Layout under the results URL (any fsspec URL: file://, gs://, s3://, memory://):
 
-    runs/<run>/run.json                    the run ledger entry (opened/closed)
+    runs/<run>/run.json                    the run ledger entry (opened/closed, its ticks)
+    runs/<run>/closed.<reason>             empty: the run closed when run.json could not be
+                                           rewritten (a full disk still takes an empty file)
     runs/<run>/<group>.<attempt>.jsonl     the records of one group run
     runs/<run>/<group>.<attempt>/<name>    raw tool output beside them
     runs/<run>/starts/<group>.<n>.json     one per start request: when, where, which members
                                            the cloud could not run and why (spot statistics)
+    runs/<run>/flags/<group>.<attempt>.json  an attempt found contaminated (why), kept apart
+                                           from the records, which are never rewritten
+    runs/<run>/launches/<group>.<n>        one per start of the group (its time)
+
+Storage failures (read-only, full, unreachable) raise `StoreError` naming the URL and the
+cause, so the functions can answer 503 and the runner can say what to fix.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import posixpath
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 from pydantic import BaseModel, ConfigDict, Field
 
 log = logging.getLogger("spotbench.results")
+
+
+T = TypeVar("T")
+
+
+class StoreError(RuntimeError):
+    """The results store could not be read or written (read-only, full, unreachable)."""
+
+
+def _store_errors(fn: Callable[..., T]) -> Callable[..., T]:
+    @functools.wraps(fn)
+    def wrapper(self: ResultStore, *args: Any, **kwargs: Any) -> T:
+        try:
+            return fn(self, *args, **kwargs)
+        except StoreError:
+            raise
+        except OSError as exc:
+            raise StoreError(f"results store {self.url}: {fn.__name__} failed: {exc}") from exc
+    return wrapper
 
 
 def utcnow() -> datetime:
@@ -70,6 +99,22 @@ class RunInfo(BaseModel):
     opened_at: datetime
     closed_at: datetime | None = None
     reason: str | None = None
+    ticks: list[str] = Field(default_factory=list)  # scheduler tick times this run served
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One stored group run, as its first record tells."""
+
+    group: str
+    attempt: int
+    started_at: datetime
+    ended_at: datetime
+    preempted: bool
+
+    @property
+    def key(self) -> str:
+        return f"{self.group}.{self.attempt}"
 
 
 class StartRecord(BaseModel):
@@ -101,12 +146,20 @@ class ResultStore:
         if isinstance(self.fs, LocalFileSystem):  # rename is atomic on one filesystem
             self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
             tmp = f"{path}.tmp-{uuid.uuid4().hex}"
-            self.fs.pipe_file(tmp, data)
-            self.fs.mv(tmp, path)
+            try:
+                self.fs.pipe_file(tmp, data)
+                self.fs.mv(tmp, path)
+            except OSError:  # e.g. a full disk: leave no partial temporary file behind
+                try:
+                    self.fs.rm_file(tmp)
+                except OSError:
+                    pass
+                raise
         else:  # object stores have no folders: no makedirs (on GCS it needs buckets.get)
             self.fs.pipe_file(path, data)
 
     # ---- group records -------------------------------------------------------------
+    @_store_errors
     def write_group(self, run: str, group: str, results: Iterable[Result]) -> str:
         """Store one group run's records as a new file; returns its path."""
         body = "".join(r.model_dump_json() + "\n" for r in results).encode()
@@ -117,6 +170,7 @@ class ResultStore:
                 return path
         raise RuntimeError(f"too many attempts stored for {group} in run {run}")
 
+    @_store_errors
     def write_raw(self, run: str, group: str, name: str, text: str | bytes, attempt: int | None = None) -> str:
         """Store raw tool output beside the group's records (attempt = next one by default)."""
         if attempt is None:
@@ -147,40 +201,91 @@ class ResultStore:
                     record.get("run"), group, run)
         return False
 
+    @_store_errors
     def read(self, run: str | None = None) -> list[Result]:
         """Every stored record (of `run`); a file whose records disagree with its path is
-        skipped and logged."""
+        skipped and logged. Records of a contaminated attempt come back preempted with
+        metadata `contaminated` (why), so no average takes them in."""
         pattern = self._p("runs", run or "*", "*.jsonl")
         out: list[Result] = []
+        flags: dict[str, dict[str, str]] = {}
         for path in sorted(self.fs.glob(pattern)):
+            run_dir, name = path.rsplit("/", 2)[-2:]
+            if run_dir not in flags:
+                flags[run_dir] = self.flags(run_dir)
+            why = flags[run_dir].get(name.removesuffix(".jsonl"))
             with self.fs.open(path, "rt") as fh:
                 records = [Result.model_validate_json(line) for line in fh if line.strip()]
-            if all(self._trusted(path, r.model_dump(include={"group", "run"})) for r in records):
-                out.extend(records)
+            if not all(self._trusted(path, r.model_dump(include={"group", "run"})) for r in records):
+                continue
+            if why:
+                records = [r.model_copy(update={"preempted": True,
+                                                "metadata": {**r.metadata, "contaminated": why}})
+                           for r in records]
+            out.extend(records)
         return out
 
+    @_store_errors
     def completed_groups(self, run: str) -> set[str]:
-        """Groups of `run` with at least one stored, not-preempted attempt. The group is the
-        one the file's path names; a file whose records claim another is not counted."""
-        done: set[str] = set()
-        for path in self.fs.glob(self._p("runs", run, "*.jsonl")):
-            with self.fs.open(path, "rt") as fh:
-                first = fh.readline()
-            if first.strip():
-                record = json.loads(first)
-                if self._trusted(path, record) and not record.get("preempted"):
-                    done.add(self._owner(path)[1])
-        return done
+        """Groups of `run` with at least one stored attempt that is neither preempted nor
+        flagged contaminated."""
+        flags = self.flags(run)
+        return {a.group for a in self.attempts(run) if not a.preempted and a.key not in flags}
 
     def attempted_groups(self, run: str) -> set[str]:
         """Groups of `run` with any stored attempt (preempted ones included)."""
         names = (p.rsplit("/", 1)[-1] for p in self.fs.glob(self._p("runs", run, "*.jsonl")))
         return {n.rsplit(".", 2)[0] for n in names}
 
-    def record_launch(self, run: str, group: str) -> None:
+    @_store_errors
+    def attempts(self, run: str) -> list[Attempt]:
+        """Every stored attempt of `run` (from each file's first record). The group is the
+        one the file's path names; a file whose records claim another is left out."""
+        out = []
+        for path in sorted(self.fs.glob(self._p("runs", run, "*.jsonl"))):
+            with self.fs.open(path, "rt") as fh:
+                first = fh.readline()
+            if not first.strip():
+                continue
+            record = json.loads(first)
+            if not self._trusted(path, record):
+                continue
+            out.append(Attempt(
+                group=self._owner(path)[1], attempt=int(path.rsplit(".", 2)[-2]),
+                started_at=datetime.fromisoformat(record["started_at"]),
+                ended_at=datetime.fromisoformat(record["ended_at"]),
+                preempted=bool(record.get("preempted")),
+            ))
+        return out
+
+    @_store_errors
+    def flag(self, run: str, group: str, attempt: int, reason: str) -> None:
+        """Mark one stored attempt contaminated (its records stay as written)."""
+        body = json.dumps({"group": group, "attempt": attempt, "reason": reason}).encode()
+        self._write_whole(self._p("runs", run, "flags", f"{group}.{attempt}.json"), body)
+
+    @_store_errors
+    def flags(self, run: str) -> dict[str, str]:
+        """`<group>.<attempt>` → why it is contaminated."""
+        out = {}
+        for path in self.fs.glob(self._p("runs", run, "flags", "*.json")):
+            data = json.loads(self.fs.cat_file(path))
+            out[f"{data['group']}.{data['attempt']}"] = data["reason"]
+        return out
+
+    @_store_errors
+    def probe(self) -> None:
+        """Write and remove a small file: raises StoreError when results could not be stored."""
+        path = self._p(f".spotbench-probe-{uuid.uuid4().hex}")
+        self._write_whole(path, b"probe")
+        self.fs.rm_file(path)
+
+    @_store_errors
+    def record_launch(self, run: str, group: str, now: datetime | None = None) -> None:
         """Note that `group` was started in `run` (bounds restarts of a failing group)."""
         n = self.launch_count(run, group) + 1
-        self._write_whole(self._p("runs", run, "launches", f"{group}.{n}"), b"")
+        self._write_whole(self._p("runs", run, "launches", f"{group}.{n}"),
+                          (now or utcnow()).isoformat().encode())
 
     def record_start(self, run: str, group: str, outcome: dict[str, Any]) -> None:
         """Note one start request of `group` and its outcome (`StartRecord` fields)."""
@@ -189,40 +294,81 @@ class ResultStore:
         self._write_whole(self._p("runs", run, "starts", f"{group}.{n}.json"),
                           body.model_dump_json().encode())
 
+    @_store_errors
     def launch_count(self, run: str, group: str) -> int:
         return len(self.fs.glob(self._p("runs", run, "launches", f"{group}.*")))
 
     # ---- run ledger ----------------------------------------------------------------
+    @_store_errors
     def runs(self) -> list[RunInfo]:
         infos = []
         for path in sorted(self.fs.glob(self._p("runs", "*", "run.json"))):
-            infos.append(RunInfo.model_validate_json(self.fs.cat_file(path)))
+            info = RunInfo.model_validate_json(self.fs.cat_file(path))
+            if info.closed_at is None:
+                info = self._closed_by_marker(path.rsplit("/", 1)[0], info)
+            infos.append(info)
         return infos
+
+    def _closed_by_marker(self, run_dir: str, info: RunInfo) -> RunInfo:
+        markers = self.fs.glob(f"{run_dir}/closed.*")
+        if not markers:
+            return info
+        try:
+            when = self.fs.modified(markers[0])
+            when = when if when.tzinfo else when.replace(tzinfo=UTC)
+        except (NotImplementedError, OSError):
+            when = info.opened_at
+        return info.model_copy(update={"closed_at": when,
+                                       "reason": markers[0].rsplit("/", 1)[-1].split(".", 1)[1]})
+
+    def run_of_tick(self, tick: str) -> RunInfo | None:
+        """The run that a start tick with this time opened or joined, if any."""
+        return next((r for r in self.runs() if tick in r.ticks), None)
 
     def current_run(self) -> RunInfo | None:
         """The newest run that is still open, if any."""
         open_runs = [r for r in self.runs() if r.closed_at is None]
         return open_runs[-1] if open_runs else None
 
-    def open_run(self, now: datetime | None = None) -> RunInfo:
-        """The open run, or a new one (idempotent: a repeated tick reuses the open run)."""
+    @_store_errors
+    def open_run(self, now: datetime | None = None, tick: str | None = None) -> RunInfo:
+        """The open run, or a new one (idempotent: a repeated tick reuses the open run).
+        `tick` (the scheduler's time) is noted in the run, so a repeat is recognised later."""
         current = self.current_run()
         if current is not None:
+            if tick and tick not in current.ticks:
+                current = current.model_copy(update={"ticks": [*current.ticks, tick]})
+                self._write_whole(self._p("runs", current.run, "run.json"),
+                                  current.model_dump_json().encode())
             return current
         now = now or utcnow()
-        info = RunInfo(run=new_run_id(now), opened_at=now)
+        info = RunInfo(run=new_run_id(now), opened_at=now, ticks=[tick] if tick else [])
         path = self._p("runs", info.run, "run.json")
         if self.fs.exists(path):  # closed earlier in the same second: keep ids unique
-            info = RunInfo(run=f"{info.run}-{uuid.uuid4().hex[:4]}", opened_at=now)
+            info = info.model_copy(update={"run": f"{info.run}-{uuid.uuid4().hex[:4]}"})
             path = self._p("runs", info.run, "run.json")
         self._write_whole(path, info.model_dump_json().encode())
         return info
 
+    @_store_errors
     def close_run(self, run: str, reason: str, now: datetime | None = None) -> RunInfo:
         path = self._p("runs", run, "run.json")
         info = RunInfo.model_validate_json(self.fs.cat_file(path))
         if info.closed_at is None:
             info = info.model_copy(update={"closed_at": now or utcnow(), "reason": reason})
-            self._write_whole(path, info.model_dump_json().encode())
+            try:
+                self._write_whole(path, info.model_dump_json().encode())
+            except OSError:  # full disk: an empty file still fits, and closes the run
+                safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in reason) or "closed"
+                self.fs.touch(self._p("runs", run, f"closed.{safe}"))
         return info
+
+    def close_open_runs(self, reason: str, now: datetime | None = None) -> list[str]:
+        """Close every open run (there should be one; a stop tick never leaves another open)."""
+        closed = []
+        for info in self.runs():
+            if info.closed_at is None:
+                self.close_run(info.run, reason=reason, now=now)
+                closed.append(info.run)
+        return closed
 

@@ -9,7 +9,7 @@ import pytest
 
 from spotbench import control
 from spotbench.auth import Caller, Forbidden
-from spotbench.clouds.base import ACTIVE, Instance, State, matches
+from spotbench.clouds.base import ACTIVE, ErrorKind, Instance, State, matches
 from spotbench.results import Result, ResultStore, utcnow
 from spotbench.spec import load_spec
 
@@ -26,6 +26,8 @@ class MemoryCloud:
             m.name: Instance(m.name, State.STOPPED, g.member_labels(m)) for g in groups for m in g.members
         }
         self.start_calls = 0
+        self.no_capacity: set[str] = set()  # instance names the cloud cannot run now
+        self.slow_stop = False  # stop leaves instances STOPPING (a real VM takes a while)
 
     def _set(self, labels: Mapping[str, str], state: State, only_from=None) -> list[Instance]:
         out = []
@@ -38,10 +40,24 @@ class MemoryCloud:
 
     def start(self, labels):
         self.start_calls += 1
-        return self._set(labels, State.RUNNING, only_from={State.STOPPED})
+        out = []
+        for inst in self._set(labels, State.RUNNING, only_from={State.STOPPED}):
+            if inst.name in self.no_capacity:
+                inst = self.instances[inst.name] = Instance(
+                    inst.name, State.STOPPED, inst.labels, detail="ZONE_RESOURCE_POOL_EXHAUSTED",
+                    error=ErrorKind.CAPACITY)
+            out.append(inst)
+        return out
 
     def stop(self, labels):
+        if self.slow_stop:
+            return self._set(labels, State.STOPPING, only_from={State.PENDING, State.RUNNING})
         return self._set(labels, State.STOPPED, only_from=ACTIVE)
+
+    def finish_stopping(self):
+        for name, inst in self.instances.items():
+            if inst.state == State.STOPPING:
+                self.instances[name] = Instance(name, State.STOPPED, inst.labels)
 
     def terminate(self, labels):
         return self._set(labels, State.TERMINATED)
@@ -179,17 +195,6 @@ def test_budget_refusal_keeps_the_group_queued(tmp_path: Path) -> None:
     assert len(control.start(sweep, SCHEDULER)["started"]) == 1
 
 
-def test_a_tick_asks_again_for_members_a_capacity_error_left_off(tmp_path: Path) -> None:
-    sweep = make_sweep(tmp_path)
-    gid = control.start(sweep, SCHEDULER)["started"][0]
-    group = next(g for g in sweep.groups if g.id == gid)
-    peer = group.members[1].name
-    sweep.cloud.instances[peer] = Instance(peer, State.STOPPED, sweep.cloud.instances[peer].labels)
-    out = control.start(sweep, SCHEDULER)
-    assert out["resumed"] == [gid] and out["started"] == []
-    assert sweep.cloud.instances[peer].state == State.RUNNING
-
-
 def test_cloud_schedulers_may_name_their_sweep_but_not_another(tmp_path: Path) -> None:
     sweep = make_sweep(tmp_path)
     assert control.start(sweep, SCHEDULER, {"sweep": "c"})["started"]
@@ -205,3 +210,160 @@ def test_done_after_a_preempted_attempt_retries_the_group(tmp_path: Path) -> Non
     out = control.done(sweep, Caller("member", group.members[0].name), {"group": group.id})
     assert out["started"] == [group.id] and out["completed"] == 0
     assert sweep.store.current_run() is not None
+
+
+# ---- faults (issue 14) -----------------------------------------------------------------
+def test_a_capacity_failure_is_not_reported_as_started(tmp_path: Path) -> None:
+    sweep = make_sweep(tmp_path)
+    first = sweep.groups[0]
+    sweep.cloud.no_capacity = {first.members[1].name}  # the peer's VM cannot be had now
+    out = control.start(sweep, SCHEDULER)
+    assert first.id not in out["started"]
+    [failed] = [u for u in out["unavailable"] if u["group"] == first.id]
+    assert failed["error"] == "capacity"
+    assert failed["members"][first.members[1].name]["error"] == "capacity"
+    # the member that did start is stopped again: nothing bills waiting for its partner
+    assert all(i.state == State.STOPPED for i in sweep.cloud.query(first.labels))
+    assert sweep.store.launch_count(out["run"], first.id) == 0  # not counted as an attempt
+    assert out["started"] == [sweep.groups[1].id]  # the slot went to the next group
+
+
+def test_a_group_that_lost_a_member_is_stopped_not_half_restarted(tmp_path: Path) -> None:
+    sweep = make_sweep(tmp_path)
+    gid = control.start(sweep, SCHEDULER)["started"][0]
+    group = next(g for g in sweep.groups if g.id == gid)
+    launcher = group.members[0].name
+    sweep.cloud.instances[launcher] = Instance(launcher, State.STOPPED, sweep.cloud.instances[launcher].labels,
+                                               detail="killed by SIGKILL", error=ErrorKind.CRASHED)
+    out = control.start(sweep, SCHEDULER)
+    assert out["broken"] == [gid]
+    # the survivor was stopped with it, and the group then restarted whole (this cloud stops
+    # at once): never the lost member alone beside a survivor of the last attempt
+    assert out["started"] == [gid] and sweep.store.launch_count(out["run"], gid) == 2
+    assert {i.state for i in sweep.cloud.query(group.labels)} == {State.RUNNING}
+    assert all(i.error is None for i in sweep.cloud.query(group.labels))
+
+
+def test_stop_with_an_empty_group_list_stops_nothing(tmp_path: Path) -> None:
+    sweep = make_sweep(tmp_path)
+    run = control.start(sweep, SCHEDULER)["run"]
+    before = running_groups(sweep)
+    calls = sweep.cloud.start_calls
+    out = control.stop(sweep, SCHEDULER, {"groups": [], "reason": "group deadline"})
+    assert out["stopped"] == [] and running_groups(sweep) == before
+    assert sweep.cloud.start_calls == calls and sweep.store.current_run().run == run
+
+
+def test_done_never_restarts_its_own_group_while_it_is_stopping(tmp_path: Path) -> None:
+    sweep = make_sweep(tmp_path, trials=1)
+    sweep.cloud.slow_stop = True
+    run = control.start(sweep, SCHEDULER)["run"]
+    group = sweep.groups[0]
+    store_result(sweep, run, group.id, preempted=True)
+    out = control.done(sweep, Caller("member", group.members[0].name), {"group": group.id})
+    assert out["started"] == [] and out["stopping"] == [group.id]
+    assert {i.state for i in sweep.cloud.query(group.labels)} == {State.STOPPING}  # none respawned
+    assert sweep.store.launch_count(run, group.id) == 1  # no launch record used up
+    assert sweep.store.current_run() is not None  # pending: the retry comes once it is off
+    sweep.cloud.finish_stopping()
+    again = control.start(sweep, SCHEDULER, {"run": run})
+    assert again["started"] == [group.id]
+    assert {i.state for i in sweep.cloud.query(group.labels)} == {State.RUNNING}
+
+
+def test_a_repeated_tick_after_its_run_closed_starts_nothing(tmp_path: Path) -> None:
+    sweep = make_sweep(tmp_path, concurrency=3)
+    tick = {"tick": "2026-01-05T03:00:00+00:00"}
+    run = control.start(sweep, SCHEDULER, tick)["run"]
+    control.stop(sweep, SCHEDULER, {})
+    again = control.start(sweep, SCHEDULER, {"tick": "2026-01-05T03:00:00Z"})  # same time, other spelling
+    assert again["duplicate"] and again["run"] == run and again["started"] == []
+    assert running_groups(sweep) == set() and sweep.store.current_run() is None
+    later = control.start(sweep, SCHEDULER, {"tick": "2026-01-06T03:00:00Z"})  # the next day's tick
+    assert later["run"] != run and len(later["started"]) == 3
+
+
+def test_a_runner_kick_for_a_closed_run_starts_nothing(tmp_path: Path) -> None:
+    sweep = make_sweep(tmp_path)
+    run = control.start(sweep, SCHEDULER)["run"]
+    control.stop(sweep, SCHEDULER, {})
+    out = control.start(sweep, SCHEDULER, {"run": run})
+    assert out["closed"] and out["started"] == [] and sweep.store.current_run() is None
+
+
+def test_the_stop_tick_closes_every_open_run(tmp_path: Path) -> None:
+    sweep = make_sweep(tmp_path)
+    a = sweep.store.open_run()
+    b = sweep.store.open_run.__wrapped__  # two runs opened by racing ticks (before the lock)
+    from spotbench.results import RunInfo
+    other = RunInfo(run=a.run + "-race", opened_at=a.opened_at)
+    sweep.store._write_whole(sweep.store._p("runs", other.run, "run.json"), other.model_dump_json().encode())
+    assert b and len([r for r in sweep.store.runs() if r.closed_at is None]) == 2
+    control.stop(sweep, SCHEDULER, {})
+    assert all(r.closed_at is not None for r in sweep.store.runs())
+
+
+def test_concurrent_starts_and_dones_never_exceed_the_limit(tmp_path: Path) -> None:
+    import threading
+    import time
+
+    sweep = make_sweep(tmp_path, trials=6)
+    cloud = sweep.cloud
+    peak = [0]
+    query = cloud.query
+
+    def slow_query(labels):  # widen the read-then-act window, as a real cloud call does
+        found = query(labels)
+        time.sleep(0.01)
+        return found
+
+    def counting_start(labels, _start=cloud.start):
+        out = _start(labels)
+        peak[0] = max(peak[0], len(running_groups(sweep)))
+        return out
+
+    cloud.query, cloud.start = slow_query, counting_start
+    lock = threading.Lock()
+    cloud.lock = lambda: lock
+    run = control.start(sweep, SCHEDULER)["run"]
+
+    def tick():
+        control.start(sweep, SCHEDULER, {"run": run})
+
+    def finish():
+        for gid in list(running_groups(sweep)):
+            group = next(g for g in sweep.groups if g.id == gid)
+            store_result(sweep, run, gid)
+            try:
+                control.done(sweep, Caller("member", group.members[0].name), {"group": gid})
+            except Forbidden:
+                pass
+
+    threads = [threading.Thread(target=tick if i % 2 else finish) for i in range(40)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert peak[0] == 1
+
+
+def test_attempts_that_ran_over_the_limit_are_flagged_and_retried(tmp_path: Path) -> None:
+    from datetime import timedelta
+
+    sweep = make_sweep(tmp_path)  # local: one group at a time
+    run = control.start(sweep, SCHEDULER)["run"]
+    a, b = sweep.groups[0], sweep.groups[1]
+    t0 = utcnow()
+
+    def stored(group, start, end):
+        sweep.store.write_group(run, group.id, [Result(
+            sweep="c", run=run, group=group.id, trial=1, workload="osu", metric="latency",
+            value=3.5, unit="us", cloud="memory", machine_type="local",
+            started_at=t0 + timedelta(seconds=start), ended_at=t0 + timedelta(seconds=end))])
+
+    stored(a, 0, 10)
+    stored(b, 5, 15)  # overlapped a: both ran at once on a sweep that allows one
+    control.done(sweep, Caller("member", a.members[0].name), {"group": a.id})
+    assert sweep.store.completed_groups(run) == set()  # neither counts: both are retried
+    rows = sweep.store.read(run)
+    assert rows and all(r.preempted and "2 groups ran at once" in r.metadata["contaminated"] for r in rows)

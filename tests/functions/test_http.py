@@ -125,9 +125,10 @@ def test_cycle_start_done_stopped_with_duplicates(env: Env) -> None:
 
 
 def test_unexpected_errors_are_500_json_without_a_trace(tmp_path: Path) -> None:
-    blocker = tmp_path / "not-a-dir"
-    blocker.write_text("a file where the results folder should be")
-    e = Env(tmp_path, results_url=f"file://{blocker}/results")
+    ledger = tmp_path / "results" / "runs" / "20200101T000000Z" / "run.json"
+    ledger.parent.mkdir(parents=True)
+    ledger.write_text("{not json")  # a corrupt run ledger: nothing the caller can fix
+    e = Env(tmp_path, results_url=f"file://{tmp_path}/results")
     try:
         resp = e.post("/start", {}, token=e.scheduler())
         assert resp.status_code == 500
@@ -136,6 +137,21 @@ def test_unexpected_errors_are_500_json_without_a_trace(tmp_path: Path) -> None:
     finally:
         e.close()
     assert "Traceback" in (tmp_path / "functions.log").read_text()
+
+
+def test_a_results_store_that_cannot_be_written_is_503_naming_it(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the results folder should be")
+    e = Env(tmp_path, results_url=f"file://{blocker}/results")
+    try:
+        resp = e.post("/start", {}, token=e.scheduler())
+        assert resp.status_code == 503  # the scheduler retries; the log and answer say why
+        error = resp.json()["error"]
+        assert error.startswith("start: results store file://") and "not-a-dir" in error
+        assert "Traceback" not in resp.text
+        assert e.cloud.query({}) and all(i.state == State.STOPPED for i in e.cloud.query({}))
+    finally:
+        e.close()
 
 
 def test_budget_refusal_over_http_keeps_the_group_queued(tmp_path: Path) -> None:
