@@ -9,7 +9,13 @@
 
 A SIGTERM (spot preemption, a deadline stop, `done` stopping the group) raises `Preempted`
 in the main thread; `preemptible()` stores what was measured with `preempted=true` and
-exits with code 143. Records are written once: after `finish()` a SIGTERM just exits.
+exits with code 143; with `call_done=True` (the member that stores: OSU launcher, TF chief)
+it also calls `done` first, so the rest of the group does not bill until its deadline.
+Records are written once: after `finish()` a SIGTERM just exits.
+
+A store that cannot be written (read-only, full) is retried briefly; if it still fails the
+records are printed to the log as JSON lines (nothing measured is lost without a trace),
+`finish` raises `StoreError`, and the caller still calls `done`.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -25,7 +32,10 @@ from typing import Any
 
 from spotbench.done_client import call_done
 from spotbench.member import MemberContext
-from spotbench.results import Result, ResultStore, utcnow
+from spotbench.results import Result, ResultStore, StoreError, utcnow
+
+STORE_ATTEMPTS = 3
+STORE_RETRY_S = 1.0
 
 log = logging.getLogger("spotbench.workload")
 
@@ -87,18 +97,39 @@ class WorkloadRun:
             marker = self.record("preempted", 1.0, "flag", reason="stopped before any value")
             records = [marker.model_copy(update={"preempted": True, "ended_at": ended})]
         records = _priced(records, len(self.ctx.members))
-        self.stored_path = self.store.write_group(self.run_id, self.ctx.group, records)
-        attempt = int(self.stored_path.rsplit(".", 2)[-2])
+        for attempt_no in range(1, STORE_ATTEMPTS + 1):
+            try:
+                path = self.store.write_group(self.run_id, self.ctx.group, records)
+                break
+            except StoreError as exc:
+                if attempt_no == STORE_ATTEMPTS:
+                    log.error("results NOT stored (%s); the %d records follow as JSON lines:\n%s",
+                              exc, len(records), "".join(r.model_dump_json() + "\n" for r in records))
+                    raise
+                log.warning("storing results failed (%s); retrying", exc)
+                time.sleep(STORE_RETRY_S * attempt_no)
+        self.stored_path = path
+        attempt = int(path.rsplit(".", 2)[-2])
         for name, text in self._raw.items():
-            self.store.write_raw(self.run_id, self.ctx.group, name, text, attempt=attempt)
-        log.info("stored %d records at %s (preempted=%s)", len(records), self.stored_path, preempted)
-        return self.stored_path
+            try:
+                self.store.write_raw(self.run_id, self.ctx.group, name, text, attempt=attempt)
+            except StoreError as exc:  # the records are stored: raw output is a nice-to-have
+                log.error("raw output %s not stored: %s", name, exc)
+        log.info("stored %d records at %s (preempted=%s)", len(records), path, preempted)
+        return path
 
     def done(self) -> dict:
         return call_done(self.ctx)
 
+    def done_quietly(self) -> None:
+        """Call done; a failure is logged (the group still stops at its deadline)."""
+        try:
+            log.info("done → %s", self.done())
+        except Exception as exc:  # noqa: BLE001
+            log.error("done call failed (the group stops at its deadline): %s", exc)
+
     @contextmanager
-    def preemptible(self) -> Iterator[None]:
+    def preemptible(self, call_done: bool = False) -> Iterator[None]:
         def on_term(signum: int, frame: Any) -> None:
             if self.stored_path is not None:  # already stored: a stop after finish is normal
                 sys.exit(0)
@@ -110,7 +141,12 @@ class WorkloadRun:
         except Preempted:
             log.warning("SIGTERM: storing what was measured as preempted")
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            self.finish(preempted=True)
+            try:
+                self.finish(preempted=True)
+            except StoreError:
+                pass  # logged with the records; the group must still be stopped
+            if call_done:  # the rest of the group must not bill until its deadline
+                self.done_quietly()
             sys.exit(143)
         finally:
             signal.signal(signal.SIGTERM, previous)

@@ -10,6 +10,8 @@ from rich.table import Table
 
 from spotbench.cli._common import EXIT_BAD_INPUT, console, fail, policy_or_exit, spec_or_exit
 
+EXIT_INCOMPLETE = 3  # `spotbench run`: the run ended with a group incomplete (or was cut short)
+
 SpecArg = typer.Argument(..., exists=False, help="sweep spec (YAML)", metavar="SPEC")
 
 
@@ -67,7 +69,11 @@ def run(
 
     Each group's members run as local processes; the start/stop/done functions are served
     by the real functions-framework server on 127.0.0.1; results go to the spec's results
-    URL. Ctrl-C stops every group (nothing is left running).
+    URL. Ctrl-C (or SIGTERM) stops every group (nothing is left running).
+
+    Exit codes: 0 every group complete; 3 a group ended incomplete (preempted, failed,
+    over its deadline, refused by the budget) or the run was cut short (results store
+    unwritable, functions unreachable); 2 bad input.
     """
     from spotbench.clouds import get_provider
 
@@ -79,11 +85,17 @@ def run(
             code=EXIT_BAD_INPUT,
         )
     from spotbench.localrun.live import run_with_progress
+    from spotbench.localrun.runner import RunError
 
-    run_with_progress(
-        spec, on_schedule=on_schedule, grace_s=grace,
-        report_dir=None if no_report else (report_dir or Path("reports") / spec.name),
-    )
+    try:
+        outcome = run_with_progress(
+            spec, on_schedule=on_schedule, grace_s=grace,
+            report_dir=None if no_report else (report_dir or Path("reports") / spec.name),
+        )
+    except RunError as exc:
+        fail(str(exc), code=EXIT_INCOMPLETE)
+    if not outcome.ok:
+        raise typer.Exit(EXIT_INCOMPLETE)
 
 
 def register(app: typer.Typer) -> None:

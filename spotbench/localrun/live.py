@@ -35,9 +35,14 @@ def run_with_progress(spec: SweepSpec, *, on_schedule: bool, grace_s: float,
     for gid in outcome.completed:
         table.add_row(gid, "[green]complete[/]")
     for gid in outcome.incomplete:
+        why = outcome.states.get(gid, "incomplete")
         table.add_row(gid, f"[yellow]refused: {refused[gid]}[/]" if gid in refused
-                      else "[red]incomplete (preempted, failed or stopped)[/]")
-    console.print(table)
+                      else f"[red]incomplete: {why}[/]")
+    console.print(table, highlight=False)
+    for fault in outcome.faults:
+        console.print(f"[yellow]noticed:[/] {fault}", highlight=False)
+    if outcome.error:
+        console.print(f"[bold red]run cut short:[/] {outcome.error}", highlight=False)
     console.print(f"results: {outcome.results_url}")
     console.print(f"logs:    {outcome.state_dir / 'logs'}")
     if report_dir is not None and outcome.run:

@@ -4,19 +4,37 @@ The same flow as on GCP/AWS, on one machine: groups become rows of the local clo
 process per member when started), `functions/main.py` is served by the real
 functions-framework server, and the start/stop pair fires from an in-process cron. The
 runner only watches and steers through the functions, exactly like a cloud scheduler.
+
+Faults it handles (see docs/architecture.md, "Faults"):
+- the results store is probed before anything starts (read-only, full: a clear error);
+- SIGTERM/SIGHUP to the runner stop every group and close the run, like Ctrl-C; after a
+  SIGKILL the functions server dies with it (parent-death signal) and members stop at
+  their own deadline; the next `spotbench run` stops a server left behind, serves on the
+  same port (members still running reach `done`) and continues the open run;
+- a functions server that dies is noticed within a poll and restarted on its port;
+- every attempt of a group gets the deadline (the runner's stop, and the member's own
+  max run time as the backstop, like a cloud's max-run-duration);
+- a group that lost a member (crashed, reclaimed) is stopped at once and retried whole;
+- the outcome names each group's final state; `spotbench run` exits non-zero when any
+  group ends incomplete.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
+import signal
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+
+import requests
 
 from spotbench import control
 from spotbench.auth.local import member_token, scheduler_token
@@ -28,12 +46,18 @@ from spotbench.localrun.server import FunctionsServer
 from spotbench.localrun.state import LocalState
 from spotbench.member import MemberContext
 from spotbench.plan import RunGroup, sweep_labels
-from spotbench.results import ResultStore
+from spotbench.results import ResultStore, StoreError
 from spotbench.spec import SweepSpec
 
 log = logging.getLogger("spotbench.run")
 
 POLL_S = 0.5
+KICK_FAILURES_MAX = 3  # consecutive failed kicks (the store or the server keeps failing): give up
+
+
+class RunError(RuntimeError):
+    """The run cannot go on (results store unwritable, functions unreachable); nothing is
+    left running when it is raised."""
 
 
 @dataclass
@@ -56,16 +80,30 @@ class RunOutcome:
     refused: list[dict]
     state_dir: Path
     answers: list[dict]
+    states: dict[str, str] = field(default_factory=dict)  # group → complete/preempted/…
+    faults: list[dict] = field(default_factory=list)  # what the runner noticed and did
+    error: str | None = None  # why the run was cut short, if it was
+
+    @property
+    def ok(self) -> bool:
+        return not self.incomplete and self.error is None
 
 
 def run_window(spec: SweepSpec, groups: list[RunGroup]) -> timedelta:
-    """How long a run may take: the per-group deadline × the waves of groups it needs."""
+    """How long a run may take: the per-group deadline × the waves of groups it needs, with
+    room for every group's retries (a run that completes closes at once anyway)."""
     waves = 1 if spec.max_concurrency is None else math.ceil(len(groups) / spec.max_concurrency)
+    waves *= control.MAX_LAUNCHES_PER_RUN
     return spec.deadline * waves + timedelta(seconds=5 * waves)
 
 
+def member_max_run_s(spec: SweepSpec, grace_s: float) -> float:
+    """A member's own backstop: its group's deadline plus time for the runner's stop."""
+    return spec.deadline.total_seconds() + grace_s + 10
+
+
 def deploy(spec: SweepSpec, state: LocalState, cloud: LocalCloud, done_url: str,
-           results_url: str) -> list[RunGroup]:
+           results_url: str, grace_s: float = 30.0) -> list[RunGroup]:
     """Declare every member of every group as a local instance (created stopped)."""
     groups = spec.plan()
     secret = state.secret()
@@ -85,7 +123,7 @@ def deploy(spec: SweepSpec, state: LocalState, cloud: LocalCloud, done_url: str,
             specs.append(LocalInstanceSpec(
                 name=member.name, labels=group.member_labels(member),
                 command=[sys.executable, "-m", group.descriptor.module],
-                env=env, cwd=os.getcwd(),
+                env=env, cwd=os.getcwd(), max_run_s=member_max_run_s(spec, grace_s),
             ))
     cloud.deploy(specs)
     return groups
@@ -99,10 +137,17 @@ def run_local(
     grace_s: float = 30.0,
     on_progress: Callable[[Progress], None] | None = None,
 ) -> RunOutcome:
-    """Run SPEC on the local cloud once now (or on its cron with `on_schedule`)."""
+    """Run SPEC on the local cloud once now (or on its cron with `on_schedule`).
+
+    Raises RunError before anything starts when the results store cannot be written."""
     state = LocalState(spec.name, state_root)
     results_url = spec.results_url()
     store = ResultStore(results_url)
+    try:
+        store.probe()
+    except StoreError as exc:
+        raise RunError(f"{exc}; nothing was started. Point `results:` at a writable folder "
+                       "or bucket, or free space, then run again.") from None
     secret = state.secret()
     token = scheduler_token(secret)
     env = {
@@ -112,76 +157,231 @@ def run_local(
         "SPOTBENCH_STATE_DIR": str(state.dir),
         "SPOTBENCH_GRACE_S": str(grace_s),
     }
-    server = FunctionsServer(env, state.dir / "logs" / "functions.log").launch()  # boots meanwhile
+    faults: list[dict] = []
+    port = _take_over_server(state, faults)
+    server = FunctionsServer(env, state.dir / "logs" / "functions.log", port=port).launch()
     cloud = LocalCloud(state.db_path, grace_s=grace_s, log_dir=state.dir / "logs")
-    groups = deploy(spec, state, cloud, f"{server.url}/done", results_url)
+    groups = deploy(spec, state, cloud, f"{server.url}/done", results_url, grace_s)
     sweep = control.Sweep(spec=spec, cloud=cloud, store=store, groups=groups)
     scheduler = LocalScheduler(spec, state, server.url, token, run_window(spec, groups))
-    with server:
-        state.functions = {"url": server.url, "pid": server.proc.pid if server.proc else None}
+    run_id: str | None = None
+    error: str | None = None
+    with server, _signals_interrupt():
+        state.functions = server.record()
         try:
             scheduler.run(now=not on_schedule, on_schedule=on_schedule)
-            run_id = _watch(sweep, scheduler, server.url, token, on_schedule, on_progress)
+            run_id = _watch(sweep, scheduler, server, token, on_schedule, on_progress, faults)
         except KeyboardInterrupt:
             log.warning("interrupted: stopping every group of %s", spec.name)
-            post(f"{server.url}/stop", token, {"reason": "interrupted"})
+            _stop_all(server, token, "interrupted", faults)
             raise
+        except RunError as exc:
+            error = str(exc)
+            log.error("%s: stopping every group", exc)
+            _stop_all(server, token, "runner error", faults)
         finally:
             scheduler.shutdown()
             _drain(cloud, spec, grace_s)
-            state.functions = {}
+            if state.functions.get("pid") == (server.proc.pid if server.proc else None):
+                state.functions = {}
+    run_id = run_id or _newest_run(scheduler)
     completed = store.completed_groups(run_id) if run_id else set()
     refused = [r for a in scheduler.answers for r in a.get("refused", [])]
+    states = final_states(sweep, run_id, completed) if run_id else {}
+    errors = [a["error"] for a in scheduler.answers if a.get("error")]
     return RunOutcome(
         sweep=spec.name, run=run_id, results_url=results_url,
         completed=sorted(completed), incomplete=sorted({g.id for g in groups} - completed),
         refused=list({r["group"]: r for r in refused}.values()), state_dir=state.dir,
-        answers=scheduler.answers,
+        answers=scheduler.answers, states=states, faults=faults,
+        error=error or (errors[-1] if errors else None),
     )
 
 
-def _watch(sweep: control.Sweep, scheduler: LocalScheduler, url: str, token: str,
-           on_schedule: bool, on_progress: Callable[[Progress], None] | None) -> str | None:
-    """Wait until the current run is over; enforce each group's deadline meanwhile."""
+def final_states(sweep: control.Sweep, run: str, completed: set[str]) -> dict[str, str]:
+    """Each group's end, in one word: complete, preempted, contaminated, failed (stored
+    nothing), gave up (kept failing), refused (budget) or not run."""
+    store = sweep.store
+    attempts = store.attempts(run)
+    flags = store.flags(run)
+    out = {}
+    for group in sweep.groups:
+        mine = [a for a in attempts if a.group == group.id]
+        launches = store.launch_count(run, group.id)
+        if group.id in completed:
+            out[group.id] = "complete"
+        elif launches >= control.MAX_LAUNCHES_PER_RUN:
+            out[group.id] = "gave up"
+        elif mine and mine[-1].key in flags:
+            out[group.id] = "contaminated"
+        elif mine:
+            out[group.id] = "preempted"
+        elif launches:
+            out[group.id] = "failed"
+        else:
+            out[group.id] = "not run"
+    return out
+
+
+def _newest_run(scheduler: LocalScheduler) -> str | None:
+    runs = [a["run"] for a in scheduler.answers if a.get("run")]
+    return runs[-1] if runs else None
+
+
+def _take_over_server(state: LocalState, faults: list[dict]) -> int | None:
+    """A functions server left by a runner that was killed: stop it, and serve on its port
+    again so members it started can still reach `done`."""
+    recorded = state.functions
+    proc = state.functions_process()
+    if proc is not None:
+        log.warning("a functions server of %s is still running (pid %d; its runner was killed): "
+                    "stopping it and taking over its port", state.sweep, proc.pid)
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except Exception:  # noqa: BLE001 - psutil.TimeoutExpired
+            proc.kill()
+        faults.append({"fault": "orphaned functions server", "pid": proc.pid, "action": "stopped"})
+    port = recorded.get("port")
+    if port and _port_free(int(port)):
+        return int(port)
+    return None
+
+
+def _port_free(port: int) -> bool:
+    import socket
+
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+@contextlib.contextmanager
+def _signals_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP end the run like Ctrl-C: every group stopped, the run closed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _stop_all(server: FunctionsServer, token: str, reason: str, faults: list[dict]) -> None:
+    try:
+        server.ensure_running()
+        post(f"{server.url}/stop", token, {"reason": reason})
+    except (requests.RequestException, RuntimeError) as exc:
+        log.error("could not close the run through the functions (%s); instances are stopped directly", exc)
+        faults.append({"fault": "stop failed", "detail": str(exc)})
+
+
+def _watch(sweep: control.Sweep, scheduler: LocalScheduler, server: FunctionsServer, token: str,
+           on_schedule: bool, on_progress: Callable[[Progress], None] | None,
+           faults: list[dict]) -> str | None:
+    """Wait until the current run is over; enforce each attempt's deadline meanwhile."""
     progress = Progress(total=len(sweep.groups))
-    first_running: dict[str, float] = {}
+    started_at: dict[str, float] = {}  # group → when this attempt was first seen active
     deadline_s = sweep.spec.deadline.total_seconds()
     run_id: str | None = None
+    seen = 0  # answers already looked at: --on-schedule follows every tick, not the first
+    kick_failures = 0
+    last_active: set[str] = set()
     while True:
         time.sleep(POLL_S)
+        if server.proc is not None and server.proc.poll() is not None:
+            noticed = time.time()
+            log.error("the functions server exited (code %s): restarting it on port %d",
+                      server.proc.returncode, server.port)
+            server.restart()
+            scheduler.state.functions = server.record()
+            faults.append({"fault": "functions server died", "action": "restarted",
+                           "noticed_at": noticed, "restarted_in_s": round(time.time() - noticed, 3)})
+        failed_stop = next((a for a in scheduler.answers if a.get("action") == "stop" and a.get("error")), None)
+        if failed_stop is not None:
+            raise RunError(f"the stop tick failed: {failed_stop['error']}")
         if run_id is None:
-            answers = [a for a in scheduler.answers if a.get("run")]
-            if not answers:
+            answers = scheduler.answers[seen:]
+            seen = len(scheduler.answers)
+            fresh = [a for a in answers if a.get("run") and not a.get("duplicate")]
+            if not fresh:
                 if on_progress:
                     progress.message = "waiting for the start tick"
                     on_progress(progress)
                 continue
-            run_id = answers[0]["run"]
+            run_id = fresh[-1]["run"]
         states = control.group_states(sweep)
         active = {gid for gid, insts in states.items() if any(i.state in ACTIVE for i in insts)}
+        broken = sorted(gid for gid, insts in states.items() if control.broken(insts))
         now = time.monotonic()
+        for gid in list(started_at):
+            if gid not in active:
+                del started_at[gid]  # this attempt is over: the next one gets its own deadline
+        overdue = []
         for gid in active:
-            if now - first_running.setdefault(gid, now) > deadline_s:
-                log.warning("group %s passed its deadline: stopping it", gid)
-                scheduler.stop_tick([gid], reason="group deadline")
-                first_running[gid] = math.inf
+            if now - started_at.setdefault(gid, now) > deadline_s:
+                overdue.append(gid)
+                started_at[gid] = math.inf
+        if overdue:
+            log.warning("groups %s passed their deadline: stopping them", ", ".join(overdue))
+            try:
+                scheduler.stop_tick(overdue, reason="group deadline")
+            except requests.RequestException as exc:
+                log.error("deadline stop failed (%s): stopping the instances directly", exc)
+                for gid in overdue:
+                    sweep.cloud.stop(next(g for g in sweep.groups if g.id == gid).labels)
+            faults.extend({"fault": "deadline overrun", "group": gid} for gid in overdue)
         progress.completed = sweep.store.completed_groups(run_id)
         progress.running = active
-        current = sweep.store.current_run()
-        run_open = current is not None and current.run == run_id
+        ended, last_active = last_active - active, active
+        run_open = any(r.run == run_id and r.closed_at is None for r in sweep.store.runs())
         progress.message = "running" if active else ("idle" if run_open else "run closed")
         if on_progress:
             on_progress(progress)
         if not active and not run_open:
             if on_schedule:
-                run_id, first_running = None, {}
+                run_id, started_at = None, {}
                 continue
             return run_id
-        if not active and run_open:  # a group ended without `done` (crash): kick the run on
-            answer = post(f"{url}/start", token, {"tick": "runner"})
+        if broken or (run_open and (ended or not active)):
+            # a group lost a member, or ended (a retry may be due, or it crashed without done)
+            if broken:
+                faults.extend({"fault": "member lost", "group": gid, "noticed_at": time.time()}
+                              for gid in broken)
+            try:
+                answer = post(f"{server.url}/start", token, {"run": run_id})
+                kick_failures = 0
+            except requests.RequestException as exc:
+                kick_failures += 1
+                detail = _answer_error(exc)
+                log.error("start kick failed (%d): %s", kick_failures, detail)
+                if kick_failures >= KICK_FAILURES_MAX:
+                    raise RunError(f"the run cannot go on: {detail}") from None
+                continue
             scheduler.answers.append(answer)
-            if not answer.get("started") and not answer.get("running"):
+            if (not active and not answer.get("started") and not answer.get("running")
+                    and not answer.get("stopping")):
                 return run_id  # nothing can start now (budget, or groups that keep failing)
+
+
+def _answer_error(exc: requests.RequestException) -> str:
+    resp = getattr(exc, "response", None)
+    if resp is not None:
+        try:
+            return f"{resp.status_code} {resp.json().get('error', resp.text)}"
+        except ValueError:
+            return f"{resp.status_code} {resp.text[:200]}"
+    return str(exc)
 
 
 def _drain(cloud: LocalCloud, spec: SweepSpec, grace_s: float) -> None:

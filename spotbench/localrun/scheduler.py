@@ -53,7 +53,9 @@ class LocalScheduler:
             log.info("sweep %s is paused: start tick skipped", self.spec.name)
             return None
         now = datetime.now(self.tz)
-        answer = post(f"{self.url}/start", self.token, {"tick": now.isoformat()})
+        # a cron tick is named by its minute, so a repeated delivery is recognised as one
+        tick = now if force else now.replace(second=0, microsecond=0)
+        answer = post(f"{self.url}/start", self.token, {"tick": tick.isoformat()})
         self.answers.append(answer)
         stop_at = now + self.window
         self._sched.add_job(self.stop_tick, DateTrigger(run_date=stop_at), id=f"stop-{now:%s}",
@@ -63,10 +65,25 @@ class LocalScheduler:
         return answer
 
     def stop_tick(self, groups: list[str] | None = None, reason: str = "deadline") -> dict:
+        """POST /stop. A failure of the run's stop tick is kept among the answers (the
+        runner ends the run on it) and raised."""
         body: dict[str, Any] = {"reason": reason}
         if groups is not None:
             body["groups"] = groups
-        answer = post(f"{self.url}/stop", self.token, body)
+        try:
+            answer = post(f"{self.url}/stop", self.token, body)
+        except requests.RequestException as exc:
+            resp = getattr(exc, "response", None)
+            detail = str(exc)
+            if resp is not None:
+                try:
+                    detail = f"{resp.status_code} {resp.json().get('error', resp.text)}"
+                except ValueError:
+                    pass
+            log.error("stop tick (%s) failed: %s", reason, detail)
+            if groups is None:
+                self.answers.append({"action": "stop", "reason": reason, "error": detail})
+            raise
         self.answers.append(answer)
         log.info("stop tick: %s", answer)
         return answer

@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+import psutil
 import requests
 
 from spotbench import PROJECT_ROOT
@@ -17,6 +20,15 @@ from spotbench._private import open_private_append, private_dir
 from spotbench.localrun.net import free_ports
 
 FUNCTIONS_SOURCE = PROJECT_ROOT / "functions" / "main.py"
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the runner dies, even by SIGKILL (Linux)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
 
 
 class FunctionsServer:
@@ -43,10 +55,30 @@ class FunctionsServer:
         log = open_private_append(self.log_path)  # owned by the child's lifetime
         self.proc = subprocess.Popen(
             cmd, env={**os.environ, **self.env}, stdout=log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,
         )
         log.close()
         return self
+
+    def record(self) -> dict[str, Any]:
+        """What `functions.json` keeps: enough to find (and stop) this exact process later."""
+        pid = self.proc.pid if self.proc else None
+        ctime = None
+        if pid:
+            try:
+                ctime = psutil.Process(pid).create_time()
+            except psutil.NoSuchProcess:
+                pass
+        return {"url": self.url, "port": self.port, "pid": pid, "ctime": ctime}
+
+    def restart(self, timeout: float = 60) -> FunctionsServer:
+        """Start it again on the same port (members keep their done URL)."""
+        self.stop()
+        return self.start(timeout)
+
+    def ensure_running(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            self.restart()
 
     def wait_ready(self, timeout: float = 60) -> FunctionsServer:
         assert self.proc is not None, "launch() first"

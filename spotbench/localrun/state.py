@@ -4,7 +4,9 @@ see `spotbench._private`) so that any spotbench process
 
     cloud.db          the local cloud's SQLite instance table
     secret            the per-sweep secret the bearer tokens derive from (mode 0600)
-    functions.json    {"url": …, "pid": …} of the running functions server
+    functions.json    {"url": …, "port": …, "pid": …, "ctime": …} of the running functions
+                      server; kept when the runner is killed, so the next run or teardown
+                      finds (and stops) the server it left
     schedule.json     {"paused": bool, "next_start": iso|None, "next_stop": iso|None}
 """
 
@@ -56,6 +58,23 @@ class LocalState:
     @functions.setter
     def functions(self, value: dict[str, Any]) -> None:
         self._write("functions.json", value)
+
+    def functions_process(self) -> Any:
+        """The functions server `functions.json` names, if that exact process still runs."""
+        import psutil
+
+        info = self.functions
+        pid = info.get("pid")
+        if not pid:
+            return None
+        try:
+            proc = psutil.Process(int(pid))
+            if info.get("ctime") is not None and abs(proc.create_time() - float(info["ctime"])) > 0.05:
+                return None  # the pid was reused
+            cmdline = " ".join(proc.cmdline())
+        except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
+            return None
+        return proc if "functions" in cmdline and proc.status() != psutil.STATUS_ZOMBIE else None
 
     @property
     def schedule(self) -> dict[str, Any]:

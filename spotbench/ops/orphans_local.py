@@ -93,12 +93,4 @@ def _forget(db_path: Path, name: str) -> None:
 
 def _functions_process(state: LocalState) -> psutil.Process | None:
     """The sweep's functions server if it is still running (and really is one)."""
-    pid = state.functions.get("pid")
-    if not pid:
-        return None
-    try:
-        proc = psutil.Process(int(pid))
-        cmdline = " ".join(proc.cmdline())
-    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
-        return None
-    return proc if "functions" in cmdline else None
+    return state.functions_process()

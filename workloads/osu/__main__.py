@@ -6,10 +6,12 @@ launcher (rank 0)  runs each benchmark of `params.benchmarks` with mpiexec acros
                    members, records one Result per message size as rows arrive, stores the
                    raw OSU text beside them, then calls `done` (which stops the group).
                    SIGTERM, a lost peer or a timeout → what was measured is stored with
-                   preempted=true (metadata `interrupted` says why) and done is still called.
+                   preempted=true (metadata `interrupted` says why) and done is still called
+                   (on SIGTERM too: the peer must not bill until the deadline). A store that
+                   cannot be written does not skip done either.
 
-Exit codes: 0 finished or preempted/peer lost (results stored), 1 the benchmark failed,
-143 SIGTERM (results stored).
+Exit codes: 0 finished or preempted/peer lost (results stored), 1 the benchmark failed or
+its results could not be stored, 143 SIGTERM.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import threading
 from pathlib import Path
 
 from spotbench.member import MemberContext
+from spotbench.results import StoreError
 from workloads.osu.descriptor import OsuParams
 from workloads.common import WorkloadRun
 from workloads.osu import agent, launch, ssh
@@ -116,7 +119,8 @@ def _bench(run: WorkloadRun, t: launch.Transport, params: OsuParams, benchmark: 
 def launcher(run: WorkloadRun) -> int:
     params = OsuParams.model_validate(run.ctx.params)
     interrupted: str | None = None
-    with run.preemptible():
+    stored = True
+    with run.preemptible(call_done=True):
         with tempfile.TemporaryDirectory(prefix="spotbench-osu-") as tmp:
             t = launch.transport(run.ctx, Path(tmp))
             mpi_version = mpi_library_version()
@@ -127,15 +131,15 @@ def launcher(run: WorkloadRun) -> int:
         if interrupted:
             run.records = [r.model_copy(update={"metadata": {**r.metadata, "interrupted": interrupted}})
                            for r in run.records]
-        run.finish(preempted=interrupted is not None)
         try:
-            run.done()
-        except Exception as exc:  # noqa: BLE001 - the deadline stop still ends the group
-            log.error("done call failed (the group stops at its deadline): %s", exc)
+            run.finish(preempted=interrupted is not None)
+        except StoreError:
+            stored = False  # logged with the records; done still stops the group
+        run.done_quietly()
     failed = interrupted is not None and interrupted not in ("peer lost", "timeout")
     if failed:
         log.error("benchmark failed: %s", interrupted)
-    return 1 if failed else 0
+    return 1 if failed or not stored else 0
 
 
 def main() -> int:

@@ -7,9 +7,10 @@ The recording task stores its Results once (`WorkloadRun.finish`), removes its
 checkpoints, then calls `done`, which stops the whole group (ps servers included). On
 SIGTERM it records what was measured as preempted, notes the step it had reached (to count
 the steps redone after a restart) and still asks `done` to stop the group; a peer task
-that disappears mid-run (a preempted ps/worker VM: TF reports it unavailable) is recorded
-the same way. Any other error is stored as raw `error.txt`, `done` is called (the group
-must not idle until its deadline) and the process exits 1.
+that disappears mid-run (a preempted ps VM: TF reports it unavailable; a lost worker: the
+chief's own watch, see `ps.PeerWatch`) is recorded the same way. Any other error is stored
+as raw `error.txt`, `done` is called (the group must not idle until its deadline) and the
+process exits 1. A results store that cannot be written never skips `done` either.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def _record(run, ctx: MemberContext, params: TfMnistParams, n_threads: tuple[int
                 trainer = _trainer(ctx, params, data, checkpoints, n_threads, chief=True)
                 outcome = trainer.run()
             except Preempted:
-                _keep_partial(run, trainer, checkpoints, "SIGTERM")
+                _keep_partial(run, trainer, checkpoints, getattr(trainer, "lost", None) or "SIGTERM")
                 raise
             outcome.metadata["dataset_info"] = data.info
             outcome.record(run)
@@ -78,15 +79,24 @@ def _record(run, ctx: MemberContext, params: TfMnistParams, n_threads: tuple[int
         if PEER_LOST & {c.__name__ for c in type(exc).__mro__}:
             log.warning("a peer task is gone (%s): storing what was measured as preempted", type(exc).__name__)
             _keep_partial(run, trainer, checkpoints, f"peer lost ({type(exc).__name__})")
-            run.finish(preempted=True)
+            _finish(run, preempted=True)
             _done(run)
             return 143
         log.error("training failed:\n%s", text)
-        run.finish()
+        _finish(run)
         _done(run)
         return 1
     _done(run)
     return 0
+
+
+def _finish(run, preempted: bool = False) -> None:
+    from spotbench.results import StoreError
+
+    try:
+        run.finish(preempted=preempted)
+    except StoreError:
+        pass  # logged with the records by finish(); done is still called
 
 
 def _trainer(ctx, params, data, checkpoints, n_threads, *, chief: bool):

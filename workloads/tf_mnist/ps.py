@@ -6,12 +6,21 @@ builds the model on the parameter servers (`ParameterServerStrategy`), schedules
 `tf.function` training step per `ClusterCoordinator.schedule` (asynchronous SGD: each
 step is one worker's batch of `batch_size`), joins at sync points to count finished
 steps and to checkpoint, then evaluates on the test set.
+
+A worker lost mid-run is not something TF reports: the coordinator quietly reschedules its
+steps on the other workers (the attempt would be stored as complete with a fraction of the
+throughput) or, with one worker, waits for it forever. So the chief watches the workers'
+service ports itself (`PeerWatch`): when one stops answering it notes why and sends itself
+SIGTERM, and the attempt is stored as preempted with `stop_reason` "worker lost: …".
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
+import socket
+import threading
 from collections import Counter
 
 from spotbench.member import MemberContext
@@ -24,6 +33,41 @@ from workloads.tf_mnist.measure import Outcome, StepTimer, base_metadata, effect
 log = logging.getLogger("spotbench.tf_mnist")
 SYNC_ENV = "SPOTBENCH_TF_SYNC_EVERY"
 PEER_TIMEOUT_ENV = "SPOTBENCH_TF_PEER_TIMEOUT"
+WATCH_EVERY_S = 1.0
+WATCH_MISSES = 2  # consecutive refused connections before a worker counts as lost
+
+
+class PeerWatch:
+    """Polls TCP connects to the workers during training; on a lost one, SIGTERM to self."""
+
+    def __init__(self, addresses: dict[str, str], every: float = WATCH_EVERY_S):
+        self.addresses, self.every = addresses, every
+        self.lost: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="peer-watch", daemon=True)
+
+    def __enter__(self) -> PeerWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        misses = dict.fromkeys(self.addresses, 0)
+        while not self._stop.wait(self.every):
+            for name, address in self.addresses.items():
+                host, port = address.rsplit(":", 1)
+                try:
+                    with socket.create_connection((host, int(port)), timeout=2):
+                        misses[name] = 0
+                except OSError:
+                    misses[name] += 1
+                if misses[name] >= WATCH_MISSES and not self._stop.is_set():
+                    self.lost = f"worker lost: {name} ({address}) stopped answering"
+                    log.warning("%s: ending this attempt", self.lost)
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    return
 
 
 def serve(ctx: MemberContext, threads: tuple[int, int]) -> None:
@@ -57,6 +101,12 @@ class ChiefTrainer:
         self.ctx, self.params, self.data = ctx, params, data
         self.checkpoints, self.threads = checkpoints, threads
         self.outcome: Outcome | None = None
+        self.watch: PeerWatch | None = None
+
+    @property
+    def lost(self) -> str | None:
+        """Why the attempt ended early when a worker was lost (None otherwise)."""
+        return self.watch.lost if self.watch else None
 
     def run(self) -> Outcome:
         import tensorflow as tf
@@ -105,6 +155,15 @@ class ChiefTrainer:
                  warmup, p.workers, points[:4])
         timer.start()
         step = start
+        workers = {f"worker {i}": a for i, a in enumerate(cluster["worker"])}
+        with PeerWatch(workers) as self.watch:
+            step = self._train(coordinator, train_step, iterator, timer, points, step, checkpoint, step_var)
+        self.outcome.accuracy, self.outcome.loss = m.evaluate(model, self.data.x_test, self.data.y_test)
+        return self.outcome
+
+    def _train(self, coordinator, train_step, iterator, timer, points, step, checkpoint, step_var) -> int:
+        p = self.params
+        assert self.outcome is not None
         for point in points:
             measured = timer.warm_at is not None
             workers = [coordinator.schedule(train_step, args=(iterator,)) for _ in range(point - step)]
@@ -116,5 +175,4 @@ class ChiefTrainer:
             if self.checkpoints and p.checkpoint_every and step % p.checkpoint_every == 0 and step < p.steps:
                 step_var.assign(step)
                 self.checkpoints.save(checkpoint, step)
-        self.outcome.accuracy, self.outcome.loss = m.evaluate(model, self.data.x_test, self.data.y_test)
-        return self.outcome
+        return step

@@ -223,3 +223,35 @@ def _run_on_cpu(pid: int, seconds: float, timeout: float) -> None:
         if t.user + t.system - start >= seconds:
             return
         time.sleep(0.1)
+
+
+def test_parameter_server_losing_a_worker_is_not_stored_as_complete(tmp_path):
+    """2 workers, one killed mid-run: TF's coordinator would quietly carry on with the other
+    (a fraction of the throughput stored as a normal result); the chief's watch ends the
+    attempt as preempted, naming the lost worker, and still stops the group."""
+    url = f"file://{tmp_path}/results"
+    store = ResultStore(url)
+    store.open_run()
+    group = group_for({"strategy": "parameter_server", "workers": 2, "ps": 1, **TINY,
+                       "steps": 100_000, "warmup_steps": 2})
+    with DoneServer() as done:
+        cluster = Cluster(group, url, done.url, tmp_path / "logs", {"SPOTBENCH_TF_SYNC_EVERY": "3"})
+        try:
+            cluster.start()
+            deadline = time.monotonic() + 240
+            while "training steps" not in cluster.log_text():
+                assert time.monotonic() < deadline and cluster.proc("chief").poll() is None, cluster.log_text()
+                time.sleep(0.3)
+            time.sleep(2)
+            killed = time.monotonic()
+            cluster.proc("worker", 1).send_signal(signal.SIGKILL)
+            assert cluster.wait(cluster.proc("chief"), 60) == 143, cluster.log_text()
+            detected_s = time.monotonic() - killed
+        finally:
+            cluster.stop()
+        assert done.calls == [{"group": group.id}]
+    records = store.read()
+    assert records and all(r.preempted for r in records)
+    reason = _by_metric(records)["steps"][0].metadata["stop_reason"]
+    assert reason.startswith("worker lost: worker 1"), reason
+    assert detected_s < 30
