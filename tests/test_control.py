@@ -293,12 +293,12 @@ def test_a_runner_kick_for_a_closed_run_starts_nothing(tmp_path: Path) -> None:
 
 def test_the_stop_tick_closes_every_open_run(tmp_path: Path) -> None:
     sweep = make_sweep(tmp_path)
-    a = sweep.store.open_run()
-    b = sweep.store.open_run.__wrapped__  # two runs opened by racing ticks (before the lock)
     from spotbench.results import RunInfo
-    other = RunInfo(run=a.run + "-race", opened_at=a.opened_at)
+
+    a = sweep.store.open_run()
+    other = RunInfo(run=a.run + "-race", opened_at=a.opened_at)  # opened by a racing tick
     sweep.store._write_whole(sweep.store._p("runs", other.run, "run.json"), other.model_dump_json().encode())
-    assert b and len([r for r in sweep.store.runs() if r.closed_at is None]) == 2
+    assert len([r for r in sweep.store.runs() if r.closed_at is None]) == 2
     control.stop(sweep, SCHEDULER, {})
     assert all(r.closed_at is not None for r in sweep.store.runs())
 
