@@ -262,15 +262,22 @@ def broken(insts: list[Instance]) -> bool:
 
 def _stop_broken_groups(sweep: Sweep, states: dict[str, list[Instance]],
                         completed: set[str]) -> list[str]:
-    """Stop groups that lost a member: the survivors cannot finish alone and would bill until
-    the deadline. The group is retried whole once all its members are stopped."""
+    """Stop groups that lost a member (the survivors cannot finish alone and would bill until
+    the deadline; the group is retried whole once all its members are stopped), and groups
+    that stored a complete result but are still running (their `done` was lost)."""
     found = []
     for gid, insts in states.items():
-        if broken(insts):
+        stale = gid in completed and any(i.state in (State.PENDING, State.RUNNING) for i in insts)
+        if broken(insts) or stale:
             group = next(g for g in sweep.groups if g.id == gid)
-            lost = ", ".join(f"{i.member} ({i.error})" for i in insts if i.error)
-            log.warning("group %s lost a member (%s): stopping the rest", gid, lost)
-            states[gid] = sweep.cloud.stop(group.labels)
+            if stale:
+                log.warning("group %s is complete but still running (its done was lost): stopping it", gid)
+            else:
+                lost = ", ".join(f"{i.member} ({i.error})" for i in insts if i.error)
+                log.warning("group %s lost a member (%s): stopping the rest", gid, lost)
+            after = sweep.cloud.stop(group.labels)
+            names = {i.name for i in after}
+            states[gid] = [*after, *(i for i in insts if i.name not in names)]
             found.append(gid)
     return found
 
@@ -370,10 +377,12 @@ def _launch_pending(
                 log.warning("budget: group %s refused: %s", group.id, reason)
                 refused.append({"group": group.id, "reason": reason})
                 continue
+        record = store.record_launch(run, group.id, now)  # before: a store that fails starts nothing
         launched = sweep.cloud.start(group.labels)
         _record_start(sweep, run, group, launched, now)
         failed = [i for i in launched if i.state not in ACTIVE]
         if failed:
+            store.forget_launch(record)  # the cloud could not run it: not an attempt
             # all or nothing: members alone cannot measure anything and would only bill
             sweep.cloud.stop(group.labels)
             kinds = sorted({str(i.error or ErrorKind.API) for i in failed})
@@ -383,7 +392,6 @@ def _launch_pending(
                                 "members": {i.member: {"error": i.error and str(i.error),
                                                        "detail": i.detail} for i in failed}})
             continue
-        store.record_launch(run, group.id, now)
         running.extend(launched)
         started.append(group.id)
     remaining = len(pending) - len(started)

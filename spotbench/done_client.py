@@ -24,7 +24,8 @@ def _send(ctx: MemberContext, body: dict, timeout: float) -> requests.Response:
     return get_provider(ctx.cloud).post_done(ctx, body, timeout)
 
 
-@http_retry(attempts=5, max_wait_s=5)
+# ~16 s in all: rides out a function's cold start or the local server's restart
+@http_retry(attempts=8, max_wait_s=5)
 def call_done(ctx: MemberContext, *, timeout: float = 30) -> dict:
     """Ask the sweep to stop this member's group. Returns the function's JSON answer."""
     if not ctx.done_url:

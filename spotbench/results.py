@@ -281,11 +281,17 @@ class ResultStore:
         self.fs.rm_file(path)
 
     @_store_errors
-    def record_launch(self, run: str, group: str, now: datetime | None = None) -> None:
-        """Note that `group` was started in `run` (bounds restarts of a failing group)."""
+    def record_launch(self, run: str, group: str, now: datetime | None = None) -> str:
+        """Note that `group` is started in `run` (bounds restarts of a failing group)."""
         n = self.launch_count(run, group) + 1
-        self._write_whole(self._p("runs", run, "launches", f"{group}.{n}"),
-                          (now or utcnow()).isoformat().encode())
+        path = self._p("runs", run, "launches", f"{group}.{n}")
+        self._write_whole(path, (now or utcnow()).isoformat().encode())
+        return path
+
+    @_store_errors
+    def forget_launch(self, path: str) -> None:
+        """Undo `record_launch` (the cloud could not run the group: not an attempt)."""
+        self.fs.rm_file(path)
 
     def record_start(self, run: str, group: str, outcome: dict[str, Any]) -> None:
         """Note one start request of `group` and its outcome (`StartRecord` fields)."""

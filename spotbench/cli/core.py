@@ -11,6 +11,7 @@ from rich.table import Table
 from spotbench.cli._common import EXIT_BAD_INPUT, console, fail, policy_or_exit, spec_or_exit
 
 EXIT_INCOMPLETE = 3  # `spotbench run`: the run ended with a group incomplete (or was cut short)
+EXIT_INTERRUPTED = 130  # Ctrl-C, SIGTERM or SIGHUP to `spotbench run`
 
 SpecArg = typer.Argument(..., exists=False, help="sweep spec (YAML)", metavar="SPEC")
 
@@ -73,7 +74,7 @@ def run(
 
     Exit codes: 0 every group complete; 3 a group ended incomplete (preempted, failed,
     over its deadline, refused by the budget) or the run was cut short (results store
-    unwritable, functions unreachable); 2 bad input.
+    unwritable, functions unreachable); 130 interrupted (Ctrl-C, SIGTERM, SIGHUP); 2 bad input.
     """
     from spotbench.clouds import get_provider
 
@@ -94,6 +95,8 @@ def run(
         )
     except RunError as exc:
         fail(str(exc), code=EXIT_INCOMPLETE)
+    except KeyboardInterrupt:
+        fail("interrupted: every group was stopped and the run closed", code=EXIT_INTERRUPTED)
     if not outcome.ok:
         raise typer.Exit(EXIT_INCOMPLETE)
 

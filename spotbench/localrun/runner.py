@@ -52,6 +52,7 @@ from spotbench.spec import SweepSpec
 log = logging.getLogger("spotbench.run")
 
 POLL_S = 0.5
+STALE_S = 20.0  # a group complete but still running this long lost its done: stop it
 KICK_FAILURES_MAX = 3  # consecutive failed kicks (the store or the server keeps failing): give up
 
 
@@ -297,6 +298,7 @@ def _watch(sweep: control.Sweep, scheduler: LocalScheduler, server: FunctionsSer
     seen = 0  # answers already looked at: --on-schedule follows every tick, not the first
     kick_failures = 0
     last_active: set[str] = set()
+    stale_since: dict[str, float] = {}
     while True:
         time.sleep(POLL_S)
         if server.proc is not None and server.proc.poll() is not None:
@@ -343,6 +345,11 @@ def _watch(sweep: control.Sweep, scheduler: LocalScheduler, server: FunctionsSer
             faults.extend({"fault": "deadline overrun", "group": gid} for gid in overdue)
         progress.completed = sweep.store.completed_groups(run_id)
         progress.running = active
+        # complete but still running a while later: its done was lost
+        stale = progress.completed & {gid for gid, insts in states.items()
+                                      if any(i.state in (State.PENDING, State.RUNNING) for i in insts)}
+        stale_since = {gid: stale_since.get(gid, now) for gid in stale}
+        broken += sorted(gid for gid, t in stale_since.items() if now - t > STALE_S)
         ended, last_active = last_active - active, active
         run_open = any(r.run == run_id and r.closed_at is None for r in sweep.store.runs())
         progress.message = "running" if active else ("idle" if run_open else "run closed")

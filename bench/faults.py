@@ -1,0 +1,63 @@
+"""Fault injection figures on the local cloud: the scenarios `tests/faults` asserts on
+(member SIGKILL/SIGTERM, runner SIGTERM, runner SIGKILL then resume, functions server
+SIGKILL, deadline overruns, 50 concurrent start/done + a repeated tick, a read-only and a
+full results store), run once each, with their figures.
+
+Prints JSON:
+- `faults_injected`: how many faults were delivered;
+- `rows_lost`, `leaked_processes`: totals over every scenario (target 0 and 0);
+- `rows_duplicated`: total (target 0);
+- `billed_after_fault_s_max`: longest time any member kept running after a fault hit its
+  group (member kills: until the whole group was off; deadline overruns: past the deadline);
+- `detect_s_max` / per-fault `detect_s`: seconds from a fault until the control plane acted
+  (group off, server restarted, runner gone);
+- `scenarios`: each scenario's exit code, group states and faults.
+The read-only and full-disk scenarios need root (mounts); without it they are listed as
+skipped. Run from the repository root: `python bench/faults.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.faults.scenarios import SCENARIOS  # noqa: E402
+
+
+def main() -> None:
+    out: dict = {"faults_injected": 0, "rows_lost": 0, "leaked_processes": 0, "rows_duplicated": 0,
+                 "billed_after_fault_s_max": 0.0, "detect_s_max": 0.0, "scenarios": {}}
+    for name, scenario in SCENARIOS.items():
+        with tempfile.TemporaryDirectory(prefix=f"spotbench-faults-{name}-") as tmp:
+            t0 = time.monotonic()
+            try:
+                figures = scenario(Path(tmp))
+            except Exception as exc:  # noqa: BLE001 - a broken scenario is a figure too
+                out["scenarios"][name] = {"error": f"{type(exc).__name__}: {exc}"}
+                continue
+        if "skipped" in figures:
+            out["scenarios"][name] = {"skipped": figures["skipped"]}
+            continue
+        faults = figures.get("faults", [])
+        out["faults_injected"] += len(faults)
+        out["rows_lost"] += figures.get("rows_lost", 0)
+        out["rows_duplicated"] += figures.get("rows_duplicated", 0)
+        out["leaked_processes"] += len(figures.get("leaked", []))
+        for f in faults:
+            out["detect_s_max"] = max(out["detect_s_max"], f.get("detect_s") or 0.0)
+            billed = f.get("billed_after_deadline_s", f.get("detect_s") if "to peer" in f["fault"]
+                           or "to launcher" in f["fault"] else 0.0)
+            out["billed_after_fault_s_max"] = max(out["billed_after_fault_s_max"], billed or 0.0)
+        keep = {k: v for k, v in figures.items() if k not in ("output",)}
+        out["scenarios"][name] = {**keep, "wall_s": round(time.monotonic() - t0, 1)}
+    print(json.dumps(out, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""Fault injection on the local cloud (`pytest -m faults`): members, the runner and the
+functions server killed mid-sweep, duplicate and concurrent ticks, deadline overruns, a
+read-only and a full results store. Every scenario must lose and duplicate no result row,
+leave no process behind, name each group's final state, and make `spotbench run` exit
+non-zero when a group ends incomplete. See `scenarios.py` for what each one does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.faults.harness import EXIT_INCOMPLETE
+from tests.faults.scenarios import (
+    deadline_overrun,
+    duplicate_ticks_and_storm,
+    full_store,
+    member_kills,
+    readonly_store,
+    readonly_store_at_start,
+    runner_sigkill_then_resume,
+    runner_sigterm,
+    server_kill,
+)
+
+pytestmark = [pytest.mark.faults, pytest.mark.slow]
+
+DETECT_S = 10.0  # generous: two shared cores; the runner polls every 0.5 s
+
+
+def clean(figures: dict) -> None:
+    """What must hold after every fault."""
+    if "skipped" in figures:
+        pytest.skip(figures["skipped"])
+    assert figures["rows_lost"] == 0, figures
+    assert figures["rows_duplicated"] == 0, figures
+    assert figures["leaked"] == [], figures
+
+
+def test_member_kills_stop_the_whole_group_at_once_and_retry_it(tmp_path: Path) -> None:
+    f = member_kills(tmp_path)
+    clean(f)
+    assert f["rc"] == 0, f["output"]
+    assert set(f["states"].values()) == {"complete"} and len(f["states"]) == 2, f["output"]
+    for fault in f["faults"]:  # the survivor did not idle until a deadline
+        assert fault["detect_s"] < DETECT_S, fault
+
+
+def test_sigterm_to_the_runner_stops_everything_and_closes_the_run(tmp_path: Path) -> None:
+    f = runner_sigterm(tmp_path)
+    clean(f)
+    assert f["rc"] == 130, f["output"]
+    assert f["instances_on"] == [] and f["open_runs"] == [], f
+
+
+def test_sigkill_to_the_runner_orphans_nothing_and_a_new_run_resumes(tmp_path: Path) -> None:
+    f = runner_sigkill_then_resume(tmp_path)
+    clean(f)
+    assert f["server_was_recorded"]
+    assert f["faults"][0]["detect_s"] < DETECT_S  # the functions server died with its runner
+    assert f["rc"] == 0, f["output"]
+    assert set(f["states"].values()) == {"complete"}, f["output"]
+    assert f["runs"] == [f["first_run"]], f  # the open run was continued, not a second one
+    assert f["open_runs"] == []
+
+
+def test_a_killed_functions_server_is_restarted_on_its_port(tmp_path: Path) -> None:
+    f = server_kill(tmp_path)
+    clean(f)
+    [fault] = f["faults"]
+    assert fault["same_port"] and fault["detect_s"] < DETECT_S, fault
+    assert f["rc"] == 0, f["output"]
+    assert set(f["states"].values()) == {"complete"}, f["output"]
+
+
+def test_every_attempt_is_stopped_at_its_deadline_and_the_run_exits_non_zero(tmp_path: Path) -> None:
+    f = deadline_overrun(tmp_path)
+    clean(f)
+    assert f["rc"] == EXIT_INCOMPLETE, f["output"]
+    assert list(f["states"].values()) == ["incomplete: gave up"], f["output"]
+    assert len(f["attempts"]) == 3, f  # retried, and each retry had a deadline too
+    for a in f["attempts"]:
+        assert 8 <= a["ran_s"] <= 10 + DETECT_S, f["attempts"]
+    assert f["open_runs"] == []
+
+
+def test_concurrent_and_repeated_ticks_never_overrun_the_limit(tmp_path: Path) -> None:
+    f = duplicate_ticks_and_storm(tmp_path)
+    assert f["statuses"] and all(s in (200, 403) for s in f["statuses"]), f["statuses"]
+    assert f["peak_groups"] <= f["limit"] == 1, f
+    assert f["peak_open_runs"] <= 1, f
+    assert all(r["duplicate"] and r["run"] == f["first_run"] and r["started"] == [] for r in f["repeats"]), f
+    assert f["instances_on_after_repeat"] == []
+
+
+def test_a_read_only_results_store_at_start_starts_nothing(tmp_path: Path) -> None:
+    f = readonly_store_at_start(tmp_path)
+    clean(f)
+    assert f["rc"] == EXIT_INCOMPLETE and "nothing was started" in f["output"], f["output"]
+    assert "Read-only file system" in f["output"]
+    assert f["instances_started"] == []
+
+
+def test_a_results_store_turning_read_only_loses_no_row(tmp_path: Path) -> None:
+    f = readonly_store(tmp_path)
+    clean(f)
+    assert f["rc"] == EXIT_INCOMPLETE, f["output"]
+    assert "Read-only file system" in f["output"]
+    states = f["states"]
+    assert sorted(states.values())[0] == "complete" and any(s.startswith("incomplete") for s in states.values()), f
+
+
+def test_a_full_results_disk_loses_no_row_and_still_closes_the_run(tmp_path: Path) -> None:
+    f = full_store(tmp_path)
+    clean(f)
+    assert f["rc"] == EXIT_INCOMPLETE, f["output"]
+    assert f["open_runs"] == [], f  # a full disk no longer leaves the run open forever
+    assert any(s.startswith("incomplete") for s in f["states"].values()), f
