@@ -84,17 +84,19 @@ class WorkloadRun:
     def raw(self, name: str, text: str | bytes) -> None:
         self._raw[name] = text
 
-    def finish(self, preempted: bool = False) -> str | None:
-        """Store records and raw output once; later calls are no-ops."""
+    def finish(self, preempted: bool = False, **metadata: Any) -> str | None:
+        """Store records and raw output once; later calls are no-ops. `metadata` (e.g. why
+        the attempt was cut short) goes on every record, the preempted marker included."""
         if self.stored_path is not None:
             return self.stored_path
         ended = utcnow()
         records = [
-            r.model_copy(update={"preempted": preempted or r.preempted, "ended_at": ended})
+            r.model_copy(update={"preempted": preempted or r.preempted, "ended_at": ended,
+                                 "metadata": {**r.metadata, **metadata}})
             for r in self.records
         ]
         if not records and preempted:  # keep a trace that this group ran and was cut short
-            marker = self.record("preempted", 1.0, "flag", reason="stopped before any value")
+            marker = self.record("preempted", 1.0, "flag", reason="stopped before any value", **metadata)
             records = [marker.model_copy(update={"preempted": True, "ended_at": ended})]
         records = _priced(records, len(self.ctx.members))
         for attempt_no in range(1, STORE_ATTEMPTS + 1):

@@ -69,6 +69,7 @@ class Progress:
     completed: set[str] = field(default_factory=set)
     running: set[str] = field(default_factory=set)
     message: str = ""
+    run: str | None = None  # the run being watched
 
 
 @dataclass
@@ -315,7 +316,7 @@ def _watch(sweep: control.Sweep, scheduler: LocalScheduler, server: FunctionsSer
         if run_id is None:
             answers = scheduler.answers[seen:]
             seen = len(scheduler.answers)
-            fresh = [a for a in answers if a.get("run") and not a.get("duplicate")]
+            fresh = [a for a in answers if a.get("run") and not a.get("duplicate") and not a.get("closed")]
             if not fresh:
                 if on_progress:
                     progress.message = "waiting for the start tick"
@@ -345,6 +346,7 @@ def _watch(sweep: control.Sweep, scheduler: LocalScheduler, server: FunctionsSer
             faults.extend({"fault": "deadline overrun", "group": gid} for gid in overdue)
         progress.completed = sweep.store.completed_groups(run_id)
         progress.running = active
+        progress.run = run_id
         # complete but still running a while later: its done was lost
         stale = progress.completed & {gid for gid, insts in states.items()
                                       if any(i.state in (State.PENDING, State.RUNNING) for i in insts)}
@@ -374,6 +376,7 @@ def _watch(sweep: control.Sweep, scheduler: LocalScheduler, server: FunctionsSer
                 log.error("start kick failed (%d): %s", kick_failures, detail)
                 if kick_failures >= KICK_FAILURES_MAX:
                     raise RunError(f"the run cannot go on: {detail}") from None
+                last_active |= ended  # kick again at the next poll
                 continue
             scheduler.answers.append(answer)
             if (not active and not answer.get("started") and not answer.get("running")

@@ -128,11 +128,9 @@ def launcher(run: WorkloadRun) -> int:
                 interrupted = _bench(run, t, params, benchmark, mpi_version)
                 if interrupted:
                     break
-        if interrupted:
-            run.records = [r.model_copy(update={"metadata": {**r.metadata, "interrupted": interrupted}})
-                           for r in run.records]
         try:
-            run.finish(preempted=interrupted is not None)
+            run.finish(preempted=interrupted is not None,
+                       **({"interrupted": interrupted} if interrupted else {}))
         except StoreError:
             stored = False  # logged with the records; done still stops the group
         run.done_quietly()
