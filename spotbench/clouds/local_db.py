@@ -104,7 +104,8 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     try:
         yield conn
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:  # SQLite may have rolled back already (busy, I/O, full)
+            conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
 
