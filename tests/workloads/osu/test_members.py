@@ -106,3 +106,27 @@ def _wait_for_cpu(proc: psutil.Process, seconds: float, timeout: float) -> None:
         except psutil.Error:
             return
         time.sleep(0.1)
+
+
+@pytest.mark.slow
+def test_launcher_sigterm_stores_what_it_measured_and_calls_done(tmp_path, done_server):
+    """A spot reclaim of the launcher's VM: it stores what it measured as preempted and calls
+    done, so the peer's VM does not bill until the group's deadline."""
+    slow = {**SMALL, "benchmarks": ["latency"], "max_size": 1 << 22, "iterations": 3000,
+            "iterations_large": 3000, "large_size": 64}
+    group = make_group(tmp_path, done_server.url, slow)
+    try:
+        peer = group.start("peer")
+        launcher = group.start("launcher")
+        assert _wait_for_rank(peer.pid, timeout=60), "rank 1 never started under the peer"
+        time.sleep(1)
+        assert launcher.poll() is None, "the run finished before the launcher could be stopped"
+        launcher.send_signal(signal.SIGTERM)
+        out, _ = launcher.communicate(timeout=60)
+        assert launcher.returncode == 143, out
+        assert done_server.event.wait(10), f"done not called after SIGTERM:\n{out}"
+    finally:
+        group.stop_all()
+    assert done_server.calls[0]["body"] == {"group": "g-osu-test"}
+    records = group.store.read(group.run_id)
+    assert records and all(r.preempted for r in records)
