@@ -186,7 +186,9 @@ class FaultSweep:
                 "rows_logged_not_stored": sum(int(n) for n in NOT_STORED.findall(logs))}
 
     def leaked(self) -> list[str]:
-        """Processes of this sweep still alive (supervisors, workloads, ranks, functions)."""
+        """Processes of this sweep still alive (supervisors, workloads, ranks, functions):
+        matched by this sweep's own state folder and results folder, not by its name, so
+        another sweep of the same name elsewhere on the machine is not counted."""
         state_dir = str(self.state.dir)
         out = []
         for proc in psutil.process_iter(["pid", "cmdline"]):
@@ -202,8 +204,8 @@ class FaultSweep:
                     continue
             except psutil.NoSuchProcess:
                 continue
-            if (state_dir in cmd or env.get("SPOTBENCH_SWEEP") == self.name
-                    or env.get("SPOTBENCH_STATE_DIR") == state_dir):
+            if (state_dir in cmd or env.get("SPOTBENCH_STATE_DIR") == state_dir
+                    or env.get("SPOTBENCH_RESULTS_URL", "").endswith(str(self.results))):
                 out.append(f"{proc.pid} {cmd[:120]}")
         return out
 
