@@ -52,9 +52,10 @@ def test_a_record_claiming_another_group_is_rejected(tmp_path, caplog):
 
         done = call(fx, "/done", fx.member(0, 0), {"group": a})
         assert done["completed"] == 0 and done["pending"] == 1, done  # B is not done; A retried
-        assert done["started"] == [a]
+        # A is pending again: retried whole once its members are off (never while stopping)
+        assert done["stopping"] == [a] and done["started"] == [b], done
 
         store.write_group(run, a, records(fx, run, a))  # A's honest result
         done = call(fx, "/done", fx.member(0, 0), {"group": a})
-        assert done["completed"] == 1 and done["started"] == [b], done
+        assert done["completed"] == 1 and done["started"] == [] and done["running"] == [b], done
         assert store.completed_groups(run) == {a}
