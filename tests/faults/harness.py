@@ -128,7 +128,7 @@ class FaultSweep:
     def pid_of(self, inst: Instance) -> int:
         from contextlib import closing
 
-        from spotbench.clouds import _local_db as db
+        from spotbench.clouds import local_db as db
 
         with closing(db.connect(self.state.db_path)) as conn:
             row = db.get(conn, inst.name)
