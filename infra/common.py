@@ -2,7 +2,6 @@
 
 - `member_contexts()`: the `MemberContext` of every member of a group, given the members'
   static IPs (call it inside `Output.all(...).apply(...)`).
-- `workload_ports()` / `MPI_PORT_RANGE`: what the firewall must open between members.
 - `function_source()`: the functions source archive (`functions/` + `spotbench/` + a
   generated `requirements.txt` + a root `main.py` shim) and a content digest for naming.
 - `shift_cron()`: the stop cron = start cron + deadline, refused when not expressible.
@@ -29,16 +28,10 @@ from spotbench.workload import get_workload
 
 # MPI's port range and where the container finds its ssh files: the osu workload's (the boot
 # path mounts the keys there for any workload whose descriptor says `mpi`).
-from workloads.osu.descriptor import MPI_PORT_RANGE, SSH_DIR_IN_CONTAINER
+from workloads.osu.descriptor import SSH_DIR_IN_CONTAINER
 
 _SOURCE_DIRS = ("functions", "spotbench")
 _SKIP_SUFFIXES = (".pyc", ".pyo")
-
-
-def workload_ports(workload: str) -> list[str]:
-    """TCP ports (or 'lo-hi' ranges) members of a sweep running `workload` talk on."""
-    desc = get_workload(workload)
-    return [str(desc.port), *desc.extra_ports] if desc.port else list(desc.extra_ports)
 
 
 def workload_env(workload: str) -> dict[str, str]:

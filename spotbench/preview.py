@@ -254,7 +254,64 @@ def key_properties(d: Declared) -> dict[str, Any]:
     perms = d.inputs.get("permissions")
     if perms:
         out["permissions"] = list(perms)
+    if isinstance(d.inputs.get("tags"), list):  # GCE network tags (firewall targets)
+        out["networkTags"] = list(d.inputs["tags"])
+    nics = d.inputs.get("networkInterfaces")
+    if isinstance(nics, list) and nics and isinstance(nics[0], dict) and "networkIp" in nics[0]:
+        out["networkIp"] = nics[0]["networkIp"]
+    for k in ("privateIp", "vpcSecurityGroupIds", "members", "condition"):
+        if d.inputs.get(k):
+            out[k] = d.inputs[k]
+    for k in ("policy", "assumeRolePolicy", "policyData"):  # IAM documents, whole
+        if isinstance(d.inputs.get(k), str):
+            try:
+                out[k] = json.loads(d.inputs[k])
+            except ValueError:
+                out[k] = d.inputs[k]
+    rules = network_rules(d)
+    if rules:
+        out["rules"] = rules
     return out
+
+
+GCP_FIREWALL = "gcp:compute/firewall:Firewall"
+AWS_SG_RULES = {"aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": "INGRESS",
+                "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": "EGRESS"}
+
+
+def _ports(ports: Any) -> str:
+    return ",".join(str(p) for p in ports) if ports else "all"
+
+
+def network_rules(d: Declared) -> list[dict[str, Any]]:
+    """A firewall's / security-group rule's effect, one dict per (action, protocol):
+    `{action, direction, protocol, ports, sources, targets}`; `ports` is "all" or a list
+    like "2222,50000-50100"; sources/targets name tags, security groups or CIDRs."""
+    i = d.inputs
+    if d.type == GCP_FIREWALL:
+        direction = i.get("direction", "INGRESS")
+        sources = {k: i[k] for k in ("sourceTags", "sourceRanges", "sourceServiceAccounts")
+                   if i.get(k)}
+        targets = {k: i[k] for k in ("targetTags", "targetServiceAccounts", "destinationRanges")
+                   if i.get(k)} or {"all instances": i.get("network")}
+        return [{"action": action, "direction": direction, "protocol": a.get("protocol"),
+                 "ports": _ports(a.get("ports")), "sources": sources, "targets": targets}
+                for action, key in (("allow", "allows"), ("deny", "denies"))
+                for a in i.get(key) or []]
+    if d.type in AWS_SG_RULES:
+        direction = AWS_SG_RULES[d.type]
+        proto = i.get("ipProtocol")
+        lo, hi = (int(i[k]) if i.get(k) is not None else None for k in ("fromPort", "toPort"))
+        ports = ("all" if proto in ("-1", "all") or lo is None else
+                 f"{lo}-{hi}" if hi not in (None, lo) else str(lo))
+        other = {k: i[k] for k in ("referencedSecurityGroupId", "cidrIpv4", "cidrIpv6",
+                                   "prefixListId") if i.get(k)}
+        own = {"securityGroupId": i.get("securityGroupId")}
+        return [{"action": "allow", "direction": direction,
+                 "protocol": "all" if proto in ("-1", "all") else proto, "ports": ports,
+                 "sources": other if direction == "INGRESS" else own,
+                 "targets": own if direction == "INGRESS" else other}]
+    return []
 
 
 def as_json(declared: list[Declared]) -> str:

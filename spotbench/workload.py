@@ -61,7 +61,6 @@ class Workload:
     roles: Callable[[Any], list[tuple[str, int]]]  # params → (role, index) in rank order
     role_codes: dict[str, str] = field(default_factory=dict)  # role → short code in member names
     port: int = 0  # the port members listen on, on clouds (the local cloud picks free ones)
-    extra_ports: tuple[str, ...] = ()  # more TCP ports/ranges ('lo-hi') members talk on
     env: dict[str, str] = field(default_factory=dict)  # extra container env on a cloud VM
     mpi: bool = False  # members run MPI over ssh: the stack makes keys and known_hosts
     images: Images = Images()

@@ -3,8 +3,9 @@
 Egress (image pulls, the `done` function URL, which is not reachable through PrivateLink)
 goes through one NAT gateway in a small public subnet; S3 traffic takes a free gateway
 endpoint instead. Each run group has its own security group, which lets the group's members
-reach each other on the workload's ports only (`infra.common.workload_ports`): not another
-group's VMs, nothing from the internet.
+reach each other on every TCP and UDP port (MPICH's hydra proxies and ranks, TF servers
+listen on ephemeral ports; tests/fidelity measures them): not another group's VMs, nothing
+from the internet. Egress is open (image pulls, S3, the done URL: the one 0.0.0.0/0 rule).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from infra.common import workload_ports
 from spotbench.spec import SweepSpec
 
 
@@ -32,14 +32,6 @@ def public_cidr(vpc_cidr: str, private_cidr: str) -> str:
         f"aws.vpc_cidr {vpc_cidr} has no room for the NAT subnet beside {private_cidr}; "
         "use a larger VPC (e.g. /16) or a smaller subnet"
     )
-
-
-def port_ranges(workload: str) -> list[tuple[int, int]]:
-    out = []
-    for port in workload_ports(workload):
-        lo, _, hi = port.partition("-")
-        out.append((int(lo), int(hi or lo)))
-    return out
 
 
 @dataclass
@@ -97,8 +89,8 @@ class AwsNetwork(pulumi.ComponentResource):
             service_name=f"com.amazonaws.{spec.region}.s3",
             route_table_ids=[self.private_rt.id], tags=tagged("s3"), opts=child,
         )
-        # one security group per run group, admitting only itself: a VM of another group
-        # reaches neither a member's sshd nor MPI's ports
+        # one security group per run group, admitting only itself on every TCP/UDP port: a
+        # VM of another group reaches none of a member's ports
         self.security_groups: dict[str, aws.ec2.SecurityGroup] = {}
         self.ingress: list[aws.vpc.SecurityGroupIngressRule] = []
         self.egress: list[aws.vpc.SecurityGroupEgressRule] = []
@@ -110,13 +102,13 @@ class AwsNetwork(pulumi.ComponentResource):
             )
             self.ingress += [
                 aws.vpc.SecurityGroupIngressRule(
-                    f"{name}-members-{g.id}-{lo}" + (f"-{hi}" if hi != lo else ""),
+                    f"{name}-members-{g.id}-{proto}",
                     security_group_id=sg.id, referenced_security_group_id=sg.id,
-                    ip_protocol="tcp", from_port=lo, to_port=hi,
-                    description=f"{spec.workload.name} between members of {g.id}",
+                    ip_protocol=proto, from_port=0, to_port=65535,
+                    description=f"every {proto} port between members of {g.id}",
                     tags=tags, opts=child,
                 )
-                for lo, hi in port_ranges(spec.workload.name)
+                for proto in ("tcp", "udp")
             ]
             self.egress.append(aws.vpc.SecurityGroupEgressRule(
                 f"{name}-egress-{g.id}", security_group_id=sg.id, ip_protocol="-1",

@@ -3,8 +3,9 @@
 VMs have no external IPs: egress (image pulls, pip) goes through Cloud NAT, Google APIs
 (storage, metadata-identity, the `done` function) through Private Google Access. Ingress
 is only allowed between the VMs of one run group (each group's VMs carry its own network
-tag, `group_tag`, and a rule per group admits that tag to that tag), on the workload's
-ports — a VM of another group reaches neither its sshd nor MPI's ports — and from Identity-Aware Proxy's TCP forwarding range (`IAP_RANGE`) to
+tag, `group_tag`, and a rule per group admits that tag to that tag) on every TCP/UDP
+port — a VM of another group reaches none of them — and from Identity-Aware Proxy's TCP
+forwarding range (`IAP_RANGE`) to
 the ssh ports (`spotbench ssh/exec/collect --via iap`; who may tunnel is IAM's
 `iap.tunnelInstances.accessViaIAP`, granted per VM to `gcp.operators`) — nothing from the
 internet (GCP's implied deny-all covers the rest).
@@ -25,7 +26,6 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.common import workload_ports
 from spotbench.workload import get_workload
 from spotbench.spec import SweepSpec
 
@@ -103,9 +103,9 @@ class GcpNetwork(pulumi.ComponentResource):
             project=args.project,
             opts=child,
         )
-        ports = workload_ports(spec.workload.name)
-        # no ports (e.g. a one-member `container` group): no rule; an empty list would open all
-        self.firewalls = {} if not ports else {
+        # every TCP/UDP port, group tag to the same tag: MPICH's hydra proxies and ranks and
+        # TF servers listen on ephemeral ports no list can name (tests/fidelity measures them)
+        self.firewalls = {
             g.id: gcp.compute.Firewall(
                 f"{name}-members-{g.id}",
                 name=f"{group_tag(g.id)}-members",
@@ -113,8 +113,8 @@ class GcpNetwork(pulumi.ComponentResource):
                 direction="INGRESS",
                 source_tags=[group_tag(g.id)],
                 target_tags=[group_tag(g.id)],
-                allows=[{"protocol": "tcp", "ports": ports}],
-                description=f"workload traffic between members of group {g.id} only",
+                allows=[{"protocol": "tcp"}, {"protocol": "udp"}],
+                description=f"every TCP/UDP port between members of group {g.id} only",
                 project=args.project,
                 opts=child,
             )

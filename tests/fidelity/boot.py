@@ -82,8 +82,10 @@ def spec_variant(example: str, tmp: Path, **over: Any) -> Path:
     return out
 
 
-def render(spec_file: Path | str, mocks: RecordingMocks) -> list[Rendered]:
-    """Every member's user-data as the Pulumi program declares it (under `mocks`)."""
+def render(spec_file: Path | str, mocks: RecordingMocks) -> tuple[list[Rendered], list[dict]]:
+    """Every member's user-data as the Pulumi program declares it (under `mocks`), and the
+    resource rows `spotbench preview --json` prints for the same declarations."""
+    from spotbench.preview import as_json
     from spotbench.spec import load_spec
 
     path = Path(spec_file) if Path(spec_file).is_absolute() else ROOT / spec_file
@@ -105,7 +107,7 @@ def render(spec_file: Path | str, mocks: RecordingMocks) -> list[Rendered]:
             f["content"] for f in yaml.safe_load(text)["write_files"]
             if f["path"].endswith("/env")).splitlines())
         out.append(Rendered(cloud, name, text, MemberContext.model_validate_json(env[ENV_KEY])))
-    return out
+    return out, json.loads(as_json(mocks.declared))
 
 
 def groups(rendered: list[Rendered]) -> dict[str, list[Rendered]]:
@@ -182,6 +184,10 @@ class VM:
         path = self.state / "journal.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
+    def ports(self) -> list[dict]:
+        path = self.state / "ports.jsonl"
+        return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
     @property
     def powered_off(self) -> bool:
         return (self.state / "poweroff").exists()
@@ -193,6 +199,7 @@ class Lab:
     tag: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
     vms: list[VM] = field(default_factory=list)
     hub_proc: subprocess.Popen | None = None
+    samplers: list[subprocess.Popen] = field(default_factory=list)
 
     @property
     def hub(self) -> str:
@@ -279,6 +286,14 @@ class Lab:
         if vm.proc is not None:
             vm.proc.wait(timeout=10)
 
+    def sample_ports(self, vm: VM) -> subprocess.Popen:
+        """Record the ports `vm` listens on (tests/fidelity/ports.py) until the lab closes."""
+        proc = subprocess.Popen(
+            ["ip", "netns", "exec", vm.netns, sys.executable, "-m", "tests.fidelity.ports",
+             str(vm.state / "ports.jsonl")], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        self.samplers.append(proc)
+        return proc
+
     def done_calls(self) -> list[dict]:
         path = self.hub_dir / "done.jsonl"
         return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
@@ -288,6 +303,9 @@ class Lab:
                        text=True, check=True, capture_output=True)
 
     def __exit__(self, *exc: object) -> None:
+        for proc in self.samplers:
+            proc.kill()
+            proc.wait(timeout=10)
         for vm in self.vms:
             self.kill(vm)
         if self.hub_proc is not None:

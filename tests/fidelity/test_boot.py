@@ -8,6 +8,7 @@ import pytest
 
 from spotbench.images import IMAGE_UID
 from tests.fidelity import boot
+from tests.fidelity import rules as fw
 from tests.fidelity.conftest import need_tools
 from tests.infra.conftest import MOCKS
 
@@ -22,7 +23,7 @@ SMALL_OSU = {"max_size": 4096, "iterations": 200, "iterations_large": 50, "warmu
 
 def _check_static(example: str) -> None:
     need_tools("cloud-init", "shellcheck")
-    rendered = boot.render(example, MOCKS)
+    rendered, _ = boot.render(example, MOCKS)
     assert rendered, f"{example}: no instances declared"
     first = {}
     for r in rendered:  # members differ only in their context: check one per group shape
@@ -46,26 +47,35 @@ def test_rendered_user_data_is_valid_aws(example):
     _check_static(example)
 
 
-def _osu_group(cloud: str, lab_dir, example: str) -> list[boot.Rendered]:
+def _osu_group(cloud: str, lab_dir, example: str) -> tuple[list[boot.Rendered], list[dict]]:
     spec = boot.spec_variant(example, lab_dir, workload=SMALL_OSU, trials=1,
                              matrix={"machine_type": [
                                  boot.yaml.safe_load((boot.ROOT / example).read_text())
                                  ["matrix"]["machine_type"][0]]})
-    rendered = boot.render(spec, MOCKS)
+    rendered, rows = boot.render(spec, MOCKS)
     group = next(iter(boot.groups(rendered).values()))
     assert [r.ctx.role for r in group] == ["launcher", "peer"]
-    return group
+    return group, rows
 
 
 def boot_osu_group(cloud: str, example: str, lab_dir, *, edit=lambda text: text,
-                   timeout: float = 150) -> dict:
-    """Boot both members of the example's first OSU group; returns what happened."""
-    group = _osu_group(cloud, lab_dir, example)
-    results_url, (store, run) = boot.shared_results(lab_dir / cloud, IMAGE_UID)
-    with boot.Lab(lab_dir / cloud) as lab:
+                   rules=lambda rows: rows, timeout: float = 150, tag: str = "") -> dict:
+    """Boot both members of the example's first OSU group, each behind the firewall the
+    stack declares (as nftables in its namespace); returns what happened."""
+    group, rows = _osu_group(cloud, lab_dir, example)
+    rows = rules(rows)
+    work = lab_dir / f"{cloud}{tag}"
+    results_url, (store, run) = boot.shared_results(work, IMAGE_UID)
+    hosts = fw.hosts(rows)
+    lab_hosts = [hosts[r.name] for r in group]
+    with boot.Lab(work) as lab:
         vms = {r.ctx.role: lab.vm(r.name, r.ctx.me.host, cloud,
                                   edit(boot.localize(r, results_url, lab.done_url)))
                for r in group}
+        for r in group:
+            assert hosts[r.name].ip == r.ctx.me.host
+            lab.nft(vms[r.ctx.role], fw.nft_ruleset(rows, hosts[r.name], lab_hosts))
+            lab.sample_ports(vms[r.ctx.role])
         if cloud == "aws":  # creation boot: installs only
             for vm in vms.values():
                 lab.boot(vm)
@@ -77,7 +87,25 @@ def boot_osu_group(cloud: str, example: str, lab_dir, *, edit=lambda text: text,
         done = lab.done_calls()
         lab.stop(vms["peer"])  # what done does: stop the group
         return {"finished": finished, "done": done, "vms": vms, "store": store, "run": run,
-                "group": group, "journal": {k: v.journal for k, v in vms.items()}}
+                "group": group, "journal": {k: v.journal for k, v in vms.items()},
+                "rows": rows, "hosts": {r.ctx.role: hosts[r.name] for r in group},
+                "ports": {k: v.ports() for k, v in vms.items()}}
+
+
+def _check_ports_allowed(g: dict) -> None:
+    """Every port a member listened on (measured) is open to its peer by the rules."""
+    hosts = g["hosts"]
+    listened = 0
+    for role, ports in g["ports"].items():
+        other = hosts["peer" if role == "launcher" else "launcher"]
+        for p in ports:
+            if p["ip"].startswith("127."):
+                continue  # loopback only: nothing crosses the network
+            listened += 1
+            assert fw.allowed(g["rows"], other, hosts[role], p["protocol"], p["port"]), (
+                f"{role} listens on {p['protocol']}/{p['port']} ({p['program']}) but the "
+                f"declared rules do not let {other.name} reach it")
+    assert listened >= 3, g["ports"]  # sshd, hydra proxies, MPI ranks at least
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +124,10 @@ def test_osu_group_boots_completes_and_calls_done_gcp(gcp_osu):
     records = g["store"].read(g["run"].run)
     assert {r.metric for r in records} == {"latency", "bibw"}, (_debug_print(g), records[:1])
     assert not any(r.preempted for r in records)
+
+
+def test_every_port_osu_members_listen_on_is_allowed_gcp(gcp_osu):
+    _check_ports_allowed(gcp_osu)
 
 
 @pytest.fixture(scope="module")
@@ -119,6 +151,33 @@ def test_osu_group_boots_completes_and_calls_done_aws(aws_osu):
     records = g["store"].read(g["run"].run)
     assert {r.metric for r in records} == {"latency", "bibw"}, (_debug_print(g), records[:1])
     assert not any(r.preempted for r in records)
+
+
+def test_every_port_osu_members_listen_on_is_allowed_aws(aws_osu):
+    _check_ports_allowed(aws_osu)
+
+
+def _old_member_rules(rows: list[dict]) -> list[dict]:
+    """The rules before this fix: members reached each other on TCP 2222 and 50000-50100."""
+    out = []
+    for row in rows:
+        rules = row["properties"].get("rules")
+        member = rules and any("sourceTags" in r["sources"] or
+                               "referencedSecurityGroupId" in r["sources"] for r in rules)
+        if member:
+            row = {**row, "properties": {**row["properties"], "rules": [
+                {**rules[0], "protocol": "tcp", "ports": "2222,50000-50100"}]}}
+        out.append(row)
+    return out
+
+
+def test_old_member_ports_hang_the_osu_group_gcp(lab_dir):
+    """The same boot behind the old 2222/50000-50100 rules: MPI cannot connect, nothing
+    is measured and done is not called within the bound (the rules are what made it work)."""
+    g = boot_osu_group("gcp", "examples/gcp-osu.yaml", lab_dir, rules=_old_member_rules,
+                       timeout=40, tag="-old")
+    assert g["finished"] is None and g["done"] == [], g["journal"]
+    assert not [r for r in g["store"].read(g["run"].run) if r.metric in ("latency", "bibw")]
 
 
 def _debug_print(g):  # pragma: no cover - used when a boot fails

@@ -100,7 +100,7 @@ def test_user_data_runs_the_container_with_the_member_context(declare):
     assert ctx.results_url == "s3://res-bucket/runs/ax" and ctx.spot is True
     peer_ip = by_name[peer.name].inputs["privateIp"]
     assert {(p.name, p.host, p.port) for p in ctx.members} >= {(peer.name, peer_ip, 2222)}
-    assert env["MPICH_PORT_RANGE"] == "50000:50100" and env["AWS_REGION"] == "eu-west-1"
+    assert "MPICH_PORT_RANGE" not in env and env["AWS_REGION"] == "eu-west-1"
     doc = yaml.safe_load(ud.removeprefix("#cloud-config\n"))
     unit = next(f["content"] for f in doc["write_files"] if f["path"].endswith(".service"))
     assert "docker run --rm --name spotbench --network host" in unit
@@ -116,17 +116,16 @@ def test_user_data_runs_the_container_with_the_member_context(declare):
     assert not any("start" in c and "spotbench" in c for c in doc["runcmd"])
 
 
-def test_network_has_no_internet_ingress_and_members_talk_on_workload_ports(declare):
+def test_network_has_no_internet_ingress_and_group_members_talk_on_every_port(declare):
     spec, mocks = sweep(declare)
     sgs = mocks.of_type("aws:ec2/securityGroup:SecurityGroup")  # one per run group
     assert sorted(sg.inputs["tags"]["spotbench-group"] for sg in sgs) == sorted(
         g.id for g in spec.plan())
-    for sg in sgs:  # each admits only itself, on the workload's ports
+    for sg in sgs:  # each admits only itself, on every TCP/UDP port (MPI's are ephemeral)
         rules = [r for r in mocks.of_type(INGRESS) if r.inputs["securityGroupId"] == f"{sg.name}-id"]
-        assert {(r.inputs["fromPort"], r.inputs["toPort"]) for r in rules} == {
-            (2222, 2222), (50000, 50100)}
+        assert {(r.inputs["ipProtocol"], r.inputs["fromPort"], r.inputs["toPort"])
+                for r in rules} == {("tcp", 0, 65535), ("udp", 0, 65535)}
         for r in rules:
-            assert r.inputs["ipProtocol"] == "tcp"
             assert r.inputs["referencedSecurityGroupId"] == f"{sg.name}-id"
             assert "cidrIpv4" not in r.inputs
         assert "ingress" not in sg.inputs
@@ -230,8 +229,9 @@ def test_on_demand_spread_and_gpu_variants(declare):
         assert env["SPOTBENCH_SERVICE_PORT"] == "2223"
         assert "--gpus all" in inst.inputs["userData"]
         assert "gx-results-" in mocks.one("aws:s3/bucket:Bucket").inputs["bucketPrefix"]
-    ports = {(r.inputs["fromPort"], r.inputs["toPort"]) for r in mocks.of_type(INGRESS)}
-    assert ports == {(2223, 2223)}
+    ports = {(r.inputs["ipProtocol"], r.inputs["fromPort"], r.inputs["toPort"])
+             for r in mocks.of_type(INGRESS)}
+    assert ports == {("tcp", 0, 65535), ("udp", 0, 65535)}
 
 
 def test_bad_schedules_fail_with_the_reason(declare):

@@ -11,9 +11,9 @@ from pydantic import Field, field_validator, model_validator
 
 from spotbench.workload import Images, Params, Tracked, Workload
 
-# MPICH (hydra + ch3/ch4 TCP) picks ephemeral ports unless told a range; the VM env file sets
-# MPICH_PORT_RANGE to this range and the firewall opens exactly it between sweep members.
-MPI_PORT_RANGE = (50000, 50100)
+# MPICH's hydra proxies and TCP channel listen on ephemeral ports (the mpich wheel's ch4
+# ignores MPICH_PORT_RANGE): members of a group reach each other on every TCP/UDP port
+# (infra: per-group firewall / security group), so no range is assumed here.
 SSH_DIR_IN_CONTAINER = "/etc/spotbench/ssh"
 SSHD_PORT = 2222  # the peer container's sshd that mpiexec's launcher reaches
 
@@ -70,9 +70,7 @@ WORKLOAD = Workload(
     roles=roles,
     role_codes={"launcher": "l", "peer": "p"},
     port=SSHD_PORT,
-    extra_ports=(f"{MPI_PORT_RANGE[0]}-{MPI_PORT_RANGE[1]}",),
     env={
-        "MPICH_PORT_RANGE": f"{MPI_PORT_RANGE[0]}:{MPI_PORT_RANGE[1]}",
         "SPOTBENCH_SSH_DIR": SSH_DIR_IN_CONTAINER,
     },
     mpi=True,
