@@ -48,5 +48,8 @@ lambda-layer: setup-dev            ## third-party deps of the AWS Lambdas (befor
 	$(BIN)/pip install --quiet --target build/lambda-layer/python --platform manylinux2014_x86_64 \
 	  --implementation cp --python-version 3.12 --only-binary=:all: -r build/lambda-requirements.txt
 
+images:                            ## build images/* and push them: make images REGISTRY=… [TAG=latest]
+	@bash scripts/build_images.sh "$(REGISTRY)" "$(or $(TAG),latest)"
+
 clean:
 	rm -rf $(VENV) .spotbench results reports .pytest_cache
