@@ -1,6 +1,7 @@
-"""History section: trend plots with change points marked, and what changed since the
-previous run and since a baseline run (`spotbench report --baseline RUN`; default: the
-first run). Shown when the store holds at least two runs of a tracked metric.
+"""History section: trend plots with change points marked, what changed since the previous
+run and since a baseline run (`spotbench report --baseline RUN`; default: the first run),
+and the spot-market statistics of the sweep's own history. Shown when the store holds at
+least two runs of a followed metric.
 """
 
 from __future__ import annotations
@@ -26,14 +27,16 @@ def point_labels(df: pd.DataFrame) -> dict[str, str]:
     return {g.rsplit("-t", 1)[0]: c for g, c in zip(groups["group"], groups["config"], strict=True)}
 
 
-def load(results_url: str, df: pd.DataFrame) -> History | None:
+def load(results_url: str, df: pd.DataFrame) -> tuple[History, list[dict]] | None:
+    """The history and the spot-market statistics of the store (None: fewer than two runs)."""
     from spotbench.history.catalog import Catalog
+    from spotbench.history.market import market
     from spotbench.history.trends import history
 
     if df["run"].nunique() < 2:
         return None
     with Catalog(results_url) as cat:
-        return history(cat, labels=point_labels(df))
+        return history(cat, labels=point_labels(df)), market(cat)
 
 
 def _verdict(s: Series, rel: float | None) -> str:
@@ -98,15 +101,33 @@ def _plots(hist: History, out_dir: Path) -> list[Path]:
     return pngs
 
 
+def _market_table(stats: list[dict]) -> pd.DataFrame:
+    def f(v, form: str) -> str:
+        return "—" if v is None or pd.isna(v) else form.format(v)
+
+    return pd.DataFrame({
+        "zone · machine · accelerator": [" · ".join(str(s[k] or "—") for k in ("zone", "machine_type", "accelerator"))
+                                         for s in stats],
+        "completed / attempts": [f"{s['completed']}/{s['attempts']}" for s in stats],
+        "preemptions per VM-hour": [f(s["preemptions_per_vm_hour"], "{:.3g}") for s in stats],
+        "failed starts per start": [f(s["failed_starts_per_start"], "{:.2f}") for s in stats],
+        "capacity failures per start": [f(s["capacity_failures_per_start"], "{:.2f}") for s in stats],
+        "start tick → first result (s)": [f(s["first_result_s"], "{:.0f}") for s in stats],
+        "retries per completed group": [f(s["retries_per_completed"], "{:.2f}") for s in stats],
+        "USD per completed result": [f(s["cost_per_completed_usd"], "{:.4g}") for s in stats],
+    }).set_index("zone · machine · accelerator")
+
+
 def _pct(v: float | None) -> str:
     return "—" if v is None or pd.isna(v) else f"{v * 100:+.1f}%"
 
 
 def section(df: pd.DataFrame, doc: Document, out_dir: Path, results_url: str,
             baseline: str | None = None):
-    hist = load(results_url, df)
-    if hist is None or not any(len(s.values) >= 2 for s in hist.series):
+    loaded = load(results_url, df)
+    if loaded is None or not any(len(s.values) >= 2 for s in loaded[0].series):
         return [], []
+    hist, stats = loaded
     if baseline is not None and baseline not in hist.runs:
         raise ValueError(f"--baseline {baseline}: no such run; runs are {', '.join(hist.runs)}")
     doc.add(Heading("History"))
@@ -139,6 +160,9 @@ def section(df: pd.DataFrame, doc: Document, out_dir: Path, results_url: str,
         base = baseline or "the first run of each series"
         doc.add(TableBlock(shown, f"Latest run {hist.runs[-1]} against the previous run and the baseline "
                                   f"({base}); changes under {SAME_WITHIN:.0%} shown as ≈"))
+    if stats:
+        doc.add(TableBlock(_market_table(stats), "Spot market as this sweep saw it (`spotbench market SPEC`; "
+                                                 "— where the store does not hold the figure)"))
     pngs = _plots(hist, out_dir)
     for png in pngs:
         doc.add(Image(png, png.stem.replace("_", " ")))

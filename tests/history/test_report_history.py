@@ -34,6 +34,8 @@ def test_history_section_marks_the_step_and_compares_runs(tmp_path: Path) -> Non
     # latest vs previous: both after the step (≈); vs baseline run 3: +40 % (a regression)
     assert lat[4] == "≈" and lat[7] == "regression" and 30 < float(lat[6].rstrip("%")) < 50
     assert compare["OSU bibw @ 1 MiB · m0"][7] == "≈"
+    (market,) = rows_of(md, "Spot market")
+    assert market[:3] == ["local · m0 · —", "10/10", "0"]  # no preemption in this history
     for metric in ("latency_8", "latency_1048576", "bibw_1048576", "cost_usd"):
         png = out / f"history_{metric}.png"
         assert png.stat().st_size > 5000 and str(png) in printed
