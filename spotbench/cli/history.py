@@ -82,9 +82,10 @@ def compact(
     spec_path: Path = SpecArg,
     results: str | None = ResultsOpt,
 ) -> None:
-    """Write one Parquet file per closed run (runs/<run>/records.parquet) so queries over a
-    long history read a thousand files, not fifty thousand. The JSONL files are kept; open
-    runs and runs already compacted are left alone."""
+    """Compact each closed run into one Parquet file (runs/<run>/records.parquet).
+
+    Queries over a long history then read a thousand files, not fifty thousand. The JSONL
+    files are kept; open runs and runs already compacted are left alone."""
     url = _results_url(spec_path, results)
     with _open_catalog(url) as cat:
         compacted = cat.compacted_runs()
@@ -189,8 +190,9 @@ def market(
     as_json: bool = typer.Option(False, "--json", help="print the statistics as JSON"),
     results: str | None = ResultsOpt,
 ) -> None:
-    """Spot-market statistics from this sweep's own history, per zone × machine type ×
-    accelerator: preemptions per VM-hour, failed and capacity-failed starts per start, time
+    """Spot-market statistics from this sweep's own history.
+
+    Per zone × machine type × accelerator: preemptions per VM-hour, failed and capacity-failed starts per start, time
     from the start tick to the first result, retries per completed group, and the real cost
     per completed result with preempted attempts included (`spotbench estimate` prices
     retries with it). Figures the store does not hold show as —."""
