@@ -28,4 +28,6 @@ if component is None:
     )
 module, _, cls = component.partition(":")
 sweep_class = getattr(importlib.import_module(module), cls)
-sweep_class(spec.name, sweep_class.Args(spec=spec))
+sweep = sweep_class(spec.name, sweep_class.Args(spec=spec))
+for key, value in sweep.outputs.items():  # the stack's outputs: exported here only
+    pulumi.export(key, value)

@@ -139,6 +139,4 @@ class AwsSweep(pulumi.ComponentResource):
                 {g.id: [ips[m.name] for m in g.members] for g in groups}, mpi.host_public,
                 workload.port)
             self.outputs["ssh_private_key"] = mpi.login_private  # the operator's key
-        for key_, value in self.outputs.items():
-            pulumi.export(key_, value)
-        self.register_outputs(self.outputs)
+        self.register_outputs(self.outputs)  # infra/__main__.py exports them

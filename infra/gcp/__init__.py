@@ -133,6 +133,4 @@ class GcpSweep(pulumi.ComponentResource):
                 {gid: [a.address for a in grp.addresses.values()] for gid, grp in self.groups.items()},
                 mpi.host_public, workload.port)
             self.outputs["ssh_private_key"] = mpi.login_private  # the operator's key
-        for key_, value in self.outputs.items():
-            pulumi.export(key_, value)
-        self.register_outputs(self.outputs)
+        self.register_outputs(self.outputs)  # infra/__main__.py exports them

@@ -53,7 +53,11 @@ def pulumi_destroy(stack: str, *, yes: bool, echo: Echo, work_dir: Path = PROJEC
     from pulumi import automation as auto
 
     try:
-        stack_obj = auto.select_stack(stack_name=stack, work_dir=str(work_dir))
+        if (work_dir / "Pulumi.yaml").exists():  # a checkout: its project and stack config files
+            stack_obj = auto.select_stack(stack_name=stack, work_dir=str(work_dir))
+        else:  # an installed spotbench: the program ships as the `infra` package
+            stack_obj = auto.select_stack(stack_name=stack, project_name="spotbench",
+                                          program=_installed_program)
         if not yes:
             result = stack_obj.preview_destroy(on_output=echo)
             return f"pulumi: destroying stack {stack} would change {result.change_summary}"
@@ -61,6 +65,12 @@ def pulumi_destroy(stack: str, *, yes: bool, echo: Echo, work_dir: Path = PROJEC
         return f"pulumi: stack {stack} destroyed"
     except Exception as exc:  # noqa: BLE001 - the orphan sweep still runs after this
         return f"pulumi destroy of stack {stack} failed ({exc}); run: " + pulumi_command(stack, work_dir)
+
+
+def _installed_program() -> None:
+    import runpy
+
+    runpy.run_path(str(PROJECT_ROOT / "infra" / "__main__.py"), run_name="__main__")
 
 
 def teardown(
