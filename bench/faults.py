@@ -10,7 +10,8 @@ Prints JSON:
 - `billed_after_fault_s_max`: longest time any member kept running after a fault hit its
   group (member kills: until the whole group was off; deadline overruns: past the deadline);
 - `detect_s_max` / per-fault `detect_s`: seconds from a fault until the control plane acted
-  (group off, server restarted, runner gone);
+  (group off, server restarted, runner gone); storage faults report `run_ended_s` instead
+  (from the fault until `spotbench run` had stopped everything and exited 3);
 - `scenarios`: each scenario's exit code, group states and faults.
 The read-only and full-disk scenarios need root (mounts); without it they are listed as
 skipped. Run from the repository root: `python bench/faults.py`.

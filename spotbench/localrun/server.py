@@ -23,12 +23,16 @@ FUNCTIONS_SOURCE = PROJECT_ROOT / "functions" / "main.py"
 _PR_SET_PDEATHSIG = 1
 
 
+try:  # resolved here: the child runs only a plain call between fork and exec
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):
+    _PRCTL = None
+
+
 def _die_with_parent() -> None:
     """In the child before exec: SIGTERM when the runner dies, even by SIGKILL (Linux)."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, int(signal.SIGTERM))
 
 
 class FunctionsServer:
@@ -56,6 +60,7 @@ class FunctionsServer:
         self.proc = subprocess.Popen(
             cmd, env={**os.environ, **self.env}, stdout=log, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,
+            start_new_session=True,  # its own process group: stop() reaches its workers too
         )
         log.close()
         return self
@@ -98,13 +103,21 @@ class FunctionsServer:
         raise RuntimeError(f"the functions server did not answer within {timeout:.0f}s; see {self.log_path}")
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
+        """Quick shutdown; after 10 s, or when the server died on its own, SIGKILL to its
+        whole process group, so no worker it forked outlives it."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)  # gunicorn: quick shutdown (TERM is graceful)
             try:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+                pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.wait()
 
     def __enter__(self) -> FunctionsServer:
         return self.start() if self.proc is None else self.wait_ready()

@@ -254,7 +254,7 @@ def readonly_store(root: Path) -> dict[str, Any]:
         hit = time.monotonic()
         sw.faults.append({"fault": "results store read-only"})
         rc, out = sw.finish()
-        sw.faults[-1]["detect_s"] = round(time.monotonic() - hit, 3)
+        sw.faults[-1]["run_ended_s"] = round(time.monotonic() - hit, 3)  # stopped, exit 3
         figures = _close(sw, rc, out)
     finally:
         if sw.proc and sw.proc.poll() is None:
@@ -301,7 +301,7 @@ def full_store(root: Path) -> dict[str, Any]:
             hit = time.monotonic()
             sw.faults.append({"fault": "results disk full"})
             rc, out = sw.finish()
-            sw.faults[-1]["detect_s"] = round(time.monotonic() - hit, 3)
+            sw.faults[-1]["run_ended_s"] = round(time.monotonic() - hit, 3)  # stopped, exit 3
             figures = _close(sw, rc, out)
         finally:
             if sw.proc and sw.proc.poll() is None:
