@@ -231,8 +231,9 @@ def exec_cmd(
     via: str = VIA, jump: str | None = JUMP, port: int = PORT, hosts: list[str] | None = HOSTS,
     root: Path | None = RootOpt,
 ) -> None:
-    """Run a command on every member of a group at once (unreachable members are reported,
-    the others served). Exit 1 when any member failed."""
+    """Run a command on every member of a group at once; exit 1 when any member failed.
+
+    Unreachable members are reported, the others served."""
     import shlex
 
     from spotbench.ops.remote import run_on_group

@@ -14,9 +14,11 @@ def preflight(
     spec_path: Path = typer.Argument(..., help="sweep spec (YAML)", metavar="SPEC"),
     as_json: bool = typer.Option(False, "--json", help="print the problems as JSON"),
 ) -> None:
-    """Check SPEC against its cloud before `pulumi up`: credentials, enabled APIs, machine
-    types and accelerators in the zone/region, spot quota for the largest number of VMs
-    and GPUs running at once, the team's guardrails and the budget for one run.
+    """Check SPEC against its cloud before `pulumi up`: credentials, APIs, quota, budget.
+
+    Checks the credentials, the enabled APIs, the machine types and accelerators in the
+    zone/region, spot quota for the largest number of VMs and GPUs running at once, the
+    team's guardrails and the budget for one run.
 
     Prints one line per problem with the command or change that fixes it; exits 1 when
     there is any, 0 when the sweep is good to deploy. Uses your cloud credentials
