@@ -22,7 +22,7 @@ from croniter import croniter
 from infra.requirements import requirements_txt  # noqa: F401 - the functions' requirements
 from spotbench import PROJECT_ROOT
 from spotbench.images import IMAGE_GID, IMAGE_UID
-from spotbench.member import MemberContext
+from spotbench.member import EXIT_OUTSIDE_RUN, MemberContext
 from spotbench.plan import RunGroup
 from spotbench.workload import get_workload
 
@@ -49,6 +49,7 @@ def member_contexts(
     done_url: str | None,
     zone: str | None,
     spot: bool,
+    deadline_s: int | None = None,
 ) -> dict[str, MemberContext]:
     """member name → context, with every peer's (static IP, workload service port)."""
     port = group.descriptor.port
@@ -56,7 +57,7 @@ def member_contexts(
     return {
         m.name: MemberContext.for_member(
             group, m, addresses=addresses, cloud=cloud, results_url=results_url,
-            done_url=done_url, zone=zone, spot=spot,
+            done_url=done_url, zone=zone, spot=spot, deadline_s=deadline_s,
         )
         for m in group.members
     }
@@ -183,7 +184,11 @@ def workload_unit(*, pre: list[str], start: list[str], home: str, timeout_stop_s
     """The systemd unit that runs a member's workload container (GCP cloud-init, AWS user-data).
 
     `pre` are ExecStartPre commands (a leading '-' lets one fail), `start` the docker command.
+    When the workload exits with `EXIT_OUTSIDE_RUN` (it started with no open run, or after
+    its run's deadline) the unit powers the VM off: a stopped VM bills no compute.
     """
+    poweroff = f'if [ "$$EXIT_STATUS" = {EXIT_OUTSIDE_RUN} ]; then systemctl poweroff; fi'
+
     lines = [
         "[Unit]",
         "Description=spotbench workload",
@@ -196,6 +201,7 @@ def workload_unit(*, pre: list[str], start: list[str], home: str, timeout_stop_s
         f"Environment=HOME={home}",
         *(f"ExecStartPre={c}" for c in pre),
         "ExecStart=" + " ".join(start),
+        f"ExecStopPost=/bin/sh -c '{poweroff}'",
         "TimeoutStartSec=0",
         f"TimeoutStopSec={timeout_stop_s}",
         "Restart=no",

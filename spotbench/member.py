@@ -19,6 +19,10 @@ from spotbench.clouds.provider import get_provider
 from spotbench.plan import Member, RunGroup
 
 ENV_KEY = "SPOTBENCH_CONTEXT"
+# A member that starts outside an open run (a cloud booted it: GCE at creation, EC2 when
+# spot capacity returns) exits with this code without writing anything; the VM's unit
+# then powers the VM off (infra.common.workload_unit).
+EXIT_OUTSIDE_RUN = 3
 
 
 class Peer(BaseModel):
@@ -54,6 +58,7 @@ class MemberContext(BaseModel):
     zone: str | None = None
     spot: bool = False
     placement: str = "none"
+    deadline_s: int | None = None  # the group's deadline from its run's start (clouds)
 
     @classmethod
     def for_member(
@@ -68,6 +73,7 @@ class MemberContext(BaseModel):
         token: str | None = None,
         zone: str | None = None,
         spot: bool = False,
+        deadline_s: int | None = None,
     ) -> MemberContext:
         """Build the context of `member`; `addresses` maps member name → (host, port)."""
         peers = [
@@ -81,7 +87,7 @@ class MemberContext(BaseModel):
             role=member.role, index=member.index, rank=member.rank, members=peers,
             results_url=results_url, done_url=done_url, token=token,
             machine_type=group.machine_type, accelerator=group.accelerator, zone=zone,
-            spot=spot, placement=group.placement,
+            spot=spot, placement=group.placement, deadline_s=deadline_s,
         )
 
     def to_env(self) -> dict[str, str]:

@@ -31,7 +31,7 @@ from datetime import datetime
 from typing import Any
 
 from spotbench.done_client import call_done
-from spotbench.member import MemberContext
+from spotbench.member import EXIT_OUTSIDE_RUN, MemberContext
 from spotbench.results import Result, ResultStore, StoreError, utcnow
 
 STORE_ATTEMPTS = 3
@@ -61,11 +61,8 @@ class WorkloadRun:
 
     def _current_run(self) -> str:
         current = self.store.current_run()
-        if current is None:
-            runs = self.store.runs()
-            if not runs:
-                raise RuntimeError(f"no run is open in {self.store.url}: start groups through the start function")
-            current = runs[-1]
+        if current is None:  # never write into a closed run
+            raise RuntimeError(f"no run is open in {self.store.url}: start groups through the start function")
         return current.run
 
     def record(self, metric: str, value: float, unit: str, **metadata: Any) -> Result:
@@ -152,6 +149,33 @@ class WorkloadRun:
             sys.exit(143)
         finally:
             signal.signal(signal.SIGTERM, previous)
+
+
+def exit_if_outside_run(ctx: MemberContext, now: datetime | None = None) -> None:
+    """On a cloud VM, leave at once when no run is open or the run's deadline has passed.
+
+    GCE boots every VM once at creation, EC2 restarts a persistent spot instance whenever
+    capacity returns: the workload then starts with nothing to do. It writes nothing and
+    exits with `EXIT_OUTSIDE_RUN`; the VM's unit powers the VM off. Inside a run, the run's
+    id goes to `SPOTBENCH_RUN` (what `WorkloadRun` records under). Local members are
+    started by the runner inside a run and are not checked.
+    """
+    if ctx.cloud == "local":
+        return
+    store = ResultStore(ctx.results_url)
+    run = store.current_run()
+    now = now or utcnow()
+    why = None
+    if run is None:
+        why = "no run is open (a boot outside the schedule: creation, or a capacity restart)"
+    elif ctx.deadline_s and (now - run.opened_at).total_seconds() > ctx.deadline_s:
+        why = (f"run {run.run} opened at {run.opened_at:%Y-%m-%d %H:%M:%S} is past the "
+               f"group's deadline ({ctx.deadline_s} s)")
+    if why:
+        log.warning("%s: %s; stopping this VM without running", ctx.name, why)
+        logging.shutdown()
+        sys.exit(EXIT_OUTSIDE_RUN)
+    os.environ["SPOTBENCH_RUN"] = run.run
 
 
 def _priced(records: list[Result], members: int) -> list[Result]:

@@ -99,7 +99,8 @@ class AwsRunGroup(pulumi.ComponentResource):
         def render(values: list) -> dict[str, str]:
             image, results_url, done_url, keys = values
             contexts = member_contexts(group, args.ips, cloud="aws", results_url=results_url,
-                                       done_url=done_url, zone=spec.zone, spot=spec.spot)
+                                       done_url=done_url, zone=spec.zone, spot=spec.spot,
+                                       deadline_s=int(spec.deadline.total_seconds()))
             return {n: user_data(image=image, env={**ctx.to_env(), **extra}, gpu=gpus[n],
                                  ssh=keys) for n, ctx in contexts.items()}
 

@@ -115,6 +115,7 @@ class GcpRunGroup(pulumi.ComponentResource):
             contexts = member_contexts(
                 group, dict(zip(names, ip_list)), cloud="gcp", results_url=args.results_url,
                 done_url=args.done_url, zone=args.zone, spot=spec.spot,
+                deadline_s=int(spec.deadline.total_seconds()),
             )
             extra = {**workload_env(group.workload), **GCSFS_ENV}
             return {

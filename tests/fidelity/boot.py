@@ -316,18 +316,28 @@ class Lab:
         subprocess.run(["ip", "netns", "del", self.hub], capture_output=True)
 
 
-def shared_results(tmp: Path, uid: int) -> tuple[str, Any]:
-    """A file:// results folder the image's uid can write, with an open run."""
+def shared_results(tmp: Path, uid: int) -> Any:
+    """A file:// results store (the bucket) whose folder the image's uid can write."""
     from spotbench.results import ResultStore
 
     folder = tmp / "results"
-    store = ResultStore(f"file://{folder}")
+    folder.mkdir(parents=True)
+    os.chown(folder, uid, uid)
+    return ResultStore(f"file://{folder}")
+
+
+def open_run(store: Any, uid: int) -> Any:
+    """What the start function does first: open a run (its folder writable by the image)."""
     run = store.open_run()
-    for dirpath, dirnames, filenames in os.walk(folder):
+    for dirpath, dirnames, filenames in os.walk(store.root):
         for n in [dirpath, *(os.path.join(dirpath, f) for f in dirnames + filenames)]:
             os.chown(n, uid, uid)
-    folder.chmod(0o755)
-    return store.url, (store, run)
+    return run
+
+
+def files(store: Any) -> list[str]:
+    return sorted(str(p.relative_to(store.root)) for p in Path(store.root).rglob("*")
+                  if p.is_file())
 
 
 def cleanup_dir(path: Path) -> None:

@@ -4,6 +4,8 @@ boot a two-member OSU group that completes and calls `done` over HTTP."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from spotbench.images import IMAGE_UID
@@ -59,13 +61,18 @@ def _osu_group(cloud: str, lab_dir, example: str) -> tuple[list[boot.Rendered], 
 
 
 def boot_osu_group(cloud: str, example: str, lab_dir, *, edit=lambda text: text,
-                   rules=lambda rows: rows, timeout: float = 150, tag: str = "") -> dict:
+                   rules=lambda rows: rows, timeout: float = 150, tag: str = "",
+                   outside: bool = True) -> dict:
     """Boot both members of the example's first OSU group, each behind the firewall the
-    stack declares (as nftables in its namespace); returns what happened."""
+    stack declares (as nftables in its namespace), as the cloud would: first outside any
+    run (GCE's creation boot; on AWS the creation boot, then a capacity restart) when
+    `outside`, then inside an open run. Returns what happened."""
     group, rows = _osu_group(cloud, lab_dir, example)
     rows = rules(rows)
     work = lab_dir / f"{cloud}{tag}"
-    results_url, (store, run) = boot.shared_results(work, IMAGE_UID)
+    store = boot.shared_results(work, IMAGE_UID)
+    results_url = store.url
+    outside_boots: dict = {}
     hosts = fw.hosts(rows)
     lab_hosts = [hosts[r.name] for r in group]
     with boot.Lab(work) as lab:
@@ -81,6 +88,19 @@ def boot_osu_group(cloud: str, example: str, lab_dir, *, edit=lambda text: text,
                 lab.boot(vm)
             for vm in vms.values():
                 assert lab.wait(vm, 60) == 0, vm.journal
+        if outside:  # no run is open: each member must stop its VM by itself, quickly
+            started = time.monotonic()
+            for vm in vms.values():
+                lab.boot(vm)
+            for role, vm in vms.items():
+                lab.wait(vm, 90)
+                outside_boots[role] = {
+                    "seconds": time.monotonic() - started, "powered_off": vm.powered_off,
+                    "end": [c for c in vm.calls("systemd") if c["phase"] == "end"][-1:],
+                    "docker_runs": len([c for c in vm.calls("docker") if c["argv"][0] == "run"])}
+            outside_boots["files"] = boot.files(store)
+            outside_boots["done"] = lab.done_calls()
+        run = boot.open_run(store, IMAGE_UID)
         lab.boot(vms["peer"])
         lab.boot(vms["launcher"])
         finished = lab.wait(vms["launcher"], timeout)
@@ -89,7 +109,7 @@ def boot_osu_group(cloud: str, example: str, lab_dir, *, edit=lambda text: text,
         return {"finished": finished, "done": done, "vms": vms, "store": store, "run": run,
                 "group": group, "journal": {k: v.journal for k, v in vms.items()},
                 "rows": rows, "hosts": {r.ctx.role: hosts[r.name] for r in group},
-                "ports": {k: v.ports() for k, v in vms.items()}}
+                "ports": {k: v.ports() for k, v in vms.items()}, "outside": outside_boots}
 
 
 def _check_ports_allowed(g: dict) -> None:
@@ -139,7 +159,8 @@ def test_osu_group_boots_completes_and_calls_done_aws(aws_osu):
     g = aws_osu
     launcher = g["vms"]["launcher"]
     runs = [c for c in launcher.calls("docker") if c["argv"][0] == "run"]
-    assert len(runs) == 1, ("the creation boot must not run the workload", _debug_print(g), launcher.calls())
+    assert len(runs) == 2, ("the creation boot must not run the workload", _debug_print(g),
+                            launcher.calls())  # the out-of-run restart, then the run
     assert len(g["done"]) == 1, (_debug_print(g), g["done"])
     call = g["done"][0]
     assert call["body"] == {"group": g["group"][0].ctx.group}
@@ -175,7 +196,7 @@ def test_old_member_ports_hang_the_osu_group_gcp(lab_dir):
     """The same boot behind the old 2222/50000-50100 rules: MPI cannot connect, nothing
     is measured and done is not called within the bound (the rules are what made it work)."""
     g = boot_osu_group("gcp", "examples/gcp-osu.yaml", lab_dir, rules=_old_member_rules,
-                       timeout=40, tag="-old")
+                       timeout=40, tag="-old", outside=False)
     assert g["finished"] is None and g["done"] == [], g["journal"]
     assert not [r for r in g["store"].read(g["run"].run) if r.metric in ("latency", "bibw")]
 
@@ -183,3 +204,23 @@ def test_old_member_ports_hang_the_osu_group_gcp(lab_dir):
 def _debug_print(g):  # pragma: no cover - used when a boot fails
     for role, text in g["journal"].items():
         print(f"===== {role}\n{text[-6000:]}")
+
+
+def _check_outside_run_stops_itself(g: dict) -> None:
+    out = g["outside"]
+    for role in ("launcher", "peer"):
+        o = out[role]
+        assert o["docker_runs"] == 1, o  # the workload started ...
+        assert o["end"] and o["end"][0]["status"] == 3, (o, g["journal"][role][-3000:])
+        assert o["powered_off"], o  # ... and the unit powered the VM off: no more billing
+        assert o["seconds"] < 60, o
+    assert out["files"] == [], out["files"]  # wrote nothing
+    assert out["done"] == []
+
+
+def test_a_member_booted_outside_a_run_stops_its_vm_gcp(gcp_osu):
+    _check_outside_run_stops_itself(gcp_osu)
+
+
+def test_a_member_restarted_outside_a_run_stops_its_vm_aws(aws_osu):
+    _check_outside_run_stops_itself(aws_osu)

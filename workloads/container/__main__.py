@@ -16,7 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from workloads.common import Preempted, WorkloadRun
+from spotbench.member import MemberContext
+from workloads.common import Preempted, WorkloadRun, exit_if_outside_run
 from workloads.container import metrics
 from workloads.container.descriptor import ContainerParams
 
@@ -87,6 +88,7 @@ def execute(run: WorkloadRun, params: ContainerParams, results_dir: Path) -> int
 
 
 def main() -> int:
+    exit_if_outside_run(MemberContext.from_env())
     run = WorkloadRun.from_env()
     params = ContainerParams.model_validate(run.ctx.params)
     with run.preemptible():

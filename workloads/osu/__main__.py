@@ -27,7 +27,7 @@ from pathlib import Path
 from spotbench.member import MemberContext
 from spotbench.results import StoreError
 from workloads.osu.descriptor import OsuParams
-from workloads.common import WorkloadRun
+from workloads.common import WorkloadRun, exit_if_outside_run
 from workloads.osu import agent, launch, ssh
 from workloads.osu.parse import OsuParseError, OsuStream
 
@@ -142,8 +142,9 @@ def launcher(run: WorkloadRun) -> int:
 
 def main() -> int:
     ctx = MemberContext.from_env()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    exit_if_outside_run(ctx)
     if ctx.role == "peer":
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
         return peer(ctx)
     if ctx.role == "launcher":
         return launcher(WorkloadRun.from_env())

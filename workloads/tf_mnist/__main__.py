@@ -114,6 +114,9 @@ def main() -> int:
     for noisy in ("absl", "tensorflow"):  # per-step INFO lines from TF's Python side
         logging.getLogger(noisy).setLevel(logging.WARNING)
     ctx = MemberContext.from_env()
+    from workloads.common import exit_if_outside_run
+
+    exit_if_outside_run(ctx)
     params = TfMnistParams.model_validate(ctx.params)
     prepare_env(ctx)
     n_threads = threads(ctx)
