@@ -163,3 +163,132 @@ def test_checks_reject_broken_dockerfiles(tmp_path, text, check, message):
     f.write_text(text)
     with pytest.raises(AssertionError, match=message):
         check(f)
+
+
+# ---- the image's user and the packages its workload imports ---------------------------
+def test_user_is_pinned_to_the_uid_the_boot_path_hands_files_to():
+    """Every image runs as `IMAGE_UID` (spotbench/images.py): the unit chowns the MPI keys
+    to that uid before `docker run`, so a Dockerfile must create its USER with it."""
+    from spotbench.images import IMAGE_UID
+    from tests.fidelity.shims import image_config
+
+    for dockerfile in DOCKERFILES:
+        cfg = image_config(dockerfile)
+        assert cfg["user"] and cfg["uid"] == IMAGE_UID, (
+            f"{dockerfile}: USER {cfg['user']!r} must be created with `useradd --uid {IMAGE_UID}`")
+
+
+LOCAL_PACKAGES = {"spotbench", "workloads", "functions", "infra"}
+# opened by URL scheme through fsspec (never imported by name): gs:// and s3:// results
+BY_URL = {"gcsfs", "s3fs"}
+
+
+def _module_file(module: str) -> Path | None:
+    base = ROOT.joinpath(*module.split("."))
+    for candidate in (base / "__init__.py", base.with_suffix(".py")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def imported_packages(module: str) -> set[str]:
+    """Top-level third-party modules reachable from `module` through this repo's imports
+    (module-level and lazy ones: both run on some path)."""
+    import ast
+    import sys
+
+    seen, third, stack = set(), set(), [module]
+    while stack:
+        name = stack.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        path = _module_file(name)
+        if path is None:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            for n in names:
+                top = n.split(".")[0]
+                if top in LOCAL_PACKAGES:
+                    parts = n.split(".")
+                    stack += [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+                elif top not in sys.stdlib_module_names and top != "__future__":
+                    third.add(top)
+    return third
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def installed_distributions(dockerfile: Path) -> set[str]:
+    """What the image's `pip install` lines (and a tensorflow base) install, with their
+    dependencies as this checkout's environment resolves them."""
+    import tomllib
+    from importlib.metadata import PackageNotFoundError, requires
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted: list[str] = []
+    for word, rest in instructions(dockerfile):
+        if word == "FROM" and rest.startswith("tensorflow/tensorflow"):
+            wanted.append("tensorflow")
+        if word != "RUN":
+            continue
+        for m in re.finditer(r"pip install ([^&;|]*)", rest):
+            for token in shlex.split(m.group(1)):
+                if token.startswith("-"):
+                    continue
+                extras = re.match(r"^\.(?:\[([\w,-]+)\])?$", token)
+                if extras:
+                    wanted += project["dependencies"]
+                    for extra in (extras.group(1) or "").split(","):
+                        wanted += project["optional-dependencies"].get(extra, []) if extra else []
+                else:
+                    wanted.append(token)
+    done: set[str] = set()
+    while wanted:
+        req = wanted.pop()
+        if ";" in req and "extra ==" in req:
+            continue  # an optional extra of a dependency: not installed
+        name = _norm(re.split(r"[<>=!~;\[ ]", req.strip(), maxsplit=1)[0])
+        if not name or name in done:
+            continue
+        done.add(name)
+        try:
+            wanted += requires(name) or []
+        except PackageNotFoundError:
+            pass
+    return done
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=_ids(DOCKERFILES))
+def test_every_package_the_workload_imports_is_installed(dockerfile: Path):
+    from importlib.metadata import packages_distributions
+
+    entry = json.loads(next(rest for word, rest in instructions(dockerfile)
+                            if word == "ENTRYPOINT"))
+    module = entry[entry.index("-m") + 1]
+    installed = installed_distributions(dockerfile)
+    dists = packages_distributions()
+    missing = []
+    for top in sorted(imported_packages(f"{module}.__main__") | imported_packages(module)):
+        names = {_norm(d) for d in dists.get(top, [top])}
+        if top == "tensorflow":
+            names |= {"tensorflow-cpu", "tensorflow"}
+        if not names & installed:
+            missing.append(f"{top} ({', '.join(sorted(names))})")
+    missing += [p for p in sorted(BY_URL) if p not in installed]
+    assert not missing, f"{dockerfile}: {module} imports what the image does not install: {missing}"
+
+
+def test_import_check_rejects_an_image_missing_a_package(tmp_path):
+    f = tmp_path / "Dockerfile"
+    f.write_text('FROM python:3.11-slim\nRUN useradd --uid 1000 bench\nCOPY spotbench ./\n'
+                 'RUN pip install "." \nUSER bench\nENTRYPOINT ["python", "-m", "workloads.tf_mnist"]\n')
+    with pytest.raises(AssertionError, match=r"tensorflow|sklearn|gcsfs"):
+        test_every_package_the_workload_imports_is_installed(f)
