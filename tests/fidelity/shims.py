@@ -13,7 +13,8 @@
   configured or `docker login` got the password ECR issues.
 - `curl`: the real curl (IMDS on the hub is real HTTP) except for ECR's API, answered here
   after checking the call is SigV4-signed with the instance role's credentials.
-- `cos-extensions`: recorded only.
+- `cos-extensions install gpu`: creates /var/lib/nvidia/{lib64,bin} as COS does (no
+  device nodes: the lab has no GPU).
 
 Every call is appended to `STATE/calls.jsonl` (what the tests read back).
 """
@@ -290,6 +291,10 @@ def docker(state: Path, argv: list[str]) -> int:
     if run.get("network") != "host":
         print("docker shim: the workload needs --network host", file=sys.stderr)
         return 125
+    if run["gpus"] and not Path("/dev/nvidia0").exists():
+        print('docker: Error response from daemon: could not select device driver "" with '
+              "capabilities: [[gpu]].", file=sys.stderr)
+        return 125
     for dev in run["devices"]:
         if not Path(dev).exists():
             print(f"docker: error gathering device information for {dev}", file=sys.stderr)
@@ -422,6 +427,9 @@ def main(name: str, state: str, argv: list[str]) -> int:
     if name == "docker":
         return docker(st, argv)
     record(st, program=name, argv=argv)
+    if name == "cos-extensions" and argv[:2] == ["install", "gpu"]:
+        for sub in ("lib64", "bin"):  # where COS puts the driver (no device nodes here)
+            Path("/var/lib/nvidia", sub).mkdir(parents=True, exist_ok=True)
     return 0
 
 

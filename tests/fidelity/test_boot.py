@@ -224,3 +224,99 @@ def test_a_member_booted_outside_a_run_stops_its_vm_gcp(gcp_osu):
 
 def test_a_member_restarted_outside_a_run_stops_its_vm_aws(aws_osu):
     _check_outside_run_stops_itself(aws_osu)
+
+
+@pytest.mark.parametrize("cloud, example", [("gcp", "examples/gcp-gpu.yaml"),
+                                            ("aws", "examples/aws-tf-gpu.yaml")])
+def test_gpu_group_boots_the_gpu_image_with_the_gpu(cloud, example, lab_dir):
+    """A GPU group's member boots `<registry>/tf-gpu` with its GPU handed to docker (COS:
+    the driver installed first and the device nodes; AWS: --gpus all). The lab has no GPU,
+    so docker refuses to start it — which is what it must do on a VM without one."""
+    spec = boot.spec_variant(example, lab_dir, trials=1)
+    rendered, _ = boot.render(spec, MOCKS)
+    chief = next(r for r in rendered if r.ctx.role == "chief")
+    store = boot.shared_results(lab_dir / f"gpu-{cloud}", IMAGE_UID)
+    boot.open_run(store, IMAGE_UID)
+    with boot.Lab(lab_dir / f"gpu-{cloud}") as lab:
+        vm = lab.vm(chief.name, chief.ctx.me.host, cloud,
+                    boot.localize(chief, store.url, lab.done_url))
+        for _ in range(1 if cloud == "gcp" else 2):  # aws: the creation boot installs only
+            lab.boot(vm)
+            assert lab.wait(vm, 90) is not None, vm.journal
+    runs = [c for c in vm.calls("docker") if c["argv"][0] == "run"]
+    assert len(runs) == 1, vm.journal
+    run = runs[0]["run"]
+    assert run["image"].endswith("/tf-gpu:latest"), run["image"]
+    if cloud == "gcp":
+        calls = [c["program"] for c in vm.calls() if c["program"] in ("cos-extensions", "docker")]
+        assert calls.index("cos-extensions") < calls.index("docker")
+        assert "/dev/nvidia0" in run["devices"] and "/dev/nvidiactl" in run["devices"]
+    else:
+        assert run["gpus"] == "all"
+    end = [c for c in vm.calls("systemd") if c["phase"] == "end"][-1]
+    assert end["status"] == 125 and not vm.powered_off  # no GPU here: docker refuses
+    assert boot.files(store) == [f"runs/{store.current_run().run}/run.json"]
+
+
+TINY_TF = {"steps": 20, "batch_size": 16, "dataset": "synthetic", "warmup_steps": 5}
+
+
+@pytest.fixture(scope="module")
+def gcp_tf(lab_dir):
+    """examples/gcp-tf.yaml's first group (chief, ps, worker) booted behind its declared
+    rules, each member in its own namespace, with the ports it listens on measured."""
+    data = boot.yaml.safe_load((boot.ROOT / "examples/gcp-tf.yaml").read_text())
+    spec = boot.spec_variant("examples/gcp-tf.yaml", lab_dir, workload=TINY_TF, trials=1,
+                             matrix={**data["matrix"], "workers": [1]})
+    rendered, rows = boot.render(spec, MOCKS)
+    group = next(iter(boot.groups(rendered).values()))
+    hosts = fw.hosts(rows)
+    lab_hosts = [hosts[r.name] for r in group]
+    work = lab_dir / "gcp-tf"
+    store = boot.shared_results(work, IMAGE_UID)
+    run = boot.open_run(store, IMAGE_UID)
+    with boot.Lab(work) as lab:
+        vms = {r.ctx.role: lab.vm(r.name, r.ctx.me.host, "gcp",
+                                  boot.localize(r, store.url, lab.done_url)) for r in group}
+        for r in group:
+            lab.nft(vms[r.ctx.role], fw.nft_ruleset(rows, hosts[r.name], lab_hosts))
+            lab.sample_ports(vms[r.ctx.role])
+        for vm in vms.values():
+            lab.boot(vm)
+        finished = lab.wait(vms["chief"], 300)
+        done = lab.done_calls()
+        for role in ("ps", "worker"):
+            lab.stop(vms[role])
+        return {"finished": finished, "done": done, "store": store, "run": run, "rows": rows,
+                "group": group, "hosts": {r.ctx.role: hosts[r.name] for r in group},
+                "ports": {k: v.ports() for k, v in vms.items()},
+                "journal": {k: v.journal for k, v in vms.items()}}
+
+
+def test_tf_parameter_server_group_boots_trains_and_calls_done_gcp(gcp_tf):
+    g = gcp_tf
+    assert len(g["done"]) == 1, {k: v[-3000:] for k, v in g["journal"].items()}
+    assert g["done"][0]["body"] == {"group": g["group"][0].ctx.group}
+    records = g["store"].read(g["run"].run)
+    steps = [r for r in records if r.metric == "steps"]
+    assert steps and steps[0].value >= 20 and not any(r.preempted for r in records)
+
+
+def test_every_port_tf_members_listen_on_is_allowed_gcp_and_aws(gcp_tf):
+    """Measured in the GCP boot; the AWS example declares its rules for the same roles."""
+    aws_rendered, aws_rows = boot.render("examples/aws-tf-gpu.yaml", MOCKS)
+    aws_group = next(iter(boot.groups(aws_rendered).values()))
+    aws_hosts = {r.ctx.role: fw.hosts(aws_rows)[r.name] for r in aws_group}
+    checked = 0
+    for role, ports in gcp_tf["ports"].items():
+        for p in ports:
+            if p["ip"].startswith("127."):
+                continue
+            for rows, hosts in ((gcp_tf["rows"], gcp_tf["hosts"]), (aws_rows, aws_hosts)):
+                for other, src in hosts.items():
+                    if other != role and role in hosts:
+                        checked += 1
+                        assert fw.allowed(rows, src, hosts[role], p["protocol"], p["port"]), (
+                            f"{role} listens on {p['protocol']}/{p['port']} ({p['program']}); "
+                            f"{other} may not reach it")
+    assert checked >= 6, gcp_tf["ports"]
