@@ -320,3 +320,20 @@ def test_every_port_tf_members_listen_on_is_allowed_gcp_and_aws(gcp_tf):
                             f"{role} listens on {p['protocol']}/{p['port']} ({p['program']}); "
                             f"{other} may not reach it")
     assert checked >= 6, gcp_tf["ports"]
+
+
+def test_root_owned_keys_stop_the_osu_peer_gcp(lab_dir):
+    """The counter-check of the key handover: the same boot without the unit's chown
+    (cloud-init leaves the keys root-owned 0600) fails as the image's uid reads them."""
+    group, _ = _osu_group("gcp", lab_dir, "examples/gcp-osu.yaml")
+    peer = next(r for r in group if r.ctx.role == "peer")
+    store = boot.shared_results(lab_dir / "gcp-rootkeys", IMAGE_UID)
+    boot.open_run(store, IMAGE_UID)
+    text = boot.localize(peer, store.url, "http://10.255.255.254:8080/done")
+    chown = next(line for line in text.splitlines() if "/bin/chown" in line)
+    with boot.Lab(lab_dir / "gcp-rootkeys") as lab:
+        vm = lab.vm(peer.name, peer.ctx.me.host, "gcp", text.replace(chown + "\n", ""))
+        lab.boot(vm)
+        assert lab.wait(vm, 90) is not None
+    end = [c for c in vm.calls("systemd") if c["phase"] == "end"][-1]
+    assert end["status"] != 0 and "PermissionError" in vm.journal, vm.journal[-3000:]
