@@ -194,9 +194,9 @@ def _old_member_rules(rows: list[dict]) -> list[dict]:
 
 def test_old_member_ports_hang_the_osu_group_gcp(lab_dir):
     """The same boot behind the old 2222/50000-50100 rules: MPI cannot connect, nothing
-    is measured and done is not called within the bound (the rules are what made it work)."""
+    is measured and done is not called within 25 s (the same boot under the declared rules completes)."""
     g = boot_osu_group("gcp", "examples/gcp-osu.yaml", lab_dir, rules=_old_member_rules,
-                       timeout=40, tag="-old", outside=False)
+                       timeout=25, tag="-old", outside=False)
     assert g["finished"] is None and g["done"] == [], g["journal"]
     assert not [r for r in g["store"].read(g["run"].run) if r.metric in ("latency", "bibw")]
 
