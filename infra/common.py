@@ -4,23 +4,22 @@
   static IPs (call it inside `Output.all(...).apply(...)`).
 - `function_source()`: the functions source archive (`functions/` + `spotbench/` + a
   generated `requirements.txt` + a root `main.py` shim) and a content digest for naming.
-- `shift_cron()`: the stop cron = start cron + deadline, refused when not expressible.
+- `shift_cron()` (from `spotbench.cron`, where spec validation uses it too): the stop cron
+  = start cron + deadline, refused when not expressible.
 """
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-import math
 from collections.abc import Mapping
-from datetime import datetime, timedelta
 from pathlib import Path
 
 import pulumi
-from croniter import croniter
 
 from infra.requirements import requirements_txt  # noqa: F401 - the functions' requirements
 from spotbench import PROJECT_ROOT
+from spotbench.cron import CronShiftError, shift_cron  # noqa: F401 - re-exported for infra
 from spotbench.images import IMAGE_GID, IMAGE_UID
 from spotbench.member import EXIT_OUTSIDE_RUN, MemberContext
 from spotbench.plan import RunGroup
@@ -99,73 +98,6 @@ def function_source(cloud: str, root: Path = PROJECT_ROOT) -> tuple[pulumi.Asset
     assets["requirements.txt"] = pulumi.StringAsset(reqs)
     assets["main.py"] = pulumi.StringAsset(MAIN_SHIM)
     return pulumi.AssetArchive(assets), h.hexdigest()[:12]
-
-
-# ---- the stop cron ---------------------------------------------------------------------
-class CronShiftError(ValueError):
-    pass
-
-
-def _field(values: list) -> str:
-    return ",".join(str(v) for v in sorted(values))
-
-
-def shift_cron(cron: str, delta: timedelta) -> str:
-    """The five-field cron that fires `delta` (rounded up to whole minutes) after `cron`.
-
-    Handles explicit minute/hour lists (crossing midnight is fine when the day fields are
-    '*', or when only day-of-week is set and every start crosses midnight alike) and
-    hourly crons ('*' hour, day fields '*'). Refuses, with the reason, a shift that cron
-    cannot express exactly, and a deadline not shorter than the gap between two starts
-    (the stop of one run would kill the next).
-    """
-    minutes_total = math.ceil(delta.total_seconds() / 60)
-    fields = cron.split()
-    mins, hours, doms, months, dows = croniter.expand(cron)[0]
-    days_free = doms == ["*"] and months == ["*"] and dows == ["*"]
-    _check_gap(cron, minutes_total)
-    if mins == ["*"]:
-        raise CronShiftError(f"cron {cron!r} fires every minute; give a fixed minute")
-    if hours == ["*"]:
-        if not days_free:
-            raise CronShiftError(
-                f"cron {cron!r}: an hourly schedule limited to some days cannot be shifted "
-                "exactly; use explicit hours or '*' day fields"
-            )
-        new_mins = {(m + minutes_total) % 60 for m in mins}
-        return " ".join([_field(list(new_mins)), "*", *fields[2:]])
-    shifted = {(h * 60 + m + minutes_total) for h in hours for m in mins}
-    carries = {t // 1440 for t in shifted}
-    pairs = {((t % 1440) // 60, t % 60) for t in shifted}
-    new_hours = sorted({h for h, _ in pairs})
-    new_mins = sorted({m for _, m in pairs})
-    if {(h, m) for h in new_hours for m in new_mins} != pairs:
-        raise CronShiftError(
-            f"cron {cron!r} + {minutes_total} min gives stop times that are not a "
-            "minute × hour grid; use a single start time or a deadline in whole hours"
-        )
-    day_fields = fields[2:]
-    if carries != {0} and not days_free:
-        if len(carries) > 1 or doms != ["*"] or months != ["*"]:
-            raise CronShiftError(
-                f"cron {cron!r}: the stop time {minutes_total} min later crosses midnight for "
-                "some starts only, or on a day-of-month schedule; start earlier in the day"
-            )
-        carry = carries.pop()
-        day_fields = [fields[2], fields[3], _field([(d + carry) % 7 for d in dows])]
-    return " ".join([_field(new_mins), _field(new_hours), *day_fields])
-
-
-def _check_gap(cron: str, minutes_total: int) -> None:
-    it = croniter(cron, datetime(2025, 1, 1))
-    fires = [it.get_next(datetime) for _ in range(64)]
-    gap = min((b - a for a, b in zip(fires, fires[1:])), default=timedelta.max)
-    if timedelta(minutes=minutes_total) >= gap:
-        raise CronShiftError(
-            f"deadline ({minutes_total} min) is not shorter than the gap between starts of "
-            f"cron {cron!r} ({int(gap.total_seconds() // 60)} min): the stop of one run would "
-            "stop the next; shorten the deadline or start less often"
-        )
 
 
 def known_hosts(ips: list[pulumi.Input[str]], host_public_key: pulumi.Input[str],

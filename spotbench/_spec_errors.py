@@ -25,12 +25,23 @@ class SpecError(ValueError):
         lines = []
         for path, value, message in self.problems:
             head = f"{self.where}: {path}" if path else self.where
-            shown = "" if value is _MISSING else f" = {value!r}"
+            shown = "" if value is _MISSING else f" = {shorten(value)}"
             lines.append(f"{head}{shown}: {message}")
         return "\n".join(lines)
 
 
 _MISSING = object()
+MAX_SHOWN = 80
+
+
+def shorten(value: Any, limit: int = MAX_SHOWN) -> str:
+    """repr(value), cut to `limit` characters with its full length shown."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = len(value) if isinstance(value, (str, bytes, list, dict, tuple)) else len(text)
+    unit = "characters" if isinstance(value, (str, bytes)) else "items" if hasattr(value, "__len__") else "characters"
+    return f"{text[:limit]}… ({size} {unit})"
 
 
 def problems_from_validation(

@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from spotbench._spec_errors import _MISSING as _NO_VALUE
 from spotbench._spec_errors import SpecError, problems_from_validation
 from spotbench.clouds.provider import get_provider
 from spotbench.image_ref import check_image
@@ -37,6 +38,7 @@ __all__ = [
     "Params",
     "Schedule",
     "load_spec",
+    "spec_warnings",
     "parse_duration",
     "MATRIX_MACHINE_KEYS",
 ]
@@ -196,6 +198,14 @@ class SweepSpec(_Strict):
             raise ValueError("must be at least 10s")
         return d
 
+    @field_validator("matrix", mode="before")
+    @classmethod
+    def _matrix_given(cls, v: Any) -> Any:
+        if v is None:
+            raise ValueError("matrix is empty: give keys with lists of values, e.g. "
+                             "`matrix: {machine_type: [n1-standard-2]}`, or leave it out")
+        return v
+
     @field_validator("matrix")
     @classmethod
     def _matrix_lists(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
@@ -283,29 +293,100 @@ def _params(point: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in point.items() if k not in MATRIX_MACHINE_KEYS}
 
 
+STACK_SPEC_KEY = "spotbench:spec"
+
+
 def load_spec(source: str | Path | dict[str, Any], *, origin: str | None = None) -> SweepSpec:
     """Load and validate a spec from a YAML file path, YAML text or a dict.
 
-    Raises `SpecError` listing every problem (file, field path, value, what is allowed).
+    A Pulumi stack file (`Pulumi.<stack>.yaml`) is followed to the spec its
+    `config: spotbench:spec` names (a path relative to the stack file, or the spec inline).
+    Beyond the schema, a gcp/aws spec is checked against what the cloud accepts
+    (`spotbench.spec_checks`). Raises `SpecError` listing every problem (file, field path,
+    value, what is allowed).
     """
+    return _load(source, origin=origin, followed=())
+
+
+def _load(source: str | Path | dict[str, Any], *, origin: str | None,
+          followed: tuple[Path, ...]) -> SweepSpec:
+    from spotbench import spec_yaml
+
+    base_dir: Path | None = None
     if isinstance(source, dict):
         data, where = source, origin or "<spec>"
     else:
         path = Path(source)
         where = origin or str(source)
         try:
-            text = path.read_text()
+            text = spec_yaml.read_text(path)
         except FileNotFoundError:
             raise SpecError(where, [("", source, "file not found")]) from None
+        except IsADirectoryError:
+            raise SpecError(where, [("", source, "is a directory, not a spec file")]) from None
         except OSError as exc:
             raise SpecError(where, [("", source, f"cannot read: {exc.strerror}")]) from None
+        except spec_yaml.SpecYamlError as exc:
+            raise SpecError(where, [("", _NO_VALUE, str(exc))]) from None
         try:
-            data = yaml.safe_load(text)
+            data = spec_yaml.load(text)
+        except spec_yaml.SpecYamlError as exc:
+            raise SpecError(where, [("", _NO_VALUE, str(exc))]) from None
         except yaml.YAMLError as exc:
-            raise SpecError(where, [("", None, f"not valid YAML: {exc}")]) from None
+            first = " ".join(str(exc).split())
+            raise SpecError(where, [("", _NO_VALUE, f"not valid YAML: {first}")]) from None
+        base_dir = path.resolve().parent
+        followed = (*followed, path.resolve())
+    if data is None:
+        raise SpecError(where, [("", _NO_VALUE, "the spec is empty: give at least `name` and "
+                                 "`workload` (see examples/osu-local.yaml)")])
     if not isinstance(data, dict):
         raise SpecError(where, [("", data, "the spec must be a mapping of fields")])
+    if _is_stack_file(data):
+        return _follow_stack(data, where, base_dir or Path.cwd(), followed)
     try:
-        return SweepSpec.model_validate(data)
+        spec = SweepSpec.model_validate(data)
     except ValidationError as exc:
         raise SpecError(where, problems_from_validation(exc, data, SweepSpec)) from None
+    from spotbench import spec_checks
+
+    errors = spec_checks.check(spec).errors
+    if errors:
+        raise SpecError(where, errors)
+    return spec
+
+
+def spec_warnings(spec: SweepSpec) -> list[tuple[str, Any, str]]:
+    """Names the shipped catalogs do not list but the cloud may know (newer than spotbench)."""
+    from spotbench import spec_checks
+
+    return spec_checks.check(spec).warnings
+
+
+def _is_stack_file(data: dict[str, Any]) -> bool:
+    return isinstance(data.get("config"), dict) and not ({"name", "workload"} & set(data))
+
+
+def _follow_stack(data: dict[str, Any], where: str, base_dir: Path,
+                  followed: tuple[Path, ...]) -> SweepSpec:
+    config = data["config"]
+    raw = config.get(STACK_SPEC_KEY)
+    if isinstance(raw, dict) and set(raw) == {"value"}:  # `pulumi config set --path` form
+        raw = raw["value"]
+    if raw is None:
+        raise SpecError(where, [(f"config.{STACK_SPEC_KEY}", _NO_VALUE,
+                                 "a Pulumi stack file without the spec: `pulumi config set "
+                                 "spotbench:spec examples/gcp-osu.yaml`")])
+    if isinstance(raw, dict) and "secure" in raw:
+        raise SpecError(where, [(f"config.{STACK_SPEC_KEY}", _NO_VALUE,
+                                 "is a secret; spotbench reads a plain path or object")])
+    if isinstance(raw, dict):
+        return _load(raw, origin=f"{where}: config.{STACK_SPEC_KEY}", followed=followed)
+    if not isinstance(raw, str):
+        raise SpecError(where, [(f"config.{STACK_SPEC_KEY}", raw, "give a path or the spec object")])
+    target = Path(raw)
+    target = target if target.is_absolute() else base_dir / target  # Pulumi's project dir
+    if target.resolve() in followed:
+        raise SpecError(where, [(f"config.{STACK_SPEC_KEY}", raw, "points back at a stack file "
+                                 "already followed")])
+    return _load(target, origin=f"{raw} (from {where})", followed=followed)

@@ -11,57 +11,15 @@ The target input is `{"schedule": <schedule ARN>, "body": …}` (see
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
 
-from infra.common import CronShiftError, shift_cron
+from spotbench.cron import CronShiftError, aws_cron, shift_cron
 from spotbench.spec import SweepSpec
 
 RETRY = {"maximum_retry_attempts": 3, "maximum_event_age_in_seconds": 600}
-_DAYS = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"]
-
-
-def _weekday(token: str) -> str:
-    token = token.upper()
-    if token.isdigit():
-        n = int(token)
-        if n > 7:
-            raise CronShiftError(f"day of week {token} is out of range 0-7")
-        return _DAYS[n % 7]
-    if token[:3] in _DAYS:
-        return token[:3]
-    raise CronShiftError(f"day of week {token!r} is not a number 0-7 or a name")
-
-
-def _weekdays(field: str) -> str:
-    if "/" in field:
-        raise CronShiftError(f"day-of-week steps ({field!r}) are not supported by EventBridge")
-    parts = []
-    for item in field.split(","):
-        lo, sep, hi = item.partition("-")
-        parts.append(_weekday(lo) + (sep + _weekday(hi) if sep else ""))
-    return ",".join(parts)
-
-
-def aws_cron(cron: str) -> str:
-    """Five-field cron → EventBridge Scheduler `cron(...)` expression."""
-    minute, hour, dom, month, dow = cron.split()
-    if dow in ("*", "?"):
-        dow = "?"
-    elif dom in ("*", "?"):
-        dom, dow = "?", _weekdays(dow)
-    else:
-        raise CronShiftError(
-            f"cron {cron!r} sets both day of month and day of week; EventBridge allows one"
-        )
-    if not re.fullmatch(r"[0-9*,/\-A-Za-z?]+", month):
-        raise CronShiftError(f"month field {month!r} is not valid")
-    return f"cron({minute} {hour} {dom} {month.upper()} {dow} *)"
-
-
 def schedule_pair(spec: SweepSpec) -> tuple[str, str, str, str]:
     """(start cron, stop cron, start expression, stop expression) or a RunError."""
     if spec.schedule is None:

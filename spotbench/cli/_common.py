@@ -1,4 +1,10 @@
-"""Helpers shared by the CLI modules: loading a spec with a clean exit on errors."""
+"""Helpers shared by the CLI modules: loading a spec with a clean exit on errors, and
+printing messages that hold user text.
+
+User text (spec values, file names, exception messages) is never parsed as Rich markup:
+`[bold]` in a value prints as `[bold]`, and `[/]` cannot crash the printer. Styled prefixes
+are built with `rich.text.Text`, the message appended as plain text.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +12,9 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
-from spotbench.spec import SpecError, SweepSpec, load_spec
+from spotbench.spec import SpecError, SweepSpec, load_spec, spec_warnings
 
 console = Console()
 err_console = Console(stderr=True, soft_wrap=True)
@@ -15,17 +22,33 @@ err_console = Console(stderr=True, soft_wrap=True)
 EXIT_BAD_INPUT = 2
 
 
+def styled(prefix: str, style: str, message: str) -> Text:
+    """`prefix` in `style`, then `message` verbatim (no markup, no highlighting)."""
+    return Text.assemble((prefix, style), message)
+
+
+def warn(message: str, prefix: str = "warning: ") -> None:
+    err_console.print(styled(prefix, "yellow", message), highlight=False)
+
+
 def spec_or_exit(path: Path) -> SweepSpec:
-    """Load SPEC or print every problem and exit with code 2 (nothing is started)."""
+    """Load SPEC or print every problem and exit with code 2 (nothing is started).
+
+    A Pulumi stack file (Pulumi.<stack>.yaml) is followed to its `spotbench:spec`. Names the
+    shipped catalogs do not know (a newer machine type or zone) are printed as warnings."""
     try:
-        return load_spec(path)
+        spec = load_spec(path)
     except SpecError as exc:
-        err_console.print(f"[bold red]invalid spec[/]\n{exc}", highlight=False)
+        err_console.print(styled("invalid spec\n", "bold red", str(exc)), highlight=False)
         raise typer.Exit(EXIT_BAD_INPUT) from None
+    for field, value, message in spec_warnings(spec):
+        shown = SpecError(str(path), [(field, value, message)]).render()
+        warn(shown)
+    return spec
 
 
 def fail(message: str, code: int = 1) -> None:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False)
+    err_console.print(styled("error: ", "bold red", message), highlight=False)
     raise typer.Exit(code)
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from spotbench.cli._common import EXIT_BAD_INPUT, console, fail, policy_or_exit, spec_or_exit
 
@@ -46,7 +47,7 @@ def plan(
     for g in groups:
         point = ", ".join(f"{k}={v}" for k, v in g.point.items()) or "-"
         members = ", ".join(f"{m.name.removeprefix(g.id + '-')}:{m.role}" for m in g.members)
-        table.add_row(g.id, str(g.trial), point, g.machine_type, members)
+        table.add_row(*map(Text, (g.id, str(g.trial), point, g.machine_type, members)))
     console.print(table)
 
 

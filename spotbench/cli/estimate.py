@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from spotbench.cli._common import EXIT_BAD_INPUT, console, fail, spec_or_exit
 
@@ -17,7 +18,8 @@ def _lines_table(title: str, lines, total: float) -> Table:
                       ("USD/unit", "right"), ("USD", "right"), ("note", "left")):
         table.add_column(col, justify=just)
     for ln in lines:
-        table.add_row(ln.item, f"{ln.quantity:,.4f}", ln.unit, f"{ln.unit_usd:.7g}", f"{ln.usd:,.4f}", ln.note)
+        table.add_row(*map(Text, (ln.item, f"{ln.quantity:,.4f}", ln.unit, f"{ln.unit_usd:.7g}",
+                                  f"{ln.usd:,.4f}", ln.note)))
     table.add_row("[bold]total[/]", "", "", "", f"[bold]{total:,.4f}[/]", "")
     return table
 

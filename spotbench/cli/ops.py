@@ -11,8 +11,9 @@ from pathlib import Path
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
-from spotbench.cli._common import console, err_console, fail, spec_or_exit
+from spotbench.cli._common import console, err_console, fail, spec_or_exit, styled, warn
 
 schedule_app = typer.Typer(help="Pause, resume or fire now a sweep's start/stop pair.", no_args_is_help=True)
 
@@ -41,11 +42,11 @@ def status(
     try:
         cloud = cloud_for(spec, root)
     except Exception as exc:  # noqa: BLE001 - status shows what it can
-        err_console.print(f"[yellow]cannot reach {spec.cloud}:[/] {exc}")
+        warn(str(exc), prefix=f"cannot reach {spec.cloud}: ")
     try:
         control = control_for(spec, root)
     except Exception as exc:  # noqa: BLE001
-        err_console.print(f"[yellow]schedule state unavailable:[/] {exc}")
+        warn(str(exc), prefix="schedule state unavailable: ")
     report = st.sweep_status(spec, cloud, results_for(spec, results), control)
     if as_json:
         typer.echo(json.dumps(report.as_dict(), indent=2, default=str))
@@ -57,19 +58,20 @@ def status(
         members = "\n".join(f"{m.name.removeprefix(g.id + '-')}:{m.role} {m.state}"
                             + (f" ({m.error})" if m.error else "") for m in g.members)
         deadline = g.deadline.strftime("%Y-%m-%d %H:%M:%SZ") if g.deadline else "-"
-        table.add_row(g.id, g.state, members, g.zone or "-", st.fmt_age(g.age_s), deadline, g.last_result or "-")
+        table.add_row(*map(Text, (g.id, g.state, members, g.zone or "-", st.fmt_age(g.age_s), deadline,
+                                  g.last_result or "-")))
     console.print(table)
     sch = report.schedule
     paused = {True: "PAUSED", False: "active", None: "unknown"}[sch.paused]
     if sch.cron:
         console.print(f"schedule: '{sch.cron}' {sch.timezone} · {paused} · next start {sch.next_start} · "
-                      f"next stop {sch.next_stop} {sch.detail}", highlight=False)
+                      f"next stop {sch.next_stop} {sch.detail}", highlight=False, markup=False)
     else:
-        console.print(f"schedule: none (runs on demand) · {paused}", highlight=False)
+        console.print(f"schedule: none (runs on demand) · {paused}", highlight=False, markup=False)
     if report.spend is not None:
-        console.print(f"spend: {report.spend}", highlight=False)
+        console.print(f"spend: {report.spend}", highlight=False, markup=False)
     for note in report.notes:
-        console.print(f"note: {note}", highlight=False)
+        console.print(f"note: {note}", highlight=False, markup=False)
 
 
 def _local_overview(root: Path | None, as_json: bool) -> None:
@@ -81,9 +83,9 @@ def _local_overview(root: Path | None, as_json: bool) -> None:
         typer.echo(json.dumps([r.__dict__ for r in found], indent=2))
         return
     if not found:
-        console.print(f"no local sweeps under {state_root(root)}; give a SPEC for a cloud sweep")
+        console.print(f"no local sweeps under {state_root(root)}; give a SPEC for a cloud sweep", markup=False)
     for r in found:
-        console.print(f"{r.sweep}  {r.kind}  {r.id}  {r.state}", highlight=False)
+        console.print(f"{r.sweep}  {r.kind}  {r.id}  {r.state}", highlight=False, markup=False)
 
 
 # ---- schedule --------------------------------------------------------------------------
@@ -96,7 +98,7 @@ def _schedule(spec_path: Path, action: str, root: Path | None) -> None:
         message = getattr(control, action)()
     except Exception as exc:  # noqa: BLE001 - one clear line, exit 1
         fail(f"{action.replace('_', '-')} {spec.name}: {exc}")
-    console.print(message, highlight=False)
+    console.print(message, highlight=False, markup=False)
 
 
 @schedule_app.command("pause")
@@ -151,8 +153,8 @@ def teardown(
         fail(str(exc), 2)
     deployed_by_stack = get_provider(which).deployed_by_stack
     pulumi_stack = None if not deployed_by_stack or spec is None else (stack or spec.name)
-    echo = (lambda line: err_console.print(line, highlight=False)) if as_json else (
-        lambda line: console.print(line, highlight=False))
+    echo = (lambda line: err_console.print(line, highlight=False, markup=False)) if as_json else (
+        lambda line: console.print(line, highlight=False, markup=False))
     report = run_teardown(None if all_sweeps else spec.name, sweeper, yes=yes, stack=pulumi_stack, echo=echo)
     if as_json:
         typer.echo(json.dumps(report.as_dict(), indent=2))
@@ -208,15 +210,15 @@ def _print_outcomes(outcomes) -> int:
     for o in outcomes:
         if o.error:
             bad += 1
-            err_console.print(f"[red]{o.member}: {o.error}[/]", highlight=False)
+            err_console.print(styled("", "red", f"{o.member}: {o.error}"), highlight=False)
             continue
         for line in (o.stdout + o.stderr).splitlines():
             console.print(f"{o.member}: {line}", highlight=False, markup=False)
         if o.exit_code:
             bad += 1
-            err_console.print(f"[yellow]{o.member}: exit {o.exit_code}[/]", highlight=False)
+            err_console.print(styled("", "yellow", f"{o.member}: exit {o.exit_code}"), highlight=False)
         for path in o.files:
-            console.print(f"{o.member}: stored {path}", highlight=False)
+            console.print(f"{o.member}: stored {path}", highlight=False, markup=False)
     return 1 if bad else 0
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from spotbench.cli._common import EXIT_BAD_INPUT, console, fail, policy_or_exit, spec_or_exit
 
@@ -55,7 +56,8 @@ def preview(
         text = ", ".join(f"{k}={json.dumps(v, default=str)}" for k, v in props.items())
         if d.secrets:
             text += f" [secret: {', '.join(sorted(d.secrets))}]"
-        table.add_row(d.type.split(":")[-1] if ":" in d.type else d.type, d.name, text)
+        kind = d.type.split(":")[-1] if ":" in d.type else d.type
+        table.add_row(Text(kind), Text(d.name), Text(text))  # JSON values hold brackets
     console.print(table)
 
 

@@ -33,7 +33,7 @@ def sweep(declare, **over):
 
     data = {"name": "ax", "cloud": "aws", "region": "eu-west-1", "zone": "eu-west-1a",
             "workload": {"name": "osu"}, "matrix": {"machine_type": ["c5n.large"]},
-            "trials": 2, "placement": "compact", "results": "s3://res-bucket/runs/ax",
+            "trials": 2, "placement": "none", "results": "s3://res-bucket/runs/ax",
             "image": "123456789012.dkr.ecr.eu-west-1.amazonaws.com/spotbench/osu:1",
             "schedule": {"cron": "0 3 * * 1-5", "timezone": "Europe/Berlin"},
             "deadline": "45m", **over}
@@ -71,7 +71,7 @@ def test_instances_are_stopped_persistent_spot_with_imdsv2_and_no_public_ip(decl
         assert i["instanceType"] == "c5n.large"
         assert i["ami"] == "ami-0mock"
         assert i["iamInstanceProfile"] == "ax-instance"
-        assert i["placementGroup"].endswith("-compact")
+        assert not i.get("placementGroup")  # EC2 puts no stop-on-interruption spot in one
         assert i["rootBlockDevice"]["encrypted"] is True
         tags = i["tags"]
         assert tags["managed-by"] == "spotbench" and tags["spotbench-sweep"] == "ax"
@@ -81,8 +81,7 @@ def test_instances_are_stopped_persistent_spot_with_imdsv2_and_no_public_ip(decl
     states = mocks.of_type(STATE)
     assert len(states) == 4 and {s.inputs["state"] for s in states} == {"stopped"}
     assert {s.inputs["instanceId"] for s in states} == {f"{i.name}-id" for i in instances}
-    groups = {d.inputs["strategy"] for d in mocks.of_type("aws:ec2/placementGroup:PlacementGroup")}
-    assert groups == {"cluster"}
+    assert not mocks.of_type("aws:ec2/placementGroup:PlacementGroup")
     params = [c[1]["name"] for c in mocks.calls if c[0] == "aws:ssm/getParameter:getParameter"]
     assert params == [CPU_AMI_PARAMETER]
 
@@ -212,6 +211,13 @@ def test_functions_done_url_and_schedules(declare):
 
 
 def test_on_demand_spread_and_gpu_variants(declare):
+    _, mocks = sweep(declare, provisioning="standard", placement="compact")
+    for inst in mocks.of_type(INSTANCE):
+        assert inst.inputs["placementGroup"].endswith("-compact")
+    strategies = {d.inputs["strategy"]
+                  for d in mocks.of_type("aws:ec2/placementGroup:PlacementGroup")}
+    assert strategies == {"cluster"}
+
     _, mocks = sweep(declare, provisioning="standard", placement="spread")
     assert all("instanceMarketOptions" not in i.inputs for i in mocks.of_type(INSTANCE))
     strategies = {d.inputs["strategy"]

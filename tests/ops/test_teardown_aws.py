@@ -117,7 +117,7 @@ def test_cli_status_and_teardown_on_aws(moto_url, tmp_path, monkeypatch):
     runner = CliRunner()
     status = runner.invoke(app, ["status", str(spec_file), "--json"])
     assert status.exit_code == 0, status.output
-    (g,) = json.loads(status.output)["groups"]
+    (g,) = json.loads(status.stdout)["groups"]
     assert g["id"] == group.id and g["state"] == "RUNNING", g
 
     monkeypatch.setenv("PATH", str(tmp_path))  # no pulumi on PATH

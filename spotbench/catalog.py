@@ -1,0 +1,265 @@
+"""What the clouds offer, as shipped with spotbench: zones, machine families, GPUs.
+
+Used by spec validation (`spotbench.spec_checks`) so that `plan` refuses what the cloud
+would refuse, offline. Machine types known by name are the price catalog's rows
+(`spotbench/prices/*.csv`); the families below say which other names are well formed.
+
+A name can be:
+- known: in the catalog → accepted;
+- well formed but not in the catalog (a newer zone, a bigger size, a new family) → accepted
+  with a warning naming it: the catalog may simply be older than the cloud;
+- malformed, or of another cloud → an error, with "did you mean" from the catalog.
+
+Sources (2024-06): cloud.google.com/compute/docs/regions-zones,
+cloud.google.com/compute/docs/gpus, cloud.google.com/compute/docs/instances/placement-policies-overview,
+docs.aws.amazon.com/AWSEC2/latest/UserGuide/using-regions-availability-zones.html,
+docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-groups.html.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+CATALOG_DATE = "2024-06"
+
+# ---- zones ------------------------------------------------------------------------------
+GCP_ZONE = re.compile(r"^[a-z]+-[a-z]+\d+-[a-z]$")
+GCP_REGION = re.compile(r"^[a-z]+-[a-z]+\d+$")
+AWS_ZONE = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d+[a-z]$")
+AWS_REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d+$")
+
+GCP_ZONES: dict[str, str] = {  # region → zone letters
+    "africa-south1": "abc", "asia-east1": "abc", "asia-east2": "abc", "asia-northeast1": "abc",
+    "asia-northeast2": "abc", "asia-northeast3": "abc", "asia-south1": "abc",
+    "asia-south2": "abc", "asia-southeast1": "abc", "asia-southeast2": "abc",
+    "australia-southeast1": "abc", "australia-southeast2": "abc", "europe-central2": "abc",
+    "europe-north1": "abc", "europe-southwest1": "abc", "europe-west1": "bcd",
+    "europe-west2": "abc", "europe-west3": "abc", "europe-west4": "abc", "europe-west6": "abc",
+    "europe-west8": "abc", "europe-west9": "abc", "europe-west10": "abc",
+    "europe-west12": "abc", "me-central1": "abc", "me-central2": "abc", "me-west1": "abc",
+    "northamerica-northeast1": "abc", "northamerica-northeast2": "abc",
+    "southamerica-east1": "abc", "southamerica-west1": "abc", "us-central1": "abcf",
+    "us-east1": "bcd", "us-east4": "abc", "us-east5": "abc", "us-south1": "abc",
+    "us-west1": "abc", "us-west2": "abc", "us-west3": "abc", "us-west4": "abc",
+}
+AWS_ZONES: dict[str, str] = {
+    "us-east-1": "abcdef", "us-east-2": "abc", "us-west-1": "abc", "us-west-2": "abcd",
+    "ca-central-1": "abd", "ca-west-1": "abc", "eu-central-1": "abc", "eu-central-2": "abc",
+    "eu-west-1": "abc", "eu-west-2": "abc", "eu-west-3": "abc", "eu-north-1": "abc",
+    "eu-south-1": "abc", "eu-south-2": "abc", "ap-south-1": "abc", "ap-south-2": "abc",
+    "ap-northeast-1": "acd", "ap-northeast-2": "abcd", "ap-northeast-3": "abc",
+    "ap-southeast-1": "abc", "ap-southeast-2": "abc", "ap-southeast-3": "abc",
+    "ap-southeast-4": "abc", "ap-east-1": "abc", "sa-east-1": "abc", "me-south-1": "abc",
+    "me-central-1": "abc", "af-south-1": "abc", "il-central-1": "abc",
+    "us-gov-west-1": "abc", "us-gov-east-1": "abc",
+}
+
+# ---- machine families -------------------------------------------------------------------
+# GCP: <series>-<shape>-<vCPUs>[-lssd|g]; `shapes` lists the shapes the series offers.
+GCP_SERIES: dict[str, tuple[str, ...]] = {
+    "e2": ("standard", "highmem", "highcpu", "micro", "small", "medium"),
+    "n1": ("standard", "highmem", "highcpu", "ultramem", "megamem"),
+    "n2": ("standard", "highmem", "highcpu"), "n2d": ("standard", "highmem", "highcpu"),
+    "n4": ("standard", "highmem", "highcpu"),
+    "c2": ("standard",), "c2d": ("standard", "highmem", "highcpu"),
+    "c3": ("standard", "highmem", "highcpu"), "c3d": ("standard", "highmem", "highcpu"),
+    "c4": ("standard", "highmem", "highcpu"), "c4a": ("standard", "highmem", "highcpu"),
+    "c4d": ("standard", "highmem", "highcpu"),
+    "t2d": ("standard",), "t2a": ("standard",), "h3": ("standard",),
+    "m1": ("ultramem", "megamem"), "m2": ("ultramem", "megamem"), "m3": ("ultramem", "megamem"),
+    "z3": ("highmem",), "a2": ("highgpu", "megagpu", "ultragpu"), "a3": ("highgpu", "megagpu"),
+    "g2": ("standard",),
+}
+GCP_TYPE = re.compile(r"^(?P<series>[a-z]\d[a-z]?)-(?P<shape>[a-z]+)(?:-(?P<size>\d+)(?:g|-lssd)?)?$")
+# Series that accept a COLLOCATED (compact) placement policy.
+GCP_COMPACT_SERIES = frozenset(
+    {"a2", "a3", "a4", "c2", "c2d", "c3", "c3d", "c4", "c4a", "c4d", "g2", "h3", "n2",
+     "n2d", "z3"}
+)
+# GPUs attached to N1 VMs (`guest_accelerators`): GPU → allowed counts per VM.
+GCP_N1_GPUS: dict[str, tuple[int, ...]] = {
+    "nvidia-tesla-t4": (1, 2, 4), "nvidia-tesla-v100": (1, 2, 4, 8),
+    "nvidia-tesla-p100": (1, 2, 4), "nvidia-tesla-p4": (1, 2, 4),
+}
+# Series whose machine types come with their GPUs built in (the type fixes GPU and count).
+GCP_BUNDLED_GPUS: dict[str, tuple[str, ...]] = {
+    "a2": ("nvidia-tesla-a100", "nvidia-a100-80gb"), "a3": ("nvidia-h100-80gb", "nvidia-h100-mega-80gb"),
+    "g2": ("nvidia-l4",),
+}
+GCP_GPUS = frozenset(GCP_N1_GPUS) | {g for gs in GCP_BUNDLED_GPUS.values() for g in gs}
+
+AWS_TYPE = re.compile(r"^(?P<family>[a-z]+\d+[a-z\-]*)\.(?P<size>[a-z0-9\-]+)$")
+AWS_SIZE = re.compile(r"^(nano|micro|small|medium|large|xlarge|\d+xlarge|metal(-\d+xl)?)$")
+AWS_FAMILIES = frozenset({
+    "t2", "t3", "t3a", "t4g", "m5", "m5a", "m5n", "m5zn", "m6i", "m6a", "m6g", "m6in", "m7i",
+    "m7a", "m7g", "c5", "c5a", "c5n", "c6i", "c6a", "c6g", "c6gn", "c6in", "c7i", "c7a", "c7g",
+    "c7gn", "r5", "r5a", "r5n", "r6i", "r6a", "r6g", "r7i", "r7g", "hpc6a", "hpc7g", "g4dn",
+    "g4ad", "g5", "g5g", "g6", "p3", "p3dn", "p4d", "p5", "inf2", "trn1",
+})
+AWS_GPU_FAMILIES: dict[str, str] = {  # family → the GPU its types carry
+    "g4dn": "nvidia-tesla-t4", "g4ad": "amd-radeon-v520", "g5": "nvidia-a10g",
+    "g5g": "nvidia-t4g", "g6": "nvidia-l4", "p3": "nvidia-tesla-v100", "p3dn": "nvidia-tesla-v100",
+    "p4d": "nvidia-a100", "p5": "nvidia-h100",
+}
+# Cluster placement groups do not take burstable T2 instances.
+AWS_NO_CLUSTER = frozenset({"t2"})
+
+
+Verdict = Literal["known", "unlisted", "bad"]
+
+
+@dataclass(frozen=True)
+class Check:
+    """The verdict on one name and, for `unlisted`/`bad`, the sentence saying why."""
+
+    verdict: Verdict
+    message: str = ""
+
+
+def did_you_mean(value: str, known: list[str] | set[str] | frozenset[str], cutoff: float = 0.75) -> str:
+    close = difflib.get_close_matches(value, sorted(known), n=1, cutoff=cutoff)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def gcp_series(machine_type: str) -> str:
+    return machine_type.split("-", 1)[0].lower()
+
+
+def aws_family(machine_type: str) -> str:
+    return machine_type.split(".", 1)[0].lower()
+
+
+def other_cloud_zone(cloud: str, zone: str) -> str | None:
+    """The cloud whose zone/region naming `zone` follows, when it is not `cloud`'s."""
+    gcp = bool(GCP_ZONE.match(zone) or GCP_REGION.match(zone))
+    aws = bool(AWS_ZONE.match(zone) or AWS_REGION.match(zone))
+    if cloud == "gcp" and aws and not gcp:
+        return "aws"
+    if cloud == "aws" and gcp and not aws:
+        return "gcp"
+    return None
+
+
+def check_zone(cloud: str, zone: str) -> Check:
+    pattern, table, example = ((GCP_ZONE, GCP_ZONES, "us-central1-a") if cloud == "gcp"
+                               else (AWS_ZONE, AWS_ZONES, "us-east-1a"))
+    known = {f"{r}-{z}" if cloud == "gcp" else f"{r}{z}" for r, zs in table.items() for z in zs}
+    if zone in known:
+        return Check("known")
+    other = other_cloud_zone(cloud, zone)
+    if other:
+        return Check("bad", f"looks like a zone of {other}, not {cloud}; {cloud} zones look like {example!r}"
+                     + did_you_mean(zone, known))
+    if not pattern.match(zone):
+        return Check("bad", f"not a {cloud} zone name (like {example!r})" + did_you_mean(zone, known))
+    region = zone.rsplit("-", 1)[0] if cloud == "gcp" else zone[:-1]
+    if region in table:  # a known region: its zones are known too
+        letters = ", ".join(f"{region}-{z}" if cloud == "gcp" else f"{region}{z}" for z in table[region])
+        return Check("bad", f"region {region} has the zones {letters}")
+    return Check("unlisted", f"zone {zone!r} is not in spotbench's {CATALOG_DATE} zone list "
+                 "(a newer region?); the cloud will say if it does not exist")
+
+
+def check_region(cloud: str, region: str) -> Check:
+    pattern, table, example = ((GCP_REGION, GCP_ZONES, "us-central1") if cloud == "gcp"
+                               else (AWS_REGION, AWS_ZONES, "us-east-1"))
+    if region in table:
+        return Check("known")
+    other = other_cloud_zone(cloud, region)
+    if other:
+        return Check("bad", f"looks like a region of {other}, not {cloud}; {cloud} regions look like "
+                     f"{example!r}" + did_you_mean(region, list(table)))
+    if not pattern.match(region):
+        return Check("bad", f"not a {cloud} region name (like {example!r})" + did_you_mean(region, list(table)))
+    return Check("unlisted", f"region {region!r} is not in spotbench's {CATALOG_DATE} region list "
+                 "(a newer region?)")
+
+
+def check_machine_type(cloud: str, machine_type: str, priced: set[str]) -> Check:
+    """`priced`: the machine types the price catalog has rows for (any region)."""
+    if machine_type in priced:
+        return Check("known")
+    hint = did_you_mean(machine_type, priced)
+    unlisted = Check("unlisted", f"machine type {machine_type!r} is not in spotbench's catalog "
+                     f"(newer than {CATALOG_DATE}?): `estimate` and budgets need a --prices row for it")
+    if cloud == "gcp":
+        m = GCP_TYPE.match(machine_type)
+        if not m:
+            return Check("bad", "not a GCP machine type (like 'n1-standard-2')" + hint)
+        series, shape = m.group("series"), m.group("shape")
+        if series not in GCP_SERIES:
+            return unlisted if not hint else Check("bad", f"unknown machine series {series!r}" + hint)
+        if shape not in GCP_SERIES[series]:
+            return Check("bad", f"series {series} has no {shape!r} shape (it has "
+                         f"{', '.join(GCP_SERIES[series])})" + hint)
+        if m.group("size") is None and shape not in ("micro", "small", "medium"):
+            return Check("bad", f"a {series}-{shape} type needs its vCPU count, like "
+                         f"'{series}-{shape}-4'" + hint)
+        return unlisted
+    m = AWS_TYPE.match(machine_type)
+    if not m:
+        return Check("bad", "not an EC2 instance type (like 'c5.large')" + hint)
+    if not AWS_SIZE.match(m.group("size")):
+        return Check("bad", f"{m.group('size')!r} is not an EC2 size (large, xlarge, 2xlarge, …)" + hint)
+    if m.group("family") not in AWS_FAMILIES and hint:
+        return Check("bad", f"unknown instance family {m.group('family')!r}" + hint)
+    return unlisted
+
+
+def check_accelerator(cloud: str, machine_type: str, accelerator: str, count: int) -> Check:
+    """Can `machine_type` carry `count` × `accelerator`?"""
+    if cloud == "aws":
+        family = aws_family(machine_type)
+        carried = AWS_GPU_FAMILIES.get(family)
+        if carried is None:
+            return Check("bad", f"EC2 {machine_type} has no GPU and EC2 attaches none: GPUs come "
+                         f"with the instance type ({', '.join(sorted(AWS_GPU_FAMILIES))})")
+        if accelerator != carried:
+            return Check("bad", f"EC2 {family} instances carry {carried}, not {accelerator}")
+        return Check("known")
+    series = gcp_series(machine_type)
+    if accelerator not in GCP_GPUS:
+        hint = did_you_mean(accelerator, GCP_GPUS, cutoff=0.9)
+        if hint:
+            return Check("bad", "unknown GCP accelerator" + hint)
+        return Check("unlisted", f"accelerator {accelerator!r} is not in spotbench's {CATALOG_DATE} "
+                     "GPU list (a newer GPU?)")
+    if series in GCP_BUNDLED_GPUS:
+        if accelerator not in GCP_BUNDLED_GPUS[series]:
+            return Check("bad", f"{series} machine types come with "
+                         f"{' or '.join(GCP_BUNDLED_GPUS[series])}, not {accelerator}")
+        return Check("known")
+    if series != "n1":
+        where = ", ".join(f"{s} ({'/'.join(g)})" for s, g in GCP_BUNDLED_GPUS.items())
+        return Check("bad", f"GCP attaches GPUs only to N1 machine types; {series} cannot take "
+                     f"one (or use a type with its GPU built in: {where})")
+    if accelerator not in GCP_N1_GPUS:
+        owner = next(s for s, gs in GCP_BUNDLED_GPUS.items() if accelerator in gs)
+        return Check("bad", f"{accelerator} does not attach to N1; it comes with {owner} machine types")
+    if count not in GCP_N1_GPUS[accelerator]:
+        return Check("bad", f"{count} × {accelerator} per VM is not offered (choose "
+                     f"{', '.join(map(str, GCP_N1_GPUS[accelerator]))})")
+    return Check("known")
+
+
+def check_placement(cloud: str, machine_type: str, placement: str, spot: bool) -> Check:
+    if placement == "none":
+        return Check("known")
+    if cloud == "gcp":
+        series = gcp_series(machine_type)
+        if placement == "compact" and series not in GCP_COMPACT_SERIES:
+            return Check("bad", f"compact placement is not supported for machine type "
+                         f"{machine_type!r}: it needs one of the series "
+                         f"{', '.join(sorted(GCP_COMPACT_SERIES))} (or placement spread/none)")
+        return Check("known")
+    if spot:  # EC2 places no spot instance that stops on interruption in a placement group
+        return Check("bad", f"EC2 does not launch a spot instance ({machine_type}) that stops on "
+                     "interruption (how spotbench runs spot) in a placement group: use "
+                     "provisioning: standard, or placement: none")
+    if placement == "compact" and aws_family(machine_type) in AWS_NO_CLUSTER:
+        return Check("bad", f"cluster placement groups do not take {machine_type} "
+                     f"({aws_family(machine_type)} instances)")
+    return Check("known")

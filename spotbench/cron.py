@@ -1,0 +1,126 @@
+"""Cron arithmetic the clouds' schedulers need, checked before anything is deployed.
+
+- `shift_cron(cron, deadline)`: the stop cron = start cron + deadline (GCP Cloud Scheduler
+  and EventBridge Scheduler alike), refused with the reason when cron cannot express it, or
+  when the deadline is not shorter than the gap between two starts;
+- `aws_cron(cron)`: five-field cron → EventBridge Scheduler `cron(...)` (six fields, `?` in
+  one day field, weekdays by name).
+
+Spec validation calls both, so `spotbench plan` refuses what `pulumi up` would.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime, timedelta
+
+from croniter import croniter
+
+class CronShiftError(ValueError):
+    pass
+
+
+def _field(values: list) -> str:
+    return ",".join(str(v) for v in sorted(values))
+
+
+def shift_cron(cron: str, delta: timedelta) -> str:
+    """The five-field cron that fires `delta` (rounded up to whole minutes) after `cron`.
+
+    Handles explicit minute/hour lists (crossing midnight is fine when the day fields are
+    '*', or when only day-of-week is set and every start crosses midnight alike) and
+    hourly crons ('*' hour, day fields '*'). Refuses, with the reason, a shift that cron
+    cannot express exactly, and a deadline not shorter than the gap between two starts
+    (the stop of one run would kill the next).
+    """
+    minutes_total = math.ceil(delta.total_seconds() / 60)
+    fields = cron.split()
+    mins, hours, doms, months, dows = croniter.expand(cron)[0]
+    days_free = doms == ["*"] and months == ["*"] and dows == ["*"]
+    _check_gap(cron, minutes_total)
+    if mins == ["*"]:
+        raise CronShiftError(f"cron {cron!r} fires every minute; give a fixed minute")
+    if hours == ["*"]:
+        if not days_free:
+            raise CronShiftError(
+                f"cron {cron!r}: an hourly schedule limited to some days cannot be shifted "
+                "exactly; use explicit hours or '*' day fields"
+            )
+        new_mins = {(m + minutes_total) % 60 for m in mins}
+        return " ".join([_field(list(new_mins)), "*", *fields[2:]])
+    shifted = {(h * 60 + m + minutes_total) for h in hours for m in mins}
+    carries = {t // 1440 for t in shifted}
+    pairs = {((t % 1440) // 60, t % 60) for t in shifted}
+    new_hours = sorted({h for h, _ in pairs})
+    new_mins = sorted({m for _, m in pairs})
+    if {(h, m) for h in new_hours for m in new_mins} != pairs:
+        raise CronShiftError(
+            f"cron {cron!r} + {minutes_total} min gives stop times that are not a "
+            "minute × hour grid; use a single start time or a deadline in whole hours"
+        )
+    day_fields = fields[2:]
+    if carries != {0} and not days_free:
+        if len(carries) > 1 or doms != ["*"] or months != ["*"]:
+            raise CronShiftError(
+                f"cron {cron!r}: the stop time {minutes_total} min later crosses midnight for "
+                "some starts only, or on a day-of-month schedule; start earlier in the day"
+            )
+        carry = carries.pop()
+        day_fields = [fields[2], fields[3], _field([(d + carry) % 7 for d in dows])]
+    return " ".join([_field(new_mins), _field(new_hours), *day_fields])
+
+
+def _check_gap(cron: str, minutes_total: int) -> None:
+    it = croniter(cron, datetime(2025, 1, 1))
+    fires = [it.get_next(datetime) for _ in range(64)]
+    gap = min((b - a for a, b in zip(fires, fires[1:])), default=timedelta.max)
+    if timedelta(minutes=minutes_total) >= gap:
+        raise CronShiftError(
+            f"deadline ({minutes_total} min) is not shorter than the gap between starts of "
+            f"cron {cron!r} ({int(gap.total_seconds() // 60)} min): the stop of one run would "
+            "stop the next; shorten the deadline or start less often"
+        )
+
+
+
+
+_DAYS = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"]
+
+
+def _weekday(token: str) -> str:
+    token = token.upper()
+    if token.isdigit():
+        n = int(token)
+        if n > 7:
+            raise CronShiftError(f"day of week {token} is out of range 0-7")
+        return _DAYS[n % 7]
+    if token[:3] in _DAYS:
+        return token[:3]
+    raise CronShiftError(f"day of week {token!r} is not a number 0-7 or a name")
+
+
+def _weekdays(field: str) -> str:
+    if "/" in field:
+        raise CronShiftError(f"day-of-week steps ({field!r}) are not supported by EventBridge")
+    parts = []
+    for item in field.split(","):
+        lo, sep, hi = item.partition("-")
+        parts.append(_weekday(lo) + (sep + _weekday(hi) if sep else ""))
+    return ",".join(parts)
+
+
+def aws_cron(cron: str) -> str:
+    """Five-field cron → EventBridge Scheduler `cron(...)` expression."""
+    minute, hour, dom, month, dow = cron.split()
+    if dow in ("*", "?"):
+        dow = "?"
+    elif dom in ("*", "?"):
+        dom, dow = "?", _weekdays(dow)
+    else:
+        raise CronShiftError(
+            f"cron {cron!r} sets both day of month and day of week; EventBridge allows one"
+        )
+    if not re.fullmatch(r"[0-9*,/\-A-Za-z?]+", month):
+        raise CronShiftError(f"month field {month!r} is not valid")
+    return f"cron({minute} {hour} {dom} {month.upper()} {dow} *)"

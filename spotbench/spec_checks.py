@@ -1,0 +1,133 @@
+"""Offline checks of a valid spec against what its cloud accepts (`spotbench.catalog`).
+
+`check(spec)` returns the problems `pulumi up` (or the cloud's API behind it) would fail
+on, and warnings for names the shipped catalog does not list but the cloud may know (a
+newer zone or machine type). `load_spec` raises the errors as a `SpecError`; the CLI prints
+the warnings. Each problem is (field path, value, message), like the schema's own.
+
+Checked for gcp and aws: zone and region (known, of this cloud, consistent), machine types
+of the matrix and of `role_machine_types` (with "did you mean"), accelerators and their
+count on each member's machine type, placement vs machine family and provisioning, the
+schedule (stop cron = start + deadline expressible, deadline shorter than the gap between
+starts, EventBridge's cron rules on aws); a missing schedule is a warning (plan and
+estimate work without one; `pulumi up` refuses it).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any
+
+from spotbench import catalog
+from spotbench.cron import CronShiftError, aws_cron, shift_cron
+
+Problem = tuple[str, Any, str]
+
+
+@dataclass
+class Findings:
+    errors: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
+
+    def add(self, path: str, value: Any, check: catalog.Check) -> None:
+        if check.verdict == "bad":
+            self.errors.append((path, value, check.message))
+        elif check.verdict == "unlisted":
+            self.warnings.append((path, value, check.message))
+
+
+@functools.cache
+def priced_machine_types(cloud: str) -> frozenset[str]:
+    from spotbench.costs import load_catalog  # the price CSVs are the machine catalog
+
+    return frozenset(r.item for r in load_catalog().rows.values()
+                     if r.cloud == cloud and r.kind == "machine")
+
+
+def check(spec: Any) -> Findings:
+    """Findings for a `SweepSpec` (local specs have none: the local cloud takes anything)."""
+    found = Findings()
+    if spec.cloud not in ("gcp", "aws"):
+        return found
+    cloud = spec.cloud
+    _location(spec, found)
+    types = _machine_types(spec, found)
+    if types is None:
+        return found
+    bad_types = {v for p, v, _ in found.errors if p.startswith(("matrix.machine_type", "role_machine_types"))}
+    seen: set[tuple[str, ...]] = set()
+    for point in spec.points():
+        group_type = str(point["machine_type"])
+        accelerator = point.get("accelerator") or None
+        count = int(point.get("accelerator_count", 1 if accelerator else 0))
+        placement = str(point.get("placement", spec.placement))
+        member_types = {group_type} | {spec.role_machine_types[r] for r in spec.role_machine_types}
+        for mtype in sorted(member_types - bad_types):
+            if accelerator and count and ("gpu", mtype, accelerator, str(count)) not in seen:
+                seen.add(("gpu", mtype, accelerator, str(count)))
+                found.add("matrix.accelerator", accelerator,
+                          catalog.check_accelerator(cloud, mtype, accelerator, count))
+            if ("placement", mtype, placement) not in seen:
+                seen.add(("placement", mtype, placement))
+                path = "matrix.placement" if "placement" in point else "placement"
+                found.add(path, placement, catalog.check_placement(cloud, mtype, placement, spec.spot))
+    _schedule(spec, found)
+    return found
+
+
+def _location(spec: Any, found: Findings) -> None:
+    cloud = spec.cloud
+    if spec.region:
+        found.add("region", spec.region, catalog.check_region(cloud, spec.region))
+    if spec.zone:
+        result = catalog.check_zone(cloud, spec.zone)
+        found.add("zone", spec.zone, result)
+        region = spec.region
+        if region and result.verdict != "bad":
+            inside = spec.zone.startswith(region + "-") if cloud == "gcp" else spec.zone[:-1] == region
+            if not inside:
+                found.errors.append(("zone", spec.zone, f"is not in region {region!r}"))
+
+
+def _machine_types(spec: Any, found: Findings) -> set[str] | None:
+    values = spec.matrix.get("machine_type")
+    if not values:
+        example = "n1-standard-2" if spec.cloud == "gcp" else "c5.large"
+        found.errors.append(("matrix.machine_type", _missing(), f"required for cloud {spec.cloud}: "
+                             f"the VMs' type, e.g. matrix: {{machine_type: [{example}]}}"))
+        return None
+    priced = set(priced_machine_types(spec.cloud))
+    for i, value in enumerate(values):
+        found.add(f"matrix.machine_type[{i}]", value,
+                  catalog.check_machine_type(spec.cloud, str(value), priced))
+    for role, value in spec.role_machine_types.items():
+        found.add(f"role_machine_types.{role}", value,
+                  catalog.check_machine_type(spec.cloud, value, priced))
+    return {str(v) for v in values}
+
+
+def _schedule(spec: Any, found: Findings) -> None:
+    if spec.schedule is None:
+        scheduler = "Cloud Scheduler" if spec.cloud == "gcp" else "EventBridge Scheduler"
+        # plan and estimate work without one (one tick); only a deployment needs it
+        found.warnings.append(("schedule", _missing(), f"`pulumi up` needs one for cloud "
+                               f"{spec.cloud}: the sweep is started by {scheduler}; e.g. "
+                               "schedule: {cron: '0 3 * * *'}"))
+        return
+    cron = spec.schedule.cron
+    try:
+        stop = shift_cron(cron, spec.deadline)
+        if spec.cloud == "aws":
+            aws_cron(cron)
+            aws_cron(stop)
+    except CronShiftError as exc:
+        path = "deadline" if "not shorter than the gap" in str(exc) else "schedule.cron"
+        value = f"{int(spec.deadline.total_seconds())}s" if path == "deadline" else cron
+        found.errors.append((path, value, str(exc)))
+
+
+def _missing() -> Any:
+    from spotbench._spec_errors import _MISSING
+
+    return _MISSING
