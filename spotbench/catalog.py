@@ -1,7 +1,8 @@
 """What the clouds offer, as shipped with spotbench: zones, machine families, GPUs.
 
 Used by spec validation (`spotbench.spec_checks`) so that `plan` refuses what the cloud
-would refuse, offline. Machine types known by name are the price catalog's rows
+would refuse, offline. Each cloud's provider holds its catalog (`Provider.catalog`:
+`GcpCatalog`, `AwsCatalog`; the local cloud has none and takes anything). Machine types known by name are the price catalog's rows
 (`spotbench/prices/*.csv`); the families below say which other names are well formed.
 
 A name can be:
@@ -21,7 +22,10 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Literal
+
+from spotbench.cron import aws_cron, shift_cron
 
 CATALOG_DATE = "2024-06"
 
@@ -119,147 +123,223 @@ class Check:
     message: str = ""
 
 
+KNOWN = Check("known")
+
+
 def did_you_mean(value: str, known: list[str] | set[str] | frozenset[str], cutoff: float = 0.75) -> str:
     close = difflib.get_close_matches(value, sorted(known), n=1, cutoff=cutoff)
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-def gcp_series(machine_type: str) -> str:
-    return machine_type.split("-", 1)[0].lower()
+class CloudCatalog:
+    """Zones and machines of one cloud. Subclasses fill the tables and the machine rules."""
 
+    cloud = ""
+    zone_pattern: re.Pattern[str]
+    region_pattern: re.Pattern[str]
+    zones: dict[str, str] = {}  # region → zone letters
+    zone_example = ""
+    region_example = ""
+    machine_example = ""
+    scheduler_name = ""  # what starts a deployed sweep
 
-def aws_family(machine_type: str) -> str:
-    return machine_type.split(".", 1)[0].lower()
+    def check_crons(self, cron: str, deadline: timedelta) -> None:
+        """Raise `CronShiftError` when the start/stop pair cannot be scheduled."""
+        shift_cron(cron, deadline)
 
+    def zone_name(self, region: str, letter: str) -> str:
+        raise NotImplementedError
 
-def other_cloud_zone(cloud: str, zone: str) -> str | None:
-    """The cloud whose zone/region naming `zone` follows, when it is not `cloud`'s."""
-    gcp = bool(GCP_ZONE.match(zone) or GCP_REGION.match(zone))
-    aws = bool(AWS_ZONE.match(zone) or AWS_REGION.match(zone))
-    if cloud == "gcp" and aws and not gcp:
-        return "aws"
-    if cloud == "aws" and gcp and not aws:
-        return "gcp"
-    return None
+    def region_of(self, zone: str) -> str:
+        raise NotImplementedError
 
+    def zone_in_region(self, zone: str, region: str) -> bool:
+        return self.region_of(zone) == region
 
-def check_zone(cloud: str, zone: str) -> Check:
-    pattern, table, example = ((GCP_ZONE, GCP_ZONES, "us-central1-a") if cloud == "gcp"
-                               else (AWS_ZONE, AWS_ZONES, "us-east-1a"))
-    known = {f"{r}-{z}" if cloud == "gcp" else f"{r}{z}" for r, zs in table.items() for z in zs}
-    if zone in known:
-        return Check("known")
-    other = other_cloud_zone(cloud, zone)
-    if other:
-        return Check("bad", f"looks like a zone of {other}, not {cloud}; {cloud} zones look like {example!r}"
-                     + did_you_mean(zone, known))
-    if not pattern.match(zone):
-        return Check("bad", f"not a {cloud} zone name (like {example!r})" + did_you_mean(zone, known))
-    region = zone.rsplit("-", 1)[0] if cloud == "gcp" else zone[:-1]
-    if region in table:  # a known region: its zones are known too
-        letters = ", ".join(f"{region}-{z}" if cloud == "gcp" else f"{region}{z}" for z in table[region])
-        return Check("bad", f"region {region} has the zones {letters}")
-    return Check("unlisted", f"zone {zone!r} is not in spotbench's {CATALOG_DATE} zone list "
-                 "(a newer region?); the cloud will say if it does not exist")
+    def looks_like_location(self, name: str) -> bool:
+        return bool(self.zone_pattern.match(name) or self.region_pattern.match(name))
 
+    def _other_cloud(self, name: str) -> str | None:
+        """The other cloud whose naming `name` follows (and this cloud's does not)."""
+        if self.looks_like_location(name):
+            return None
+        from spotbench.clouds.provider import PROVIDERS, get_provider
 
-def check_region(cloud: str, region: str) -> Check:
-    pattern, table, example = ((GCP_REGION, GCP_ZONES, "us-central1") if cloud == "gcp"
-                               else (AWS_REGION, AWS_ZONES, "us-east-1"))
-    if region in table:
-        return Check("known")
-    other = other_cloud_zone(cloud, region)
-    if other:
-        return Check("bad", f"looks like a region of {other}, not {cloud}; {cloud} regions look like "
-                     f"{example!r}" + did_you_mean(region, list(table)))
-    if not pattern.match(region):
-        return Check("bad", f"not a {cloud} region name (like {example!r})" + did_you_mean(region, list(table)))
-    return Check("unlisted", f"region {region!r} is not in spotbench's {CATALOG_DATE} region list "
-                 "(a newer region?)")
+        for other in PROVIDERS:
+            catalog = get_provider(other).catalog
+            if catalog is not None and catalog is not self and catalog.looks_like_location(name):
+                return catalog.cloud
+        return None
 
+    def check_zone(self, zone: str) -> Check:
+        known = {self.zone_name(r, z) for r, zs in self.zones.items() for z in zs}
+        if zone in known:
+            return KNOWN
+        other = self._other_cloud(zone)
+        if other:
+            return Check("bad", f"looks like a zone of {other}, not {self.cloud}; {self.cloud} zones "
+                         f"look like {self.zone_example!r}" + did_you_mean(zone, known))
+        if not self.zone_pattern.match(zone):
+            return Check("bad", f"not a {self.cloud} zone name (like {self.zone_example!r})"
+                         + did_you_mean(zone, known))
+        region = self.region_of(zone)
+        if region in self.zones:  # a known region: its zones are known too
+            letters = ", ".join(self.zone_name(region, z) for z in self.zones[region])
+            return Check("bad", f"region {region} has the zones {letters}")
+        return Check("unlisted", f"zone {zone!r} is not in spotbench's {CATALOG_DATE} zone list "
+                     "(a newer region?); the cloud will say if it does not exist")
 
-def check_machine_type(cloud: str, machine_type: str, priced: set[str]) -> Check:
-    """`priced`: the machine types the price catalog has rows for (any region)."""
-    if machine_type in priced:
-        return Check("known")
-    hint = did_you_mean(machine_type, priced)
-    unlisted = Check("unlisted", f"machine type {machine_type!r} is not in spotbench's catalog "
+    def check_region(self, region: str) -> Check:
+        if region in self.zones:
+            return KNOWN
+        other = self._other_cloud(region)
+        if other:
+            return Check("bad", f"looks like a region of {other}, not {self.cloud}; {self.cloud} "
+                         f"regions look like {self.region_example!r}" + did_you_mean(region, list(self.zones)))
+        if not self.region_pattern.match(region):
+            return Check("bad", f"not a {self.cloud} region name (like {self.region_example!r})"
+                         + did_you_mean(region, list(self.zones)))
+        return Check("unlisted", f"region {region!r} is not in spotbench's {CATALOG_DATE} region list "
+                     "(a newer region?)")
+
+    def unlisted_type(self, machine_type: str) -> Check:
+        return Check("unlisted", f"machine type {machine_type!r} is not in spotbench's catalog "
                      f"(newer than {CATALOG_DATE}?): `estimate` and budgets need a --prices row for it")
-    if cloud == "gcp":
+
+    def check_machine_type(self, machine_type: str, priced: set[str]) -> Check:
+        """`priced`: the machine types the price catalog has rows for (any region)."""
+        raise NotImplementedError
+
+    def check_accelerator(self, machine_type: str, accelerator: str, count: int) -> Check:
+        """Can `machine_type` carry `count` × `accelerator`?"""
+        raise NotImplementedError
+
+    def check_placement(self, machine_type: str, placement: str, spot: bool) -> Check:
+        raise NotImplementedError
+
+
+class GcpCatalog(CloudCatalog):
+    cloud = "gcp"
+    zone_pattern, region_pattern = GCP_ZONE, GCP_REGION
+    zones = GCP_ZONES
+    zone_example, region_example = "us-central1-a", "us-central1"
+    machine_example, scheduler_name = "n1-standard-2", "Cloud Scheduler"
+
+    def zone_name(self, region: str, letter: str) -> str:
+        return f"{region}-{letter}"
+
+    def region_of(self, zone: str) -> str:
+        return zone.rsplit("-", 1)[0]
+
+    @staticmethod
+    def series(machine_type: str) -> str:
+        return machine_type.split("-", 1)[0].lower()
+
+    def check_machine_type(self, machine_type: str, priced: set[str]) -> Check:
+        if machine_type in priced:
+            return KNOWN
+        hint = did_you_mean(machine_type, priced)
         m = GCP_TYPE.match(machine_type)
         if not m:
             return Check("bad", "not a GCP machine type (like 'n1-standard-2')" + hint)
         series, shape = m.group("series"), m.group("shape")
         if series not in GCP_SERIES:
-            return unlisted if not hint else Check("bad", f"unknown machine series {series!r}" + hint)
+            return self.unlisted_type(machine_type) if not hint else Check(
+                "bad", f"unknown machine series {series!r}" + hint)
         if shape not in GCP_SERIES[series]:
             return Check("bad", f"series {series} has no {shape!r} shape (it has "
                          f"{', '.join(GCP_SERIES[series])})" + hint)
         if m.group("size") is None and shape not in ("micro", "small", "medium"):
             return Check("bad", f"a {series}-{shape} type needs its vCPU count, like "
                          f"'{series}-{shape}-4'" + hint)
-        return unlisted
-    m = AWS_TYPE.match(machine_type)
-    if not m:
-        return Check("bad", "not an EC2 instance type (like 'c5.large')" + hint)
-    if not AWS_SIZE.match(m.group("size")):
-        return Check("bad", f"{m.group('size')!r} is not an EC2 size (large, xlarge, 2xlarge, …)" + hint)
-    if m.group("family") not in AWS_FAMILIES and hint:
-        return Check("bad", f"unknown instance family {m.group('family')!r}" + hint)
-    return unlisted
+        return self.unlisted_type(machine_type)
+
+    def check_accelerator(self, machine_type: str, accelerator: str, count: int) -> Check:
+        series = self.series(machine_type)
+        if accelerator not in GCP_GPUS:
+            hint = did_you_mean(accelerator, GCP_GPUS, cutoff=0.9)
+            if hint:
+                return Check("bad", "unknown GCP accelerator" + hint)
+            return Check("unlisted", f"accelerator {accelerator!r} is not in spotbench's "
+                         f"{CATALOG_DATE} GPU list (a newer GPU?)")
+        if series in GCP_BUNDLED_GPUS:
+            if accelerator not in GCP_BUNDLED_GPUS[series]:
+                return Check("bad", f"{series} machine types come with "
+                             f"{' or '.join(GCP_BUNDLED_GPUS[series])}, not {accelerator}")
+            return KNOWN
+        if series != "n1":
+            where = ", ".join(f"{s} ({'/'.join(g)})" for s, g in GCP_BUNDLED_GPUS.items())
+            return Check("bad", f"GCP attaches GPUs only to N1 machine types; {series} cannot take "
+                         f"one (or use a type with its GPU built in: {where})")
+        if accelerator not in GCP_N1_GPUS:
+            owner = next(s for s, gs in GCP_BUNDLED_GPUS.items() if accelerator in gs)
+            return Check("bad", f"{accelerator} does not attach to N1; it comes with {owner} machine types")
+        if count not in GCP_N1_GPUS[accelerator]:
+            return Check("bad", f"{count} × {accelerator} per VM is not offered (choose "
+                         f"{', '.join(map(str, GCP_N1_GPUS[accelerator]))})")
+        return KNOWN
+
+    def check_placement(self, machine_type: str, placement: str, spot: bool) -> Check:
+        if placement == "compact" and self.series(machine_type) not in GCP_COMPACT_SERIES:
+            return Check("bad", f"compact placement is not supported for machine type "
+                         f"{machine_type!r}: it needs one of the series "
+                         f"{', '.join(sorted(GCP_COMPACT_SERIES))} (or placement spread/none)")
+        return KNOWN
 
 
-def check_accelerator(cloud: str, machine_type: str, accelerator: str, count: int) -> Check:
-    """Can `machine_type` carry `count` × `accelerator`?"""
-    if cloud == "aws":
-        family = aws_family(machine_type)
+class AwsCatalog(CloudCatalog):
+    cloud = "aws"
+    zone_pattern, region_pattern = AWS_ZONE, AWS_REGION
+    zones = AWS_ZONES
+    zone_example, region_example = "us-east-1a", "us-east-1"
+    machine_example, scheduler_name = "c5.large", "EventBridge Scheduler"
+
+    def check_crons(self, cron: str, deadline: timedelta) -> None:
+        stop = shift_cron(cron, deadline)
+        aws_cron(cron)  # EventBridge's own cron rules, for the start and the stop
+        aws_cron(stop)
+
+    def zone_name(self, region: str, letter: str) -> str:
+        return f"{region}{letter}"
+
+    def region_of(self, zone: str) -> str:
+        return zone[:-1]
+
+    @staticmethod
+    def family(machine_type: str) -> str:
+        return machine_type.split(".", 1)[0].lower()
+
+    def check_machine_type(self, machine_type: str, priced: set[str]) -> Check:
+        if machine_type in priced:
+            return KNOWN
+        hint = did_you_mean(machine_type, priced)
+        m = AWS_TYPE.match(machine_type)
+        if not m:
+            return Check("bad", "not an EC2 instance type (like 'c5.large')" + hint)
+        if not AWS_SIZE.match(m.group("size")):
+            return Check("bad", f"{m.group('size')!r} is not an EC2 size (large, xlarge, 2xlarge, …)" + hint)
+        if m.group("family") not in AWS_FAMILIES and hint:
+            return Check("bad", f"unknown instance family {m.group('family')!r}" + hint)
+        return self.unlisted_type(machine_type)
+
+    def check_accelerator(self, machine_type: str, accelerator: str, count: int) -> Check:
+        family = self.family(machine_type)
         carried = AWS_GPU_FAMILIES.get(family)
         if carried is None:
             return Check("bad", f"EC2 {machine_type} has no GPU and EC2 attaches none: GPUs come "
                          f"with the instance type ({', '.join(sorted(AWS_GPU_FAMILIES))})")
         if accelerator != carried:
             return Check("bad", f"EC2 {family} instances carry {carried}, not {accelerator}")
-        return Check("known")
-    series = gcp_series(machine_type)
-    if accelerator not in GCP_GPUS:
-        hint = did_you_mean(accelerator, GCP_GPUS, cutoff=0.9)
-        if hint:
-            return Check("bad", "unknown GCP accelerator" + hint)
-        return Check("unlisted", f"accelerator {accelerator!r} is not in spotbench's {CATALOG_DATE} "
-                     "GPU list (a newer GPU?)")
-    if series in GCP_BUNDLED_GPUS:
-        if accelerator not in GCP_BUNDLED_GPUS[series]:
-            return Check("bad", f"{series} machine types come with "
-                         f"{' or '.join(GCP_BUNDLED_GPUS[series])}, not {accelerator}")
-        return Check("known")
-    if series != "n1":
-        where = ", ".join(f"{s} ({'/'.join(g)})" for s, g in GCP_BUNDLED_GPUS.items())
-        return Check("bad", f"GCP attaches GPUs only to N1 machine types; {series} cannot take "
-                     f"one (or use a type with its GPU built in: {where})")
-    if accelerator not in GCP_N1_GPUS:
-        owner = next(s for s, gs in GCP_BUNDLED_GPUS.items() if accelerator in gs)
-        return Check("bad", f"{accelerator} does not attach to N1; it comes with {owner} machine types")
-    if count not in GCP_N1_GPUS[accelerator]:
-        return Check("bad", f"{count} × {accelerator} per VM is not offered (choose "
-                     f"{', '.join(map(str, GCP_N1_GPUS[accelerator]))})")
-    return Check("known")
+        return KNOWN
 
-
-def check_placement(cloud: str, machine_type: str, placement: str, spot: bool) -> Check:
-    if placement == "none":
-        return Check("known")
-    if cloud == "gcp":
-        series = gcp_series(machine_type)
-        if placement == "compact" and series not in GCP_COMPACT_SERIES:
-            return Check("bad", f"compact placement is not supported for machine type "
-                         f"{machine_type!r}: it needs one of the series "
-                         f"{', '.join(sorted(GCP_COMPACT_SERIES))} (or placement spread/none)")
-        return Check("known")
-    if spot:  # EC2 places no spot instance that stops on interruption in a placement group
-        return Check("bad", f"EC2 does not launch a spot instance ({machine_type}) that stops on "
-                     "interruption (how spotbench runs spot) in a placement group: use "
-                     "provisioning: standard, or placement: none")
-    if placement == "compact" and aws_family(machine_type) in AWS_NO_CLUSTER:
-        return Check("bad", f"cluster placement groups do not take {machine_type} "
-                     f"({aws_family(machine_type)} instances)")
-    return Check("known")
+    def check_placement(self, machine_type: str, placement: str, spot: bool) -> Check:
+        if placement == "none":
+            return KNOWN
+        if spot:  # EC2 places no spot instance that stops on interruption in a placement group
+            return Check("bad", f"EC2 does not launch a spot instance ({machine_type}) that stops on "
+                         "interruption (how spotbench runs spot) in a placement group: use "
+                         "provisioning: standard, or placement: none")
+        if placement == "compact" and self.family(machine_type) in AWS_NO_CLUSTER:
+            return Check("bad", f"cluster placement groups do not take {machine_type} "
+                         f"({self.family(machine_type)} instances)")
+        return KNOWN

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spotbench import catalog
-from spotbench.cron import CronShiftError, aws_cron, shift_cron
+from spotbench.clouds.provider import get_provider
+from spotbench.cron import CronShiftError
 
 Problem = tuple[str, Any, str]
 
@@ -48,11 +49,12 @@ def priced_machine_types(cloud: str) -> frozenset[str]:
 def check(spec: Any) -> Findings:
     """Findings for a `SweepSpec` (local specs have none: the local cloud takes anything)."""
     found = Findings()
-    if spec.cloud not in ("gcp", "aws"):
+    provider = get_provider(spec.cloud)
+    cat = provider.catalog
+    if cat is None:
         return found
-    cloud = spec.cloud
-    _location(spec, found)
-    types = _machine_types(spec, found)
+    _location(spec, cat, found)
+    types = _machine_types(spec, cat, found)
     if types is None:
         return found
     bad_types = {v for p, v, _ in found.errors if p.startswith(("matrix.machine_type", "role_machine_types"))}
@@ -67,49 +69,44 @@ def check(spec: Any) -> Findings:
             if accelerator and count and ("gpu", mtype, accelerator, str(count)) not in seen:
                 seen.add(("gpu", mtype, accelerator, str(count)))
                 found.add("matrix.accelerator", accelerator,
-                          catalog.check_accelerator(cloud, mtype, accelerator, count))
+                          cat.check_accelerator(mtype, accelerator, count))
             if ("placement", mtype, placement) not in seen:
                 seen.add(("placement", mtype, placement))
                 path = "matrix.placement" if "placement" in point else "placement"
-                found.add(path, placement, catalog.check_placement(cloud, mtype, placement, spec.spot))
-    _schedule(spec, found)
+                found.add(path, placement, cat.check_placement(mtype, placement, spec.spot))
+    _schedule(spec, provider, found)
     return found
 
 
-def _location(spec: Any, found: Findings) -> None:
-    cloud = spec.cloud
+def _location(spec: Any, cat: catalog.CloudCatalog, found: Findings) -> None:
     if spec.region:
-        found.add("region", spec.region, catalog.check_region(cloud, spec.region))
+        found.add("region", spec.region, cat.check_region(spec.region))
     if spec.zone:
-        result = catalog.check_zone(cloud, spec.zone)
+        result = cat.check_zone(spec.zone)
         found.add("zone", spec.zone, result)
-        region = spec.region
-        if region and result.verdict != "bad":
-            inside = spec.zone.startswith(region + "-") if cloud == "gcp" else spec.zone[:-1] == region
-            if not inside:
-                found.errors.append(("zone", spec.zone, f"is not in region {region!r}"))
+        if spec.region and result.verdict != "bad" and not cat.zone_in_region(spec.zone, spec.region):
+            found.errors.append(("zone", spec.zone, f"is not in region {spec.region!r}"))
 
 
-def _machine_types(spec: Any, found: Findings) -> set[str] | None:
+def _machine_types(spec: Any, cat: catalog.CloudCatalog, found: Findings) -> set[str] | None:
     values = spec.matrix.get("machine_type")
     if not values:
-        example = "n1-standard-2" if spec.cloud == "gcp" else "c5.large"
+        example = cat.machine_example
         found.errors.append(("matrix.machine_type", _missing(), f"required for cloud {spec.cloud}: "
                              f"the VMs' type, e.g. matrix: {{machine_type: [{example}]}}"))
         return None
     priced = set(priced_machine_types(spec.cloud))
     for i, value in enumerate(values):
-        found.add(f"matrix.machine_type[{i}]", value,
-                  catalog.check_machine_type(spec.cloud, str(value), priced))
+        found.add(f"matrix.machine_type[{i}]", value, cat.check_machine_type(str(value), priced))
     for role, value in spec.role_machine_types.items():
-        found.add(f"role_machine_types.{role}", value,
-                  catalog.check_machine_type(spec.cloud, value, priced))
+        found.add(f"role_machine_types.{role}", value, cat.check_machine_type(value, priced))
     return {str(v) for v in values}
 
 
-def _schedule(spec: Any, found: Findings) -> None:
+def _schedule(spec: Any, provider: Any, found: Findings) -> None:
+    cat = provider.catalog
     if spec.schedule is None:
-        scheduler = "Cloud Scheduler" if spec.cloud == "gcp" else "EventBridge Scheduler"
+        scheduler = cat.scheduler_name
         # plan and estimate work without one (one tick); only a deployment needs it
         found.warnings.append(("schedule", _missing(), f"`pulumi up` needs one for cloud "
                                f"{spec.cloud}: the sweep is started by {scheduler}; e.g. "
@@ -117,10 +114,7 @@ def _schedule(spec: Any, found: Findings) -> None:
         return
     cron = spec.schedule.cron
     try:
-        stop = shift_cron(cron, spec.deadline)
-        if spec.cloud == "aws":
-            aws_cron(cron)
-            aws_cron(stop)
+        cat.check_crons(cron, spec.deadline)
     except CronShiftError as exc:
         path = "deadline" if "not shorter than the gap" in str(exc) else "schedule.cron"
         value = f"{int(spec.deadline.total_seconds())}s" if path == "deadline" else cron

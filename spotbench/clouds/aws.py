@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from spotbench.catalog import AwsCatalog
 from spotbench.clouds.provider import Provider, env_of
 
 if TYPE_CHECKING:
@@ -37,6 +38,10 @@ class AwsProvider(Provider):
     location_example = "us-east-1"
     stack_component = "infra.aws:AwsSweep"  # the Pulumi component infra/__main__.py declares
     scheduler_item = "eventbridge-schedule"
+    catalog = AwsCatalog()
+    # aws.amazon.com/eventbridge/pricing (14 M scheduler invocations), /lambda/pricing
+    free_tier = {"scheduler jobs": 14_000_000, "functions (invocations)": 1_000_000,
+                 "functions (GB-seconds)": 400_000}
 
     def region_of_zone(self, zone: str) -> str:
         return region_of_zone(zone)

@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # only for annotations: providers import what they need lazil
     import requests
 
     from spotbench.auth import Caller
+    from spotbench.catalog import CloudCatalog
     from spotbench.clouds.base import Cloud, Sweeper
     from spotbench.member import MemberContext
     from spotbench.ops.schedule import ScheduleControl
@@ -104,6 +105,11 @@ class Provider:
     scheduler_item: str = ""  # the price catalog item of one scheduler job
     gpu_priced_separately: bool = True  # GPUs are price rows of their own (unless bundled)
     spot_label: bool = True  # the report marks spot runs ("spot" in a config's label)
+    # zones, machine types, GPUs and placement rules spec validation checks (None: anything goes)
+    catalog: CloudCatalog | None = None
+    # monthly free tier per estimate line item (quantity in the line's unit), deducted by
+    # `estimate --assume free_tier=on`
+    free_tier: dict[str, float] = {}
 
     # ---- places and prices -----------------------------------------------------------
     def region_of_zone(self, zone: str) -> str:
