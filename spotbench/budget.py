@@ -17,7 +17,7 @@ from datetime import datetime
 
 from spotbench.clouds.base import ACTIVE, Instance
 from spotbench.costs import Catalog, MissingPrice, group_costs, load_catalog
-from spotbench.estimate import group_cost_usd, group_hourly
+from spotbench.estimate import group_cost_usd, group_hourly, member_cost_usd
 from spotbench.plan import RunGroup
 from spotbench.results import ResultStore
 from spotbench.spec import SweepSpec
@@ -50,7 +50,11 @@ def committed_usd(spec: SweepSpec, active: list[Instance], catalog: Catalog,
         group = by_id.get(gid or "")
         if group is None:  # not one of this spec's groups: not this budget's money
             continue
-        total += group_cost_usd(spec, group, catalog, spec.deadline.total_seconds()) / len(group.members)
+        member = next((m for m in group.members if m.name == inst.name), None)
+        if member is None:  # an instance of the group we cannot place: its average share
+            total += group_cost_usd(spec, group, catalog, spec.deadline.total_seconds()) / len(group.members)
+        else:  # priced at its own role's machine type
+            total += member_cost_usd(spec, group, member, catalog, spec.deadline.total_seconds())
     return total
 
 

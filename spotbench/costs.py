@@ -182,34 +182,46 @@ def run_seconds(started_at, ended_at) -> float:
 
 
 def annotate(results: list[Result], prices: Catalog | Path | str | None = None,
-             members: int | None = None) -> list[Result]:
+             members: int | None = None, member_types: list[str] | None = None) -> list[Result]:
     """Fill `billed_s` and `cost_usd` for the instance time of each record's group run.
 
     Instance time of a run = (ended_at − started_at), billed with the one-minute minimum,
-    × the group's members (`members`, else metadata `members`, else 1). Every record of
-    the run carries the run's total (`billed_s` = instance-seconds over all members): sum
-    it once per run, e.g. with `group_costs`. Boot time before the workload starts is not
-    seen here (the estimate adds it). A missing price → cost None and a `cost_note`.
+    per member. Each member is priced at its own machine type: `member_types` (one per
+    member, e.g. a TF chief on a bigger type via `role_machine_types`), else metadata
+    `member_types`, else `members` (or metadata `members`, else 1) × the record's
+    machine_type. Every record of the run carries the run's total (`billed_s` =
+    instance-seconds over all members): sum it once per run, e.g. with `group_costs`. Boot
+    time before the workload starts is not seen here (the estimate adds it). A missing
+    price → cost None and a `cost_note`.
     """
     catalog = prices if isinstance(prices, Catalog) else load_catalog(prices)
     out = []
     for r in results:
-        n = int(members or r.metadata.get("members") or 1)
+        types = list(member_types or r.metadata.get("member_types") or [])
+        if not types:
+            types = [r.machine_type] * int(members or r.metadata.get("members") or 1)
+        n = len(types)
         per_member = billed_seconds(run_seconds(r.started_at, r.ended_at))
         region = region_of(r.cloud, r.zone)
+        meta = dict(r.metadata)
+        if members or member_types:
+            meta["members"] = n
+        if member_types and set(member_types) != {r.machine_type}:
+            meta["member_types"] = list(member_types)  # so a re-pricing (report --prices) sees them
         try:
             count = int(r.metadata.get("accelerator_count") or (1 if r.accelerator else 0))
-            machine, gpu = instance_hourly(catalog, r.cloud, region, r.machine_type, r.spot,
-                                           r.accelerator, count)
+            hourly = 0.0
+            for mtype in types:
+                machine, gpu = instance_hourly(catalog, r.cloud, region, mtype, r.spot,
+                                               r.accelerator, count)
+                hourly += machine + gpu
         except MissingPrice as exc:
-            meta = {**r.metadata, "cost_note": str(exc)}
+            meta["cost_note"] = str(exc)
             out.append(r.model_copy(update={"billed_s": float(per_member * n), "cost_usd": None,
                                             "metadata": meta}))
             continue
-        cost = (machine + gpu) * per_member / 3600 * n
-        meta = {**r.metadata, "members": n} if members else r.metadata
-        out.append(r.model_copy(update={"billed_s": float(per_member * n), "cost_usd": cost,
-                                        "metadata": meta}))
+        out.append(r.model_copy(update={"billed_s": float(per_member * n),
+                                        "cost_usd": hourly * per_member / 3600, "metadata": meta}))
     return out
 
 

@@ -34,6 +34,7 @@ class Peer(BaseModel):
     rank: int
     host: str  # internal IP on clouds, 127.0.0.1 locally
     port: int  # the member's service port (TF gRPC, MPI exec agent / sshd)
+    machine_type: str = ""  # its VM type when its role has its own (`role_machine_types`)
 
 
 class MemberContext(BaseModel):
@@ -78,7 +79,8 @@ class MemberContext(BaseModel):
         """Build the context of `member`; `addresses` maps member name → (host, port)."""
         peers = [
             Peer(name=m.name, role=m.role, index=m.index, rank=m.rank,
-                 host=addresses[m.name][0], port=addresses[m.name][1])
+                 host=addresses[m.name][0], port=addresses[m.name][1],
+                 machine_type=m.machine_type or group.machine_type)
             for m in group.members
         ]
         return cls(

@@ -95,7 +95,7 @@ class WorkloadRun:
         if not records and preempted:  # keep a trace that this group ran and was cut short
             marker = self.record("preempted", 1.0, "flag", reason="stopped before any value", **metadata)
             records = [marker.model_copy(update={"preempted": True, "ended_at": ended})]
-        records = _priced(records, len(self.ctx.members))
+        records = _priced(records, [p.machine_type or self.ctx.machine_type for p in self.ctx.members])
         for attempt_no in range(1, STORE_ATTEMPTS + 1):
             try:
                 path = self.store.write_group(self.run_id, self.ctx.group, records)
@@ -178,12 +178,12 @@ def exit_if_outside_run(ctx: MemberContext, now: datetime | None = None) -> None
     os.environ["SPOTBENCH_RUN"] = run.run
 
 
-def _priced(records: list[Result], members: int) -> list[Result]:
+def _priced(records: list[Result], member_types: list[str]) -> list[Result]:
     """Fill billed_s/cost_usd (spotbench.costs); pricing never stops results being stored."""
     try:
         from spotbench.costs import annotate
 
-        return annotate(records, os.environ.get("SPOTBENCH_PRICES"), members=members)
+        return annotate(records, os.environ.get("SPOTBENCH_PRICES"), member_types=member_types)
     except Exception as exc:  # noqa: BLE001 - a price problem must not lose measurements
         log.warning("cost not computed: %s", exc)
         note = f"cost not computed: {exc}"

@@ -54,7 +54,7 @@ def _config_labels(df: pd.DataFrame) -> pd.Series:
     show_placement = placements.nunique() > 1
     labels = []
     for idx, row in df.iterrows():
-        parts = [str(row["machine_type"])]
+        parts = [str(row["machine_type"]) + _other_types(row)]
         if row.get("accelerator"):
             parts.append(str(row["accelerator"]))
         if row.get("spot") and get_provider(row["cloud"]).spot_label:
@@ -66,6 +66,16 @@ def _config_labels(df: pd.DataFrame) -> pd.Series:
                 parts.append(f"{key}={row['params'][key]}")
         labels.append(" · ".join(parts))
     return pd.Series(labels, index=df.index)
+
+
+def _other_types(row: pd.Series) -> str:
+    """` (+1× n1-standard-4)` for members on another type than the group's (role_machine_types)."""
+    types = (row.get("metadata") or {}).get("member_types") or []
+    others: dict[str, int] = {}
+    for t in types:
+        if t != row["machine_type"]:
+            others[t] = others.get(t, 0) + 1
+    return f" (+{', '.join(f'{n}× {t}' for t, n in sorted(others.items()))})" if others else ""
 
 
 def _sample_labels(df: pd.DataFrame) -> pd.Series:

@@ -26,7 +26,9 @@ def run_cli(*args: str, code: int = 0) -> str:
 
 
 def cli_json(*args: str, code: int = 0):
-    return json.loads(run_cli(*args, "--json", code=code))
+    result = CliRunner().invoke(app, [*args, "--json"], catch_exceptions=False)
+    assert result.exit_code == code, result.output
+    return json.loads(result.stdout)  # warnings (e.g. a spec without schedule) go to stderr
 
 
 @pytest.fixture
