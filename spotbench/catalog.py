@@ -19,10 +19,13 @@ docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-groups.html.
 
 from __future__ import annotations
 
+import csv
 import difflib
+import functools
 import re
 from dataclasses import dataclass
 from datetime import timedelta
+from importlib import resources
 from typing import Literal
 
 from spotbench.cron import aws_cron, shift_cron
@@ -124,6 +127,20 @@ class Check:
 
 
 KNOWN = Check("known")
+_ALL: list[CloudCatalog] = []  # every catalog made (one per provider), to name another cloud
+
+
+@functools.cache
+def priced_machine_types(cloud: str) -> frozenset[str]:
+    """Machine types the shipped price CSVs (spotbench/prices) list for `cloud`, any region.
+    Read here, not through `spotbench.costs`, which sits above spec validation."""
+    found: set[str] = set()
+    for entry in resources.files("spotbench.prices").iterdir():
+        if entry.name.endswith(".csv"):
+            for row in csv.DictReader(entry.read_text().splitlines()):
+                if row.get("cloud") == cloud and row.get("kind") == "machine":
+                    found.add((row.get("item") or "").strip())
+    return frozenset(found)
 
 
 def did_you_mean(value: str, known: list[str] | set[str] | frozenset[str], cutoff: float = 0.75) -> str:
@@ -159,15 +176,15 @@ class CloudCatalog:
     def looks_like_location(self, name: str) -> bool:
         return bool(self.zone_pattern.match(name) or self.region_pattern.match(name))
 
+    def __init__(self) -> None:
+        _ALL.append(self)
+
     def _other_cloud(self, name: str) -> str | None:
         """The other cloud whose naming `name` follows (and this cloud's does not)."""
         if self.looks_like_location(name):
             return None
-        from spotbench.clouds.provider import PROVIDERS, get_provider
-
-        for other in PROVIDERS:
-            catalog = get_provider(other).catalog
-            if catalog is not None and catalog is not self and catalog.looks_like_location(name):
+        for catalog in _ALL:
+            if catalog is not self and catalog.looks_like_location(name):
                 return catalog.cloud
         return None
 
@@ -343,3 +360,8 @@ class AwsCatalog(CloudCatalog):
             return Check("bad", f"cluster placement groups do not take {machine_type} "
                          f"({self.family(machine_type)} instances)")
         return KNOWN
+
+
+# One catalog per cloud, made here so each can recognise the other's names.
+GCP_CATALOG = GcpCatalog()
+AWS_CATALOG = AwsCatalog()

@@ -15,7 +15,6 @@ estimate work without one; `pulumi up` refuses it).
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,14 +35,6 @@ class Findings:
             self.errors.append((path, value, check.message))
         elif check.verdict == "unlisted":
             self.warnings.append((path, value, check.message))
-
-
-@functools.cache
-def priced_machine_types(cloud: str) -> frozenset[str]:
-    from spotbench.costs import load_catalog  # the price CSVs are the machine catalog
-
-    return frozenset(r.item for r in load_catalog().rows.values()
-                     if r.cloud == cloud and r.kind == "machine")
 
 
 def check(spec: Any) -> Findings:
@@ -95,7 +86,7 @@ def _machine_types(spec: Any, cat: catalog.CloudCatalog, found: Findings) -> set
         found.errors.append(("matrix.machine_type", _missing(), f"required for cloud {spec.cloud}: "
                              f"the VMs' type, e.g. matrix: {{machine_type: [{example}]}}"))
         return None
-    priced = set(priced_machine_types(spec.cloud))
+    priced = set(catalog.priced_machine_types(spec.cloud))
     for i, value in enumerate(values):
         found.add(f"matrix.machine_type[{i}]", value, cat.check_machine_type(str(value), priced))
     for role, value in spec.role_machine_types.items():

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spotbench.catalog import AwsCatalog
+from spotbench.catalog import AWS_CATALOG
 from spotbench.clouds.provider import Provider, env_of
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ class AwsProvider(Provider):
     location_example = "us-east-1"
     stack_component = "infra.aws:AwsSweep"  # the Pulumi component infra/__main__.py declares
     scheduler_item = "eventbridge-schedule"
-    catalog = AwsCatalog()
+    catalog = AWS_CATALOG
     # aws.amazon.com/eventbridge/pricing (14 M scheduler invocations), /lambda/pricing
     free_tier = {"scheduler jobs": 14_000_000, "functions (invocations)": 1_000_000,
                  "functions (GB-seconds)": 400_000}

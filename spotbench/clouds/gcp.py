@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spotbench.catalog import GcpCatalog
+from spotbench.catalog import GCP_CATALOG
 from spotbench.clouds.provider import FunctionSettings, Provider, SettingMissing, env_of
 
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ class GcpProvider(Provider):
     location_example = "us-central1-a"
     stack_component = "infra.gcp:GcpSweep"  # the Pulumi component infra/__main__.py declares
     scheduler_item = "cloud-scheduler-job"
-    catalog = GcpCatalog()
+    catalog = GCP_CATALOG
     # cloud.google.com/scheduler/pricing (3 jobs per billing account), /functions/pricing
     free_tier = {"scheduler jobs": 3, "functions (invocations)": 2_000_000,
                  "functions (GB-seconds)": 400_000}
