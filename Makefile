@@ -13,10 +13,12 @@ $(BIN)/python:
 
 $(VENV)/.installed: $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet -e .
+	$(BIN)/python -m workloads.osu.cbuild   # the C OSU harness, with the mpich wheel's mpicc
 	touch $@
 
 $(VENV)/.installed-dev: $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/python -m workloads.osu.cbuild   # the C OSU harness, with the mpich wheel's mpicc
 	touch $@ $(VENV)/.installed
 
 setup: $(VENV)/.installed          ## runtime install (local cloud, OSU, report)

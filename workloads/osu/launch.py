@@ -26,7 +26,7 @@ from pathlib import Path
 
 from spotbench.member import MemberContext, Peer
 from workloads.osu.descriptor import OsuParams
-from workloads.osu import ssh
+from workloads.osu import cbuild, ssh
 from workloads.osu.agent import kill_tree
 from workloads.osu.bridge import LOST
 from workloads.osu.harness import sizes
@@ -69,7 +69,13 @@ def c_binary(benchmark: str) -> str | None:
 
 
 def choose(implementation: str, benchmark: str) -> str:
-    """`osu-c` or `mpi4py` for this benchmark, per the spec's `implementation`."""
+    """What runs this benchmark, per the spec's `implementation`:
+
+    osu-c        OSU's own binaries on PATH (the images/mpi image has them)
+    spotbench-c  spotbench's C harness (workloads/osu/c), built with the venv's mpicc
+    mpi4py       the Python harness: the fallback where no compiler is present
+
+    `auto` takes the first available in that order."""
     if implementation == "mpi4py":
         return "mpi4py"
     if c_binary(benchmark):
@@ -77,6 +83,8 @@ def choose(implementation: str, benchmark: str) -> str:
     if implementation == "osu-c":
         raise FileNotFoundError(f"{C_BINARIES[benchmark]} is not on PATH: use the images/mpi image "
                                 "or set implementation: auto / mpi4py")
+    if cbuild.harness_binary() is not None:
+        return "spotbench-c"
     return "mpi4py"
 
 
@@ -89,7 +97,14 @@ def program(benchmark: str, params: OsuParams, source: str) -> list[str]:
         return args if lat else [*args, "-W", str(params.window)]
     iters_l, warm_l = ((params.iterations_large, params.warmup_large) if lat
                        else (params.bw_iterations_large, params.bw_warmup_large))
-    return [sys.executable, "-m", "workloads.osu.harness", benchmark, "-m", str(params.max_size),
+    if source == "spotbench-c":
+        exe = cbuild.harness_binary()
+        if exe is None:
+            raise FileNotFoundError("spotbench's C OSU harness is not built (no mpicc?)")
+        head = [str(exe), benchmark]
+    else:
+        head = [sys.executable, "-m", "workloads.osu.harness", benchmark]
+    return [*head, "-m", str(params.max_size),
             "-i", str(iters), "--iterations-large", str(iters_l), "-x", str(warm),
             "--warmup-large", str(warm_l), "-W", str(params.window),
             "--large-size", str(params.large_size)] + (
@@ -100,7 +115,7 @@ def program(benchmark: str, params: OsuParams, source: str) -> list[str]:
 def counts(benchmark: str, params: OsuParams, source: str, size: int) -> tuple[int, int]:
     """(iterations, warm-up) used for `size`."""
     lat = benchmark == "latency"
-    large = size > params.large_size and source == "mpi4py"
+    large = size > params.large_size and source != "osu-c"  # OSU's -i/-x apply to every size
     if lat:
         return (params.iterations_large, params.warmup_large) if large else (params.iterations, params.warmup)
     return (params.bw_iterations_large, params.bw_warmup_large) if large else (params.bw_iterations, params.bw_warmup)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from workloads.osu.descriptor import OsuParams
-from workloads.osu import launch
+from workloads.osu import cbuild, launch
 from workloads.osu.parse import OsuParseError, OsuStream, parse
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -78,12 +78,14 @@ def test_harness_output_parses_like_the_c_binaries(tmp_path):
         assert mine.preamble == theirs.preamble == {"Datatype": "MPI_CHAR."}
         expected = ([0] if bench == "latency" else []) + [2**k for k in range(7)]  # … 64
         assert [s for s, _ in mine.rows] == expected
-        assert all(v > 0 for _, v in mine.rows)
+        # 2 decimals: a few 1-byte bibw loops on a loaded machine can print 0.00 MB/s
+        assert all(v >= 0 for _, v in mine.rows) and mine.rows[-1][1] > 0
 
 
 def test_c_binaries_are_preferred_when_on_path(tmp_path, monkeypatch):
     params = OsuParams(max_size=1024, iterations=50, warmup=5, bw_iterations=7, bw_warmup=1, window=8)
     monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(cbuild, "mpicc", lambda: None)  # no compiler either: the Python fallback
     assert launch.choose("auto", "latency") == "mpi4py"
     with pytest.raises(FileNotFoundError, match="osu_latency is not on PATH"):
         launch.choose("osu-c", "latency")
