@@ -47,7 +47,8 @@ def test_guardrail_every_field_reports_one_line_naming_value_and_limit():
               provisioning="spot", deadline="20m", concurrency=1,
               workload={"name": "tf-mnist", "workers": 1}, labels={"team": "ml", "cost-center": "x"})
     assert violations(load_spec(ok), Policy.model_validate(POLICY)) == []
-    assert violations(load_spec(_gcp(cloud="aws", region="us-east-1", zone=None)),
+    assert violations(load_spec(_gcp(cloud="aws", region="us-east-1", zone=None,
+                                         matrix={"machine_type": ["c5.large"]})),
                       Policy(clouds=["gcp"]))[0].startswith("cloud 'aws'")
 
 
