@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from spotbench.clouds.provider import get_provider
-from spotbench.labels import GROUP_LABEL, MANAGED_BY, ROLE_LABEL, SWEEP_LABEL, sweep_labels
+from spotbench.labels import (
+    GROUP_LABEL, MANAGED_BY, ROLE_LABEL, SWEEP_LABEL, name_prefix, sweep_labels,
+)
 from spotbench.workload import Params, Workload, get_workload
 
 if TYPE_CHECKING:  # plan reads a spec, it never builds one: no import cycle with spec
@@ -92,7 +94,7 @@ def plan(spec: SweepSpec) -> list[RunGroup]:
         count = int(point.get("accelerator_count", 1 if accelerator else 0))
         key = point_key(point)
         for trial in range(1, spec.trials + 1):
-            gid = f"{spec.name}-{key}-t{trial}"
+            gid = f"{name_prefix(spec.name)}{key}-t{trial}"
             members = tuple(
                 Member(name=f"{gid}-{workload.member_code(role)}{index}", role=role, index=index, rank=rank,
                        machine_type=spec.role_machine_types.get(role, str(machine_type)))

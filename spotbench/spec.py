@@ -28,6 +28,7 @@ from spotbench._spec_errors import _MISSING as _NO_VALUE
 from spotbench._spec_errors import SpecError, problems_from_validation
 from spotbench.clouds.provider import get_provider
 from spotbench.image_ref import check_image
+from spotbench.labels import NAME_SEPARATOR
 from spotbench.plan import RunGroup
 from spotbench.plan import plan as plan_groups
 from spotbench.workload import Params, get_workload, registry
@@ -130,7 +131,8 @@ class AwsOptions(_Strict):
 
 
 class SweepSpec(_Strict):
-    name: str = Field(pattern=NAME_PATTERN, description="lowercase, digits and '-', ≤ 24")
+    name: str = Field(pattern=NAME_PATTERN,
+                      description="lowercase, digits and single '-', ≤ 24")
     cloud: Literal["local", "gcp", "aws"] = "local"
     region: str | None = None
     zone: str | None = None
@@ -171,6 +173,18 @@ class SweepSpec(_Strict):
                 raise ValueError(f"spot: expected true or false, got {spot!r}")
             data["provisioning"] = "spot" if spot else "standard"
         return data
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if NAME_SEPARATOR in v:
+            raise ValueError(
+                f"{NAME_SEPARATOR!r} is reserved: it ends the sweep name in its VM "
+                f"names ({v.split(NAME_SEPARATOR)[0]}{NAME_SEPARATOR}…), which is how permissions "
+                "tell one sweep's VMs from another's; use single hyphens, e.g. "
+                f"{'-'.join(p for p in v.split('-') if p)!r}"
+            )
+        return v
 
     @field_validator("labels")
     @classmethod

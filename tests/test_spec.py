@@ -38,6 +38,7 @@ def problems(data: dict) -> str:
         ({"workload": {"name": "nbody"}}, "unknown workload; choose one of 'osu', 'tf-mnist'"),
         ({"workload": {"name": "osu", "max_size": 1000}}, "must be a power of two"),
         ({"deadline": "soon"}, "duration like '90s'"),
+        ({"name": "bench--gpu"}, "name = 'bench--gpu': '--' is reserved"),
         ({"cloud": "gcp"}, "cloud 'gcp' needs 'zone'"),
         ({"budget": -1}, "budget = -1"),
         ({"spot": "yes"}, "spot: expected true or false"),
@@ -113,3 +114,17 @@ def test_role_machine_types_must_name_roles_of_the_workload() -> None:
 
 def test_matrix_placement_values_are_checked() -> None:
     assert "matrix.placement value 'nearby'" in problems({**GOOD, "matrix": {"placement": ["nearby"]}})
+
+
+def test_a_sweep_name_is_never_the_start_of_another_sweeps_vm_names() -> None:
+    """VM names are `<sweep>--…`: the prefix IAM conditions match (infra/gcp/identity.py)
+    selects one sweep's VMs, whichever other names share its first characters."""
+    names = {}
+    for sweep in ("bench", "bench-gpu", "bench-g"):
+        spec = load_spec({**GOOD, "name": sweep})
+        names[sweep] = [m.name for g in spec.plan() for m in g.members]
+        assert all(n.startswith(f"{sweep}--") for n in names[sweep])
+    for sweep, own in names.items():
+        others = [n for s, ns in names.items() if s != sweep for n in ns]
+        assert not [n for n in others if n.startswith(f"{sweep}--")]
+    assert "use single hyphens, e.g. 'bench-gpu'" in problems({**GOOD, "name": "bench--gpu"})

@@ -7,16 +7,15 @@
 - Scheduler account: only `roles/run.invoker` on `start` and `stop` (functions.py).
 - Function account: two custom roles with exactly the compute permissions the
   start/stop/done code paths call: `spotbench_<sweep>` (get/start/stop) bound with an IAM
-  condition on the sweep's instance names (`projects/P/zones/Z/instances/<sweep>-…`), so
-  it cannot touch another sweep's VMs, and `spotbench_<sweep>_list` (the project-level
+  condition on the sweep's instance names (`projects/P/zones/Z/instances/<sweep>--…`), so
+  it cannot touch another sweep's VMs (sweep names cannot contain `--`: `bench--` does not
+  begin sweep `bench-gpu`'s `bench-gpu--…`), and `spotbench_<sweep>_list` (the project-level
   aggregated list and zone-operation polling, which IAM conditions cannot scope to names);
   plus the results prefix (bucket.py) and `roles/iam.serviceAccountUser` on the VM account
   only (starting an instance that runs as a service account requires acting as it).
 - Operators (`gcp.operators` in the spec): `spotbench_<sweep>_ops` (list/get instances,
   read/pause/resume/run the sweep's scheduler jobs), read access to the results prefix
   (bucket.py) and `roles/iap.tunnelResourceAccessor` on each member VM (vms.py).
-  Instance-name conditions match by prefix: keep one sweep's name from being a prefix of
-  another's followed by '-' in the same project (e.g. `bench` and `bench-gpu`).
 """
 
 from __future__ import annotations
@@ -25,6 +24,8 @@ from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_gcp as gcp
+
+from spotbench.labels import name_prefix
 
 # spotbench.clouds.gce: instances.aggregatedList (needs .list) → get → start/stop →
 # zoneOperations.get while waiting. Nothing else: no create/delete/setMetadata.
@@ -54,11 +55,12 @@ def custom_role_id(sweep: str, suffix: str = "") -> str:
 
 
 def instances_condition(project: str, zone: str, sweep: str) -> dict[str, str]:
-    """IAM condition: only instances of `sweep` (their names start with `<sweep>-`)."""
-    prefix = f"projects/{project}/zones/{zone}/instances/{sweep}-"
+    """IAM condition: only instances of `sweep` (their names start with `<sweep>--`, which
+    no other sweep's do: spotbench.labels.name_prefix)."""
+    prefix = f"projects/{project}/zones/{zone}/instances/{name_prefix(sweep)}"
     return {
         "title": f"{sweep} instances only"[:100],
-        "description": f"instances named {sweep}-* in {zone}",
+        "description": f"instances named {name_prefix(sweep)}* in {zone}",
         "expression": f'resource.name.startsWith("{prefix}")',
     }
 

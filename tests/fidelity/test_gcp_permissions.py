@@ -1,7 +1,8 @@
 """Every GCP call a deployment makes, checked against the IAM policy `infra/` declares.
 
-Two sweeps (`alpha`, `beta`) are declared with the Pulumi program under mocks, in one
-project. One local Google endpoint (compute, storage, scheduler) serves them, knows which
+Two sweeps (`alpha`, and `beta` named `alpha-gpu`: the other sweep's name starts with
+alpha's, the case prefix-matched IAM conditions get wrong) are declared with the Pulumi
+program under mocks, in one project. One local Google endpoint (compute, storage, scheduler) serves them, knows which
 identity is calling (one listener per identity) and refuses — with GCP's 403 — every call
 the declared roles, bindings and IAM conditions do not allow (tests/fidelity/gcp_iam.py).
 The real code then runs as each identity, configured from the declared resources:
@@ -52,6 +53,7 @@ from workloads.common import WorkloadRun
 pytestmark = pytest.mark.fidelity
 
 PROJECT, REGION, ZONE = "proj-1", "us-central1", "us-central1-a"
+BETA = "alpha-gpu"  # the other sweep: alpha's name is a prefix of it
 OPERATOR = "user:ops@example.com"
 INSTANCE = "gcp:compute/instance:Instance"
 FUNCTION = "gcp:cloudfunctionsv2/function:Function"
@@ -169,7 +171,7 @@ class World:
 
 @pytest.fixture(scope="module")
 def world() -> Iterator[World]:
-    alpha, beta = deploy(_spec("alpha")), deploy(_spec("beta"))
+    alpha, beta = deploy(_spec("alpha")), deploy(_spec(BETA))
     policy = DeclaredPolicy.from_declared(alpha.declared + beta.declared, PROJECT)
     enforcer = Enforcer(policy)
     endpoint = GoogleEndpoint(authorize=enforcer)
@@ -310,12 +312,43 @@ def test_gcp_function_cannot_stop_another_sweeps_instances(world, monkeypatch):
     try:
         with world.as_identity(world.alpha.function_sa, monkeypatch) as url:
             cloud = GcpCloud(PROJECT, zones=[ZONE], api_endpoint=url, retry_attempts=1)
-            results = cloud.stop(sweep_labels("beta"))
+            results = cloud.stop(sweep_labels(BETA))
         assert results, "alpha's function could not even list instances"
         assert world.endpoint.gce.status(ZONE, victim) == "RUNNING"
         assert all("403" in r.detail for r in results if r.name == victim)
     finally:
         world.endpoint.gce.instances[(ZONE, victim)]["status"] = "TERMINATED"
+
+
+def test_gcp_sweep_is_not_granted_the_instances_of_a_sweep_its_name_prefixes(world, monkeypatch):
+    """`alpha`'s function account calls get/start/stop on `alpha-gpu`'s instances by name:
+    each call is refused (the instance condition is exact for the sweep), while the same
+    calls on alpha's own instance are granted."""
+    from google.api_core.exceptions import Forbidden
+    from google.cloud import compute_v1
+
+    alpha, beta, ep = world.alpha, world.beta, world.endpoint
+    assert beta.spec.name.startswith(alpha.spec.name + "-")
+    caller = alpha.function_sa
+    first = len(ep.calls)
+    with world.as_identity(caller, monkeypatch) as url:
+        client = compute_v1.InstancesClient(
+            credentials=AnonymousCredentials(), transport="rest",
+            client_options={"api_endpoint": url})
+        own = alpha.instances[0]["name"]
+        assert client.get(project=PROJECT, zone=ZONE, instance=own).name == own
+        for inst in beta.instances:
+            for verb in ("get", "start", "stop"):
+                with pytest.raises(Forbidden):
+                    getattr(client, verb)(project=PROJECT, zone=ZONE, instance=inst["name"])
+    # (starting also needs actAs on alpha-gpu's VM account, which alpha's function lacks too)
+    refused = {(c.path.split("/instances/")[1], c.denied.split(", ")[0])
+               for c in ep.calls[first:] if c.denied}
+    expected = {(f"{inst['name']}{suffix}", f"compute.instances.{verb}")
+                for inst in beta.instances
+                for suffix, verb in (("", "get"), ("/start", "start"), ("/stop", "stop"))}
+    assert refused == expected
+    assert all(ep.gce.status(ZONE, i["name"]) == "TERMINATED" for i in beta.instances)
 
 
 def test_gcp_vm_cannot_touch_instances_or_other_prefixes(world, monkeypatch):
@@ -329,7 +362,7 @@ def test_gcp_vm_cannot_touch_instances_or_other_prefixes(world, monkeypatch):
         fs = ResultStore(f"gs://{alpha.bucket}/alpha").fs
         # beta's bucket: no binding at all
         with pytest.raises(OSError, match="Forbidden"):
-            fs.pipe_file(f"{beta.bucket}/beta/runs/x/evil.1.jsonl", b"{}")
+            fs.pipe_file(f"{beta.bucket}/{BETA}/runs/x/evil.1.jsonl", b"{}")
         # its own bucket, outside its sweep's prefix (a sweep sharing the bucket; the
         # functions' source archive under _spotbench/): the IAM condition refuses
         world.endpoint.gcs.buckets[alpha.bucket]["_spotbench/functions-x.zip"] = b"PK"

@@ -232,7 +232,7 @@ def test_custom_roles_are_exactly_start_stop_and_list(osu):
         "compute.instances.list", "compute.zoneOperations.get"]
     bindings = {b.inputs["role"]: b.inputs for b in osu.of_type("gcp:projects/iAMMember:IAMMember")}
     scoped = bindings["projects/proj-1/roles/spotbench_gcp_osu"]["condition"]["expression"]
-    assert scoped == 'resource.name.startsWith("projects/proj-1/zones/us-central1-a/instances/gcp-osu-")'
+    assert scoped == 'resource.name.startsWith("projects/proj-1/zones/us-central1-a/instances/gcp-osu--")'
     assert "condition" not in bindings["projects/proj-1/roles/spotbench_gcp_osu_list"]
     roles = [d.inputs.get("role", "") for d in osu.declared]
     assert not any("compute.instanceAdmin" in r or r in ("roles/owner", "roles/editor")
