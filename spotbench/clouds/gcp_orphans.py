@@ -23,6 +23,10 @@ class GcpSweeper:
     def __init__(self, project: str, api_endpoint: str | None = None, credentials: Any = None):
         self.project = project
         endpoint = api_endpoint or os.environ.get("SPOTBENCH_GCP_API_ENDPOINT") or None
+        if endpoint and endpoint.startswith("http://") and credentials is None:
+            from google.auth.credentials import AnonymousCredentials
+
+            credentials = AnonymousCredentials()  # a local emulator: never send real tokens over http
         self._kwargs: dict[str, Any] = {"credentials": credentials}
         if endpoint:
             self._kwargs |= {"transport": "rest", "client_options": {"api_endpoint": endpoint}}

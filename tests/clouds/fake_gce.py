@@ -1,7 +1,8 @@
 """A small local Compute Engine REST endpoint: exactly the calls `GcpCloud` makes.
 
 Serves `aggregated/instances` (with a `labels.KEY = "VALUE"` filter), instance get / start /
-stop / resume / delete, and zone operations get / wait, over plain HTTP on 127.0.0.1, so the
+stop / resume / delete, zone operations get / wait, and the static addresses teardown
+sweeps (`aggregated/addresses`, address delete, region operations get / wait), over plain HTTP on 127.0.0.1, so the
 real `google-cloud-compute` REST client can be pointed at it. Hooks let a test make the next
 operation on an instance fail (e.g. ZONE_RESOURCE_POOL_EXHAUSTED), never finish, or make the
 next matching request answer 503 once. Every request is recorded in `calls`.
@@ -24,6 +25,9 @@ _ZONE = r"^/compute/v1/projects/(?P<p>[^/]+)/zones/(?P<z>[^/]+)"
 _INSTANCE = re.compile(_ZONE + r"/instances/(?P<i>[^/]+)(?:/(?P<verb>\w+))?$")
 _OPERATION = re.compile(_ZONE + r"/operations/(?P<o>[^/]+?)(?P<wait>/wait)?$")
 _AGGREGATED = re.compile(r"^/compute/v1/projects/(?P<p>[^/]+)/aggregated/instances$")
+_ADDR_AGG = re.compile(r"^/compute/v1/projects/[^/]+/aggregated/addresses$")
+_ADDR = re.compile(r"^/compute/v1/projects/[^/]+/regions/(?P<r>[^/]+)/addresses/(?P<a>[^/]+)$")
+_REGION_OP = re.compile(r"^/compute/v1/projects/[^/]+/regions/(?P<r>[^/]+)/operations/(?P<o>[^/]+?)(/wait)?$")
 # The status an instance is in while an operation runs, and after it succeeds.
 _EFFECT = {"start": ("STAGING", "RUNNING"), "resume": ("STAGING", "RUNNING"),
            "stop": ("STOPPING", "TERMINATED"), "delete": ("STOPPING", None)}  # fmt: skip
@@ -61,6 +65,7 @@ class FakeGce:
     instances: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     calls: list[tuple[str, str]] = field(default_factory=list)
     filters: list[str] = field(default_factory=list)  # every aggregatedList filter seen
+    addresses: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)  # (region, name) → labels
     _ops: dict[str, _Op] = field(default_factory=dict)
     _fail: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
     _stuck: set[tuple[str, str]] = field(default_factory=set)
@@ -133,6 +138,14 @@ class FakeGce:
                     return code, _error(code, f"refused by the fake with HTTP {code}")
             if m_ := _AGGREGATED.match(path):
                 return 200, self._aggregated(query.get("filter", [""])[0])
+            if _ADDR_AGG.match(path):
+                return 200, self._aggregated_addresses(query.get("filter", [""])[0])
+            if (m_ := _ADDR.match(path)) and method == "DELETE":
+                if self.addresses.pop((m_["r"], m_["a"]), None) is None:
+                    return 404, _error(404, f"address {m_['a']} not found")
+                return 200, self._region_op(m_["r"], f"addr-op-{m_['a']}", done=False)
+            if m_ := _REGION_OP.match(path):
+                return 200, self._region_op(m_["r"], m_["o"])
             if m_ := _OPERATION.match(path):
                 return self._operation(m_["o"])
             if m_ := _INSTANCE.match(path):
@@ -150,6 +163,20 @@ class FakeGce:
                 )
         items["zones/empty-zone-a"] = {"warning": {"code": "NO_RESULTS_ON_PAGE"}}
         return {"kind": "compute#instanceAggregatedList", "items": items}
+
+    def _aggregated_addresses(self, filter_: str) -> dict[str, Any]:
+        wanted = dict(_FILTER_TERM.findall(filter_))
+        items: dict[str, Any] = {}
+        for (region, name), labels in sorted(self.addresses.items()):
+            if all(labels.get(k) == v for k, v in wanted.items()):
+                items.setdefault(f"regions/{region}", {"addresses": []})["addresses"].append(
+                    {"name": name, "labels": labels, "status": "RESERVED"})
+        return {"kind": "compute#addressAggregatedList", "items": items}
+
+    def _region_op(self, region: str, name: str, done: bool = True) -> dict[str, Any]:
+        """An address delete answers RUNNING; its operation is DONE when next read."""
+        return {"kind": "compute#operation", "name": name, "status": "DONE" if done else "RUNNING",
+                "operationType": "delete", "region": f"{BASE}/projects/{self.project}/regions/{region}"}
 
     def _body(self, zone: str, name: str) -> dict[str, Any]:
         inst = self.instances[(zone, name)]

@@ -76,7 +76,9 @@ _CP = "/compute/v1/projects/(?P<p>[^/]+)"
 # method's reference page, https://cloud.google.com/compute/docs/reference/rest/v1/instances
 # (aggregatedList: compute.instances.list; get; start: compute.instances.start and, for an
 # instance with a service account, iam.serviceAccounts.actAs; stop; resume; delete),
-# .../v1/zoneOperations (get, wait: compute.zoneOperations.get), .../v1/addresses;
+# .../v1/zoneOperations (get, wait: compute.zoneOperations.get), .../v1/addresses
+# (aggregatedList: compute.addresses.list; delete: compute.addresses.delete),
+# .../v1/regionOperations (get, wait: compute.regionOperations.get);
 # https://cloud.google.com/storage/docs/access-control/iam-json (objects get / list / insert /
 # delete, buckets get; replacing an existing object needs create AND delete).
 _COMPUTE: list[tuple[str, re.Pattern[str], str]] = [
@@ -90,6 +92,9 @@ _COMPUTE: list[tuple[str, re.Pattern[str], str]] = [
     ("GET", re.compile(_CP + "/zones/(?P<z>[^/]+)/operations/(?P<o>[^/]+)$"), "compute.zoneOperations.get"),
     ("POST", re.compile(_CP + "/zones/(?P<z>[^/]+)/operations/(?P<o>[^/]+)/wait$"), "compute.zoneOperations.get"),
     ("GET", re.compile(_CP + "/aggregated/addresses$"), "compute.addresses.list"),
+    ("DELETE", re.compile(_CP + "/regions/(?P<r>[^/]+)/addresses/(?P<a>[^/]+)$"), "compute.addresses.delete"),
+    ("GET", re.compile(_CP + "/regions/(?P<r>[^/]+)/operations/(?P<ro>[^/]+)$"), "compute.regionOperations.get"),
+    ("POST", re.compile(_CP + "/regions/(?P<r>[^/]+)/operations/(?P<ro>[^/]+)/wait$"), "compute.regionOperations.get"),
     ("GET", re.compile(_CP + "$"), "compute.projects.get"),
     ("GET", re.compile(_CP + "/regions/(?P<r>[^/]+)$"), "compute.regions.get"),
     ("GET", re.compile(_CP + "/zones/(?P<z>[^/]+)/machineTypes/(?P<t>[^/]+)$"), "compute.machineTypes.get"),
@@ -140,6 +145,12 @@ def permissions_for(call: Call, *, object_exists: Any = None,
                                       f"projects/{p}/serviceAccounts/{account}",
                                       "iam.googleapis.com/ServiceAccount"))
                 return needs
+            if m.groupdict().get("a"):
+                return [Need(permission, f"projects/{p}/regions/{m['r']}/addresses/{m['a']}",
+                             "compute.googleapis.com/Address")]
+            if m.groupdict().get("ro"):
+                return [Need(permission, f"projects/{p}/regions/{m['r']}/operations/{m['ro']}",
+                             "compute.googleapis.com/Operation")]
             if "o" in m.groupdict() and m["o"]:
                 return [Need(permission, f"projects/{p}/zones/{m['z']}/operations/{m['o']}",
                              "compute.googleapis.com/Operation")]

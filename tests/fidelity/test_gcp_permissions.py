@@ -454,3 +454,58 @@ def test_gcp_preflight_runs_with_the_documented_deployer_roles(world, monkeypatc
     assert len(calls) >= 4 and not [c for c, _ in calls if c.denied]
     # not vacuous: without the deployer roles every one of those calls is refused
     assert all(not saved.allows(c.identity, n) for c, needs in calls for n in needs)
+
+
+# ---- the deployer: teardown's orphan sweep with the documented deployer roles ----------
+def test_gcp_teardown_runs_with_the_documented_deployer_roles(world, monkeypatch):
+    """`spotbench teardown` as the deployer: the orphan sweep (aggregated instance and address
+    lists, instance and address deletes, zone and region operation waits) is granted by
+    DEPLOYER_ROLES, removes only alpha's VMs and addresses, and is refused without them."""
+    from spotbench.clouds import get_provider
+    from spotbench.clouds.gcp import DEPLOYER_ROLES
+    from spotbench.ops.teardown import teardown
+    from tests.fidelity.gcp_iam import Binding
+
+    alpha, beta, ep = world.alpha, world.beta, world.endpoint
+    deployer = "user:deployer@example.com"
+    grants = [Binding(f"projects/{PROJECT}", role, deployer) for role in DEPLOYER_ROLES
+              if role in PREDEFINED_ROLES]
+    addresses = {dep.spec.name: [d.inputs for d in dep.of_type("gcp:compute/address:Address")]
+                 for dep in (alpha, beta)}
+    assert addresses[alpha.spec.name], "alpha declares no static address"
+    for inputs in addresses[alpha.spec.name] + addresses[beta.spec.name]:
+        ep.gce.addresses[(inputs["region"], inputs["name"])] = dict(inputs["labels"])
+    saved_instances = dict(ep.gce.instances)
+    saved = world.enforcer.policy
+    try:
+        with world.as_identity(deployer, monkeypatch):
+            # unauthorised first: the sweep cannot even list (and says so)
+            refused = teardown(alpha.spec.name, get_provider("gcp").orphans(alpha.spec), yes=True,
+                               echo=lambda _: None)
+            assert refused.failed and "403" in refused.failed[0][1]
+            world.enforcer.policy = replace(saved, bindings=saved.bindings + grants)
+            start, ep_start = len(world.enforcer.needs), len(ep.calls)
+            report = teardown(alpha.spec.name, get_provider("gcp").orphans(alpha.spec), yes=True,
+                              echo=lambda _: None)
+        assert not report.failed, report.failed
+    finally:
+        world.enforcer.policy = saved
+        left = {n for (_, n) in ep.gce.addresses}
+        left_instances = {n for (_, n) in ep.gce.instances}
+        ep.gce.addresses.clear()
+        ep.gce.instances.update(saved_instances)
+    removed = sorted((r.kind, r.id) for r in report.removed)
+    assert removed == sorted([("instance", i["name"]) for i in alpha.instances]
+                             + [("address", a["name"]) for a in addresses[alpha.spec.name]])
+    # alpha-gpu's VMs and addresses are untouched
+    assert left_instances == {i["name"] for i in beta.instances}
+    assert left == {a["name"] for a in addresses[beta.spec.name]}
+    calls = world.enforcer.needs[start:]
+    kinds = {n.permission for _, needs in calls for n in needs}
+    assert {"compute.instances.list", "compute.addresses.list", "compute.instances.delete",
+            "compute.addresses.delete", "compute.zoneOperations.get",
+            "compute.regionOperations.get"} <= kinds, kinds
+    assert len(ep.calls) - ep_start == len(calls)
+    assert not [(c.method, c.path, c.denied) for c in ep.calls[ep_start:] if c.denied]
+    # not vacuous: the sweep's own roles (none for this user) refuse every one of those calls
+    assert all(not saved.allows(c.identity, n) for c, needs in calls for n in needs)

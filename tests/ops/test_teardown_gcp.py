@@ -1,55 +1,19 @@
 """GCP orphan sweep with the real google-cloud-compute REST client against the project's
-fake GCE endpoint (tests/clouds/fake_gce.py), extended here with static addresses."""
+fake GCE endpoint (tests/clouds/fake_gce.py, which serves static addresses too)."""
 
 from __future__ import annotations
-
-import re
-from typing import Any
 
 import pytest
 from google.auth.credentials import AnonymousCredentials
 
 from spotbench.clouds.gcp_orphans import GcpSweeper
 from spotbench.ops.teardown import teardown
-from tests.clouds.fake_gce import _FILTER_TERM, BASE, FakeGce
-
-_ADDR_AGG = re.compile(r"^/compute/v1/projects/[^/]+/aggregated/addresses$")
-_ADDR = re.compile(r"^/compute/v1/projects/[^/]+/regions/(?P<r>[^/]+)/addresses/(?P<a>[^/]+)$")
-_REGION_OP = re.compile(r"^/compute/v1/projects/[^/]+/regions/(?P<r>[^/]+)/operations/(?P<o>[^/]+?)(/wait)?$")
-
-
-class FakeGceAddresses(FakeGce):
-    def __init__(self) -> None:
-        super().__init__()
-        self.addresses: dict[tuple[str, str], dict[str, str]] = {}
-
-    def _op(self, region: str, name: str) -> dict[str, Any]:
-        return {"kind": "compute#operation", "name": name, "status": "DONE", "operationType": "delete",
-                "region": f"{BASE}/projects/{self.project}/regions/{region}"}
-
-    def handle(self, method: str, path: str, query: dict[str, list[str]]) -> tuple[int, Any]:
-        if _ADDR_AGG.match(path):
-            self.calls.append((method, path))
-            wanted = dict(_FILTER_TERM.findall(query.get("filter", [""])[0]))
-            items: dict[str, Any] = {}
-            for (region, name), labels in sorted(self.addresses.items()):
-                if all(labels.get(k) == v for k, v in wanted.items()):
-                    items.setdefault(f"regions/{region}", {"addresses": []})["addresses"].append(
-                        {"name": name, "labels": labels, "status": "RESERVED"})
-            return 200, {"kind": "compute#addressAggregatedList", "items": items}
-        if (m := _ADDR.match(path)) and method == "DELETE":
-            self.calls.append((method, path))
-            if self.addresses.pop((m["r"], m["a"]), None) is None:
-                return 404, {"error": {"code": 404, "message": "not found"}}
-            return 200, self._op(m["r"], f"addr-op-{m['a']}")
-        if m := _REGION_OP.match(path):
-            return 200, self._op(m["r"], m["o"])
-        return super().handle(method, path, query)
+from tests.clouds.fake_gce import FakeGce
 
 
 @pytest.fixture
 def gce():
-    fake = FakeGceAddresses().start()
+    fake = FakeGce().start()
     yield fake
     fake.stop()
 
