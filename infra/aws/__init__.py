@@ -55,7 +55,7 @@ class AwsSweep(pulumi.ComponentResource):
         groups = spec.plan()
         start_cron, stop_cron, start_expr, stop_expr = schedule_pair(spec)  # fail early
         ips = member_ips(groups, spec.aws.subnet_cidr)
-        tags = sweep_labels(spec.name)
+        tags = {**spec.labels, **sweep_labels(spec.name)}  # the spec's labels are tags here
 
         self.provider = aws.Provider(f"{name}-aws", region=spec.region,
                                      default_tags={"tags": tags},

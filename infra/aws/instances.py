@@ -89,7 +89,7 @@ class AwsRunGroup(pulumi.ComponentResource):
         if group.placement in PLACEMENT_STRATEGY:
             self.placement_group = aws.ec2.PlacementGroup(
                 f"{name}-placement", name=f"{group.id}-{group.placement}",
-                strategy=PLACEMENT_STRATEGY[group.placement], tags=dict(group.labels),
+                strategy=PLACEMENT_STRATEGY[group.placement], tags={**spec.labels, **group.labels},
                 opts=pulumi.ResourceOptions(parent=self),
             )
         ssh = args.ssh if args.ssh is not None else pulumi.Output.from_input(None)
@@ -129,8 +129,8 @@ class AwsRunGroup(pulumi.ComponentResource):
                 root_block_device={"volume_size": spec.aws.root_volume_gb, "volume_type": "gp3",
                                    "encrypted": True, "delete_on_termination": True},
                 placement_group=self.placement_group.name if self.placement_group else None,
-                tags={**group.member_labels(m), "Name": m.name},
-                volume_tags={**group.member_labels(m), "Name": m.name},
+                tags={**spec.labels, **group.member_labels(m), "Name": m.name},
+                volume_tags={**spec.labels, **group.member_labels(m), "Name": m.name},
                 opts=pulumi.ResourceOptions(parent=self, ignore_changes=["ami"]),
             )
             self.states[m.name] = aws.ec2transitgateway.InstanceState(

@@ -283,3 +283,24 @@ def test_example_compares_cluster_and_spread_placement_in_one_stack(run_program)
     for inst in mocks.of_type(INSTANCE):  # each instance sits in its own group's placement group
         assert inst.inputs["placementGroup"].startswith(inst.inputs["tags"]["spotbench-group"])
         assert by_name[inst.inputs["placementGroup"]] in ("cluster", "spread")
+
+
+def test_spec_labels_are_tags_on_every_tagged_resource(declare):
+    """`labels:` (GCP labels) are AWS tags: on the provider's default tags, on every resource
+    the program tags itself (instances, their volumes, placement groups, network, bucket,
+    roles, functions), while spotbench's own tags stay what teardown selects on."""
+    labels = {"team": "ml", "cost-center": "bench-42"}
+    spec, mocks = sweep(declare, labels=labels)
+    (provider,) = mocks.of_type("pulumi:providers:aws")
+    default_tags = json.loads(provider.inputs["defaultTags"])["tags"]  # the provider's JSON input
+    assert labels.items() <= default_tags.items()
+    tagged = [d for d in mocks.declared if d.inputs.get("tags")]
+    kinds = {d.type for d in tagged}
+    assert {INSTANCE, "aws:ec2/placementGroup:PlacementGroup", "aws:s3/bucket:Bucket",
+            "aws:ec2/vpc:Vpc", "aws:iam/role:Role", "aws:lambda/function:Function"} <= kinds, kinds
+    missing = [(d.type, d.name) for d in tagged if not labels.items() <= d.inputs["tags"].items()]
+    assert missing == []
+    for vm in mocks.of_type(INSTANCE):
+        assert labels.items() <= vm.inputs["volumeTags"].items()
+        assert vm.inputs["tags"]["spotbench-sweep"] == spec.name
+        assert vm.inputs["tags"]["managed-by"] == "spotbench"
