@@ -11,27 +11,25 @@ results, and nobody but the build reads the functions' source archive under `_sp
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_gcp as gcp
 
+from spotbench.clouds import gcp as gcp_names
 from spotbench.plan import sweep_labels
 from spotbench.spec import SweepSpec
 
 
 def bucket_name(spec: SweepSpec, project: str) -> str:
-    """The spec's gs:// bucket, or `spotbench-<sweep>-<project>` (≤ 63 chars)."""
-    if spec.results and spec.results.startswith("gs://"):
-        return spec.results.removeprefix("gs://").split("/", 1)[0]
-    if spec.results:
+    """The spec's gs:// bucket, or `spotbench-<sweep>-<project>` (≤ 63 chars); the CLI
+    finds the same name (spotbench.clouds.gcp.bucket_name)."""
+    if spec.results and not spec.results.startswith("gs://"):
         raise pulumi.RunError(
             f"results {spec.results!r}: a gcp sweep stores results in Cloud Storage; give a "
             "gs://BUCKET[/prefix] URL or leave 'results' out for a bucket named after the sweep"
         )
-    name = re.sub(r"[^a-z0-9-]", "-", f"spotbench-{spec.name}-{project}".lower())
-    return name[:63].rstrip("-")
+    return gcp_names.bucket_name(spec, project)
 
 
 def prefix_condition(bucket: str, prefix: str, what: str) -> dict[str, str]:
@@ -56,10 +54,7 @@ def prefix_condition(bucket: str, prefix: str, what: str) -> dict[str, str]:
 
 def results_url(spec: SweepSpec, project: str) -> str:
     """Where members write: the spec's gs:// URL, or gs://<bucket>/<sweep>."""
-    if spec.results and spec.results.startswith("gs://"):
-        url = spec.results.rstrip("/")
-        return url if "/" in url.removeprefix("gs://") else f"{url}/{spec.name}"
-    return f"gs://{bucket_name(spec, project)}/{spec.name}"
+    return gcp_names.results_url(spec, project)
 
 
 @dataclass

@@ -29,7 +29,14 @@ Example: spotbench query SPEC "SELECT run, avg(value) AS us FROM records WHERE m
 def _results_url(spec_path: Path, results: str | None) -> str:
     if results:
         return results if "://" in results else "file://" + str(Path(results).resolve())
-    return spec_or_exit(spec_path).results_url()
+    from spotbench.clouds import get_provider
+
+    spec = spec_or_exit(spec_path)
+    try:  # a gcp stack's bucket when the spec names none; aws: says to pass --results
+        return get_provider(spec.cloud).results_url(spec)
+    except ValueError as exc:
+        fail(str(exc), EXIT_BAD_INPUT)
+        raise  # unreachable: fail exits
 
 
 def _open_catalog(url: str):

@@ -13,12 +13,17 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from spotbench.cli._common import console, err_console, fail, spec_or_exit, styled, warn
+from spotbench.cli._common import EXIT_BAD_INPUT, console, err_console, fail, spec_or_exit, styled, warn
 
 schedule_app = typer.Typer(help="Pause, resume or fire now a sweep's start/stop pair.", no_args_is_help=True)
 
 SpecArg = typer.Argument(..., help="sweep spec (YAML)", metavar="SPEC")
 JsonOpt = typer.Option(False, "--json", help="print JSON instead of a table")
+ResultsOpt = typer.Option(
+    None, "--results", envvar="SPOTBENCH_RESULTS_URL",
+    help="results URL [default: the spec's `results`; gcp: the stack's bucket "
+         "gs://spotbench-SWEEP-PROJECT/SWEEP; aws: required unless the spec names one]",
+)
 RootOpt = typer.Option(None, "--state-root", envvar="SPOTBENCH_STATE_ROOT", help="local state dir (.spotbench)")
 
 
@@ -26,7 +31,7 @@ RootOpt = typer.Option(None, "--state-root", envvar="SPOTBENCH_STATE_ROOT", help
 def status(
     spec_path: Path | None = typer.Argument(None, help="sweep spec; omit to list local sweeps", metavar="[SPEC]"),
     as_json: bool = JsonOpt,
-    results: str | None = typer.Option(None, "--results", envvar="SPOTBENCH_RESULTS_URL", help="results URL"),
+    results: str | None = ResultsOpt,
     root: Path | None = RootOpt,
 ) -> None:
     """Every group with members, state, zone, age, deadline, spend, last result, schedule."""
@@ -47,7 +52,11 @@ def status(
         control = control_for(spec, root)
     except Exception as exc:  # noqa: BLE001
         warn(str(exc), prefix="schedule state unavailable: ")
-    report = st.sweep_status(spec, cloud, results_for(spec, results), control)
+    try:
+        store = results_for(spec, results)
+    except ValueError as exc:  # SettingMissing: only the deployed stack knows the bucket
+        fail(str(exc), EXIT_BAD_INPUT)
+    report = st.sweep_status(spec, cloud, store, control)
     if as_json:
         typer.echo(json.dumps(report.as_dict(), indent=2, default=str))
         return
@@ -256,7 +265,7 @@ def collect_cmd(
     paths: list[str] = typer.Option(["/var/log/spotbench"], "--path", envvar="SPOTBENCH_COLLECT_PATHS",
                                     help="remote file or directory to fetch (repeatable)"),
     run: str | None = typer.Option(None, "--run", envvar="SPOTBENCH_RUN", help="run id (default: current/latest)"),
-    results: str | None = typer.Option(None, "--results", envvar="SPOTBENCH_RESULTS_URL", help="results URL"),
+    results: str | None = ResultsOpt,
     spec_path: Path = SpecOpt, known_hosts: Path | None = KH, user: str = USER, key: str | None = KEY,
     via: str = VIA, jump: str | None = JUMP, port: int = PORT, hosts: list[str] | None = HOSTS,
     root: Path | None = RootOpt,

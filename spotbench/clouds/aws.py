@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spotbench.catalog import AWS_CATALOG
-from spotbench.clouds.provider import Provider, env_of
+from spotbench.clouds.provider import Provider, SettingMissing, env_of
 
 if TYPE_CHECKING:
     import requests
@@ -48,6 +48,15 @@ class AwsProvider(Provider):
 
     def disk(self, spec: SweepSpec) -> tuple[str, float]:
         return "gp3", float(spec.aws.root_volume_gb)
+
+    def results_url(self, spec: SweepSpec, env: Mapping[str, str] | None = None) -> str:
+        if spec.results:
+            return spec.results_url()
+        raise SettingMissing(
+            f"aws sweep {spec.name} has no `results:`: its bucket's name is chosen when the "
+            f"stack is created; pass --results s3://BUCKET/{spec.name} (`pulumi stack output "
+            "bucket_url` prints it) or set SPOTBENCH_RESULTS_URL"
+        )
 
     def driver(self, **options: Any) -> AwsCloud:
         from spotbench.clouds.ec2 import AwsCloud

@@ -11,6 +11,7 @@ functions also read `SPOTBENCH_AUDIENCE` and `SPOTBENCH_SCHEDULER_ACCOUNTS`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -82,6 +83,24 @@ def project_of(spec: SweepSpec | None = None, env: Mapping[str, str] | None = No
     return project
 
 
+def bucket_name(spec: SweepSpec, project: str) -> str:
+    """The results bucket: the spec's gs:// bucket, else `spotbench-<sweep>-<project>`
+    (≤ 63 chars) — the name infra/gcp/bucket.py declares."""
+    if spec.results and spec.results.startswith("gs://"):
+        return spec.results.removeprefix("gs://").split("/", 1)[0]
+    name = re.sub(r"[^a-z0-9-]", "-", f"spotbench-{spec.name}-{project}".lower())
+    return name[:63].rstrip("-")
+
+
+def results_url(spec: SweepSpec, project: str) -> str:
+    """Where members write: the spec's gs:// URL (a bare bucket gets `/<sweep>`), else
+    gs://<bucket_name>/<sweep>."""
+    if spec.results and spec.results.startswith("gs://"):
+        url = spec.results.rstrip("/")
+        return url if "/" in url.removeprefix("gs://") else f"{url}/{spec.name}"
+    return f"gs://{bucket_name(spec, project)}/{spec.name}"
+
+
 def region_of(spec: SweepSpec) -> str:
     """The sweep's region: `region`, else its zone's."""
     if spec.region:
@@ -122,6 +141,11 @@ class GcpProvider(Provider):
 
     def disk(self, spec: SweepSpec) -> tuple[str, float]:
         return "pd-balanced", float(spec.gcp.boot_disk_gb)
+
+    def results_url(self, spec: SweepSpec, env: Mapping[str, str] | None = None) -> str:
+        if spec.results and not spec.results.startswith("gs://"):
+            return spec.results_url()  # e.g. a local copy the user points at
+        return results_url(spec, project_of(spec, env))
 
     def driver(self, **options: Any) -> GcpCloud:
         from spotbench.clouds.gce import GcpCloud

@@ -127,6 +127,11 @@ class Provider:
         return "local", 0.0
 
     # ---- operating a deployed sweep --------------------------------------------------
+    def results_url(self, spec: SweepSpec, env: Mapping[str, str] | None = None) -> str:
+        """Where a deployed sweep's results are: the spec's `results`, else where the stack
+        puts them (raises SettingMissing, naming what to pass, when only the stack knows)."""
+        return spec.results_url()
+
     def driver(self, **options: Any) -> Cloud:
         """The Cloud driver built from explicit options (see the driver's constructor)."""
         raise NotImplementedError(f"cloud {self.name!r} has no driver")

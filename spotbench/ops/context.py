@@ -29,4 +29,8 @@ def cloud_for(spec: SweepSpec, root: Path | str | None = None) -> Cloud:
 
 
 def results_for(spec: SweepSpec, url: str | None = None) -> ResultStore:
-    return ResultStore(url or os.environ.get("SPOTBENCH_RESULTS_URL") or spec.results_url())
+    """The sweep's results: `url`, else `SPOTBENCH_RESULTS_URL`, else where the sweep's cloud
+    puts them (a gcp stack's bucket; the spec's `results`; a local folder for local sweeps).
+    Raises SettingMissing, saying what to pass, when only the deployed stack knows."""
+    url = url or os.environ.get("SPOTBENCH_RESULTS_URL") or get_provider(spec.cloud).results_url(spec)
+    return ResultStore(url)

@@ -124,3 +124,17 @@ def test_scripts_teardown_twin_runs_as_a_program(sweep, tmp_path):
     assert out.returncode == 0, out.stderr
     assert "removed 2 resource(s), none left behind" in out.stdout
     assert cloud.query({}) == []
+
+
+def test_status_of_an_aws_spec_without_results_says_what_to_pass(tmp_path, monkeypatch):
+    """An aws bucket's name is chosen at deploy: status must not read a local folder instead."""
+    monkeypatch.delenv("SPOTBENCH_RESULTS_URL", raising=False)
+    monkeypatch.chdir(tmp_path)
+    spec_file = tmp_path / "ax.yaml"
+    spec_file.write_text(yaml.safe_dump({
+        "name": "ax", "cloud": "aws", "region": "eu-west-1", "zone": "eu-west-1a",
+        "workload": {"name": "osu"}, "matrix": {"machine_type": ["c5n.large"]}}))
+    out = CliRunner().invoke(app, ["status", str(spec_file), "--json"])
+    assert out.exit_code == 2, out.output
+    assert "--results s3://BUCKET/ax" in out.output and "pulumi stack output bucket_url" in out.output
+    assert not (tmp_path / "results").exists()
