@@ -45,7 +45,7 @@ def member_tag(sweep: str) -> str:
 
 
 def group_tag(group_id: str) -> str:
-    """The network tag of one run group's VMs: its id (`<sweep>-<key>-t<n>`, already a valid
+    """The network tag of one run group's VMs: its id (`<sweep>--<key>-t<n>`, already a valid
     tag: lowercase, digits, '-', starting with a letter, well under 63 characters)."""
     return group_id
 
