@@ -290,7 +290,7 @@ def test_spec_labels_are_tags_on_every_tagged_resource(declare):
     the program tags itself (instances, their volumes, placement groups, network, bucket,
     roles, functions), while spotbench's own tags stay what teardown selects on."""
     labels = {"team": "ml", "cost-center": "bench-42"}
-    spec, mocks = sweep(declare, labels=labels)
+    spec, mocks = sweep(declare, labels=labels, provisioning="standard", placement="compact")
     (provider,) = mocks.of_type("pulumi:providers:aws")
     default_tags = json.loads(provider.inputs["defaultTags"])["tags"]  # the provider's JSON input
     assert labels.items() <= default_tags.items()
