@@ -123,5 +123,11 @@ class MemberContext(BaseModel):
         return get_provider(self.cloud).shares_host
 
     @property
+    def boots_outside_runs(self) -> bool:
+        """A stack created this member's VM: it boots at creation and (AWS persistent spot)
+        whenever capacity returns, not only when a run starts it."""
+        return get_provider(self.cloud).deployed_by_stack
+
+    @property
     def me(self) -> Peer:
         return next(p for p in self.members if p.name == self.name)

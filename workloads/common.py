@@ -160,7 +160,7 @@ def exit_if_outside_run(ctx: MemberContext, now: datetime | None = None) -> None
     id goes to `SPOTBENCH_RUN` (what `WorkloadRun` records under). Local members are
     started by the runner inside a run and are not checked.
     """
-    if ctx.cloud == "local":
+    if not ctx.boots_outside_runs:
         return
     store = ResultStore(ctx.results_url)
     run = store.current_run()
