@@ -25,6 +25,7 @@ cause, so the functions can answer 503 and the runner can say what to fix.
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import json
 import logging
@@ -32,6 +33,7 @@ import posixpath
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from glob import has_magic
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -136,14 +138,53 @@ class ResultStore:
 
     def __init__(self, url: str, **storage_options: Any):
         self.url = url.rstrip("/")
+        if "://" in self.url and not self.url.startswith(("file://", "local://")):
+            # an object store: list afresh every time (a warm function must see what members
+            # stored since its last call), with this store's own client
+            storage_options.setdefault("use_listings_cache", False)
+            storage_options.setdefault("skip_instance_cache", True)
         self.fs, self.root = fsspec.core.url_to_fs(self.url, **storage_options)
+        self._local = isinstance(self.fs, LocalFileSystem)
 
     # ---- paths ------------------------------------------------------------------
     def _p(self, *parts: str) -> str:
         return "/".join([self.root.rstrip("/"), *parts])
 
+    def _glob(self, pattern: str) -> list[str]:
+        """Paths matching `pattern` (`*` within one path segment), sorted.
+
+        On object stores: one listing under the pattern's literal head (s3fs's own glob also
+        asks for "folder" objects, which a prefix-scoped identity is refused)."""
+        if self._local:
+            return sorted(self.fs.glob(pattern))
+        parts = pattern.split("/")
+        head = next(i for i, part in enumerate(parts) if has_magic(part))
+        parent, name = "/".join(parts[:head]).rsplit("/", 1)
+        try:
+            found = self.fs.find(parent, prefix=name + "/")
+        except FileNotFoundError:
+            return []
+        return sorted(
+            p for p in (f.rstrip("/") for f in found)
+            if len(p.split("/")) == len(parts)
+            and all(fnmatch.fnmatchcase(a, b) for a, b in zip(p.split("/"), parts))
+        )
+
+    def _exists(self, path: str) -> bool:
+        """Whether `path` is stored. On object stores this lists the parent's prefix instead
+        of asking for the object: the sweep's identities may list their own prefix, and a
+        request for a missing object without a bucket-wide listing grant is refused (403)."""
+        if self._local:
+            return self.fs.exists(path)
+        parent, name = path.rsplit("/", 1)
+        try:  # `prefix`: one listing of exactly this name (s3fs, gcsfs; others list the parent)
+            found = self.fs.find(parent, prefix=name)
+        except FileNotFoundError:
+            return False
+        return path in {p.rstrip("/") for p in found}
+
     def _write_whole(self, path: str, data: bytes) -> None:
-        if isinstance(self.fs, LocalFileSystem):  # rename is atomic on one filesystem
+        if self._local:  # rename is atomic on one filesystem
             self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
             tmp = f"{path}.tmp-{uuid.uuid4().hex}"
             try:
@@ -163,9 +204,10 @@ class ResultStore:
     def write_group(self, run: str, group: str, results: Iterable[Result]) -> str:
         """Store one group run's records as a new file; returns its path."""
         body = "".join(r.model_dump_json() + "\n" for r in results).encode()
+        stored = {p.rsplit("/", 1)[-1] for p in self._group_files(run, group)}
         for attempt in range(1, 1000):
             path = self._p("runs", run, f"{group}.{attempt}.jsonl")
-            if not self.fs.exists(path):
+            if path.rsplit("/", 1)[-1] not in stored:
                 self._write_whole(path, body)
                 return path
         raise RuntimeError(f"too many attempts stored for {group} in run {run}")
@@ -183,7 +225,7 @@ class ResultStore:
         return path
 
     def _group_files(self, run: str, group: str) -> list[str]:
-        return sorted(self.fs.glob(self._p("runs", run, f"{group}.*.jsonl")))
+        return sorted(self._glob(self._p("runs", run, f"{group}.*.jsonl")))
 
     @staticmethod
     def _owner(path: str) -> tuple[str, str]:
@@ -209,7 +251,7 @@ class ResultStore:
         pattern = self._p("runs", run or "*", "*.jsonl")
         out: list[Result] = []
         flags: dict[str, dict[str, str]] = {}
-        for path in sorted(self.fs.glob(pattern)):
+        for path in sorted(self._glob(pattern)):
             run_dir, name = path.rsplit("/", 2)[-2:]
             if run_dir not in flags:
                 flags[run_dir] = self.flags(run_dir)
@@ -234,7 +276,7 @@ class ResultStore:
 
     def attempted_groups(self, run: str) -> set[str]:
         """Groups of `run` with any stored attempt (preempted ones included)."""
-        names = (p.rsplit("/", 1)[-1] for p in self.fs.glob(self._p("runs", run, "*.jsonl")))
+        names = (p.rsplit("/", 1)[-1] for p in self._glob(self._p("runs", run, "*.jsonl")))
         return {n.rsplit(".", 2)[0] for n in names}
 
     @_store_errors
@@ -242,7 +284,7 @@ class ResultStore:
         """Every stored attempt of `run` (from each file's first record). The group is the
         one the file's path names; a file whose records claim another is left out."""
         out = []
-        for path in sorted(self.fs.glob(self._p("runs", run, "*.jsonl"))):
+        for path in sorted(self._glob(self._p("runs", run, "*.jsonl"))):
             with self.fs.open(path, "rt") as fh:
                 first = fh.readline()
             if not first.strip():
@@ -268,7 +310,7 @@ class ResultStore:
     def flags(self, run: str) -> dict[str, str]:
         """`<group>.<attempt>` → why it is contaminated."""
         out = {}
-        for path in self.fs.glob(self._p("runs", run, "flags", "*.json")):
+        for path in self._glob(self._p("runs", run, "flags", "*.json")):
             data = json.loads(self.fs.cat_file(path))
             out[f"{data['group']}.{data['attempt']}"] = data["reason"]
         return out
@@ -295,20 +337,20 @@ class ResultStore:
 
     def record_start(self, run: str, group: str, outcome: dict[str, Any]) -> None:
         """Note one start request of `group` and its outcome (`StartRecord` fields)."""
-        n = len(self.fs.glob(self._p("runs", run, "starts", f"{group}.*.json"))) + 1
+        n = len(self._glob(self._p("runs", run, "starts", f"{group}.*.json"))) + 1
         body = StartRecord.model_validate({"run": run, "group": group, **outcome})
         self._write_whole(self._p("runs", run, "starts", f"{group}.{n}.json"),
                           body.model_dump_json().encode())
 
     @_store_errors
     def launch_count(self, run: str, group: str) -> int:
-        return len(self.fs.glob(self._p("runs", run, "launches", f"{group}.*")))
+        return len(self._glob(self._p("runs", run, "launches", f"{group}.*")))
 
     # ---- run ledger ----------------------------------------------------------------
     @_store_errors
     def runs(self) -> list[RunInfo]:
         infos = []
-        for path in sorted(self.fs.glob(self._p("runs", "*", "run.json"))):
+        for path in sorted(self._glob(self._p("runs", "*", "run.json"))):
             info = RunInfo.model_validate_json(self.fs.cat_file(path))
             if info.closed_at is None:
                 info = self._closed_by_marker(path.rsplit("/", 1)[0], info)
@@ -316,7 +358,7 @@ class ResultStore:
         return infos
 
     def _closed_by_marker(self, run_dir: str, info: RunInfo) -> RunInfo:
-        markers = self.fs.glob(f"{run_dir}/closed.*")
+        markers = self._glob(f"{run_dir}/closed.*")
         if not markers:
             return info
         try:
@@ -350,7 +392,7 @@ class ResultStore:
         now = now or utcnow()
         info = RunInfo(run=new_run_id(now), opened_at=now, ticks=[tick] if tick else [])
         path = self._p("runs", info.run, "run.json")
-        if self.fs.exists(path):  # closed earlier in the same second: keep ids unique
+        if self._exists(path):  # closed earlier in the same second: keep ids unique
             info = info.model_copy(update={"run": f"{info.run}-{uuid.uuid4().hex[:4]}"})
             path = self._p("runs", info.run, "run.json")
         self._write_whole(path, info.model_dump_json().encode())
