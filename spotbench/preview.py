@@ -9,7 +9,8 @@ The same mocks back the Pulumi unit tests (`tests/infra/conftest.py`).
 
 Contract of `RecordingMocks.new_resource` (what a program may rely on under mocks):
 - outputs = the inputs, plus for every type, when not given as input: `id`
-  (`<name>-id`), `name` (the resource name), `selfLink`, `url`, `uri`, `functionUrl`, `arn`, `email`
+  (`<name>-id`), `name` (the resource name), `selfLink`, `url`, `uri`, `functionUrl`, `arn`,
+  `spotInstanceId` (`<name>-instance-id`), `email`
   (`<accountId or name>@<project>.iam.gserviceaccount.com`), `address`, `privateIp`,
   `ipAddress` (a stable private IPv4 derived from the resource name), `publicKeyOpenssh`,
   `privateKeyOpenssh`, `privateKeyPem`, `publicKeyPem` (fake key text; a `tls` private
@@ -110,6 +111,7 @@ def _computed(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
         "functionUrl": f"https://{hashlib.sha256(name.encode()).hexdigest()[:32]}"
                        ".lambda-url.us-east-1.on.aws/",
         "arn": f"arn:aws:{service}:us-east-1:123456789012:{name}",
+        "spotInstanceId": f"{name}-instance-id",
         "email": f"{account}@{project}.iam.gserviceaccount.com",
         "address": _stable_ip(name),
         "privateIp": _stable_ip(name),

@@ -128,6 +128,11 @@ class AwsOptions(_Strict):
     vpc_cidr: str = "10.43.0.0/16"
     subnet_cidr: str = "10.43.1.0/24"
     root_volume_gb: int = Field(30, ge=8)
+    spot_valid_days: int = Field(
+        90, ge=1, le=1095,
+        description="days the members' persistent spot requests stay valid after `pulumi up`: "
+                    "EC2 restarts interrupted members only until then (redeploy to renew)",
+    )
 
 
 class SweepSpec(_Strict):

@@ -1,7 +1,9 @@
 """One run group's members: EC2 instances declared stopped, started later by the scheduler.
 
-Per member: the spec's instance type; spot as a *persistent* request that *stops* on
-interruption (so a group can be stopped and started again, like GCE spot VMs) or on-demand;
+Per member: the spec's instance type; spot as a *persistent* `SpotInstanceRequest` that
+*stops* on interruption (so a group can be stopped and started again, like GCE spot VMs),
+valid for `aws.spot_valid_days` (EC2 restarts an interrupted member only until then), whose
+destroy cancels the request before terminating the instance; or on-demand;
 the ECS-optimized AMI (GPU variant on GPU types) from its public SSM parameter; a fixed
 private IP; IMDSv2 only; no public IP; the sweep's tags (+ `Name`). An
 `aws.ec2transitgateway.InstanceState` stops each instance right after creation, and
@@ -14,6 +16,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from collections.abc import Mapping
 from typing import Any
 
@@ -57,12 +60,10 @@ def member_ips(groups: list[RunGroup], subnet_cidr: str) -> dict[str, str]:
     return {n: str(net.network_address + FIRST_HOST + i) for i, n in enumerate(names)}
 
 
-def market_options(spot: bool) -> dict[str, Any] | None:
-    if not spot:
-        return None
-    return {"market_type": "spot", "spot_options": {
-        "spot_instance_type": "persistent", "instance_interruption_behavior": "stop",
-    }}
+def valid_until(days: int, now: datetime | None = None) -> str:
+    """The spot requests' `ValidUntil` (RFC 3339, UTC, whole seconds)."""
+    end = (now or datetime.now(UTC)) + timedelta(days=days)
+    return end.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass
@@ -108,12 +109,13 @@ class AwsRunGroup(pulumi.ComponentResource):
         if args.ssh is not None:
             documents = pulumi.Output.secret(documents)
 
-        self.instances: dict[str, aws.ec2.Instance] = {}
+        self.instances: dict[str, pulumi.CustomResource] = {}
         self.states: dict[str, Any] = {}
+        ids: dict[str, pulumi.Output[str]] = {}
         for m in group.members:
             short = m.name.removeprefix(group.id + "-")
-            self.instances[m.name] = aws.ec2.Instance(
-                f"{name}-{short}",
+            tags = {**spec.labels, **group.member_labels(m), "Name": m.name}
+            launch = dict(
                 ami=args.amis[gpus[m.name]],
                 instance_type=machine_type(group, m),
                 subnet_id=args.subnet_id,
@@ -123,23 +125,44 @@ class AwsRunGroup(pulumi.ComponentResource):
                 iam_instance_profile=args.instance_profile,
                 user_data=documents.apply(lambda docs, n=m.name: docs[n]),
                 user_data_replace_on_change=True,
-                instance_market_options=market_options(spec.spot),
                 metadata_options={"http_tokens": "required", "http_endpoint": "enabled",
                                   "http_put_response_hop_limit": 2},
                 root_block_device={"volume_size": spec.aws.root_volume_gb, "volume_type": "gp3",
                                    "encrypted": True, "delete_on_termination": True},
                 placement_group=self.placement_group.name if self.placement_group else None,
-                tags={**spec.labels, **group.member_labels(m), "Name": m.name},
-                volume_tags={**spec.labels, **group.member_labels(m), "Name": m.name},
-                opts=pulumi.ResourceOptions(parent=self, ignore_changes=["ami"]),
+                volume_tags=tags,
             )
+            if spec.spot:
+                # A persistent request (stop on interruption) the stack owns: `pulumi destroy`
+                # cancels it, then terminates its instance (an Instance with spot market
+                # options would leave the request behind to launch a replacement). Its tags
+                # stay on the request (the orphan sweep finds it by them); the instance gets
+                # them from `aws.ec2.Tag`s.
+                request = aws.ec2.SpotInstanceRequest(
+                    f"{name}-{short}", **launch, spot_type="persistent",
+                    instance_interruption_behavior="stop", wait_for_fulfillment=True,
+                    valid_until=valid_until(spec.aws.spot_valid_days), tags=tags,
+                    opts=pulumi.ResourceOptions(parent=self,
+                                                ignore_changes=["ami", "validUntil"]),
+                )
+                self.instances[m.name] = request
+                ids[m.name] = request.spot_instance_id
+                for key, value in tags.items():
+                    aws.ec2.Tag(f"{name}-{short}-tag-{key}", resource_id=request.spot_instance_id,
+                                key=key, value=value, opts=pulumi.ResourceOptions(parent=self))
+            else:
+                instance = aws.ec2.Instance(
+                    f"{name}-{short}", **launch, tags=tags,
+                    opts=pulumi.ResourceOptions(parent=self, ignore_changes=["ami"]),
+                )
+                self.instances[m.name] = instance
+                ids[m.name] = instance.id
             self.states[m.name] = aws.ec2transitgateway.InstanceState(
                 f"{name}-{short}-stopped",
-                instance_id=self.instances[m.name].id,
+                instance_id=ids[m.name],
                 state="stopped",
                 opts=pulumi.ResourceOptions(parent=self, ignore_changes=["state"]),
             )
-        self.instance_ids = pulumi.Output.all(
-            *(inst.id for inst in self.instances.values())
-        ).apply(lambda ids: dict(zip(self.instances, ids)))
+        self.instance_ids = pulumi.Output.all(*ids.values()).apply(
+            lambda values: dict(zip(ids, values)))
         self.register_outputs({"instances": self.instance_ids})

@@ -5,6 +5,7 @@ IAM policy documents, the function URL's auth, the scheduler's targets."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,8 @@ from tests.infra.conftest import MOCKS
 
 ROOT = Path(__file__).resolve().parents[2]
 INSTANCE = "aws:ec2/instance:Instance"
+SPOT = "aws:ec2/spotInstanceRequest:SpotInstanceRequest"
+TAG = "aws:ec2/tag:Tag"
 STATE = "aws:ec2transitgateway/instanceState:InstanceState"
 POLICY = "aws:iam/rolePolicy:RolePolicy"
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
@@ -42,6 +45,11 @@ def sweep(declare, **over):
     return spec, declare(lambda: AwsSweep(spec.name, AwsSweepArgs(spec=spec)))
 
 
+def members(mocks):
+    """The declared members: spot requests (spot sweeps) or instances (on-demand)."""
+    return mocks.of_type(SPOT) + mocks.of_type(INSTANCE)
+
+
 def env_of(user_data: str) -> dict[str, str]:
     doc = yaml.safe_load(user_data.removeprefix("#cloud-config\n"))
     text = next(f["content"] for f in doc["write_files"] if f["path"].endswith("/env"))
@@ -58,14 +66,21 @@ def statement(doc: dict, sid: str) -> dict:
 
 def test_instances_are_stopped_persistent_spot_with_imdsv2_and_no_public_ip(declare):
     spec, mocks = sweep(declare)
-    instances = mocks.of_type(INSTANCE)
-    assert len(instances) == 4  # 2 trials × (launcher, peer)
+    instances = members(mocks)
+    assert len(instances) == 4 and not mocks.of_type(INSTANCE)  # 2 trials × (launcher, peer)
     ips = [i.inputs["privateIp"] for i in instances]
     assert len(set(ips)) == 4 and all(ip.startswith("10.43.1.") for ip in ips)
+    instance_tags: dict[str, dict[str, str]] = {}
+    for tag in mocks.of_type(TAG):
+        instance_tags.setdefault(tag.inputs["resourceId"], {})[tag.inputs["key"]] = tag.inputs["value"]
     for inst in instances:
         i = inst.inputs
-        assert i["instanceMarketOptions"] == {"marketType": "spot", "spotOptions": {
-            "spotInstanceType": "persistent", "instanceInterruptionBehavior": "stop"}}
+        assert (i["spotType"], i["instanceInterruptionBehavior"]) == ("persistent", "stop")
+        assert i["waitForFulfillment"] is True
+        days = (datetime.strptime(i["validUntil"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+                - datetime.now(UTC)).days
+        assert days in (89, 90)  # aws.spot_valid_days
+        assert instance_tags[f"{inst.name}-instance-id"] == i["tags"]  # the instance's tags
         assert i["metadataOptions"]["httpTokens"] == "required"
         assert i["associatePublicIpAddress"] is False
         assert i["instanceType"] == "c5n.large"
@@ -80,7 +95,7 @@ def test_instances_are_stopped_persistent_spot_with_imdsv2_and_no_public_ip(decl
         assert tags["spotbench-group"] in tags["Name"]
     states = mocks.of_type(STATE)
     assert len(states) == 4 and {s.inputs["state"] for s in states} == {"stopped"}
-    assert {s.inputs["instanceId"] for s in states} == {f"{i.name}-id" for i in instances}
+    assert {s.inputs["instanceId"] for s in states} == {f"{i.name}-instance-id" for i in instances}
     assert not mocks.of_type("aws:ec2/placementGroup:PlacementGroup")
     params = [c[1]["name"] for c in mocks.calls if c[0] == "aws:ssm/getParameter:getParameter"]
     assert params == [CPU_AMI_PARAMETER]
@@ -88,7 +103,7 @@ def test_instances_are_stopped_persistent_spot_with_imdsv2_and_no_public_ip(decl
 
 def test_user_data_runs_the_container_with_the_member_context(declare):
     spec, mocks = sweep(declare)
-    by_name = {i.inputs["tags"]["Name"]: i for i in mocks.of_type(INSTANCE)}
+    by_name = {i.inputs["tags"]["Name"]: i for i in members(mocks)}
     group = spec.plan()[0]
     launcher, peer = group.members
     ud = by_name[launcher.name].inputs["userData"]
@@ -219,7 +234,7 @@ def test_on_demand_spread_and_gpu_variants(declare):
     assert strategies == {"cluster"}
 
     _, mocks = sweep(declare, provisioning="standard", placement="spread")
-    assert all("instanceMarketOptions" not in i.inputs for i in mocks.of_type(INSTANCE))
+    assert mocks.of_type(INSTANCE) and not mocks.of_type(SPOT) and not mocks.of_type(TAG)
     strategies = {d.inputs["strategy"]
                   for d in mocks.of_type("aws:ec2/placementGroup:PlacementGroup")}
     assert strategies == {"spread"}
@@ -230,7 +245,7 @@ def test_on_demand_spread_and_gpu_variants(declare):
     assert not mocks.of_type("aws:ec2/placementGroup:PlacementGroup")
     params = [c[1]["name"] for c in mocks.calls if c[0] == "aws:ssm/getParameter:getParameter"]
     assert params == [GPU_AMI_PARAMETER]
-    for inst in mocks.of_type(INSTANCE):
+    for inst in members(mocks):
         env = env_of(inst.inputs["userData"])
         assert env["SPOTBENCH_SERVICE_PORT"] == "2223"
         assert "--gpus all" in inst.inputs["userData"]
@@ -261,7 +276,7 @@ def test_the_example_stacks_run_through_the_program(run_program):
     for stack in ("aws-osu", "aws-tf-gpu"):
         config = yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())["config"]
         mocks = run_program({k: str(v) for k, v in config.items()})
-        assert mocks.of_type(INSTANCE) and mocks.of_type(SCHEDULE)
+        assert members(mocks) and mocks.of_type(SCHEDULE)
 
 
 def test_spotbench_preview_cloud_aws():
@@ -270,7 +285,7 @@ def test_spotbench_preview_cloud_aws():
     result = CliRunner().invoke(app, ["preview", str(ROOT / "examples/aws-osu.yaml"),
                                       "--cloud", "aws", "--json"])
     assert result.exit_code == 0, result.output
-    assert "aws:ec2/instance:Instance" in result.output
+    assert SPOT in result.output
     assert "c5n.18xlarge" in result.output
 
 
@@ -280,7 +295,7 @@ def test_example_compares_cluster_and_spread_placement_in_one_stack(run_program)
     groups = mocks.of_type("aws:ec2/placementGroup:PlacementGroup")
     assert sorted(g.inputs["strategy"] for g in groups) == ["cluster"] * 3 + ["spread"] * 3
     by_name = {g.inputs["name"]: g.inputs["strategy"] for g in groups}
-    for inst in mocks.of_type(INSTANCE):  # each instance sits in its own group's placement group
+    for inst in members(mocks):  # each instance sits in its own group's placement group
         assert inst.inputs["placementGroup"].startswith(inst.inputs["tags"]["spotbench-group"])
         assert by_name[inst.inputs["placementGroup"]] in ("cluster", "spread")
 
