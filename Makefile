@@ -45,10 +45,7 @@ bench: setup-dev                   ## figures in JSON (see bench/README.md)
 	@for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f; done
 
 lambda-layer: setup-dev            ## third-party deps of the AWS Lambdas (before `pulumi up` on aws)
-	mkdir -p build
-	$(BIN)/python -c "from infra.requirements import requirements_txt; print(requirements_txt('aws'))" > build/lambda-requirements.txt
-	$(BIN)/pip install --quiet --target build/lambda-layer/python --platform manylinux2014_x86_64 \
-	  --implementation cp --python-version 3.12 --only-binary=:all: -r build/lambda-requirements.txt
+	$(BIN)/python -m infra.aws.layer build/lambda-layer
 
 images:                            ## build images/* and push them: make images REGISTRY=… [TAG=latest]
 	@bash scripts/build_images.sh "$(REGISTRY)" "$(or $(TAG),latest)"

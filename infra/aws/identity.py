@@ -9,6 +9,9 @@
   (EC2 does not support resource conditions on Describe*), its own logs, and read/write
   under the sweep's results prefix (the run ledger).
 
+Members also read the run ledger (`runs/*/run.json`) and list `runs/`: a workload finds
+its run at boot and numbers its attempt from what is stored.
+
 The policy documents are plain functions (`*_policy`) so tests can read them; the grants
 that need function ARNs are made by `grant()` once the functions exist.
 """
@@ -55,11 +58,21 @@ def ecr_repository_arn(image: str | None) -> str:
     return "arn:aws:ecr:*:*:repository/*"
 
 
+def _under(prefix: str, path: str) -> str:
+    return f"{prefix}/{path}" if prefix else path
+
+
 def instance_policy(bucket: str, prefix: str, done_arn: str, image: str | None) -> Doc:
-    _, objects = prefix_arns(bucket, prefix)
+    bucket_arn, objects = prefix_arns(bucket, prefix)
+    runs = _under(prefix, "runs")
     return _doc(
         {"Sid": "PutResults", "Effect": "Allow",
          "Action": ["s3:PutObject", "s3:AbortMultipartUpload"], "Resource": objects},
+        # the workload finds its run in the ledger at boot, and lists its run's attempts
+        {"Sid": "ReadLedger", "Effect": "Allow", "Action": "s3:GetObject",
+         "Resource": f"{bucket_arn}/{runs}/*/run.json"},
+        {"Sid": "ListRuns", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": bucket_arn,
+         "Condition": {"StringLike": {"s3:prefix": [f"{runs}/", f"{runs}/*"]}}},
         {"Sid": "EcrToken", "Effect": "Allow", "Action": "ecr:GetAuthorizationToken",
          "Resource": "*"},
         {"Sid": "PullImage", "Effect": "Allow",

@@ -18,6 +18,27 @@ LIVE_INSTANCE_STATES = ["pending", "running", "stopping", "stopped", "shutting-d
 LIVE_REQUEST_STATES = ["open", "active", "disabled"]
 
 
+def teardown_policy() -> dict[str, Any]:
+    """The IAM policy `spotbench teardown` needs (listed in docs/aws.md, proved in tests/iam).
+
+    Listing has no resource-level permissions on EC2. Spot requests are cancelled whatever
+    their tags: a request made with an instance's launch (`pulumi up`) carries no tags, and
+    cancelling one never terminates anything. Instances are terminated only when tagged
+    `managed-by=spotbench`.
+    """
+    (key, value), = MANAGED_BY.items()
+    return {"Version": "2012-10-17", "Statement": [
+        {"Sid": "FindSweepResources", "Effect": "Allow",
+         "Action": ["ec2:DescribeRegions", "ec2:DescribeInstances",
+                    "ec2:DescribeSpotInstanceRequests"], "Resource": "*"},
+        {"Sid": "CancelSpotRequests", "Effect": "Allow",
+         "Action": "ec2:CancelSpotInstanceRequests", "Resource": "*"},
+        {"Sid": "TerminateSpotbenchInstances", "Effect": "Allow",
+         "Action": "ec2:TerminateInstances", "Resource": "arn:aws:ec2:*:*:instance/*",
+         "Condition": {"StringEquals": {f"aws:ResourceTag/{key}": value}}},
+    ]}
+
+
 class AwsSweeper:
     cloud = "aws"
 

@@ -1,0 +1,144 @@
+"""AWS's evaluation of identity-based policies, for the requests a test makes.
+
+What AWS documents ("Policy evaluation logic", "IAM JSON policy elements: Condition
+operators") for a principal with identity policies only (no SCPs, boundaries or resource
+policies in a spotbench account):
+
+- a request is one or more `Authorization`s: an action on a resource, with its request
+  context (condition keys and their values); all must be allowed;
+- an explicit `Deny` in any statement wins; otherwise an `Allow` whose Action, Resource and
+  Condition all match allows; otherwise the request is implicitly denied;
+- Action/Resource match with `*` and `?` wildcards, actions case-insensitively;
+- a Condition block is the AND of its operators, each operator the AND of its keys, each key
+  the OR of its values; a key missing from the request context makes a condition false,
+  except with `...IfExists` (true) and the negated operators (`StringNotEquals`,
+  `StringNotLike`, `ArnNotEquals`, `ArnNotLike`: true); condition *keys* are
+  case-insensitive, values are compared case-sensitively (`StringEqualsIgnoreCase` aside).
+
+Only the operators spotbench's policies use are implemented; any other raises, so a new
+operator in `infra/` cannot be silently treated as matching.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+Doc = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Authorization:
+    action: str  # "s3:GetObject"
+    resource: str  # an ARN, or "*" for actions without resource-level permissions
+    context: Mapping[str, str | Sequence[str]] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        ctx = ", ".join(f"{k}={v}" for k, v in sorted(self.context.items()))
+        return f"{self.action} on {self.resource}" + (f" [{ctx}]" if ctx else "")
+
+
+def _as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list | tuple) else [value]
+
+
+def _wild(pattern: str, value: str, *, ignore_case: bool = False) -> bool:
+    """IAM wildcards: `*` any run of characters (`:` and `/` included), `?` one character."""
+    regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.fullmatch(regex, value, re.IGNORECASE | re.DOTALL if ignore_case else re.DOTALL) is not None
+
+
+def _arn_like(pattern: str, value: str) -> bool:
+    """ArnLike: each of the six colon-separated parts matched on its own."""
+    p, v = pattern.split(":", 5), value.split(":", 5)
+    return len(p) == len(v) == 6 and all(_wild(a, b) for a, b in zip(p, v))
+
+
+_OPERATORS = {
+    "StringEquals": lambda want, got: want == got,
+    "StringEqualsIgnoreCase": lambda want, got: want.lower() == got.lower(),
+    "StringLike": lambda want, got: _wild(want, got),
+    "ArnEquals": lambda want, got: want == got,
+    "ArnLike": _arn_like,
+    "Bool": lambda want, got: want.lower() == got.lower(),
+}
+_NEGATED = {"StringNotEquals": "StringEquals", "StringNotLike": "StringLike",
+            "ArnNotEquals": "ArnEquals", "ArnNotLike": "ArnLike"}
+
+
+def _condition_holds(operator: str, key: str, wanted: Any, context: Mapping[str, Any]) -> bool:
+    if_exists = operator.endswith("IfExists")
+    base = operator.removesuffix("IfExists")
+    negated = base in _NEGATED
+    compare = _OPERATORS.get(_NEGATED.get(base, base))
+    if compare is None or ":" in base:  # ForAnyValue:/ForAllValues: are not used by spotbench
+        raise NotImplementedError(f"condition operator {operator!r} is not implemented here")
+    present = {k.lower(): v for k, v in context.items()}
+    if key.lower() not in present:
+        return if_exists or negated
+    got = [str(v) for v in _as_list(present[key.lower()])]
+    hit = any(compare(str(w), g) for w in _as_list(wanted) for g in got)
+    return not hit if negated else hit
+
+
+def _matches(statement: Doc, auth: Authorization) -> bool:
+    if "Action" in statement:
+        if not any(_wild(a, auth.action, ignore_case=True) for a in _as_list(statement["Action"])):
+            return False
+    elif any(_wild(a, auth.action, ignore_case=True) for a in _as_list(statement["NotAction"])):
+        return False
+    if "Resource" in statement:
+        if not any(_wild(r, auth.resource) for r in _as_list(statement["Resource"])):
+            return False
+    elif any(_wild(r, auth.resource) for r in _as_list(statement["NotResource"])):
+        return False
+    for operator, keys in (statement.get("Condition") or {}).items():
+        for key, wanted in keys.items():
+            if not _condition_holds(operator, key, wanted, auth.context):
+                return False
+    return True
+
+
+@dataclass(frozen=True)
+class Decision:
+    allowed: bool
+    by: str | None  # Sid (or index) of the deciding statement; None: implicit deny
+
+    def __bool__(self) -> bool:
+        return self.allowed
+
+
+def evaluate(policies: Sequence[Doc], auth: Authorization) -> Decision:
+    """AWS's decision for one authorization under a principal's identity policies."""
+    allow: str | None = None
+    for doc in policies:
+        for i, statement in enumerate(_as_list(doc.get("Statement", []))):
+            if not _matches(statement, auth):
+                continue
+            sid = statement.get("Sid") or f"#{i}"
+            if statement["Effect"] == "Deny":
+                return Decision(False, sid)
+            allow = allow or sid
+    return Decision(allow is not None, allow)
+
+
+def moto_projection(doc: Doc, moto_actions: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+    """What moto itself can enforce of `doc`: the same statements with their conditions
+    dropped (moto cannot see tags, prefixes or function-URL keys: the harness checks them),
+    resources widened to `*` outside S3 (moto authorizes other services against `*`), and
+    each IAM action joined by the names moto uses for the same operations
+    (`moto_actions`, e.g. s3:ListBucket → s3:ListObjectsV2, s3:HeadBucket)."""
+    out = []
+    for statement in _as_list(doc.get("Statement", [])):
+        actions = _as_list(statement.get("Action", []))
+        extra = [m for a in actions for m in moto_actions.get(a, ())]
+        s3_only = all(a.lower().startswith("s3:") for a in actions)
+        projected = {"Effect": statement["Effect"], "Action": actions + extra,
+                     "Resource": statement.get("Resource", "*") if s3_only else "*"}
+        if "Sid" in statement:
+            projected["Sid"] = statement["Sid"]
+        out.append(projected)
+    return {"Version": doc.get("Version", "2012-10-17"), "Statement": out}
+

@@ -1,0 +1,231 @@
+"""Every AWS code path a deployment takes, run under IAM enforcement with the policies the
+Pulumi program declares (`tests/iam/account.py` says how the account enforces them).
+
+- the member's path: boot (ECR login and pull), the ledger read, the result write (s3fs),
+  `done` through the function URL;
+- the Lambdas' path: the scheduler's `start` tick opening a run and starting the groups,
+  `done` stopping the caller's group, the `stop` tick at the deadline closing the run;
+- teardown's orphan sweep with the operator's teardown policy.
+
+Any denied call fails these tests; each condition is proved by a call that must be denied;
+and dropping any one declared statement makes the whole path fail.
+"""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+
+from spotbench.ops.orphans_aws import AwsSweeper, teardown_policy
+from spotbench.ops.teardown import teardown
+from spotbench.spec import load_spec
+from tests.iam.account import EnforcedAccount, Principal, Record, environment
+from tests.iam.policy import evaluate
+from tests.iam.deployment import Declared, Deployed, declare, deploy, redeploy
+from tests.moto_server import MotoServer
+from workloads.common import WorkloadRun
+
+pytestmark = pytest.mark.fidelity
+
+REGION = "us-east-1"
+BUCKET = "spotbench-iam-results"
+OPERATOR_ROLE = "spotbench-operator"
+SPEC = {
+    "name": "ax", "cloud": "aws", "region": REGION, "zone": f"{REGION}a",
+    "workload": {"name": "osu"}, "matrix": {"machine_type": ["c5n.large"]}, "trials": 2,
+    "results": f"s3://{BUCKET}/ax", "schedule": {"cron": "0 3 * * *", "timezone": "UTC"},
+    "deadline": "45m", "image": f"123456789012.dkr.ecr.{REGION}.amazonaws.com/spotbench/osu:1",
+}
+
+
+@pytest.fixture(scope="module")
+def account():
+    with MotoServer() as url, EnforcedAccount(url, REGION) as acct:
+        yield acct
+
+
+@pytest.fixture(scope="module")
+def declared() -> Declared:
+    """The program's declarations, plus the operator's teardown policy (spotbench's own)."""
+    d = declare(load_spec(SPEC))
+    d.roles[OPERATOR_ROLE] = {"trust": "{}", "service": "operator"}
+    d.policies[OPERATOR_ROLE] = [teardown_policy()]
+    return d
+
+
+@pytest.fixture(scope="module")
+def first(account, declared) -> Deployed:
+    return deploy(account, declared, BUCKET)
+
+
+@pytest.fixture
+def deployed(first, declared) -> Deployed:
+    return redeploy(first, declared)
+
+
+def member_env(d: Deployed, principal: Principal) -> dict[str, str]:
+    return {**principal.env(), "AWS_ENDPOINT_URL": d.account.url, "AWS_REGION": REGION,
+            "AWS_DEFAULT_REGION": REGION}
+
+
+def boot(d: Deployed, name: str) -> WorkloadRun:
+    """A member's boot as the unit runs it: log in to ECR and pull, then the workload starts
+    and finds its run in the ledger."""
+    principal = d.member(name)
+    ecr = d.account.client("ecr", principal)
+    ecr.get_authorization_token()
+    repo = d.declared.spec.image.split("/", 1)[1].split(":")[0]
+    for call in (lambda: ecr.batch_get_image(repositoryName=repo, imageIds=[{"imageTag": "1"}]),
+                 lambda: ecr.batch_check_layer_availability(repositoryName=repo,
+                                                            layerDigests=["sha256:" + "0" * 64])):
+        try:
+            call()
+        except ClientError as exc:  # the image itself is not in moto: only a denial matters
+            if exc.response["Error"]["Code"] in ("AccessDeniedException", "AccessDenied"):
+                raise
+    return WorkloadRun(d.contexts[name])
+
+
+def member_finishes(d: Deployed, group: str) -> dict:
+    """The group's launcher boots, stores a result and calls done; its peer only boots."""
+    names = sorted(n for n, c in d.contexts.items() if c.group == group)
+    launcher = next(n for n in names if d.contexts[n].role == "launcher")
+    for name in names:
+        with environment(member_env(d, d.member(name))):
+            run = boot(d, name)
+            if name != launcher:
+                continue
+            run.record("latency", 1.5, "us", size=8)
+            run.finish()
+            answer = run.done()
+    return answer
+
+
+def operator(d: Deployed) -> Principal:
+    return d.account.session(OPERATOR_ROLE, "operator")
+
+
+def orphan_sweep(d: Deployed):
+    session = boto3.Session(region_name=REGION, **_session_kwargs(operator(d)))
+    sweeper = AwsSweeper(regions=[REGION], endpoint_url=d.account.url, session=session)
+    return teardown(d.declared.spec.name, sweeper, yes=True, echo=lambda _: None)
+
+
+def _session_kwargs(p: Principal) -> dict[str, str]:
+    return {"aws_access_key_id": p.access_key, "aws_secret_access_key": p.secret_key,
+            "aws_session_token": p.token}
+
+
+def whole_path(d: Deployed) -> None:
+    groups = [g.id for g in d.declared.spec.plan()]
+    started = d.tick("start")
+    assert started["status"] == 200 and sorted(started["started"]) == groups, started
+    assert {d.states()[i] for g in groups for i in d.group_ids(g)} == {"running"}
+
+    answer = member_finishes(d, groups[0])
+    assert answer["group"] == groups[0] and answer["stopped"] == d.group_ids(groups[0]), answer
+    states = d.states()
+    assert {states[i] for i in d.group_ids(groups[0])} == {"stopped"}
+    assert {states[i] for i in d.group_ids(groups[1])} == {"running"}
+
+    stopped = d.tick("stop")
+    assert stopped["status"] == 200 and stopped.get("closed") is True, stopped
+    assert {d.states()[i] for g in groups for i in d.group_ids(g)} == {"stopped"}
+
+    report = orphan_sweep(d)
+    assert not report.failed, report.failed
+    assert {r.id for r in report.removed if r.kind == "instance"} == set(d.instance_ids.values())
+    kinds = [r.kind for r in report.removed]
+    assert kinds.index("instance") > kinds.index("spot-request")  # requests cancelled first
+    left = d.account.admin("ec2").describe_spot_instance_requests(Filters=[
+        {"Name": "tag:spotbench-sweep", "Values": [d.declared.spec.name]},
+        {"Name": "state", "Values": ["open", "active", "disabled"]}])["SpotInstanceRequests"]
+    assert left == []
+    assert d.states()[d.other_instance] != "terminated"
+
+
+@pytest.fixture(scope="module")
+def path_run(first, declared) -> list[Record]:
+    """The whole path, run once for the module: every decision the account made."""
+    d = redeploy(first, declared)
+    whole_path(d)
+    assert not d.account.errors, d.account.errors
+    return list(d.account.decisions)
+
+
+def test_aws_whole_path_runs_with_the_declared_policies_and_no_denial(path_run):
+    assert [r.auth.describe() for r in path_run if not r.decision.allowed] == []
+    used = {(r.role, r.auth.action, r.decision.by) for r in path_run}
+    assert ("ax-lambda", "ec2:StartInstances", "StartStopSweepInstances") in used
+    assert ("ax-instance", "s3:ListBucket", "ListRuns") in used
+    assert ("ax-instance", "lambda:InvokeFunction", "CallDoneInvoke") in used
+
+
+def test_aws_conditions_are_proved_by_calls_that_must_be_denied(deployed):
+    d = deployed
+    acct = d.account
+    lam = acct.session(d.declared.role_for("lambda.amazonaws.com"), "probe")
+    ec2 = acct.client("ec2", lam)
+    # the Lambda role may not start or stop another sweep's instance (tag condition)
+    for call in (ec2.start_instances, ec2.stop_instances):
+        with pytest.raises(ClientError, match="UnauthorizedOperation"):
+            call(InstanceIds=[d.other_instance])
+    # nor list or read another sweep's prefix in a shared bucket (s3:prefix, object ARN)
+    s3 = acct.client("s3", lam)
+    with pytest.raises(ClientError, match="AccessDenied"):
+        s3.list_objects_v2(Bucket=d.bucket, Prefix="other/")
+    with pytest.raises(ClientError, match="AccessDenied"):
+        s3.put_object(Bucket=d.bucket, Key="other/runs/r/run.json", Body=b"{}")
+    member = d.member(next(iter(d.instance_ids)))
+    s3m = acct.client("s3", member)
+    with pytest.raises(ClientError, match="AccessDenied"):
+        s3m.put_object(Bucket=d.bucket, Key="other/runs/r/g.1.jsonl", Body=b"{}")
+    with pytest.raises(ClientError, match="AccessDenied"):
+        s3m.list_objects_v2(Bucket=d.bucket, Prefix="")
+    # a member cannot call the EC2 API at all, nor invoke start/stop
+    with pytest.raises(ClientError, match="UnauthorizedOperation"):
+        acct.client("ec2", member).stop_instances(InstanceIds=[d.other_instance])
+    start_arn = d.functions[f"{d.declared.spec.name}-start"].arn
+    with pytest.raises(ClientError, match="AccessDenied"):
+        acct.client("lambda", member).invoke(FunctionName=start_arn, Payload=b"{}")
+    # nor invoke done directly (only through its URL: lambda:InvokedViaFunctionUrl)
+    done_arn = d.functions[f"{d.declared.spec.name}-done"].arn
+    with pytest.raises(ClientError, match="AccessDenied"):
+        acct.client("lambda", member).invoke(FunctionName=done_arn, Payload=b"{}")
+    # the operator's teardown policy terminates only spotbench instances
+    with acct.setup():
+        plain = acct.admin("ec2").run_instances(ImageId=MotoServer.any_image(acct.admin("ec2")),
+                                                MinCount=1, MaxCount=1)["Instances"][0]["InstanceId"]
+    with pytest.raises(ClientError, match="UnauthorizedOperation"):
+        acct.client("ec2", operator(d)).terminate_instances(InstanceIds=[plain])
+    assert d.states()[plain] != "terminated" and d.states()[d.other_instance] == "running"
+    assert not acct.errors, acct.errors
+
+
+def test_aws_every_declared_statement_is_needed(path_run, declared):
+    """Least privilege: without any one declared statement, a call of the whole path is denied.
+
+    The path's calls do not depend on answers until one is refused, so the path run with a
+    statement dropped makes the same calls as the recorded run up to the first call the
+    smaller policy refuses: replaying the recorded authorizations against it tells whether
+    that run would fail, without running the path once per statement."""
+    decisions = path_run
+    assert decisions and all(r.decision.allowed for r in decisions)
+    survivors = []
+    for role, sid in declared.statements():
+        smaller = declared.without(role, sid).policies[role]
+        if all(evaluate(smaller, r.auth) for r in decisions if r.role == role):
+            survivors.append(f"{role}/{sid}")
+    assert survivors == [], f"statements no code path needs: {survivors}"
+
+
+def test_aws_dropping_a_statement_really_fails_the_path(first, declared):
+    """The replay above, checked once for real: without the Lambda's tag-scoped start/stop
+    statement the scheduler's start tick is refused and nothing starts."""
+    d = redeploy(first, declared.without("ax-lambda", "StartStopSweepInstances"))
+    with pytest.raises(RuntimeError, match="start failed"):
+        whole_path(d)
+    assert [r.auth.action for r in d.account.denials()][:1] == ["ec2:StartInstances"]
+    assert set(d.states()[i] for i in d.instance_ids.values()) == {"stopped"}
+    redeploy(first, declared)
