@@ -2,7 +2,7 @@
 
 - `member_contexts()`: the `MemberContext` of every member of a group, given the members'
   static IPs (call it inside `Output.all(...).apply(...)`).
-- `function_source()`: the functions source archive (`functions/` + `spotbench/` + a
+- `function_source()`: the functions source archive (`functions/` + `spotbench/` + `workloads/` + a
   generated `requirements.txt` + a root `main.py` shim) and a content digest for naming.
 - `shift_cron()` (from `spotbench.cron`, where spec validation uses it too): the stop cron
   = start cron + deadline, refused when not expressible.
@@ -29,7 +29,8 @@ from spotbench.workload import get_workload
 # path mounts the keys there for any workload whose descriptor says `mpi`).
 from workloads.osu.descriptor import SSH_DIR_IN_CONTAINER
 
-_SOURCE_DIRS = ("functions", "spotbench")
+# the functions import the spec, which loads the workload registry (descriptors only)
+SOURCE_DIRS = ("functions", "spotbench", "workloads")
 _SKIP_SUFFIXES = (".pyc", ".pyo")
 
 
@@ -65,7 +66,7 @@ def member_contexts(
 # ---- functions source ----------------------------------------------------------------
 def _source_files(root: Path) -> dict[str, Path]:
     files: dict[str, Path] = {}
-    for top in _SOURCE_DIRS:
+    for top in SOURCE_DIRS:
         for path in sorted((root / top).rglob("*")):
             if path.is_file() and "__pycache__" not in path.parts and not path.name.endswith(
                 _SKIP_SUFFIXES

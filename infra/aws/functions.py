@@ -1,4 +1,4 @@
-"""The `start`, `stop` and `done` Lambdas: one archive of `functions/` + `spotbench/`
+"""The `start`, `stop` and `done` Lambdas: one archive of `functions/` + `spotbench/` + `workloads/`
 (`infra.common.function_source`), one handler (`functions.lambda_handler.handler`), the
 action chosen by `SPOTBENCH_ACTION`. `done` gets a function URL with `AWS_IAM` auth: members
 sign their call with the instance role, and the handler reads the caller from it.

@@ -1,6 +1,6 @@
 """The `start`, `stop` and `done` Cloud Functions (gen2) and who may invoke them.
 
-One source archive (`functions/` + `spotbench/` + requirements + a `main.py` shim),
+One source archive (`functions/` + `spotbench/` + `workloads/` + requirements + a `main.py` shim),
 uploaded to the results bucket under `_spotbench/` with its content digest in the name.
 
 Nobody is `allUsers`: `roles/run.invoker` goes to the scheduler account on start/stop and to

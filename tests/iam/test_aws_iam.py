@@ -17,7 +17,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from spotbench.ops.orphans_aws import AwsSweeper, teardown_policy
+from spotbench.clouds.aws_orphans import AwsSweeper, teardown_policy
 from spotbench.ops.teardown import teardown
 from spotbench.spec import load_spec
 from tests.iam.account import EnforcedAccount, Principal, Record, environment

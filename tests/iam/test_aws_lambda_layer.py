@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from infra.aws.layer import pip_args
-from infra.common import PROJECT_ROOT
+from infra.common import PROJECT_ROOT, SOURCE_DIRS
 from infra.requirements import requirements_txt
 
 pytestmark = pytest.mark.fidelity
@@ -74,8 +74,8 @@ def test_aws_layer_packages_are_all_the_handler_needs(resolved, tmp_path):
             link = layer / top
             if not link.exists():
                 link.symlink_to(Path(dist.locate_file(top)))
-    code = tmp_path / "code"  # what the function archive holds: functions/ + spotbench/
-    for top in ("functions", "spotbench"):
+    code = tmp_path / "code"  # what the function archive holds
+    for top in SOURCE_DIRS:
         shutil.copytree(PROJECT_ROOT / top, code / top,
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     probe = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]\n"
