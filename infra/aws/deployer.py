@@ -1,0 +1,102 @@
+"""What the person running `pulumi up` / `pulumi destroy` needs on AWS, per resource type.
+
+`ACTIONS` maps each resource type the program declares to the IAM actions the provider calls
+to create, read, update and delete it (AWS's Service Authorization Reference, and the calls
+the Terraform-based provider makes: it reads back everything it creates and its tags).
+`deployer_policy()` is the document docs/aws.md prints; `tests/infra/test_aws_deployer.py`
+fails when the program declares a type missing here, or when docs/aws.md lacks an action.
+Teardown's own needs are `spotbench.clouds.aws_orphans.teardown_policy()`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_EC2_READ = ["ec2:Describe*"]
+ACTIONS: dict[str, list[str]] = {
+    "aws:ec2/vpc:Vpc": ["ec2:CreateVpc", "ec2:DeleteVpc", "ec2:ModifyVpcAttribute"],
+    "aws:ec2/subnet:Subnet": ["ec2:CreateSubnet", "ec2:DeleteSubnet",
+                              "ec2:ModifySubnetAttribute"],
+    "aws:ec2/internetGateway:InternetGateway": [
+        "ec2:CreateInternetGateway", "ec2:AttachInternetGateway",
+        "ec2:DetachInternetGateway", "ec2:DeleteInternetGateway"],
+    "aws:ec2/routeTable:RouteTable": ["ec2:CreateRouteTable", "ec2:DeleteRouteTable",
+                                      "ec2:CreateRoute", "ec2:DeleteRoute"],
+    "aws:ec2/routeTableAssociation:RouteTableAssociation": [
+        "ec2:AssociateRouteTable", "ec2:DisassociateRouteTable"],
+    "aws:ec2/eip:Eip": ["ec2:AllocateAddress", "ec2:ReleaseAddress"],
+    "aws:ec2/natGateway:NatGateway": ["ec2:CreateNatGateway", "ec2:DeleteNatGateway"],
+    "aws:ec2/vpcEndpoint:VpcEndpoint": ["ec2:CreateVpcEndpoint", "ec2:DeleteVpcEndpoints",
+                                        "ec2:ModifyVpcEndpoint"],
+    "aws:ec2/securityGroup:SecurityGroup": [
+        "ec2:CreateSecurityGroup", "ec2:DeleteSecurityGroup",
+        "ec2:RevokeSecurityGroupEgress"],  # the provider drops AWS's default egress rule
+    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": [
+        "ec2:AuthorizeSecurityGroupIngress", "ec2:RevokeSecurityGroupIngress"],
+    "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": [
+        "ec2:AuthorizeSecurityGroupEgress", "ec2:RevokeSecurityGroupEgress"],
+    "aws:ec2/placementGroup:PlacementGroup": ["ec2:CreatePlacementGroup",
+                                              "ec2:DeletePlacementGroup"],
+    "aws:ec2/spotInstanceRequest:SpotInstanceRequest": [
+        "ec2:RequestSpotInstances", "ec2:CancelSpotInstanceRequests",
+        "ec2:TerminateInstances", "iam:PassRole"],
+    "aws:ec2/instance:Instance": ["ec2:RunInstances", "ec2:TerminateInstances",
+                                  "ec2:ModifyInstanceAttribute", "iam:PassRole"],
+    "aws:ec2/tag:Tag": ["ec2:CreateTags", "ec2:DeleteTags"],
+    "aws:ec2transitgateway/instanceState:InstanceState": ["ec2:StopInstances",
+                                                          "ec2:StartInstances"],
+    "aws:iam/role:Role": ["iam:CreateRole", "iam:DeleteRole", "iam:GetRole", "iam:TagRole",
+                          "iam:ListRolePolicies", "iam:ListAttachedRolePolicies",
+                          "iam:ListInstanceProfilesForRole"],
+    "aws:iam/rolePolicy:RolePolicy": ["iam:PutRolePolicy", "iam:GetRolePolicy",
+                                      "iam:DeleteRolePolicy"],
+    "aws:iam/instanceProfile:InstanceProfile": [
+        "iam:CreateInstanceProfile", "iam:DeleteInstanceProfile", "iam:GetInstanceProfile",
+        "iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile",
+        "iam:TagInstanceProfile"],
+    "aws:s3/bucket:Bucket": ["s3:CreateBucket", "s3:DeleteBucket", "s3:ListBucket",
+                             "s3:GetBucket*", "s3:PutBucketTagging", "s3:GetAccelerateConfiguration",
+                             "s3:GetLifecycleConfiguration", "s3:GetReplicationConfiguration",
+                             "s3:GetEncryptionConfiguration"],
+    "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock": [
+        "s3:PutBucketPublicAccessBlock", "s3:GetBucketPublicAccessBlock"],
+    "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration": [
+        "s3:PutEncryptionConfiguration"],
+    "aws:s3/bucketVersioning:BucketVersioning": ["s3:PutBucketVersioning"],
+    "aws:cloudwatch/logGroup:LogGroup": ["logs:CreateLogGroup", "logs:DeleteLogGroup",
+                                         "logs:PutRetentionPolicy", "logs:DescribeLogGroups",
+                                         "logs:TagResource", "logs:ListTagsForResource"],
+    "aws:lambda/function:Function": [
+        "lambda:CreateFunction", "lambda:DeleteFunction", "lambda:GetFunction",
+        "lambda:GetFunctionConfiguration", "lambda:UpdateFunctionCode",
+        "lambda:UpdateFunctionConfiguration", "lambda:ListVersionsByFunction",
+        "lambda:GetFunctionCodeSigningConfig", "lambda:TagResource", "lambda:ListTags",
+        "iam:PassRole"],
+    "aws:lambda/functionUrl:FunctionUrl": [
+        "lambda:CreateFunctionUrlConfig", "lambda:GetFunctionUrlConfig",
+        "lambda:UpdateFunctionUrlConfig", "lambda:DeleteFunctionUrlConfig"],
+    "aws:lambda/layerVersion:LayerVersion": ["lambda:PublishLayerVersion",
+                                             "lambda:GetLayerVersion",
+                                             "lambda:DeleteLayerVersion"],
+    "aws:scheduler/schedule:Schedule": ["scheduler:CreateSchedule", "scheduler:GetSchedule",
+                                        "scheduler:UpdateSchedule", "scheduler:DeleteSchedule",
+                                        "iam:PassRole"],
+    "aws:ecr/repository:Repository": ["ecr:CreateRepository", "ecr:DeleteRepository",
+                                      "ecr:DescribeRepositories", "ecr:TagResource",
+                                      "ecr:ListTagsForResource"],
+}
+# data sources and the provider itself
+READS = [*_EC2_READ, "ssm:GetParameter", "sts:GetCallerIdentity"]
+
+
+def deployer_policy(sweep: str = "*") -> dict[str, Any]:
+    """One policy document for `pulumi up` and `pulumi destroy` of sweep `sweep`
+    (`*`: any). iam:PassRole is limited to the sweep's roles, handed to their services."""
+    actions = sorted({a for acts in ACTIONS.values() for a in acts} - {"iam:PassRole"})
+    return {"Version": "2012-10-17", "Statement": [
+        {"Sid": "Deploy", "Effect": "Allow", "Action": actions + READS, "Resource": "*"},
+        {"Sid": "PassSweepRoles", "Effect": "Allow", "Action": "iam:PassRole",
+         "Resource": f"arn:aws:iam::*:role/{sweep}-*",
+         "Condition": {"StringEquals": {"iam:PassedToService": [
+             "ec2.amazonaws.com", "lambda.amazonaws.com", "scheduler.amazonaws.com"]}}},
+    ]}
