@@ -43,8 +43,6 @@ ACTIONS: dict[str, list[str]] = {
     "aws:ec2/instance:Instance": ["ec2:RunInstances", "ec2:TerminateInstances",
                                   "ec2:ModifyInstanceAttribute", "iam:PassRole"],
     "aws:ec2/tag:Tag": ["ec2:CreateTags", "ec2:DeleteTags"],
-    "aws:ec2transitgateway/instanceState:InstanceState": ["ec2:StopInstances",
-                                                          "ec2:StartInstances"],
     "aws:iam/role:Role": ["iam:CreateRole", "iam:DeleteRole", "iam:GetRole", "iam:TagRole",
                           "iam:ListRolePolicies", "iam:ListAttachedRolePolicies",
                           "iam:ListInstanceProfilesForRole"],

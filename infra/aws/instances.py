@@ -1,14 +1,17 @@
-"""One run group's members: EC2 instances declared stopped, started later by the scheduler.
+"""One run group's members: EC2 instances that stop after their first boot, started later
+by the scheduler.
 
 Per member: the spec's instance type; spot as a *persistent* `SpotInstanceRequest` that
 *stops* on interruption (so a group can be stopped and started again, like GCE spot VMs),
 valid for `aws.spot_valid_days` (EC2 restarts an interrupted member only until then), whose
 destroy cancels the request before terminating the instance; or on-demand;
 the ECS-optimized AMI (GPU variant on GPU types) from its public SSM parameter; a fixed
-private IP; IMDSv2 only; no public IP; the sweep's tags (+ `Name`). An
-`aws.ec2transitgateway.InstanceState` stops each instance right after creation, and
-`ignore_changes` on its `state` (and on the AMI, which AWS re-points) keeps a later
-`pulumi up` from fighting the scheduler or replacing members mid-sweep.
+private IP; IMDSv2 only; no public IP; the sweep's tags (+ `Name`); shutdown from the OS
+stops (not terminates). Each member powers itself off at the end of its first boot
+(cloud-init `power_state`, `infra/aws/user_data.py`), once the workload unit is installed:
+nothing stops it while user-data still runs (an early stop made the first scheduled start
+finish that boot instead of running the workload). `ignore_changes` on the AMI (AWS
+re-points the SSM parameter) keeps a later `pulumi up` from replacing members mid-sweep.
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from collections.abc import Mapping
-from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -110,7 +112,6 @@ class AwsRunGroup(pulumi.ComponentResource):
             documents = pulumi.Output.secret(documents)
 
         self.instances: dict[str, pulumi.CustomResource] = {}
-        self.states: dict[str, Any] = {}
         ids: dict[str, pulumi.Output[str]] = {}
         for m in group.members:
             short = m.name.removeprefix(group.id + "-")
@@ -131,6 +132,7 @@ class AwsRunGroup(pulumi.ComponentResource):
                                    "encrypted": True, "delete_on_termination": True},
                 placement_group=self.placement_group.name if self.placement_group else None,
                 volume_tags=tags,
+                instance_initiated_shutdown_behavior="stop",  # the first boot's power-off
             )
             if spec.spot:
                 # A persistent request (stop on interruption) the stack owns: `pulumi destroy`
@@ -157,12 +159,7 @@ class AwsRunGroup(pulumi.ComponentResource):
                 )
                 self.instances[m.name] = instance
                 ids[m.name] = instance.id
-            self.states[m.name] = aws.ec2transitgateway.InstanceState(
-                f"{name}-{short}-stopped",
-                instance_id=ids[m.name],
-                state="stopped",
-                opts=pulumi.ResourceOptions(parent=self, ignore_changes=["state"]),
-            )
+        self.member_ids = ids  # member name → instance id
         self.instance_ids = pulumi.Output.all(*ids.values()).apply(
             lambda values: dict(zip(ids, values)))
         self.register_outputs({"instances": self.instance_ids})

@@ -1,6 +1,7 @@
 """The cloud-init user-data of one member (ECS-optimized Amazon Linux: docker preinstalled).
 
-First boot (at `pulumi up`, just before the instance is stopped) only *installs*: the
+First boot (at `pulumi up`; it ends with cloud-init powering the instance off) only
+*installs*: the
 container's env file (the member's `SPOTBENCH_CONTEXT` and friends), the MPI ssh keys when
 given, and a systemd unit, enabled but not run — the unit refuses to start in the boot
 whose id was recorded at install, so creating the stack never runs (or bills as a run) a
@@ -119,5 +120,9 @@ def user_data(*, image: str, env: Mapping[str, str], gpu: bool = False,
             "systemctl daemon-reload",
             f"systemctl enable {UNIT}",
         ],
+        # the first boot ends stopped, after everything above ran (the instance's shutdown
+        # behaviour is stop): the scheduler's first start then runs the workload
+        "power_state": {"mode": "poweroff", "condition": True, "timeout": 120,
+                        "message": "spotbench: installed; stopped until the scheduler starts it"},
     }
     return "#cloud-config\n" + yaml.safe_dump(doc, sort_keys=False, width=10_000)

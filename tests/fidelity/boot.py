@@ -46,7 +46,8 @@ from tests.fidelity.hub import DONE_PORT, HUB_IP, METADATA_IP
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = {"gcp": {"gcp:project": "proj-sim", "gcp:region": "us-central1"},
           "aws": {"aws:region": "us-east-1"}}
-INSTANCE = {"gcp": "gcp:compute/instance:Instance", "aws": "aws:ec2/instance:Instance"}
+INSTANCE = {"gcp": ("gcp:compute/instance:Instance",),
+            "aws": ("aws:ec2/instance:Instance", "aws:ec2/spotInstanceRequest:SpotInstanceRequest")}
 
 
 @dataclass
@@ -98,7 +99,7 @@ def render(spec_file: Path | str, mocks: RecordingMocks) -> tuple[list[Rendered]
     finally:
         pulumi.runtime.set_all_config({})
     out = []
-    for inst in mocks.of_type(INSTANCE[cloud]):
+    for inst in (i for typ in INSTANCE[cloud] for i in mocks.of_type(typ)):
         if cloud == "gcp":
             name, text = inst.inputs["name"], inst.inputs["metadata"]["user-data"]
         else:

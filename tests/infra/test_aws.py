@@ -93,12 +93,45 @@ def test_instances_are_stopped_persistent_spot_with_imdsv2_and_no_public_ip(decl
         assert tags["spotbench-role"] in ("launcher", "peer")
         assert tags["Name"].startswith("ax-")
         assert tags["spotbench-group"] in tags["Name"]
-    states = mocks.of_type(STATE)
-    assert len(states) == 4 and {s.inputs["state"] for s in states} == {"stopped"}
-    assert {s.inputs["instanceId"] for s in states} == {f"{i.name}-instance-id" for i in instances}
     assert not mocks.of_type("aws:ec2/placementGroup:PlacementGroup")
     params = [c[1]["name"] for c in mocks.calls if c[0] == "aws:ssm/getParameter:getParameter"]
     assert params == [CPU_AMI_PARAMETER]
+
+
+def test_members_stop_themselves_only_after_their_first_boot_installed_the_unit(declare):
+    """Nothing stops a member while user-data runs (an InstanceState did, right after
+    creation: the first scheduled start then only finished the install and idled)."""
+    _, mocks = sweep(declare)
+    assert not mocks.of_type(STATE)
+    for inst in members(mocks):
+        assert inst.inputs["instanceInitiatedShutdownBehavior"] == "stop"
+        doc = yaml.safe_load(inst.inputs["userData"].removeprefix("#cloud-config\n"))
+        assert doc["power_state"]["mode"] == "poweroff" and doc["power_state"]["condition"] is True
+        # cloud-init powers off after runcmd: the unit is enabled and the boot id recorded
+        assert "systemctl enable spotbench.service" in doc["runcmd"]
+        assert any("boot_id" in c for c in doc["runcmd"])
+    _, mocks = sweep(declare, provisioning="standard")
+    assert not mocks.of_type(STATE)
+    assert {i.inputs["instanceInitiatedShutdownBehavior"] for i in mocks.of_type(INSTANCE)} == {"stop"}
+
+
+def test_known_hosts_output_pins_members_by_ip_and_by_instance_id(declare):
+    """`spotbench exec --via ssm` names a member by its instance id: the stack's known_hosts
+    must pin the host key under that name too (it had the private IPs only)."""
+    from infra.aws import AwsSweep, AwsSweepArgs
+
+    spec = load_spec({"name": "kx", "cloud": "aws", "region": "eu-west-1", "zone": "eu-west-1a",
+                      "workload": {"name": "osu"}, "matrix": {"machine_type": ["c5n.large"]},
+                      "schedule": {"cron": "0 3 * * *"}})
+    seen: list[str] = []
+    MOCKS.reset()
+    mocks = declare(lambda: AwsSweep(spec.name, AwsSweepArgs(spec=spec)).outputs[
+        "known_hosts"].apply(seen.append))
+    ids = {f"{r.name}-instance-id" for r in members(mocks)}
+    ips = {r.inputs["privateIp"] for r in members(mocks)}
+    hosts = {line.split()[0] for line in seen[0].splitlines()}
+    assert hosts == {f"[{h}]:2222" for h in ids | ips}
+    assert len({tuple(line.split()[1:]) for line in seen[0].splitlines()}) == 1  # one host key
 
 
 def test_user_data_runs_the_container_with_the_member_context(declare):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from spotbench.images import IMAGES, image_name, resolve_image
-from tests.infra.test_aws import INSTANCE as AWS_INSTANCE, sweep as aws_sweep
+from tests.infra.test_aws import members as aws_members, sweep as aws_sweep
 from tests.infra.test_gcp import INSTANCE as GCP_INSTANCE, _sweep as gcp_sweep, _spec as gcp_spec
 
 ROOT_IMAGES = {p.name for p in (__import__("pathlib").Path(__file__).resolve().parents[2]
@@ -49,5 +49,5 @@ def test_aws_gpu_group_gets_the_gpu_image_from_the_stack_repository(declare):
                          image=None, results=None)
     repos = [r.inputs["name"] for r in mocks.of_type("aws:ecr/repository:Repository")]
     assert repos == ["spotbench-gx/tf-gpu"]
-    images = {_image(i.inputs["userData"]) for i in mocks.of_type(AWS_INSTANCE)}
+    images = {_image(i.inputs["userData"]) for i in aws_members(mocks)}
     assert images == {"123456789012.dkr.ecr.eu-west-1.amazonaws.com/spotbench-gx/tf-gpu:latest"}
