@@ -135,8 +135,10 @@ class AwsSweep(pulumi.ComponentResource):
                       "start_expression": start_expr, "stop_expression": stop_expr},
         }
         if mpi is not None:  # for `spotbench exec/collect --port 2222`: pinned, never TOFU
+            # by private IP (direct, jump) and by instance id (`--via ssm` names the instance)
             self.outputs["known_hosts"] = group_known_hosts(
-                {g.id: [ips[m.name] for m in g.members] for g in groups}, mpi.host_public,
-                workload.port)
+                {g.id: [*(ips[m.name] for m in g.members),
+                        *self.groups[g.id].member_ids.values()] for g in groups},
+                mpi.host_public, workload.port)
             self.outputs["ssh_private_key"] = mpi.login_private  # the operator's key
         self.register_outputs(self.outputs)  # infra/__main__.py exports them

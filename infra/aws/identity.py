@@ -85,6 +85,14 @@ def instance_policy(bucket: str, prefix: str, done_arn: str, image: str | None) 
         # Since Oct 2025 a function-URL call also needs lambda:InvokeFunction; only through
         # the URL: a direct Invoke could hand `done` a forged function-URL event naming
         # another group's instance (the URL is what verifies the SigV4 signer).
+        # Session Manager, for ops access (`spotbench ssh/exec/collect --via ssm`): AWS's
+        # minimum for the SSM agent to register and carry sessions (the session part of
+        # AmazonSSMManagedInstanceCore); these actions take no resource ARN
+        {"Sid": "SsmSessions", "Effect": "Allow",
+         "Action": ["ssm:UpdateInstanceInformation", "ssmmessages:CreateControlChannel",
+                    "ssmmessages:CreateDataChannel", "ssmmessages:OpenControlChannel",
+                    "ssmmessages:OpenDataChannel"],
+         "Resource": "*"},
         {"Sid": "CallDoneInvoke", "Effect": "Allow", "Action": "lambda:InvokeFunction",
          "Resource": done_arn,
          "Condition": {"Bool": {"lambda:InvokedViaFunctionUrl": "true"}}},

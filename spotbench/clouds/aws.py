@@ -46,6 +46,10 @@ class AwsProvider(Provider):
     def region_of_zone(self, zone: str) -> str:
         return region_of_zone(zone)
 
+    def access_options(self, spec: SweepSpec, via: str) -> dict[str, Any]:
+        # `aws ssm start-session` must look for the instance in the sweep's region
+        return {"aws_region": spec.region} if via == "ssm" else {}
+
     def disk(self, spec: SweepSpec) -> tuple[str, float]:
         return "gp3", float(spec.aws.root_volume_gb)
 

@@ -16,6 +16,9 @@ services' docs, for the operations spotbench's code paths make:
   grant is assumed to count).
 - CloudWatch Logs, ECR (JSON 1.1 APIs): the log stream / repository ARN from the body.
 - Lambda `Invoke` (REST): `lambda:InvokeFunction` on the function.
+- The SSM agent: `ssm:UpdateInstanceInformation` on its instance, and the Session Manager
+  channels it creates (`POST /v1/control-channel/ID`, `/v1/data-channel/ID` of
+  `ssmmessages`: `ssmmessages:Create*Channel`, no resource ARN).
 - STS `GetCallerIdentity` needs no permission.
 
 An operation not listed raises `NotImplementedError`: the harness must never wave through a
@@ -215,6 +218,26 @@ def _lambda(req: AwsRequest, lookup: Lookup) -> list[Authorization]:
     raise NotImplementedError(f"lambda {req.method} {path}: not modelled by the IAM harness")
 
 
+def _ssm(req: AwsRequest, lookup: Lookup) -> list[Authorization]:
+    action = req.target.split(".", 1)[1]
+    if action == "UpdateInstanceInformation":
+        instance = _json_body(req).get("InstanceId", "")
+        return [Authorization("ssm:UpdateInstanceInformation",
+                              f"arn:aws:ec2:{req.scope.region}:{lookup.account}:instance/{instance}")]
+    raise NotImplementedError(f"ssm {action}: not modelled by the IAM harness")
+
+
+SSMMESSAGES = {"control-channel": "ssmmessages:CreateControlChannel",
+               "data-channel": "ssmmessages:CreateDataChannel"}
+
+
+def _ssmmessages(req: AwsRequest) -> list[Authorization]:
+    kind = urlsplit(req.path).path.strip("/").split("/")[1]
+    if req.method == "POST" and kind in SSMMESSAGES:
+        return [Authorization(SSMMESSAGES[kind], "*")]
+    raise NotImplementedError(f"ssmmessages {req.method} {req.path}: not modelled by the IAM harness")
+
+
 def _sts(req: AwsRequest) -> list[Authorization]:
     form = parse_qs(req.body.decode() or urlsplit(req.path).query)
     if form.get("Action") == ["GetCallerIdentity"]:
@@ -236,6 +259,10 @@ def authorizations(req: AwsRequest, lookup: Lookup) -> list[Authorization]:
         return _lambda(req, lookup)
     if service == "sts":
         return _sts(req)
+    if service == "ssm":
+        return _ssm(req, lookup)
+    if service == "ssmmessages":
+        return _ssmmessages(req)
     raise NotImplementedError(f"service {service}: not modelled by the IAM harness")
 
 

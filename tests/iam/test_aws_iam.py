@@ -13,8 +13,13 @@ and dropping any one declared statement makes the whole path fail.
 
 from __future__ import annotations
 
+import json
+
 import boto3
 import pytest
+import requests
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
 from botocore.exceptions import ClientError
 
 from spotbench.clouds.aws_orphans import AwsSweeper, teardown_policy
@@ -69,10 +74,41 @@ def member_env(d: Deployed, principal: Principal) -> dict[str, str]:
             "AWS_DEFAULT_REGION": REGION}
 
 
+def signed(d: Deployed, principal: Principal, service: str, path: str, body: dict,
+           target: str | None = None) -> requests.Response:
+    """A SigV4-signed POST of an API boto3 has no client for (the SSM agent's own calls)."""
+    headers = {"Content-Type": "application/x-amz-json-1.1"}
+    if target:
+        headers["X-Amz-Target"] = target
+    request = AWSRequest(method="POST", url=d.account.url + path, data=json.dumps(body),
+                         headers=headers)
+    SigV4Auth(principal.credentials(), service, REGION).add_auth(request)
+    return requests.post(request.url, data=request.body, headers=dict(request.headers.items()),
+                         timeout=30)
+
+
+def ssm_agent(d: Deployed, name: str, principal: Principal) -> None:
+    """What the SSM agent on the AMI does at boot, so operators can open sessions (ops
+    access, `--via ssm`): register the instance, open its Session Manager channels."""
+    instance = d.instance_ids[name]
+    answers = [
+        signed(d, principal, "ssm", "/", {"InstanceId": instance, "AgentName": "amazon-ssm-agent",
+                                          "AgentVersion": "3.3.0", "PlatformType": "Linux"},
+               target="AmazonSSM.UpdateInstanceInformation"),
+        signed(d, principal, "ssmmessages", f"/v1/control-channel/{instance}?role=subscribe",
+               {"MessageSchemaVersion": "1.0", "RequestId": instance}),
+        signed(d, principal, "ssmmessages", f"/v1/data-channel/{instance}-session?role=publish_subscribe",
+               {"MessageSchemaVersion": "1.0", "RequestId": instance, "ClientId": "operator"}),
+    ]
+    for answer in answers:
+        assert answer.status_code == 200, answer.text
+
+
 def boot(d: Deployed, name: str) -> WorkloadRun:
-    """A member's boot as the unit runs it: log in to ECR and pull, then the workload starts
-    and finds its run in the ledger."""
+    """A member's boot as the unit runs it: the SSM agent registers, the unit logs in to ECR
+    and pulls, then the workload starts and finds its run in the ledger."""
     principal = d.member(name)
+    ssm_agent(d, name, principal)
     ecr = d.account.client("ecr", principal)
     ecr.get_authorization_token()
     repo = d.declared.spec.image.split("/", 1)[1].split(":")[0]
@@ -160,6 +196,7 @@ def test_aws_whole_path_runs_with_the_declared_policies_and_no_denial(path_run):
     assert ("ax-lambda", "ec2:StartInstances", "StartStopSweepInstances") in used
     assert ("ax-instance", "s3:ListBucket", "ListRuns") in used
     assert ("ax-instance", "lambda:InvokeFunction", "CallDoneInvoke") in used
+    assert ("ax-instance", "ssmmessages:CreateControlChannel", "SsmSessions") in used
 
 
 def test_aws_conditions_are_proved_by_calls_that_must_be_denied(deployed):

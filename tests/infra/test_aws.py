@@ -127,11 +127,14 @@ def test_known_hosts_output_pins_members_by_ip_and_by_instance_id(declare):
     MOCKS.reset()
     mocks = declare(lambda: AwsSweep(spec.name, AwsSweepArgs(spec=spec)).outputs[
         "known_hosts"].apply(seen.append))
-    ids = {f"{r.name}-instance-id" for r in members(mocks)}
-    ips = {r.inputs["privateIp"] for r in members(mocks)}
-    hosts = {line.split()[0] for line in seen[0].splitlines()}
-    assert hosts == {f"[{h}]:2222" for h in ids | ips}
-    assert len({tuple(line.split()[1:]) for line in seen[0].splitlines()}) == 1  # one host key
+    keys: dict[str, set[tuple[str, ...]]] = {}  # group → host keys pinned for its members
+    lines = {line.split()[0]: tuple(line.split()[1:]) for line in seen[0].splitlines()}
+    for r in members(mocks):
+        names = {f"[{r.name}-instance-id]:2222", f"[{r.inputs['privateIp']}]:2222"}
+        assert names <= set(lines), (names, sorted(lines))
+        keys.setdefault(r.inputs["tags"]["spotbench-group"], set()).update(lines[n] for n in names)
+    assert all(len(k) == 1 for k in keys.values())  # one host key per group, both names
+    assert len(lines) == 2 * len(members(mocks))
 
 
 def test_user_data_runs_the_container_with_the_member_context(declare):

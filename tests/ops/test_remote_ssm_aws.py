@@ -1,0 +1,72 @@
+"""`spotbench exec` on AWS through Session Manager (`--via ssm`), against a real sshd: the
+ProxyCommand is `aws ssm start-session --target <instance id> --document-name
+AWS-StartSSHSession` in the sweep's region (a stand-in `aws` on PATH records its arguments
+and carries the stream to the sshd, as the session-manager plugin does), and the host key
+is checked under the instance id, as the stack's known_hosts records it."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import sys
+
+import pytest
+
+from spotbench.clouds import get_provider
+from spotbench.ops.remote import AccessConfig, Target, run_on_group
+from spotbench.spec import load_spec
+from tests.ops._sshd import Sshd
+from tests.ops.conftest import free_port
+
+INSTANCE = "i-0123456789abcdef0"
+FAKE_AWS = """#!{python}
+import json, os, socket, sys, threading
+with open(os.environ["FAKE_SSM_LOG"], "a") as fh:
+    fh.write(json.dumps(sys.argv[1:]) + "\\n")
+sock = socket.create_connection(("127.0.0.1", int(os.environ["FAKE_SSM_PORT"])))
+def pump():
+    while data := sock.recv(65536):
+        os.write(1, data)
+    os._exit(0)
+threading.Thread(target=pump, daemon=True).start()
+while data := os.read(0, 65536):
+    sock.sendall(data)
+sock.shutdown(socket.SHUT_WR)
+threading.Event().wait(10)
+"""
+
+
+@pytest.fixture
+def sshd(tmp_path):
+    server = Sshd(tmp_path / "sshd", free_port()).start()
+    yield server
+    server.stop()
+
+
+def test_exec_via_ssm_on_aws_reaches_the_instance_in_the_sweeps_region(tmp_path, sshd, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "aws"
+    fake.write_text(FAKE_AWS.format(python=sys.executable))
+    fake.chmod(0o755)
+    log = tmp_path / "ssm.log"
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_SSM_LOG", str(log))
+    monkeypatch.setenv("FAKE_SSM_PORT", str(sshd.port))
+
+    spec = load_spec({"name": "sx", "cloud": "aws", "region": "eu-west-1",
+                      "workload": {"name": "osu"}, "matrix": {"machine_type": ["c5n.large"]}})
+    kind, key = (sshd.dir / "host_key.pub").read_text().split()[:2]
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[{INSTANCE}]:{sshd.port} {kind} {key}\n")  # as the stack exports it
+    cfg = AccessConfig(known_hosts=known, user=getpass.getuser(), key_filename=str(sshd.user_key),
+                       via="ssm", connect_timeout=20,
+                       **get_provider("aws").access_options(spec, "ssm"))
+    out = run_on_group([Target("sx-g1-l0", INSTANCE, sshd.port)], cfg, "echo via-$((40+2))")
+    assert out[0].ok and out[0].stdout.strip() == "via-42", out[0]
+    (argv,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert argv[:4] == ["ssm", "start-session", "--target", INSTANCE]
+    assert argv[argv.index("--document-name") + 1] == "AWS-StartSSHSession"
+    assert argv[argv.index("--parameters") + 1] == f"portNumber={sshd.port}"
+    assert argv[argv.index("--region") + 1] == "eu-west-1"  # the sweep's, not the profile's
