@@ -26,7 +26,8 @@ class Host:
     groups: frozenset[str] = field(default_factory=frozenset)
 
 
-INSTANCE_TYPES = ("gcp:compute/instance:Instance", "aws:ec2/instance:Instance")
+INSTANCE_TYPES = ("gcp:compute/instance:Instance", "aws:ec2/instance:Instance",
+                  "aws:ec2/spotInstanceRequest:SpotInstanceRequest")
 
 
 def hosts(rows: list[dict[str, Any]]) -> dict[str, Host]:

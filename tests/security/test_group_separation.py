@@ -91,6 +91,14 @@ def gcp_reachable(mocks, src: dict, dst: dict, port: int) -> bool:
     return False
 
 
+def _aws_members(mocks) -> list:
+    """Spot members are SpotInstanceRequests, on-demand ones Instances."""
+    members = [*mocks.of_type("aws:ec2/spotInstanceRequest:SpotInstanceRequest"),
+               *mocks.of_type("aws:ec2/instance:Instance")]
+    assert members, "the AWS sweep declared no members"
+    return members
+
+
 def aws_reachable(mocks, src: dict, dst: dict, port: int) -> bool:
     rules = [r.inputs for r in mocks.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")]
     for rule in rules:
@@ -126,7 +134,7 @@ def test_aws_members_reach_only_their_own_group(aws) -> None:
     spec, mocks = aws
     instances = [{"name": d.name, "vpcSecurityGroupIds": d.inputs["vpcSecurityGroupIds"],
                   "group": d.inputs["tags"]["spotbench-group"]}
-                 for d in mocks.of_type("aws:ec2/instance:Instance")]
+                 for d in _aws_members(mocks)]
     _check(instances, spec, lambda s, d, p: aws_reachable(mocks, s, d, p))
 
 
@@ -168,7 +176,7 @@ def test_gcp_members_hold_only_their_groups_keys(gcp) -> None:
 def test_aws_members_hold_only_their_groups_keys(aws) -> None:
     _, mocks = aws
     members = [(d.inputs["tags"]["spotbench-group"], _files(d.inputs["userData"]))
-               for d in mocks.of_type("aws:ec2/instance:Instance")]
+               for d in _aws_members(mocks)]
     _check_keys(members, _operator_private(mocks))
 
 
