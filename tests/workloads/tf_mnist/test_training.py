@@ -195,11 +195,7 @@ def test_parameter_server_losing_its_ps_is_recorded_as_preempted(tmp_path):
         cluster = Cluster(group, url, done.url, tmp_path / "logs", {"SPOTBENCH_TF_SYNC_EVERY": "3"})
         try:
             cluster.start()
-            deadline = time.monotonic() + 240
-            while "training steps" not in cluster.log_text():  # training has begun
-                assert time.monotonic() < deadline and cluster.proc("chief").poll() is None, cluster.log_text()
-                time.sleep(0.3)
-            _run_on_cpu(cluster.proc("worker").pid, seconds=2, timeout=90)  # a few steps, even when loaded
+            _train_a_few_steps(cluster)
             cluster.proc("ps").send_signal(signal.SIGTERM)
             assert cluster.wait(cluster.proc("ps"), 30) == -signal.SIGTERM  # just exits
             assert cluster.wait(cluster.proc("chief"), 120) == 143, cluster.log_text()
@@ -211,6 +207,16 @@ def test_parameter_server_losing_its_ps_is_recorded_as_preempted(tmp_path):
     by = _by_metric(records)
     assert by["steps"][0].value >= 2
     assert by["steps"][0].metadata["stop_reason"].startswith("peer lost (")
+
+
+def _train_a_few_steps(cluster: Cluster) -> None:
+    """Until training has begun and worker 0 has run 2 s of CPU (a few steps, even when the
+    machine is loaded and wall time stretches)."""
+    deadline = time.monotonic() + 240
+    while "training steps" not in cluster.log_text():
+        assert time.monotonic() < deadline and cluster.proc("chief").poll() is None, cluster.log_text()
+        time.sleep(0.3)
+    _run_on_cpu(cluster.proc("worker").pid, seconds=2, timeout=90)
 
 
 def _run_on_cpu(pid: int, seconds: float, timeout: float) -> None:
@@ -238,11 +244,7 @@ def test_parameter_server_losing_a_worker_is_not_stored_as_complete(tmp_path):
         cluster = Cluster(group, url, done.url, tmp_path / "logs", {"SPOTBENCH_TF_SYNC_EVERY": "3"})
         try:
             cluster.start()
-            deadline = time.monotonic() + 240
-            while "training steps" not in cluster.log_text():
-                assert time.monotonic() < deadline and cluster.proc("chief").poll() is None, cluster.log_text()
-                time.sleep(0.3)
-            time.sleep(2)
+            _train_a_few_steps(cluster)
             killed = time.monotonic()
             cluster.proc("worker", 1).send_signal(signal.SIGKILL)
             assert cluster.wait(cluster.proc("chief"), 60) == 143, cluster.log_text()
