@@ -103,6 +103,11 @@ class FaultSweep:
             raise AssertionError(f"spotbench run did not end within {timeout:g}s:\n{out}") from None
         return self.proc.returncode, out
 
+    def kill_runner(self) -> None:
+        """SIGKILL `spotbench run` if it still runs (a scenario's cleanup after a failure)."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+
     # ---- what there is -----------------------------------------------------------------
     @property
     def state(self) -> LocalState:

@@ -48,8 +48,7 @@ def member_kills(root: Path) -> dict[str, Any]:
         sw.kill_member("launcher", signal.SIGTERM)
         rc, out = sw.finish()
     finally:
-        if sw.proc and sw.proc.poll() is None:
-            sw.proc.kill()
+        sw.kill_runner()
     return _close(sw, rc, out)
 
 
@@ -108,8 +107,7 @@ def server_kill(root: Path) -> dict[str, Any]:
                           "same_port": after.get("port") == before.get("port")})
         rc, out = sw.finish()
     finally:
-        if sw.proc and sw.proc.poll() is None:
-            sw.proc.kill()
+        sw.kill_runner()
     return _close(sw, rc, out)
 
 
@@ -133,8 +131,7 @@ def deadline_overrun(root: Path) -> dict[str, Any]:
             attempts.append({"ran_s": round(time.monotonic() - began, 2)})
         rc, out = sw.finish()
     finally:
-        if sw.proc and sw.proc.poll() is None:
-            sw.proc.kill()
+        sw.kill_runner()
     for a in attempts:
         sw.faults.append({"fault": "deadline overrun", "billed_after_deadline_s": round(a["ran_s"] - 10, 2),
                           "detect_s": round(max(0.0, a["ran_s"] - 10), 2)})
@@ -257,8 +254,7 @@ def readonly_store(root: Path) -> dict[str, Any]:
         sw.faults[-1]["run_ended_s"] = round(time.monotonic() - hit, 3)  # stopped, exit 3
         figures = _close(sw, rc, out)
     finally:
-        if sw.proc and sw.proc.poll() is None:
-            sw.proc.kill()
+        sw.kill_runner()
         umount(results)
     return figures
 
@@ -304,8 +300,7 @@ def full_store(root: Path) -> dict[str, Any]:
             sw.faults[-1]["run_ended_s"] = round(time.monotonic() - hit, 3)  # stopped, exit 3
             figures = _close(sw, rc, out)
         finally:
-            if sw.proc and sw.proc.poll() is None:
-                sw.proc.kill()
+            sw.kill_runner()
     finally:
         shutil.rmtree(results / "filler", ignore_errors=True)
         (results / "filler").unlink(missing_ok=True)
