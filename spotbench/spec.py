@@ -316,7 +316,10 @@ STACK_SPEC_KEY = "spotbench:spec"
 
 
 def load_spec(source: str | Path | dict[str, Any], *, origin: str | None = None) -> SweepSpec:
-    """Load and validate a spec from a YAML file path, YAML text or a dict.
+    """Load and validate a spec from a YAML file (a `str` or `Path` naming it) or a parsed dict.
+
+    A `str` is always a path, never YAML text: parse text yourself (`spotbench.spec_yaml.load`)
+    and pass the dict.
 
     A Pulumi stack file (`Pulumi.<stack>.yaml`) is followed to the spec its
     `config: spotbench:spec` names (a path relative to the stack file, or the spec inline).
