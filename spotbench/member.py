@@ -21,7 +21,7 @@ from spotbench.plan import Member, RunGroup
 ENV_KEY = "SPOTBENCH_CONTEXT"
 # A member that starts outside an open run (a cloud booted it: GCE at creation, EC2 when
 # spot capacity returns) exits with this code without writing anything; the VM's unit
-# then powers the VM off (infra.common.workload_unit).
+# then powers the VM off (infra.units.workload_unit).
 EXIT_OUTSIDE_RUN = 3
 
 

@@ -28,7 +28,7 @@ from infra.aws.instances import (
 from infra.aws.network import AwsNetwork, AwsNetworkArgs
 from infra.aws.registry import AwsRegistry
 from infra.aws.scheduler import AwsScheduler, AwsSchedulerArgs, schedule_pair
-from infra.common import group_known_hosts, mpi_keys
+from infra.keys import group_known_hosts, mpi_keys
 from spotbench.images import image_name, resolve_image
 from spotbench.plan import sweep_labels
 from spotbench.workload import get_workload

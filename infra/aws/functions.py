@@ -1,5 +1,5 @@
 """The `start`, `stop` and `done` Lambdas: one archive of `functions/` + `spotbench/` + `workloads/`
-(`infra.common.function_source`), one handler (`functions.lambda_handler.handler`), the
+(`infra.function_source.function_source`), one handler (`functions.lambda_handler.handler`), the
 action chosen by `SPOTBENCH_ACTION`. `done` gets a function URL with `AWS_IAM` auth: members
 sign their call with the instance role, and the handler reads the caller from it.
 
@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from infra.common import PROJECT_ROOT, function_source
+from infra.function_source import function_source
+from spotbench import PROJECT_ROOT
 from spotbench.spec import SweepSpec
 
 RUNTIME = "python3.12"

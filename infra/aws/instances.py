@@ -26,7 +26,7 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.aws.user_data import SshKeys, user_data
-from infra.common import member_contexts, workload_env
+from infra.members import member_contexts, workload_env
 from spotbench.plan import Member, RunGroup
 from spotbench.spec import SweepSpec
 

@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from infra.common import PROJECT_ROOT
+from spotbench import PROJECT_ROOT
 from infra.requirements import requirements_txt
 
 RUNTIME_PYTHON = "3.12"  # infra.aws.functions.RUNTIME = python3.12

@@ -1,5 +1,5 @@
 """The start/stop pair on EventBridge Scheduler: `start` on the spec's cron, `stop` at
-cron + deadline (`infra.common.shift_cron`), in the spec's time zone, with a retry policy
+cron + deadline (`spotbench.cron.shift_cron`), in the spec's time zone, with a retry policy
 (the Lambdas are idempotent; a 5xx outcome fails the invocation so it is retried).
 
 EventBridge cron has six fields (`min hour day-of-month month day-of-week year`), needs `?`

@@ -21,7 +21,7 @@ from infra.gcp.network import GcpNetwork, GcpNetworkArgs
 from infra.gcp.registry import GcpRegistry
 from infra.gcp.scheduler import GcpScheduler, GcpSchedulerArgs, cron_pair
 from infra.gcp.vms import GcpRunGroup, GcpRunGroupArgs
-from infra.common import group_known_hosts, mpi_keys
+from infra.keys import group_known_hosts, mpi_keys
 from spotbench.clouds.gcp import region_of_zone
 from spotbench.images import resolve_image
 from spotbench.workload import get_workload

@@ -18,14 +18,8 @@ import yaml
 
 from spotbench.image_ref import check_image
 
-from infra.common import (
-    SSH_DIR_IN_CONTAINER,
-    SshKeys,
-    env_file,
-    key_owner_command,
-    ssh_files,
-    workload_unit,
-)
+from infra.keys import SSH_DIR_IN_CONTAINER, SshKeys, key_owner_command, ssh_files
+from infra.units import env_file, workload_unit
 
 STATE_DIR = "/var/lib/spotbench"
 ENV_FILE = f"{STATE_DIR}/env"

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.common import function_source
+from infra.function_source import function_source
 from infra.gcp.bucket import prefix_condition
 from infra.gcp.identity import account_id
 from spotbench.plan import sweep_labels

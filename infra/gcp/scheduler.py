@@ -1,5 +1,5 @@
 """The start/stop pair: Cloud Scheduler jobs calling `start` on the spec's cron and `stop`
-at cron + deadline (`infra.common.shift_cron`), with OIDC tokens of the scheduler account
+at cron + deadline (`spotbench.cron.shift_cron`), with OIDC tokens of the scheduler account
 (audience = the function URL), the spec's time zone and a retry policy (delivery is at
 least once; start/stop are idempotent).
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.common import CronShiftError, shift_cron
+from spotbench.cron import CronShiftError, shift_cron
 from spotbench.spec import SweepSpec
 
 RETRY = {

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.common import member_contexts, workload_env
+from infra.members import member_contexts, workload_env
 from infra.gcp.cloud_init import user_data
 from infra.gcp.functions import GCSFS_ENV
 from infra.gcp.network import group_tag

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from infra.aws.layer import pip_args
-from infra.common import PROJECT_ROOT, SOURCE_DIRS
+from infra.function_source import SOURCE_DIRS
+from spotbench import PROJECT_ROOT
 from infra.requirements import requirements_txt
 
 pytestmark = pytest.mark.fidelity

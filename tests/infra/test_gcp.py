@@ -12,7 +12,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from infra.common import CronShiftError, shift_cron
+from spotbench.cron import CronShiftError, shift_cron
 from spotbench.member import MemberContext
 from spotbench.preview import RecordingMocks, install, run_declarations
 from spotbench.spec import load_spec
@@ -366,7 +366,7 @@ def test_role_machine_types_give_the_chief_its_own_machine():
 
 @pulumi.runtime.test
 def test_known_hosts_pins_the_host_key_at_every_member_port():
-    from infra.common import known_hosts
+    from infra.keys import known_hosts
 
     out = known_hosts(["10.0.0.2", pulumi.Output.from_input("10.0.0.3")],
                       "ssh-ed25519 AAAAC3Nz host-comment\n", 2222)

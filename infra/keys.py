@@ -1,0 +1,110 @@
+"""SSH keys of the MPI members (GCP and AWS alike): one login and sshd host key pair per
+run group and the operator's key (pulumi_tls, secrets), the known_hosts lines pinning each
+group's host key, and the `write_files` entries that put a member's keys on its VM."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pulumi
+
+from spotbench.images import IMAGE_GID, IMAGE_UID
+
+# where the container finds its ssh files: the osu workload's (the boot path mounts the keys
+# there for any workload whose descriptor says `mpi`).
+from workloads.osu.descriptor import SSH_DIR_IN_CONTAINER  # noqa: F401 - for the boot renderers
+
+
+def known_hosts(ips: list[pulumi.Input[str]], host_public_key: pulumi.Input[str],
+                port: int) -> pulumi.Output[str]:
+    """known_hosts lines pinning the sweep's sshd host key at every member address."""
+    def render(values: list[str]) -> str:
+        *addrs, key = values
+        key = " ".join(key.split()[:2])  # type + base64, no comment
+        return "".join(f"[{ip}]:{port} {key}\n" for ip in addrs)
+
+    return pulumi.Output.all(*ips, host_public_key).apply(render)
+
+
+@dataclass(frozen=True)
+class SshKeys:
+    """One run group's MPI login key pair and the host key its members' sshd presents
+    (recorded by the stack, so launchers and `spotbench exec` pin it instead of trusting
+    the first key they see), plus the operator's public key every member also accepts."""
+
+    private_openssh: str
+    public_openssh: str
+    host_private_openssh: str = ""
+    host_public_openssh: str = ""
+    operator_public_openssh: str = ""
+
+
+@dataclass
+class MpiKeys:
+    """Keys per run group — a member holds only its own group's private keys, so a VM of
+    one group cannot log in to (or pose as) another group's members — and one operator key
+    pair whose private half exists only in the stack's outputs."""
+
+    groups: dict[str, pulumi.Output]  # group id → Output[SshKeys], secret
+    login_private: pulumi.Output  # the operator key (secret), for `spotbench exec --key`
+    host_public: dict[str, pulumi.Output]  # group id → that group's sshd host public key
+
+
+def mpi_keys(name: str, parent: pulumi.Resource, group_ids: list[str]) -> MpiKeys:
+    """Per-group login and sshd host keys and the operator key (pulumi_tls, secrets)."""
+    import pulumi_tls as tls
+
+    def key(suffix: str) -> tls.PrivateKey:
+        return tls.PrivateKey(f"{name}-{suffix}", algorithm="ED25519",
+                              opts=pulumi.ResourceOptions(parent=parent, additional_secret_outputs=[
+                                  "privateKeyOpenssh", "privateKeyPem"]))
+
+    operator = key("operator-ssh")
+    groups, hosts = {}, {}
+    for gid in group_ids:
+        login, host = key(f"{gid}-mpi-ssh"), key(f"{gid}-mpi-host")
+        groups[gid] = pulumi.Output.secret(pulumi.Output.all(
+            login.private_key_openssh, login.public_key_openssh,
+            host.private_key_openssh, host.public_key_openssh, operator.public_key_openssh,
+        ).apply(lambda kv: SshKeys(*kv)))
+        hosts[gid] = host.public_key_openssh
+    return MpiKeys(groups, pulumi.Output.secret(operator.private_key_openssh), hosts)
+
+
+def group_known_hosts(addresses: Mapping[str, list[pulumi.Input[str]]],
+                      host_public: Mapping[str, pulumi.Input[str]], port: int) -> pulumi.Output[str]:
+    """known_hosts for every group: each group's host key pinned at its members' addresses."""
+    parts = [known_hosts(addresses[gid], host_public[gid], port) for gid in addresses]
+    return pulumi.Output.all(*parts).apply("".join)
+
+
+def ssh_files(ssh_dir: str, ssh: SshKeys) -> list[dict[str, str]]:
+    """cloud-init `write_files` entries for the keys the workload container mounts."""
+    def line(text: str) -> str:
+        return text.rstrip("\n") + "\n"
+
+    files = [
+        {"path": f"{ssh_dir}/id_ed25519", "permissions": "0600", "content": line(ssh.private_openssh)},
+        {"path": f"{ssh_dir}/id_ed25519.pub", "permissions": "0644", "content": line(ssh.public_openssh)},
+        {"path": f"{ssh_dir}/authorized_keys", "permissions": "0644",
+         "content": line(ssh.public_openssh) + (line(ssh.operator_public_openssh)
+                                                 if ssh.operator_public_openssh else "")},
+    ]
+    if ssh.host_private_openssh:
+        files += [
+            {"path": f"{ssh_dir}/ssh_host_ed25519_key", "permissions": "0600",
+             "content": line(ssh.host_private_openssh)},
+            {"path": f"{ssh_dir}/ssh_host_ed25519_key.pub", "permissions": "0644",
+             "content": line(ssh.host_public_openssh)},
+        ]
+    return files
+
+
+def key_owner_command(ssh_dir: str) -> str:
+    """ExecStartPre giving the key files to the uid the image runs as (`USER bench`).
+
+    cloud-init writes them root-owned 0600 (its `owner` takes names, and the host has no
+    `bench`); the container reads them as `IMAGE_UID`, so hand them over before each start.
+    """
+    return f"/bin/chown -R {IMAGE_UID}:{IMAGE_GID} {ssh_dir}"

@@ -1,0 +1,39 @@
+"""The member context of every member of a group, and the extra container env a workload
+needs on a cloud VM (GCP and AWS alike)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from spotbench.member import MemberContext
+from spotbench.plan import RunGroup
+from spotbench.workload import get_workload
+
+
+def workload_env(workload: str) -> dict[str, str]:
+    """Extra container env a workload needs on a cloud VM (beyond the member context)."""
+    desc = get_workload(workload)
+    return {"SPOTBENCH_SERVICE_PORT": str(desc.port), **desc.env}
+
+
+def member_contexts(
+    group: RunGroup,
+    ips: Mapping[str, str],
+    *,
+    cloud: str,
+    results_url: str,
+    done_url: str | None,
+    zone: str | None,
+    spot: bool,
+    deadline_s: int | None = None,
+) -> dict[str, MemberContext]:
+    """member name → context, with every peer's (static IP, workload service port)."""
+    port = group.descriptor.port
+    addresses = {m.name: (ips[m.name], port) for m in group.members}
+    return {
+        m.name: MemberContext.for_member(
+            group, m, addresses=addresses, cloud=cloud, results_url=results_url,
+            done_url=done_url, zone=zone, spot=spot, deadline_s=deadline_s,
+        )
+        for m in group.members
+    }

@@ -1,0 +1,48 @@
+"""What runs a member's workload on a VM (GCP cloud-init, AWS user-data alike): the systemd
+unit around `docker run` and the `--env-file` it reads."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from spotbench.member import EXIT_OUTSIDE_RUN
+
+
+def workload_unit(*, pre: list[str], start: list[str], home: str, timeout_stop_s: int,
+                  install: bool = False) -> str:
+    """The systemd unit that runs a member's workload container (GCP cloud-init, AWS user-data).
+
+    `pre` are ExecStartPre commands (a leading '-' lets one fail), `start` the docker command.
+    When the workload exits with `EXIT_OUTSIDE_RUN` (it started with no open run, or after
+    its run's deadline) the unit powers the VM off: a stopped VM bills no compute.
+    """
+    poweroff = f'if [ "$$EXIT_STATUS" = {EXIT_OUTSIDE_RUN} ]; then systemctl poweroff; fi'
+
+    lines = [
+        "[Unit]",
+        "Description=spotbench workload",
+        "Wants=network-online.target",
+        "After=network-online.target docker.service",
+        "Requires=docker.service",
+        "",
+        "[Service]",
+        "Type=simple",
+        f"Environment=HOME={home}",
+        *(f"ExecStartPre={c}" for c in pre),
+        "ExecStart=" + " ".join(start),
+        f"ExecStopPost=/bin/sh -c '{poweroff}'",
+        "TimeoutStartSec=0",
+        f"TimeoutStopSec={timeout_stop_s}",
+        "Restart=no",
+    ]
+    if install:
+        lines += ["", "[Install]", "WantedBy=multi-user.target"]
+    return "\n".join(lines) + "\n"
+
+
+def env_file(env: Mapping[str, str]) -> str:
+    """`docker --env-file` text: KEY=VALUE per line, values verbatim (no quoting)."""
+    for key, value in env.items():
+        if "\n" in value or "=" in key:
+            raise ValueError(f"env {key!r}: keys cannot hold '=' and values cannot span lines")
+    return "".join(f"{k}={v}\n" for k, v in env.items())
