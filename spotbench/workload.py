@@ -68,6 +68,9 @@ class Workload:
     report: str | None = None  # "module:function(df, doc, out_dir) -> (pngs, frames)"
     history: tuple[Tracked, ...] = ()  # metrics followed across runs (spotbench history)
     description: str = ""
+    # params → whether members keep checkpoints under `checkpoints/` in the results store
+    # (they read them back, replace and delete them: the clouds' member identities need it)
+    checkpoints: Callable[[Any], bool] = field(default=lambda params: False)
 
     def image(self, gpu: bool) -> str:
         """The default image of a group with/without GPU; ValueError when there is none."""

@@ -79,7 +79,9 @@ class AwsSweep(pulumi.ComponentResource):
         self.identities = AwsIdentities(
             f"{name}-id",
             AwsIdentitiesArgs(sweep=spec.name, results_bucket=self.bucket.results_bucket,
-                              prefix=self.bucket.prefix, image=pullable, tags=tags),
+                              prefix=self.bucket.prefix, image=pullable, tags=tags,
+                              checkpoints=any(get_workload(g.workload).checkpoints(g.params)
+                                              for g in groups)),
             child,
         )
         ids = self.identities

@@ -62,10 +62,21 @@ def _under(prefix: str, path: str) -> str:
     return f"{prefix}/{path}" if prefix else path
 
 
-def instance_policy(bucket: str, prefix: str, done_arn: str, image: str | None) -> Doc:
+def instance_policy(bucket: str, prefix: str, done_arn: str, image: str | None,
+                    checkpoints: bool = False) -> Doc:
+    """`checkpoints`: members keep checkpoints (`checkpoints/<group>/<run>/`): they list,
+    read and delete them there too (`workloads/tf_mnist/checkpoints.py`)."""
     bucket_arn, objects = prefix_arns(bucket, prefix)
     runs = _under(prefix, "runs")
+    ckpt = _under(prefix, "checkpoints")
+    kept = [
+        {"Sid": "Checkpoints", "Effect": "Allow", "Action": ["s3:GetObject", "s3:DeleteObject"],
+         "Resource": f"{bucket_arn}/{ckpt}/*"},
+        {"Sid": "ListCheckpoints", "Effect": "Allow", "Action": "s3:ListBucket",
+         "Resource": bucket_arn, "Condition": {"StringLike": {"s3:prefix": f"{ckpt}/*"}}},
+    ] if checkpoints else []
     return _doc(
+        *kept,
         {"Sid": "PutResults", "Effect": "Allow",
          "Action": ["s3:PutObject", "s3:AbortMultipartUpload"], "Resource": objects},
         # the workload finds its run in the ledger at boot, and lists its run's attempts
@@ -142,6 +153,7 @@ class AwsIdentitiesArgs:
     prefix: str
     image: pulumi.Input[str]
     tags: dict[str, str]
+    checkpoints: bool = False  # members keep checkpoints (instance_policy)
 
 
 class AwsIdentities(pulumi.ComponentResource):
@@ -176,7 +188,7 @@ class AwsIdentities(pulumi.ComponentResource):
         args, child = self._args, pulumi.ResourceOptions(parent=self)
         self.instance_policy = aws.iam.RolePolicy(
             f"{self._base}-instance", role=self.instance_role.id, name="spotbench-instance",
-            policy=_json(lambda b, d, i: instance_policy(b, args.prefix, d, i),
+            policy=_json(lambda b, d, i: instance_policy(b, args.prefix, d, i, args.checkpoints),
                          args.results_bucket, done_arn, args.image),
             opts=child,
         )

@@ -294,6 +294,11 @@ class EnforcedAccount:
                     f"{request.scope.service}:?", request.path), Decision(False, None), "moto",
                     principal.role))
             return status, headers, content
+        # a bulk delete answers 200 and lists the keys refused (s3fs drops them silently)
+        for key in aws_requests.bulk_delete_refusals(request, status, content):
+            with self._lock:
+                self.decisions.append(Record(principal.arn, Authorization(
+                    "s3:DeleteObject", key), Decision(False, None), "moto", principal.role))
         # S3 answers a missing key with 403, not 404, to a caller without s3:ListBucket.
         miss = aws_requests.missing_key_needs_list(request, status)
         if miss is not None and self.authorize(principal, [miss]) is not None:

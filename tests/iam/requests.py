@@ -295,3 +295,13 @@ def denial(req: AwsRequest, auth: Authorization, who: str) -> tuple[int, dict[st
     headers = {"Content-Type": "application/x-amz-json-1.1",
                "x-amzn-ErrorType": "AccessDeniedException"}
     return (403 if service == "lambda" else 400), headers, payload
+
+
+def bulk_delete_refusals(req: AwsRequest, status: int, content: bytes) -> list[str]:
+    """The keys a `DeleteObjects` answer (200) lists as not deleted."""
+    if (req.scope.service != "s3" or req.method != "POST" or status != 200
+            or "delete" not in parse_qs(urlsplit(req.path).query, keep_blank_values=True)):
+        return []
+    root = ElementTree.fromstring(content)
+    return [k.text or "" for e in root.iter() if e.tag.endswith("Error")
+            for k in e if k.tag.endswith("Key")]

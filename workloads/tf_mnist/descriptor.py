@@ -55,4 +55,5 @@ WORKLOAD = Workload(
         Tracked("train_time_s", "TF time to train", "lower"),
     ),
     description=TfMnistParams.__doc__ or "",
+    checkpoints=lambda params: params.checkpoint_every > 0,
 )
