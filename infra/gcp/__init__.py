@@ -22,7 +22,7 @@ from infra.gcp.registry import GcpRegistry
 from infra.gcp.scheduler import GcpScheduler, GcpSchedulerArgs, cron_pair
 from infra.gcp.vms import GcpRunGroup, GcpRunGroupArgs
 from infra.keys import group_known_hosts, mpi_keys
-from spotbench.clouds.gcp import region_of_zone
+from spotbench.clouds.gcp import region_of_zone, too_many_groups
 from spotbench.images import resolve_image
 from spotbench.workload import get_workload
 from spotbench.spec import SweepSpec
@@ -60,6 +60,8 @@ class GcpSweep(pulumi.ComponentResource):
         spec = args.spec
         project, region, zone = resolve_location(spec)
         groups = spec.plan()
+        if too_many_groups(spec):
+            raise pulumi.RunError(too_many_groups(spec))
         crons = cron_pair(spec)  # fail before declaring anything
         self.apis = GcpApis(f"{name}-apis", project)
         # every resource of the sweep waits for the APIs it needs
@@ -72,13 +74,15 @@ class GcpSweep(pulumi.ComponentResource):
         )
         self.identities = GcpIdentities(
             f"{name}-id", GcpIdentitiesArgs(sweep=spec.name, project=project, zone=zone,
-                              operators=list(spec.gcp.operators)), child
+                                            groups=[g.id for g in groups],
+                                            operators=list(spec.gcp.operators)), child
         )
         ids = self.identities
+        member_accounts = {gid: account.email for gid, account in ids.members.items()}
         self.bucket = ResultsBucket(
             f"{name}-bucket",
             ResultsBucketArgs(spec=spec, project=project, location=region,
-                              writers=[ids.vm.email], managers=[ids.function.email],
+                              members=member_accounts, managers=[ids.function.email],
                               operators=list(spec.gcp.operators)),
             child,
         )
@@ -87,7 +91,7 @@ class GcpSweep(pulumi.ComponentResource):
             GcpFunctionsArgs(
                 spec=spec, project=project, region=region, bucket=self.bucket.bucket.name,
                 results_url=self.bucket.url, function_account=ids.function.email,
-                scheduler_account=ids.scheduler.email, vm_account=ids.vm.email,
+                scheduler_account=ids.scheduler.email, member_accounts=member_accounts,
             ),
             child,
         )
@@ -111,7 +115,7 @@ class GcpSweep(pulumi.ComponentResource):
                 GcpRunGroupArgs(
                     spec=spec, group=g, project=project, region=region, zone=zone,
                     subnet=self.network.subnet.id, tag=self.network.tag,
-                    vm_account=ids.vm.email, results_url=self.bucket.url,
+                    vm_account=member_accounts[g.id], results_url=self.bucket.url,
                     done_url=urls["done"], ssh=mpi.groups[g.id] if mpi else None,
                     image=resolve_image(spec.image, self.registry.url, g.workload,
                                         gpu=bool(g.accelerator)),

@@ -1,7 +1,10 @@
 """The results bucket: uniform access, public access prevented, labelled.
 
-The VM account may create and read objects (results, raw output; it never overwrites or
-deletes), the function account may read and write them (run ledger), operators may read
+Each run group's member account may read the sweep's results (the run ledger tells it the
+open run) and create objects named for its own group only — `runs/<run>/<group>.<n>.jsonl`
+and `runs/<run>/<group>.<n>/…` (`group_condition`); it never overwrites or deletes, and a
+VM of one group cannot store records, raw output or anything else under another group's
+names. The function account may read and write them (run ledger), operators may read
 them and add collected logs (`spotbench report`, `collect`) — each only under the sweep's results prefix (an IAM condition on the object name, and
 on the list prefix for listings), so a sweep sharing a bucket cannot reach another's
 results, and nobody but the build reads the functions' source archive under `_spotbench/`.
@@ -11,6 +14,7 @@ results, and nobody but the build reads the functions' source archive under `_sp
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import pulumi
@@ -52,6 +56,28 @@ def prefix_condition(bucket: str, prefix: str, what: str) -> dict[str, str]:
     }
 
 
+def group_condition(bucket: str, prefix: str, group: str) -> dict[str, str]:
+    """IAM condition: objects `<prefix>/runs/<run>/<group>.…` of `bucket` — one group's
+    records (`<group>.<n>.jsonl`) and raw output (`<group>.<n>/…`), in any run.
+
+    The run id is not known when the stack is deployed, so the name is matched around it
+    with `extract()` (https://cloud.google.com/iam/docs/conditions-attribute-reference,
+    resource name: the text between the template's first prefix match and the next
+    occurrence of its suffix, '' when absent): the text before `/<group>.` must be the
+    first path segment after `runs/` (one run id, no `/`). The `.` after the group id is
+    the delimiter group ids never contain, so group `…-t1` is not granted `…-t10.1.jsonl`,
+    and `runs/<run>/<other>.1/<group>.x` (inside another group's folder) is refused.
+    """
+    runs = f"projects/_/buckets/{bucket}/objects/{prefix.strip('/')}/runs/"
+    mine = f'resource.name.extract("{runs}{{run}}/{group}.")'
+    first = f'resource.name.extract("{runs}{{run}}/")'
+    return {
+        "title": f"{group} objects"[:100],
+        "description": f"gs://{bucket}/{prefix.strip('/')}/runs/<run>/{group}.* only"[:256],
+        "expression": f'resource.name.startsWith("{runs}") && {mine} != "" && {mine} == {first}',
+    }
+
+
 def results_url(spec: SweepSpec, project: str) -> str:
     """Where members write: the spec's gs:// URL, or gs://<bucket>/<sweep>."""
     return gcp_names.results_url(spec, project)
@@ -62,7 +88,7 @@ class ResultsBucketArgs:
     spec: SweepSpec
     project: str
     location: str
-    writers: list[pulumi.Input[str]]  # emails: objectCreator + objectViewer
+    members: Mapping[str, pulumi.Input[str]]  # group id → email: objectViewer + its own objectCreator
     managers: list[pulumi.Input[str]]  # emails: objectUser (read/write/overwrite)
     operators: list[str] = field(default_factory=list)  # IAM members: objectViewer + objectCreator
 
@@ -88,18 +114,28 @@ class ResultsBucket(pulumi.ComponentResource):
         )
         prefix = self.url.removeprefix(f"gs://{self.bucket_name}").strip("/")
         sa = lambda e: pulumi.Output.from_input(e).apply(lambda v: f"serviceAccount:{v}")  # noqa: E731
-        grants = [(sa(e), r) for e in args.writers
-                  for r in ("roles/storage.objectCreator", "roles/storage.objectViewer")]
-        grants += [(sa(e), "roles/storage.objectUser") for e in args.managers]
-        grants += [(pulumi.Output.from_input(m), r) for m in args.operators  # report, collect
+        prefix = prefix or args.spec.name
+        sweep_wide = prefix_condition(self.bucket_name, prefix, "results")
+        grants = [(sa(e), "roles/storage.objectViewer", sweep_wide) for e in args.members.values()]
+        grants += [(sa(e), "roles/storage.objectUser", sweep_wide) for e in args.managers]
+        grants += [(pulumi.Output.from_input(m), r, sweep_wide) for m in args.operators  # report, collect
                    for r in ("roles/storage.objectViewer", "roles/storage.objectCreator")]
-        for i, (member, role) in enumerate(grants):
+        for i, (member, role, condition) in enumerate(grants):
             gcp.storage.BucketIAMMember(
                 f"{name}-{role.split('.')[-1]}-{i}",
                 bucket=self.bucket.name,
                 role=role,
                 member=member,
-                condition=prefix_condition(self.bucket_name, prefix or args.spec.name, "results"),
+                condition=condition,
+                opts=child,
+            )
+        for gid, email in args.members.items():  # each group creates only its own objects
+            gcp.storage.BucketIAMMember(
+                f"{name}-creator-{gid}",
+                bucket=self.bucket.name,
+                role="roles/storage.objectCreator",
+                member=sa(email),
+                condition=group_condition(self.bucket_name, prefix, gid),
                 opts=child,
             )
         self.register_outputs({"bucket": self.bucket.name, "url": self.url})

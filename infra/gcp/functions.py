@@ -4,7 +4,7 @@ One source archive (`functions/` + `spotbench/` + `workloads/` + requirements + 
 uploaded to the results bucket under `_spotbench/` with its content digest in the name.
 
 Nobody is `allUsers`: `roles/run.invoker` goes to the scheduler account on start/stop and to
-the VM account on done, on each function's Cloud Run service only. Ingress is
+the member accounts on done, on each function's Cloud Run service only. Ingress is
 `ALLOW_INTERNAL_ONLY` for all three: VMs reach `done` through the VPC (Private Google
 Access), and Cloud Scheduler in the same project counts as internal for Cloud Run ingress,
 so start/stop need no public path either. Each function also verifies the caller's token
@@ -22,6 +22,8 @@ VMs' done URL and the OIDC audiences are known before the functions exist (no cy
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pulumi
@@ -61,7 +63,7 @@ class GcpFunctionsArgs:
     results_url: str
     function_account: pulumi.Input[str]  # email the functions run as
     scheduler_account: pulumi.Input[str]  # email allowed to call start/stop
-    vm_account: pulumi.Input[str]  # email allowed to call done
+    member_accounts: Mapping[str, pulumi.Input[str]]  # group id → the email its VMs run as
 
 
 class GcpFunctions(pulumi.ComponentResource):
@@ -83,6 +85,9 @@ class GcpFunctions(pulumi.ComponentResource):
         self.urls = {e: function_url(args.region, args.project, spec.name, e)
                      for e in ENTRY_POINTS}
         self.functions: dict[str, gcp.cloudfunctionsv2.Function] = {}
+        groups = list(args.member_accounts)
+        members_json = pulumi.Output.all(*args.member_accounts.values()).apply(
+            lambda emails: json.dumps(dict(zip(groups, emails)), sort_keys=True))
         for entry in ENTRY_POINTS:
             fn = gcp.cloudfunctionsv2.Function(
                 f"{name}-{entry}",
@@ -115,22 +120,25 @@ class GcpFunctions(pulumi.ComponentResource):
                         "SPOTBENCH_GCP_PROJECT": args.project,
                         "SPOTBENCH_AUDIENCE": self.urls[entry],
                         "SPOTBENCH_SCHEDULER_ACCOUNTS": args.scheduler_account,
-                        "SPOTBENCH_MEMBER_ACCOUNTS": args.vm_account,
+                        # done: a VM's token must carry its own group's account
+                        "SPOTBENCH_MEMBER_ACCOUNTS": members_json,
                     },
                 },
                 opts=pulumi.ResourceOptions(parent=self, depends_on=grants),
             )
             self.functions[entry] = fn
-            invoker = args.vm_account if entry == "done" else args.scheduler_account
-            gcp.cloudrunv2.ServiceIamMember(
-                f"{name}-{entry}-invoker",
-                name=fn.name,
-                location=args.region,
-                project=args.project,
-                role="roles/run.invoker",
-                member=pulumi.Output.from_input(invoker).apply(lambda e: f"serviceAccount:{e}"),
-                opts=child,
-            )
+            invokers = (args.member_accounts if entry == "done"
+                        else {"": args.scheduler_account})
+            for key, invoker in invokers.items():
+                gcp.cloudrunv2.ServiceIamMember(
+                    f"{name}-{entry}-invoker" + (f"-{key}" if key else ""),
+                    name=fn.name,
+                    location=args.region,
+                    project=args.project,
+                    role="roles/run.invoker",
+                    member=pulumi.Output.from_input(invoker).apply(lambda e: f"serviceAccount:{e}"),
+                    opts=child,
+                )
         self.register_outputs({f"{e}_url": u for e, u in self.urls.items()})
 
     def _build_account(self, name: str, args: GcpFunctionsArgs,

@@ -1,9 +1,12 @@
 """Service accounts and the function's custom role (least privilege).
 
-- VM account: runs the workload; may write/read the results bucket, read Artifact
-  Registry images, write logs, and invoke `done` — granted on those resources in
-  bucket.py / functions.py, plus `roles/artifactregistry.reader` and
-  `roles/logging.logWriter` on the project (an image may live in any repository).
+- Member accounts, one per run group (`group_account_id`): the group's VMs run as it. It
+  may read the sweep's results and create objects named for its own group only
+  (bucket.py), read its own group's ssh keys in Secret Manager (secrets.py), invoke `done`
+  (functions.py), and on the project `roles/artifactregistry.reader` and
+  `roles/logging.logWriter` (an image may live in any repository). One account per group
+  is what lets IAM tell the groups apart: a VM of one group holds no credential that can
+  write another group's results or read its keys.
 - Scheduler account: only `roles/run.invoker` on `start` and `stop` (functions.py).
 - Function account: two custom roles with exactly the compute permissions the
   start/stop/done code paths call: `spotbench_<sweep>` (get/start/stop) bound with an IAM
@@ -11,8 +14,9 @@
   it cannot touch another sweep's VMs (sweep names cannot contain `--`: `bench--` does not
   begin sweep `bench-gpu`'s `bench-gpu--…`), and `spotbench_<sweep>_list` (the project-level
   aggregated list and zone-operation polling, which IAM conditions cannot scope to names);
-  plus the results prefix (bucket.py) and `roles/iam.serviceAccountUser` on the VM account
-  only (starting an instance that runs as a service account requires acting as it).
+  plus the results prefix (bucket.py) and `roles/iam.serviceAccountUser` on each member
+  account only (starting an instance that runs as a service account requires
+  `iam.serviceAccounts.actAs` on it).
 - Operators (`gcp.operators` in the spec): `spotbench_<sweep>_ops` (list/get instances,
   read/pause/resume/run the sweep's scheduler jobs), read access to the results prefix
   (bucket.py) and `roles/iap.tunnelResourceAccessor` on each member VM (vms.py).
@@ -20,6 +24,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import dataclass, field
 
 import pulumi
@@ -67,8 +73,19 @@ def instances_condition(project: str, zone: str, sweep: str) -> dict[str, str]:
 
 def account_id(sweep: str, kind: str) -> str:
     """A service-account id (6–30 chars, lowercase) for `kind` of `sweep`."""
-    suffix = {"vm": "-vm", "scheduler": "-sch", "function": "-fn", "build": "-bld"}[kind]
+    suffix = {"scheduler": "-sch", "function": "-fn", "build": "-bld"}[kind]
     return f"sb-{sweep}"[: 30 - len(suffix)].rstrip("-") + suffix
+
+
+def group_account_id(group: str) -> str:
+    """The service-account id of one run group's members: `sb-<sweep…>-<10 hex>`, 6–30
+    characters. The hex is a digest of the whole group id (which begins with its sweep's
+    name and `--`), so two groups — of one sweep, or of two sweeps like `a-b` and `a-b-x`
+    in one project — never share an account, however long their names."""
+    digest = hashlib.sha256(group.encode()).hexdigest()[:10]
+    sweep = group.split("--", 1)[0]
+    head = re.sub(r"[^a-z0-9-]", "-", f"sb-{sweep}".lower())[: 30 - 11].rstrip("-")
+    return f"{head}-{digest}"
 
 
 @dataclass
@@ -76,6 +93,7 @@ class GcpIdentitiesArgs:
     sweep: str
     project: str
     zone: str
+    groups: list[str] = field(default_factory=list)  # run group ids: one member account each
     operators: list[str] = field(default_factory=list)  # IAM members
 
 
@@ -87,7 +105,6 @@ class GcpIdentities(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         accounts = {}
         for kind, what in (
-            ("vm", "workload VMs"),
             ("scheduler", "Cloud Scheduler → start/stop"),
             ("function", "start/stop/done functions"),
         ):
@@ -98,9 +115,17 @@ class GcpIdentities(pulumi.ComponentResource):
                 project=args.project,
                 opts=child,
             )
-        self.vm, self.scheduler, self.function = (
-            accounts["vm"], accounts["scheduler"], accounts["function"]
-        )
+        self.scheduler, self.function = accounts["scheduler"], accounts["function"]
+        self.members = {  # group id → the account its VMs run as
+            gid: gcp.serviceaccount.Account(
+                f"{name}-{gid}",
+                account_id=group_account_id(gid),
+                display_name=f"spotbench {gid}: its VMs"[:100],
+                project=args.project,
+                opts=child,
+            )
+            for gid in args.groups
+        }
         fn_member = self.function.email.apply(lambda e: f"serviceAccount:{e}")
         self.role = self._role(name, args, "", "start/stop", FUNCTION_COMPUTE_PERMISSIONS,
                                "get, start and stop the sweep's instances; nothing else", child)
@@ -115,23 +140,24 @@ class GcpIdentities(pulumi.ComponentResource):
                                             "status, schedule control and IAP lookups", child)
             for i, member in enumerate(args.operators):
                 self._grant(f"{name}-operator-{i}", args, self.operator_role, member, child)
-        gcp.serviceaccount.IAMMember(
-            f"{name}-function-actas-vm",
-            service_account_id=self.vm.name,
-            role="roles/iam.serviceAccountUser",
-            member=self.function.email.apply(lambda e: f"serviceAccount:{e}"),
-            opts=child,
-        )
-        for role in VM_PROJECT_ROLES:
-            gcp.projects.IAMMember(
-                f"{name}-vm-{role.split('/')[1].replace('.', '-')}",
-                project=args.project,
-                role=role,
-                member=self.vm.email.apply(lambda e: f"serviceAccount:{e}"),
+        for gid, account in self.members.items():
+            gcp.serviceaccount.IAMMember(
+                f"{name}-function-actas-{gid}",
+                service_account_id=account.name,
+                role="roles/iam.serviceAccountUser",
+                member=fn_member,
                 opts=child,
             )
+            for role in VM_PROJECT_ROLES:
+                gcp.projects.IAMMember(
+                    f"{name}-{gid}-{role.split('/')[1].replace('.', '-')}",
+                    project=args.project,
+                    role=role,
+                    member=account.email.apply(lambda e: f"serviceAccount:{e}"),
+                    opts=child,
+                )
         self.register_outputs({
-            "vm": self.vm.email,
+            "members": {gid: a.email for gid, a in self.members.items()},
             "scheduler": self.scheduler.email,
             "function": self.function.email,
             "role": self.role.name,

@@ -84,11 +84,12 @@ def identify(
     project: str,
     request: google.auth.transport.Request | None = None,
     certs_url: str | None = None,
-    member_accounts: Collection[str] | None = None,
+    member_accounts: Collection[str] | Mapping[str, str] | None = None,
 ) -> GcpIdentity:
     """Like `caller_from_headers`, also returning the VM's zone/project/instance id.
 
-    `member_accounts`, when given, are the only service accounts member VMs may run as.
+    `member_accounts`, when given: instance name → the only service account that VM may run
+    as (its group's), or a collection of accounts any member VM may run as.
     """
     if not audience or not project:
         raise ValueError(
@@ -165,9 +166,12 @@ def identity_from_claims(
     *,
     scheduler_accounts: Collection[str],
     project: str,
-    member_accounts: Collection[str] | None = None,
+    member_accounts: Collection[str] | Mapping[str, str] | None = None,
 ) -> GcpIdentity:
-    """Who verified `claims` belong to: a member VM of `project` or a scheduler account."""
+    """Who verified `claims` belong to: a member VM of `project` or a scheduler account.
+
+    `member_accounts`: the accounts member VMs may run as — a mapping instance name → the
+    account of its run group (each group has its own), or any of a collection."""
     email = str(claims.get("email") or "")
     engine = (claims.get("google") or {}).get("compute_engine")
     if engine:  # a VM's identity token (format=full): the VM is the caller, whatever its SA
@@ -177,8 +181,14 @@ def identity_from_claims(
             raise Forbidden(f"instance {name!r} belongs to project {vm_project!r}, not {project!r}")
         if not name or not engine.get("zone"):
             raise Forbidden("VM identity token lacks instance_name/zone; request format=full")
-        allowed = _accounts(member_accounts) if member_accounts is not None else None
-        if allowed is not None and email not in allowed:
+        if isinstance(member_accounts, Mapping):  # instance name → its group's account
+            expected = member_accounts.get(str(name))
+            if expected is None:
+                raise Forbidden(f"instance {name!r} is not a member of this sweep")
+            if email != expected:
+                raise Forbidden(f"instance {name!r} runs as {email!r}, not its group's account "
+                                f"{expected!r}")
+        elif member_accounts is not None and email not in _accounts(member_accounts):
             raise Forbidden(f"instance {name!r} runs as {email!r}, not a sweep VM account")
         instance_id = engine.get("instance_id")
         if not instance_id:

@@ -45,7 +45,7 @@ DEPLOYER_ROLES = {
     "roles/compute.networkAdmin": "VPC, subnet, router + NAT, static internal addresses",
     "roles/compute.securityAdmin": "the members-only and IAP firewall rules",
     "roles/compute.instanceAdmin.v1": "VMs, placement policies; teardown deletes leftovers",
-    "roles/iam.serviceAccountAdmin": "the VM, scheduler, function and build accounts, and who may act as the VM account",
+    "roles/iam.serviceAccountAdmin": "the member (one per run group), scheduler, function and build accounts, and who may act as the member accounts",
     "roles/iam.serviceAccountUser": "create VMs, functions, builds and scheduler jobs that run as those accounts",
     "roles/iam.roleAdmin": "the sweep's custom roles",
     "roles/resourcemanager.projectIamAdmin": "project-level grants (with IAM conditions)",
@@ -57,6 +57,24 @@ DEPLOYER_ROLES = {
     "roles/iap.admin": "operators' IAP tunnel grants on each VM",
 }
 PREVIEW_PROJECT = "spotbench-preview"
+# One service account per run group (infra/gcp/identity.py) plus the sweep's scheduler,
+# function and build accounts: a project holds 100 service accounts by default
+# (cloud.google.com/iam/quotas), and each group adds one conditional binding to the results
+# bucket's policy (at most 100). 90 groups leaves room for the project's other accounts.
+SERVICE_ACCOUNT_QUOTA = 100
+SWEEP_ACCOUNTS = 3
+MAX_GROUPS = 90
+
+
+def too_many_groups(spec: SweepSpec) -> str | None:
+    """Why a sweep has more run groups than a GCP deployment can give accounts, or None."""
+    n = len(spec.plan())
+    if n <= MAX_GROUPS:
+        return None
+    return (f"sweep {spec.name!r} plans {n} run groups; on GCP each group gets its own service "
+            f"account (a project holds {SERVICE_ACCOUNT_QUOTA} by default, {SWEEP_ACCOUNTS} more "
+            f"are the sweep's) and bucket condition: at most {MAX_GROUPS} groups — reduce "
+            "matrix points or trials, or split the sweep")
 
 
 def enable_command(project: str, apis: tuple[str, ...] | list[str] = REQUIRED_APIS) -> str:
@@ -110,6 +128,24 @@ def region_of(spec: SweepSpec) -> str:
     raise SettingMissing(f"{spec.name}: give 'region' or 'zone' in the spec")
 
 
+def member_accounts(spec: SweepSpec, value: str) -> dict[str, str]:
+    """instance name → the service account it must run as, from `SPOTBENCH_MEMBER_ACCOUNTS`
+    (JSON: run group id → that group's account email, as infra/gcp/functions.py sets it)."""
+    import json
+
+    if not value.strip():
+        return {}
+    try:
+        by_group = json.loads(value)
+    except ValueError:
+        by_group = None
+    if not isinstance(by_group, dict):
+        raise SettingMissing("SPOTBENCH_MEMBER_ACCOUNTS must be a JSON object: run group id → "
+                             "the service account email its VMs run as")
+    return {m.name: str(by_group[g.id]) for g in spec.plan() if g.id in by_group
+            for m in g.members}
+
+
 def identity_token(audience: str, timeout: float = 10) -> str:
     """The VM's identity token from the metadata server (`format=full`: the function reads
     the instance name and zone from its claims)."""
@@ -160,8 +196,8 @@ class GcpProvider(Provider):
 
     def authenticate(self, headers: Mapping[str, str], settings: FunctionSettings) -> Caller:
         """The caller of a function: the scheduler's OIDC token, or a member VM's ID token
-        running as the sweep's VM account (`SPOTBENCH_MEMBER_ACCOUNTS`; unset: no member may
-        call). Its zone and instance id are checked against the instance by `control.done`."""
+        running as its own run group's account (`SPOTBENCH_MEMBER_ACCOUNTS`; unset: no member
+        may call). Its zone and instance id are checked against the instance by `control.done`."""
         from spotbench.auth.gcp import identify
 
         env = settings.env
@@ -170,7 +206,7 @@ class GcpProvider(Provider):
             audience=settings.need("SPOTBENCH_AUDIENCE"),
             scheduler_accounts=[a for a in env.get("SPOTBENCH_SCHEDULER_ACCOUNTS", "").split(",") if a],
             project=env.get("SPOTBENCH_GCP_PROJECT") or settings.spec.gcp.project or "",
-            member_accounts=[a for a in env.get("SPOTBENCH_MEMBER_ACCOUNTS", "").split(",") if a],
+            member_accounts=member_accounts(settings.spec, env.get("SPOTBENCH_MEMBER_ACCOUNTS", "")),
             certs_url=env.get("SPOTBENCH_GCP_CERTS_URL") or None,
         ).caller
 

@@ -2,7 +2,8 @@
 
 Checks, in order (a failing step stops the ones that depend on it):
 1. credentials: Application Default Credentials exist and can read the project;
-2. APIs: `BOOTSTRAP_APIS` + `REQUIRED_APIS` enabled (`gcloud services enable …` otherwise);
+2. service accounts: one per run group fits the project (`MAX_GROUPS`, no call);
+   APIs: `BOOTSTRAP_APIS` + `REQUIRED_APIS` enabled (`gcloud services enable …` otherwise);
 3. machine types and accelerators exist in the spec's zone (machineTypes.get,
    acceleratorTypes.get), which also gives each type's vCPUs;
 4. quota: the region's quotas (regions.get) cover the sweep's largest concurrent footprint:
@@ -20,7 +21,9 @@ from typing import Any
 
 import requests
 
-from spotbench.clouds.gcp import BOOTSTRAP_APIS, REQUIRED_APIS, enable_command, region_of_zone
+from spotbench.clouds.gcp import (
+    BOOTSTRAP_APIS, REQUIRED_APIS, enable_command, region_of_zone, too_many_groups,
+)
 from spotbench.plan import RunGroup
 from spotbench.preflight import Problem, concurrent_need
 from spotbench.spec import SweepSpec
@@ -82,6 +85,10 @@ def check(spec: SweepSpec, project: str, api_endpoint: str | None = None) -> lis
                         "set gcp.project in the spec (or SPOTBENCH_GCP_PROJECT) to an existing project id")]
 
     problems: list[Problem] = []
+    why = too_many_groups(spec)
+    if why:
+        problems.append(Problem("service-accounts", why,
+                                "lower trials or matrix values (spotbench plan lists the groups)"))
     status, body = api.get(SERVICE_USAGE, f"/v1/projects/{project}/services",
                            filter="state:ENABLED", pageSize=200)
     enabled = {s.get("config", {}).get("name") or s.get("name", "").rsplit("/", 1)[-1]

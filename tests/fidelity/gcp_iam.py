@@ -2,7 +2,8 @@
 
 `DeclaredPolicy.from_declared(mocks.declared)` reads every binding the program declares
 (project `IAMMember`s, bucket `BucketIAMMember`s, service-account `IAMMember`s, Cloud Run
-`ServiceIamMember`s, IAP `TunnelInstanceIAMMember`s, with their IAM conditions) and every
+`ServiceIamMember`s, IAP `TunnelInstanceIAMMember`s, Secret Manager `SecretIamMember`s, with
+their IAM conditions) and every
 custom role's permission list, straight from the mocked resources. `allows()` answers whether
 a member holds a permission on a resource, evaluating IAM conditions (CEL, with cel-python)
 for the resource the call touches. `permissions_for(call)` maps a recorded REST call to the
@@ -35,7 +36,9 @@ from tests.clouds.google_endpoint import Call
 #   logging  https://cloud.google.com/logging/docs/access-control#permissions_and_roles
 #   AR       https://cloud.google.com/artifact-registry/docs/access-control#roles
 #   build    https://cloud.google.com/build/docs/iam-roles-permissions
+#   secrets  https://cloud.google.com/secret-manager/docs/access-control#roles
 PREDEFINED_ROLES: Mapping[str, frozenset[str]] = {
+    "roles/secretmanager.secretAccessor": frozenset({"secretmanager.versions.access"}),
     "roles/storage.objectCreator": frozenset({"storage.objects.create"}),
     "roles/storage.objectViewer": frozenset({"storage.objects.get", "storage.objects.list"}),
     "roles/storage.objectUser": frozenset({
@@ -105,6 +108,9 @@ _SERVICES = re.compile(r"^/v1/projects/(?P<p>[^/]+)/services$")
 # https://cloud.google.com/scheduler/docs/reference/rest/v1/projects.locations.jobs
 # (get: cloudscheduler.jobs.get; pause / resume / run: cloudscheduler.jobs.pause|resume|run)
 _JOB = re.compile(r"^/v1/(?P<job>projects/[^/]+/locations/[^/]+/jobs/[^/:]+)(?::(?P<verb>\w+))?$")
+# https://cloud.google.com/secret-manager/docs/reference/rest/v1/projects.secrets.versions/access
+# (secretmanager.versions.access on the version; granted on the secret or the project)
+_SECRET_ACCESS = re.compile(r"^/v1/(?P<v>projects/[^/]+/secrets/[^/]+/versions/[^/:]+):access$")
 _BUCKET = re.compile(r"^/(?:upload/|download/)?storage/v1/b/(?P<b>[^/]+)(?P<rest>/o(?:/(?P<o>.+))?)?$")
 
 # The resource types IAM conditions see (`resource.type`).
@@ -112,6 +118,7 @@ INSTANCE_TYPE = "compute.googleapis.com/Instance"
 PROJECT_TYPE = "cloudresourcemanager.googleapis.com/Project"
 BUCKET_TYPE = "storage.googleapis.com/Bucket"
 OBJECT_TYPE = "storage.googleapis.com/Object"
+SECRET_VERSION_TYPE = "secretmanager.googleapis.com/SecretVersion"
 
 
 @dataclass(frozen=True)
@@ -164,6 +171,9 @@ def permissions_for(call: Call, *, object_exists: Any = None,
                 ("POST", "run"): "run"}.get((call.method, m["verb"]))
         if verb:
             return [Need(f"cloudscheduler.jobs.{verb}", m["job"], "cloudscheduler.googleapis.com/Job")]
+    m = _SECRET_ACCESS.match(call.path)
+    if m and call.method == "GET":
+        return [Need("secretmanager.versions.access", m["v"], SECRET_VERSION_TYPE)]
     m = _BUCKET.match(call.path)
     if m:
         bucket = unquote(m["b"])
@@ -249,6 +259,9 @@ class DeclaredPolicy:
                 p = i.get("project") or project
                 bindings.append(Binding(f"projects/{p}/locations/{i['location']}/services/{i['name']}",
                                         i["role"], i["member"], expr, title))
+            elif d.type == "gcp:secretmanager/secretIamMember:SecretIamMember":
+                bindings.append(Binding(_secret_name(i["secretId"], i.get("project") or project),
+                                        i["role"], i["member"], expr, title))
             elif d.type == "gcp:iap/tunnelInstanceIAMMember:TunnelInstanceIAMMember":
                 p = i.get("project") or project
                 bindings.append(Binding(f"projects/{p}/zones/{i['zone']}/instances/{i['instance']}",
@@ -272,6 +285,9 @@ class DeclaredPolicy:
             if project:
                 out.append(f"projects/{project}")
             return out
+        m = re.match(r"^(projects/[^/]+/secrets/[^/]+)/versions/", resource)
+        if m:  # a version inherits its secret's policy
+            out.append(m[1])
         m = re.match(r"^projects/([^/]+)", resource)
         if m:
             out.append(f"projects/{m[1]}")
@@ -294,7 +310,7 @@ class DeclaredPolicy:
         if program is None:
             env = celpy.Environment()
             program = env.program(env.compile(binding.condition),
-                                  functions={"getAttribute": _get_attribute})
+                                  functions={"getAttribute": _get_attribute, "extract": extract})
             self._cel[binding.condition] = program
         activation = celpy.json_to_cel({
             "resource": {"name": need.resource, "type": need.type,
@@ -312,6 +328,29 @@ class DeclaredPolicy:
 
 def _get_attribute(api: Any, name: Any, default: Any) -> Any:
     return api.get(name, default)
+
+
+def extract(name: Any, template: Any) -> Any:
+    """IAM's `resource.name.extract(template)`: the text between the first occurrence of the
+    template's part before `{…}` and the next occurrence of its part after it (to the end
+    when there is none); '' when either is absent.
+    https://cloud.google.com/iam/docs/conditions-attribute-reference#resource-name
+    (e.g. `/objects/{name}/order_date=` gives `data_lake/orders` of
+    `…/objects/data_lake/orders/order_date=2019-11-03/aef87g87ae0876`)."""
+    before, rest = str(template).split("{", 1)
+    after = rest.split("}", 1)[1]
+    text = str(name)
+    start = text.find(before)
+    if start < 0:
+        return celpy.celtypes.StringType("")
+    start += len(before)
+    end = text.find(after, start) if after else len(text)
+    return celpy.celtypes.StringType(text[start:end] if end >= 0 else "")
+
+
+def _secret_name(secret_id: str, project: str) -> str:
+    """`projects/P/secrets/S` from a SecretIamMember's `secretId` (an id or the full name)."""
+    return secret_id if secret_id.startswith("projects/") else f"projects/{project}/secrets/{secret_id}"
 
 
 def _email(d: Any, project: str) -> str:

@@ -9,13 +9,15 @@ The real code then runs as each identity, configured from the declared resources
 
 - function SA: the `start`, `done` and `stop` functions (FunctionConfig from the declared
   function environment) → compute + storage;
-- VM SA: a member's workload (`WorkloadRun` from its cloud-init context) → storage;
+- member SA (one per run group): a member's workload (`WorkloadRun` from its cloud-init
+  context) → storage;
 - scheduler SA and VM SA invoking the functions → `run.routes.invoke` on the Cloud Run
   service behind each function URL;
 - operator (`gcp.operators`): `spotbench status`, `report`, `schedule`, `ssh --via iap`.
 
 Least privilege: dropping any permission from a declared custom role denies a recorded
-call; alpha's identities are refused on beta's instances and objects.
+call; alpha's identities are refused on beta's instances and objects, and one group's
+account on the other group's objects.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ def _spec(name: str) -> dict[str, Any]:
     return {"name": name, "cloud": "gcp", "zone": ZONE,
             "gcp": {"project": PROJECT, "operators": [OPERATOR]},
             "workload": {"name": "osu", "benchmarks": ["latency"]},
-            "matrix": {"machine_type": ["n2-standard-2"]},
+            "matrix": {"machine_type": ["n2-standard-2"]}, "trials": 2, "concurrency": 1,
             "schedule": {"cron": "0 3 * * *"}, "deadline": "30m"}  # fmt: skip
 
 
@@ -383,7 +385,7 @@ def test_gcp_vm_cannot_overwrite_a_stored_result(world, monkeypatch):
     alpha = world.alpha
     name = next(i["name"] for i in alpha.instances)
     ctx = alpha.context(name)
-    path = ctx.results_url.removeprefix("gs://") + "/runs/r0/g.1.jsonl"
+    path = ctx.results_url.removeprefix("gs://") + f"/runs/r0/{ctx.group}.1.jsonl"
     bucket, key = path.split("/", 1)
     world.endpoint.gcs.buckets[bucket][key] = b"original\n"
     with world.as_identity(alpha.vm_sa(name), monkeypatch):
@@ -391,6 +393,36 @@ def test_gcp_vm_cannot_overwrite_a_stored_result(world, monkeypatch):
         with pytest.raises(OSError, match="Forbidden"):
             fs.pipe_file(path, b"forged\n")
     assert world.endpoint.gcs.buckets[bucket][key] == b"original\n"
+
+
+@pytest.mark.security
+def test_gcp_member_cannot_write_another_groups_results_or_the_ledger(world, monkeypatch):
+    """A VM of group t1 (its own account) stores records and raw output under group t2's
+    names, under a name group t1 is a prefix of (`…-t1` → `…-t10`), inside t2's raw-output
+    folder, and a forged run ledger: every write is refused; its own names are granted."""
+    alpha, gcs = world.alpha, world.endpoint.gcs
+    by_group: dict[str, list[str]] = {}
+    for inst in alpha.instances:
+        by_group.setdefault(inst["labels"]["spotbench-group"], []).append(inst["name"])
+    mine, other = sorted(by_group)
+    assert mine.endswith("-t1") and other.endswith("-t2")
+    vm = alpha.vm_sa(by_group[mine][0])
+    assert vm != alpha.vm_sa(by_group[other][0]), "the groups share one account"
+    runs = alpha.context(by_group[mine][0]).results_url.removeprefix("gs://") + "/runs"
+    attacks = [f"{runs}/r9/{other}.1.jsonl", f"{runs}/r9/{other}.1/osu_latency.txt",
+               f"{runs}/r9/{mine}0.1.jsonl", f"{runs}/r9/{other}.1/{mine}.1.jsonl",
+               f"{runs}/r9/x/{mine}.1.jsonl", f"{runs}/r9/run.json",
+               f"{runs}/r9/launches/{other}.1", f"{runs}//{mine}.1.jsonl"]
+    with world.as_identity(vm, monkeypatch):
+        fs = ResultStore(f"gs://{alpha.bucket}/alpha").fs
+        for path in attacks:
+            with pytest.raises(OSError, match="Forbidden"):
+                fs.pipe_file(path, b'{"group": "forged"}\n')
+        fs.pipe_file(f"{runs}/r9/{mine}.1.jsonl", b"{}\n")  # its own records
+        fs.pipe_file(f"{runs}/r9/{mine}.1/osu_latency.txt", b"ok\n")  # and raw output
+    stored = set(gcs.buckets[alpha.bucket])
+    assert not {p.split("/", 1)[1] for p in attacks} & stored
+    assert {f"alpha/runs/r9/{mine}.1.jsonl", f"alpha/runs/r9/{mine}.1/osu_latency.txt"} <= stored
 
 
 def test_gcp_deployed_code_never_probes_the_storage_layout(world):

@@ -252,13 +252,18 @@ def test_functions_not_public_and_invokers_scoped(osu):
         assert env["SPOTBENCH_CLOUD"] == "gcp" and env["SPOTBENCH_GCP_PROJECT"] == "proj-1"
         assert json.loads(env["SPOTBENCH_SPEC"])["name"] == "gcp-osu"
         assert env["SPOTBENCH_SCHEDULER_ACCOUNTS"].startswith("sb-gcp-osu-sch@")
-        assert env["SPOTBENCH_MEMBER_ACCOUNTS"].startswith("sb-gcp-osu-vm@")  # who may call done
+        # who may call done: each group's VMs, with their own group's account
+        vms = {i.inputs["labels"]["spotbench-group"]: i.inputs["serviceAccount"]["email"]
+               for i in osu.of_type("gcp:compute/instance:Instance")}
+        assert json.loads(env["SPOTBENCH_MEMBER_ACCOUNTS"]) == vms
+        assert len(set(vms.values())) == len(vms) > 1
         assert fn.inputs["buildConfig"]["entryPoint"] == name.rsplit("-", 1)[1]
-    invokers = {d.inputs["name"]: d.inputs["member"]
-                for d in osu.of_type("gcp:cloudrunv2/serviceIamMember:ServiceIamMember")}
-    assert invokers["gcp-osu-done"].startswith("serviceAccount:sb-gcp-osu-vm@")
-    assert invokers["gcp-osu-start"].startswith("serviceAccount:sb-gcp-osu-sch@")
-    assert invokers["gcp-osu-stop"].startswith("serviceAccount:sb-gcp-osu-sch@")
+    invokers: dict[str, set[str]] = {}
+    for d in osu.of_type("gcp:cloudrunv2/serviceIamMember:ServiceIamMember"):
+        invokers.setdefault(d.inputs["name"], set()).add(d.inputs["member"])
+    assert invokers["gcp-osu-done"] == {f"serviceAccount:{e}" for e in vms.values()}
+    assert {m.split("@")[0] for m in invokers["gcp-osu-start"]} == {"serviceAccount:sb-gcp-osu-sch"}
+    assert {m.split("@")[0] for m in invokers["gcp-osu-stop"]} == {"serviceAccount:sb-gcp-osu-sch"}
     roles = {d.inputs["role"] for d in osu.of_type("gcp:cloudrunv2/serviceIamMember:ServiceIamMember")}
     assert roles == {"roles/run.invoker"}
 

@@ -10,6 +10,7 @@ certificate endpoint served locally (tokens signed by a test key).
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -23,7 +24,12 @@ from tests.clouds.fake_gce import FakeGce
 pytestmark = pytest.mark.security
 
 PROJECT, ZONE = "proj", "europe-west4-a"
-VM_SA = "spotbench-vm@proj.iam.gserviceaccount.com"
+def vm_sa(group_index: int) -> str:
+    """Each run group's VMs run as their own account (infra/gcp/identity.py)."""
+    return f"sb-gd-{group_index}@proj.iam.gserviceaccount.com"
+
+
+VM_SA = vm_sa(0)
 SCHEDULER = "spotbench-scheduler@proj.iam.gserviceaccount.com"
 AUD = "https://europe-west4-proj.cloudfunctions.net/done"
 
@@ -35,17 +41,18 @@ def gcp(tmp_path_factory):
                       "matrix": {"machine_type": ["n2-standard-2"]}, "trials": 2, "gcp": {"project": PROJECT}, "results": f"file://{root}/results"})
     fake = FakeGce(project=PROJECT)
     ids = {}
-    for group in spec.plan():
+    for g, group in enumerate(spec.plan()):
         for n, member in enumerate(group.members):
             ids[member.name] = str(4_000_000 + len(ids))
             fake.add(member.name, ZONE, "RUNNING", group.member_labels(member),
-                     service_account=VM_SA, instance_id=ids[member.name])
+                     service_account=vm_sa(g), instance_id=ids[member.name])
+    accounts = {group.id: vm_sa(g) for g, group in enumerate(spec.plan())}
     fake.start()
     certs = CertServer({KID: _cert_pem(KEY)})
     env = {"SPOTBENCH_CLOUD": "gcp", "SPOTBENCH_SPEC": spec.model_dump_json(),
            "SPOTBENCH_RESULTS_URL": f"file://{root}/results", "SPOTBENCH_GCP_PROJECT": PROJECT,
            "SPOTBENCH_AUDIENCE": AUD, "SPOTBENCH_SCHEDULER_ACCOUNTS": SCHEDULER,
-           "SPOTBENCH_MEMBER_ACCOUNTS": VM_SA, "SPOTBENCH_GCP_API_ENDPOINT": fake.url,
+           "SPOTBENCH_MEMBER_ACCOUNTS": json.dumps(accounts), "SPOTBENCH_GCP_API_ENDPOINT": fake.url,
            "SPOTBENCH_GCP_CERTS_URL": certs.url}
     server = FunctionsServer(env, root / "functions.log").start()
     try:
@@ -74,7 +81,8 @@ def statuses(fake: FakeGce, group) -> set[str]:
     return {fake.status(ZONE, m.name) for m in group.members}
 
 
-@pytest.mark.parametrize("forged", ["other-zone", "recreated", "other-account", "other-project"])
+@pytest.mark.parametrize("forged", ["other-zone", "recreated", "other-account",
+                                    "other-groups-account", "other-project"])
 def test_a_genuine_token_of_another_vm_stops_nothing(gcp, forged) -> None:
     spec, fake, ids, url = gcp
     group = spec.plan()[0]
@@ -83,6 +91,8 @@ def test_a_genuine_token_of_another_vm_stops_nothing(gcp, forged) -> None:
     claims.update({"other-zone": {"zone": "europe-west4-b"},
                    "recreated": {"instance_id": "9999999999"},
                    "other-account": {"email": "someone@proj.iam.gserviceaccount.com"},
+                   # a sweep member account, but group 1's: not the one group 0's VMs run as
+                   "other-groups-account": {"email": vm_sa(1)},
                    "other-project": {"project": "attacker-proj"}}[forged])
     resp = done(url, vm_token(name, **claims), group.id)
     assert resp.status_code == 403, resp.text
@@ -98,6 +108,6 @@ def test_the_member_itself_stops_its_group_and_a_garbage_token_is_not_echoed(gcp
 
     group = spec.plan()[1]
     name = group.members[1].name
-    resp = done(url, vm_token(name, instance_id=ids[name]), group.id)
+    resp = done(url, vm_token(name, instance_id=ids[name], email=vm_sa(1)), group.id)
     assert resp.status_code == 200, resp.text
     assert statuses(fake, group) <= {"STOPPING", "TERMINATED"}
