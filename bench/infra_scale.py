@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 import pulumi  # noqa: E402
 
-from spotbench.preview import RecordingMocks, install, run_declarations  # noqa: E402
+from infra.preview import RecordingMocks, install, run_declarations  # noqa: E402
 from spotbench.spec import load_spec  # noqa: E402
 
 TARGET_300_S = 15.0

@@ -6,6 +6,7 @@ configure them once (see also the thin twins in `scripts/`).
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -164,7 +165,13 @@ def teardown(
     pulumi_stack = None if not deployed_by_stack or spec is None else (stack or spec.name)
     echo = (lambda line: err_console.print(line, highlight=False, markup=False)) if as_json else (
         lambda line: console.print(line, highlight=False, markup=False))
-    report = run_teardown(None if all_sweeps else spec.name, sweeper, yes=yes, stack=pulumi_stack, echo=echo)
+    destroy_stack = None
+    if pulumi_stack is not None:
+        from infra.destroy import pulumi_destroy  # Pulumi's Automation API: only infra/ imports it
+
+        destroy_stack = functools.partial(pulumi_destroy, pulumi_stack)
+    report = run_teardown(None if all_sweeps else spec.name, sweeper, yes=yes,
+                          destroy_stack=destroy_stack, echo=echo)
     if as_json:
         typer.echo(json.dumps(report.as_dict(), indent=2))
     if report.failed:

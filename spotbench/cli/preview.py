@@ -37,10 +37,11 @@ def preview(
     if spec.cloud not in stacked:
         fail(f"spec {spec.name!r} is for cloud {spec.cloud!r}; preview shows {' and '.join(stacked)} "
              "stacks (use `spotbench plan` for local sweeps)", EXIT_BAD_INPUT)
-    from spotbench import preview as pv  # imports pulumi: only when asked
+    from infra.preview import preview as run_preview  # imports pulumi: only when asked
+    from spotbench import preview as pv
 
     try:
-        declared = pv.preview(spec_path, cloud=cloud, project=project)
+        declared = run_preview(spec_path, cloud=cloud, project=project)
     except Exception as exc:  # RunError / ValueError from the program: show, exit 2
         fail(str(exc).strip() or type(exc).__name__, EXIT_BAD_INPUT)
         return

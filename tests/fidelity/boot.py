@@ -39,7 +39,7 @@ import pulumi
 import yaml
 
 from spotbench.member import ENV_KEY, MemberContext
-from spotbench.preview import PROGRAM, RecordingMocks, install, run_declarations
+from infra.preview import PROGRAM, RecordingMocks, install, run_declarations
 from tests.fidelity import shims
 from tests.fidelity.hub import DONE_PORT, HUB_IP, METADATA_IP
 

@@ -42,7 +42,8 @@ from spotbench.ops.context import results_for
 from spotbench.clouds.gcp_scheduler import GcpSchedule
 from spotbench.ops.status import sweep_status
 from spotbench.plan import sweep_labels
-from spotbench.preview import Declared, install, run_declarations
+from infra.preview import install, run_declarations
+from spotbench.preview import Declared
 from spotbench.results import ResultStore
 from spotbench.spec import SweepSpec, load_spec
 from tests.clouds.google_endpoint import Call, GoogleEndpoint

@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from spotbench.member import MemberContext
-from spotbench.preview import RecordingMocks, _computed, install, run_declarations
+from infra.preview import RecordingMocks, _computed, install, run_declarations
 from spotbench.spec import SweepSpec
 from tests.iam.account import EnforcedAccount, LambdaFunction, Principal
 from tests.moto_server import MotoServer

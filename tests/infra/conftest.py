@@ -1,7 +1,7 @@
 """Pulumi unit-test harness shared by the GCP and AWS program tests.
 
 `set_mocks` runs HERE, at conftest import, before any test module imports the program
-(`infra.gcp`, `infra.aws`). The mocks are `spotbench.preview.RecordingMocks`: generic for
+(`infra.gcp`, `infra.aws`). The mocks are `infra.preview.RecordingMocks`: generic for
 any resource type (outputs = inputs + computed id, name, selfLink, url/uri, arn, email,
 address/privateIp/ipAddress, key material; see its docstring for the exact contract).
 
@@ -22,7 +22,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from spotbench.preview import PROGRAM, RecordingMocks, install, run_declarations
+from infra.preview import PROGRAM, RecordingMocks, install, run_declarations
 
 MOCKS = RecordingMocks()
 install(MOCKS, stack="test")

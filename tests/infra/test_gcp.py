@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from spotbench.cron import CronShiftError, shift_cron
 from spotbench.member import MemberContext
-from spotbench.preview import RecordingMocks, install, run_declarations
+from infra.preview import RecordingMocks, install, run_declarations
 from spotbench.spec import load_spec
 from tests.infra.conftest import MOCKS
 
@@ -42,7 +42,7 @@ def _snapshot(config: dict[str, str], fn) -> RecordingMocks:
 def _program(spec_file: str) -> RecordingMocks:
     import runpy
 
-    from spotbench.preview import PROGRAM
+    from infra.preview import PROGRAM
 
     config = {**CONFIG, "spotbench:spec": spec_file}
     return _snapshot(config, lambda: runpy.run_path(str(PROGRAM), run_name="__main__"))
@@ -124,7 +124,7 @@ def test_no_external_ip_and_static_internal_address(osu):
 
 
 def MOCKS_IP(resource_name: str) -> str:
-    from spotbench.preview import _stable_ip
+    from infra.preview import _stable_ip
 
     return _stable_ip(resource_name)
 

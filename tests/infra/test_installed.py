@@ -65,11 +65,11 @@ def test_teardowns_pulumi_program_is_the_installed_one(installed: Path, tmp_path
     spec.write_text((ROOT / "examples" / "gcp-osu.yaml").read_text())
     code = (
         "import pulumi\n"
-        "from spotbench.preview import RecordingMocks, install, run_declarations\n"
-        "from spotbench.ops import teardown\n"
+        "from infra.preview import RecordingMocks, install, run_declarations\n"
+        "from infra import destroy as teardown\n"
         "mocks = RecordingMocks(); install(mocks)\n"
         f"pulumi.runtime.set_all_config({{'spotbench:spec': {str(spec)!r}, 'gcp:project': 'p'}})\n"
-        "run_declarations(teardown._installed_program)\n"
+        "run_declarations(teardown.installed_program)\n"
         "print(teardown.PROJECT_ROOT, len(mocks.of_type('gcp:compute/instance:Instance')))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,

@@ -15,7 +15,7 @@ import json
 import pytest
 
 from functions import lambda_handler
-from spotbench.preview import _computed
+from infra.preview import _computed
 from spotbench.spec import load_spec
 from tests.functions.test_lambda_handler import (  # noqa: F401 - moto_url, sweep: fixtures
     CONTEXT,

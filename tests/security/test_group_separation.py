@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from spotbench.workload import get_workload
-from spotbench.preview import RecordingMocks, install, run_declarations
+from infra.preview import RecordingMocks, install, run_declarations
 from spotbench.spec import load_spec
 from tests.infra.conftest import MOCKS
 
@@ -183,7 +183,7 @@ def test_aws_members_hold_only_their_groups_keys(aws) -> None:
 def _operator_private(mocks) -> str:
     """The private key `spotbench exec` uses (the stack's ssh_private_key output): the key
     resource no member's id_ed25519 is."""
-    from spotbench.preview import _computed
+    from infra.preview import _computed
 
     keys = [d for d in mocks.of_type("tls:index/privateKey:PrivateKey")]
     assert keys
