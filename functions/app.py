@@ -183,6 +183,9 @@ def handle(action: str, body: Any, caller: Caller, config: FunctionConfig) -> tu
         return 200, fn(config.sweep, caller, body)
     except control.BadRequest as exc:
         return 400, {"error": str(exc)}
+    except control.Busy as exc:  # another call holds the control lock: retryable
+        log.warning("%s: %s", action, exc)
+        return 503, {"error": f"{action}: {exc}", "retry_after_s": exc.retry_after_s}
     except control.StoreError as exc:  # read-only, full, unreachable: say so, the caller retries
         log.error("%s: %s", action, exc)
         return 503, {"error": f"{action}: {exc}"}

@@ -48,11 +48,10 @@ def _get_config() -> FunctionConfig:
 
 
 def _response(status: int, payload: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "statusCode": status,
-        "headers": {"Content-Type": "application/json"},
-        "body": json.dumps(payload),
-    }
+    headers = {"Content-Type": "application/json"}
+    if "retry_after_s" in payload:  # busy (the control lock is held): when to come back
+        headers["Retry-After"] = str(payload["retry_after_s"])
+    return {"statusCode": status, "headers": headers, "body": json.dumps(payload)}
 
 
 def _action(config: FunctionConfig) -> str:

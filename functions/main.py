@@ -38,7 +38,10 @@ def _get_config() -> FunctionConfig:
 
 
 def _reply(status: int, payload: dict) -> flask.Response:
-    return flask.Response(json.dumps(payload), status=status, mimetype="application/json")
+    reply = flask.Response(json.dumps(payload), status=status, mimetype="application/json")
+    if "retry_after_s" in payload:  # busy (the control lock is held): when to come back
+        reply.headers["Retry-After"] = str(payload["retry_after_s"])
+    return reply
 
 
 def _read_body(request: flask.Request) -> bytes:

@@ -13,8 +13,11 @@ least once:
 - `stop` (deadline tick, or the local runner's per-group deadline): stops the given
   groups, or every running group of the sweep and closes every open run.
 
-Every action holds the cloud's control lock (`Cloud.lock`, when it has one) from reading
-the state to acting on it, so two calls never both see a free slot. A group starts only
+Every action holds the sweep's control lock from reading the state to acting on it, so two
+calls never both see a free slot: the cloud's own (`Cloud.lock`: the local cloud's file lock),
+else a lease in the results store (`ResultStore.lease`, conditional writes to
+`control.lock`) shared by every function instance; a call that cannot get it in time raises
+`Busy` (the functions answer 503 + Retry-After). A group starts only
 when none of its members is still running or stopping (a group that is stopping is never
 half-restarted), and only as a whole: if the cloud cannot run one member (capacity, quota)
 the members that did start are stopped again and the group stays pending. A group whose
@@ -42,6 +45,7 @@ from spotbench.auth import Caller, Forbidden
 from spotbench.clouds import get_provider
 from spotbench.clouds.base import ACTIVE, Cloud, ErrorKind, Instance, State
 from spotbench.plan import GROUP_LABEL, RunGroup, sweep_labels
+from spotbench.lease import Busy
 from spotbench.results import ResultStore, StoreError, utcnow
 from spotbench.spec import SweepSpec
 
@@ -56,7 +60,7 @@ class BadRequest(ValueError):
     """The request body is not what the action takes (HTTP 400)."""
 
 
-__all__ = ["BadRequest", "StoreError", "Sweep", "done", "start", "stop"]
+__all__ = ["BadRequest", "Busy", "StoreError", "Sweep", "done", "start", "stop"]
 
 
 @dataclass
@@ -79,11 +83,11 @@ class Sweep:
             self.budget_check = functools.partial(check_budget, prices=self.prices)
 
     @contextlib.contextmanager
-    def lock(self) -> Iterator[None]:
-        """The cloud's control lock (the local cloud: a file lock beside its database).
-        Clouds without one rely on the contamination check of stored attempts."""
+    def lock(self, action: str) -> Iterator[None]:
+        """The sweep's control lock: the cloud's own when it has one (the local cloud: a file
+        lock beside its database), else the lease `control.lock` in the results store."""
         lock = getattr(self.cloud, "lock", None)
-        with lock() if lock is not None else contextlib.nullcontext():
+        with lock() if lock is not None else self.store.lease("control", holder=action):
             yield
 
 
@@ -144,7 +148,7 @@ def start(sweep: Sweep, caller: Caller, body: Any = None, now: datetime | None =
     _require(caller, "scheduler", "operator", action="start")
     req = parse_body(StartBody, body, sweep.spec.name)
     tick = tick_key(req.tick)
-    with sweep.lock():
+    with sweep.lock("start"):
         if req.run is not None:
             run = next((r for r in sweep.store.runs() if r.run == req.run), None)
             if run is None or run.closed_at is not None:
@@ -174,7 +178,7 @@ def stop(sweep: Sweep, caller: Caller, body: Any = None, now: datetime | None = 
         raise BadRequest(f"unknown groups for sweep {sweep.spec.name}: {', '.join(unknown)}")
     if req.groups is not None and not req.groups:
         return {"action": "stop", "reason": req.reason, "stopped": []}  # nothing asked for
-    with sweep.lock():
+    with sweep.lock("stop"):
         selectors = ([g.labels for g in sweep.groups if g.id in req.groups] if req.groups
                      else [sweep_labels(sweep.spec.name)])
         # instances first: a store that cannot be written must never keep a VM billing
@@ -198,7 +202,7 @@ def stop(sweep: Sweep, caller: Caller, body: Any = None, now: datetime | None = 
 def done(sweep: Sweep, caller: Caller, body: Any = None, now: datetime | None = None) -> dict:
     _require(caller, "member", action="done")
     req = parse_body(DoneBody, body)
-    with sweep.lock():
+    with sweep.lock(f"done from {caller.name}"):
         states = group_states(sweep)
         mine = next((i for insts in states.values() for i in insts if i.name == caller.name), None)
         if mine is None:

@@ -18,6 +18,8 @@ Layout under the results URL (any fsspec URL: file://, gs://, s3://, memory://):
     runs/<run>/flags/<group>.<attempt>.json  an attempt found contaminated (why), kept apart
                                            from the records, which are never rewritten
     runs/<run>/launches/<group>.<n>        one per start of the group (its time)
+    control.lock                           the control lease while a function acts
+                                           (spotbench.lease; absent when nobody does)
 
 Storage failures (read-only, full, unreachable) raise `StoreError` naming the URL and the
 cause, so the functions can answer 503 and the runner can say what to fix.
@@ -25,13 +27,14 @@ cause, so the functions can answer 503 and the runner can say what to fix.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import functools
 import json
 import logging
 import posixpath
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from glob import has_magic
 from datetime import UTC, datetime
@@ -40,6 +43,8 @@ from typing import Any, TypeVar
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 from pydantic import BaseModel, ConfigDict, Field
+
+from spotbench.lease import LEASE_TTL_S, LEASE_WAIT_S, lease_for
 
 log = logging.getLogger("spotbench.results")
 
@@ -345,6 +350,24 @@ class ResultStore:
     @_store_errors
     def launch_count(self, run: str, group: str) -> int:
         return len(self._glob(self._p("runs", run, "launches", f"{group}.*")))
+
+    # ---- the control lease ----------------------------------------------------------
+    @contextlib.contextmanager
+    def lease(self, name: str, *, holder: str, ttl_s: float = LEASE_TTL_S,
+              wait_s: float = LEASE_WAIT_S) -> Iterator[None]:
+        """Hold `<root>/<name>.lock` (spotbench.lease): one holder at a time, whichever
+        machine it runs on. Raises `spotbench.lease.Busy` when another keeps it past `wait_s`,
+        StoreError when the store cannot be asked."""
+        lease = lease_for(self.fs, self._p(f"{name}.lock"), holder=holder, ttl_s=ttl_s,
+                          wait_s=wait_s)
+        try:
+            lease.__enter__()
+        except OSError as exc:
+            raise StoreError(f"results store {self.url}: the {name} lock failed: {exc}") from exc
+        try:
+            yield
+        finally:
+            lease.__exit__(None, None, None)
 
     # ---- run ledger ----------------------------------------------------------------
     @_store_errors

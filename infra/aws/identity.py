@@ -6,8 +6,9 @@
 - scheduler role (EventBridge Scheduler): invoke `start` and `stop` only.
 - Lambda role: `ec2:StartInstances`/`StopInstances` only on instances tagged
   `managed-by=spotbench` and this sweep (`aws:ResourceTag/...`), `ec2:DescribeInstances`
-  (EC2 does not support resource conditions on Describe*), its own logs, and read/write
-  under the sweep's results prefix (the run ledger).
+  (EC2 does not support resource conditions on Describe*), its own logs, read/write
+  under the sweep's results prefix (the run ledger), and delete only its control lock
+  (`control.lock`, spotbench.lease) and launch markers.
 
 Members also read the run ledger (`runs/*/run.json`) and list `runs/`: a workload finds
 its run at boot and numbers its attempt from what is stored.
@@ -128,7 +129,13 @@ def lambda_policy(sweep: str, bucket: str, prefix: str) -> Doc:
         {"Sid": "DescribeInstances", "Effect": "Allow", "Action": "ec2:DescribeInstances",
          "Resource": "*"},
         {"Sid": "RunLedger", "Effect": "Allow",
-         "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], "Resource": objects},
+         "Action": ["s3:GetObject", "s3:PutObject"], "Resource": objects},
+        # the only objects the functions delete: the control lock they release (conditional
+        # writes need no other action: If-None-Match / If-Match ride on PutObject) and a
+        # launch marker of a start the cloud could not run (`ResultStore.forget_launch`)
+        {"Sid": "ControlLock", "Effect": "Allow", "Action": "s3:DeleteObject",
+         "Resource": [f"{bucket_arn}/{_under(prefix, 'control.lock')}",
+                      f"{bucket_arn}/{_under(prefix, 'runs/*/launches/*')}"]},
         {"Sid": "ListResults", "Effect": "Allow", "Action": "s3:ListBucket",
          "Resource": bucket_arn,
          "Condition": {"StringLike": {"s3:prefix": [prefix, f"{prefix}/*"] if prefix else ["*"]}}},

@@ -1,7 +1,9 @@
 """A small local Cloud Storage JSON API: exactly the calls gcsfs makes for `ResultStore`.
 
 Serves object metadata get, list (prefix / delimiter / pages), media download (with Range),
-multipart and simple media upload (honouring `ifGenerationMatch=0`), delete, and bucket get.
+multipart and simple media upload, delete, and bucket get. Every write gives the object a new
+generation and the server's `updated` time; uploads, deletes and reads honour
+`ifGenerationMatch` (0: only if absent; N: only at generation N) atomically, as GCS does.
 It is mounted on a `GoogleEndpoint` (tests/clouds/google_endpoint.py), which records who
 called and may refuse calls the declared IAM policy does not allow; point gcsfs at it with
 `STORAGE_EMULATOR_HOST=<endpoint url>`.
@@ -15,6 +17,7 @@ import hashlib
 import base64
 import threading
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote
 
@@ -26,6 +29,9 @@ class FakeGcs:
     buckets: dict[str, dict[str, bytes]] = field(default_factory=dict)
     _generation: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # (bucket, name) → (the bytes written, generation, updated): tests also put bytes into
+    # `buckets` directly; bytes that are not the ones recorded count as a new generation
+    _written: dict[tuple[str, str], tuple[bytes, int, str]] = field(default_factory=dict)
 
     def add_bucket(self, name: str) -> None:
         self.buckets.setdefault(name, {})
@@ -58,9 +64,12 @@ class FakeGcs:
             if name is None:
                 return 400, _error(400, f"unsupported {method} on objects"), JSON
             objs = self.buckets[bucket]
-            if name not in objs:
+            if name not in objs or q.get("generation", str(self._gen(bucket, name))) != str(
+                    self._gen(bucket, name)):
                 return 404, _error(404, f"No such object: {bucket}/{name}"), JSON
             if method == "DELETE":
+                if not self._matches(bucket, name, q):
+                    return 412, _error(412, _PRECONDITION), JSON
                 del objs[name]
                 return 204, None, JSON
             if kind == "download" or q.get("alt") == "media":
@@ -74,14 +83,36 @@ class FakeGcs:
                 return 200, data, "application/octet-stream"
             return 200, self._meta(bucket, name), JSON
 
-    def _meta(self, bucket: str, name: str) -> dict[str, Any]:
+    def _record(self, bucket: str, name: str) -> tuple[bytes, int, str]:
         data = self.buckets[bucket][name]
+        written = self._written.get((bucket, name))
+        if written is None or written[0] is not data:
+            self._generation += 1
+            now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+            written = self._written[(bucket, name)] = (data, self._generation, now)
+        return written
+
+    def _gen(self, bucket: str, name: str) -> int:
+        return self._record(bucket, name)[1]
+
+    def _matches(self, bucket: str, name: str, q: dict[str, str]) -> bool:
+        """`ifGenerationMatch`: 0 = the object does not exist; N = it is at generation N."""
+        wanted = q.get("ifGenerationMatch")
+        if wanted is None:
+            return True
+        if name not in self.buckets[bucket]:
+            return wanted == "0"
+        return wanted == str(self._gen(bucket, name))
+
+    def _meta(self, bucket: str, name: str) -> dict[str, Any]:
+        data, generation, updated = self._record(bucket, name)
         return {
             "kind": "storage#object", "bucket": bucket, "name": name, "size": str(len(data)),
-            "generation": "1", "metageneration": "1", "contentType": "application/octet-stream",
+            "generation": str(generation), "metageneration": "1",
+            "contentType": "application/octet-stream",
             "md5Hash": base64.b64encode(hashlib.md5(data).digest()).decode(),
-            "updated": "2026-01-01T00:00:00.000Z", "timeCreated": "2026-01-01T00:00:00.000Z",
-            "storageClass": "STANDARD", "id": f"{bucket}/{name}/1",
+            "updated": updated, "timeCreated": updated,
+            "storageClass": "STANDARD", "id": f"{bucket}/{name}/{generation}",
         }  # fmt: skip
 
     def _list(self, bucket: str, q: dict[str, str]) -> dict[str, Any]:
@@ -113,11 +144,14 @@ class FakeGcs:
             name, data = q["name"], body
         else:
             return 400, _error(400, f"fake GCS: uploadType {q.get('uploadType')!r}"), JSON
-        objs = self.buckets[bucket]
-        if q.get("ifGenerationMatch") == "0" and name in objs:
-            return 412, _error(412, "At least one of the pre-conditions you specified did not hold."), JSON
-        objs[name] = data
+        if not self._matches(bucket, name, q):
+            return 412, _error(412, _PRECONDITION), JSON
+        self.buckets[bucket][name] = data
+        self._written.pop((bucket, name), None)  # a new generation
         return 200, self._meta(bucket, name), JSON
+
+
+_PRECONDITION = "At least one of the pre-conditions you specified did not hold."
 
 
 def _error(code: int, message: str) -> dict[str, Any]:

@@ -105,6 +105,7 @@ class EnforcedAccount:
         self._keys: dict[str, Principal] = {}
         self._lock = threading.Lock()  # decisions
         self._run_lock = threading.Lock()  # one function at a time (it swaps os.environ)
+        self._conditional = threading.Lock()  # see _forward
         self._setup_depth = 0
         self._admin: Credentials | None = None
         self._admin_clients: dict[str, Any] = {}
@@ -277,8 +278,14 @@ class EnforcedAccount:
             return _reply(h, 500, {"Content-Type": "text/plain"}, str(exc).encode())
 
     def _forward(self, h, headers: dict[str, str], body: bytes) -> tuple[int, dict, bytes]:
-        resp = requests.request(h.command, self.moto_url + h.path, headers=headers, data=body,
-                                timeout=60, allow_redirects=False)
+        # moto checks S3's If-None-Match / If-Match and then writes, as two steps of a
+        # threaded server: two racing conditional writes could both pass. S3 decides them
+        # atomically, so the front lets one conditional write through at a time.
+        conditional = h.command in ("PUT", "DELETE") and any(
+            k.lower() in ("if-none-match", "if-match") for k in headers)
+        with self._conditional if conditional else contextlib.nullcontext():
+            resp = requests.request(h.command, self.moto_url + h.path, headers=headers,
+                                    data=body, timeout=60, allow_redirects=False)
         drop = {"transfer-encoding", "connection", "content-encoding"}
         if h.command != "HEAD":  # a HEAD answer's length is the object's: keep it
             drop.add("content-length")

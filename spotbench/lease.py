@@ -1,0 +1,382 @@
+"""A lease on one object of the results store: mutual exclusion between function calls.
+
+Cloud functions run on many machines at once (two start ticks, a start racing a `done`);
+they share only the results bucket. The lease is one object in it, written with the
+store's conditional requests, so exactly one caller holds it:
+
+- acquire: create the object only if it does not exist (S3 `If-None-Match: *`, GCS
+  `ifGenerationMatch=0`). If it exists and has not been written for `ttl_s` (the server's
+  timestamp), its holder died: take it over with a write conditional on the version seen
+  (S3 `If-Match: <ETag>`, GCS `ifGenerationMatch=<generation>`), so of two callers that saw
+  the same dead lease only one wins.
+- hold: a thread rewrites it (conditionally) every `ttl_s / 4`, so a live holder's lease
+  never expires, however long the cloud takes; a crashed one expires within `ttl_s`.
+- release: delete it, conditional on the version last written (someone who took over an
+  expired lease keeps theirs).
+
+A caller that cannot get the lease within `wait_s` gets `Busy`, with the seconds after which
+a retry makes sense (the functions answer 503 + Retry-After). On a local folder the lease is
+an OS file lock (released by the kernel when its holder dies); `memory://` stores (tests)
+lock within the process. Other fsspec stores have no conditional writes here: the lease is
+refused with a clear error rather than silently not excluding anyone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import math
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+log = logging.getLogger("spotbench.lease")
+
+LEASE_TTL_S = 60.0  # a holder that stopped renewing for this long is taken over
+LEASE_WAIT_S = 30.0  # how long a caller waits for the lease before answering Busy
+
+
+class Busy(RuntimeError):
+    """Someone else holds the lease; retry after `retry_after_s` seconds."""
+
+    def __init__(self, message: str, retry_after_s: int):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+@dataclass(frozen=True)
+class Stored:
+    """The lease object as the store has it."""
+
+    body: bytes
+    version: str  # S3 ETag, GCS generation
+    written: datetime  # the server's time of the last write
+
+
+class ConditionalObjects(Protocol):
+    """The conditional requests a lease needs from one object store."""
+
+    def create(self, path: str, body: bytes) -> str | None:
+        """Write `path` only if absent: its new version, or None when it exists."""
+
+    def read(self, path: str) -> Stored | None:
+        """The object, or None when absent."""
+
+    def replace(self, path: str, body: bytes, version: str) -> str | None:
+        """Overwrite only if still at `version`: the new version, or None."""
+
+    def delete(self, path: str, version: str) -> bool:
+        """Delete only if still at `version`; False when it was not."""
+
+
+# ---- the lease ---------------------------------------------------------------------------
+class Lease:
+    """Held with `with lease:`; raises Busy when another holder keeps it past `wait_s`."""
+
+    def __init__(self, objects: ConditionalObjects, path: str, *, holder: str,
+                 ttl_s: float = LEASE_TTL_S, wait_s: float = LEASE_WAIT_S,
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)):
+        if ttl_s <= 0 or wait_s < 0:
+            raise ValueError(f"lease ttl_s must be > 0 and wait_s >= 0 (got {ttl_s}, {wait_s})")
+        self.objects, self.path, self.holder = objects, path, holder
+        self.ttl_s, self.wait_s, self.clock = ttl_s, wait_s, clock
+        self.lost = False  # set when a renewal found the lease taken over
+        self._id = uuid.uuid4().hex
+        self._version: str | None = None
+        self._guard = threading.Lock()
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+
+    def _body(self) -> bytes:
+        return json.dumps({"holder": self.holder, "id": self._id, "ttl_s": self.ttl_s,
+                           "at": self.clock().isoformat()}).encode()
+
+    def __enter__(self) -> Lease:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def acquire(self) -> None:
+        deadline = time.monotonic() + self.wait_s
+        pause = 0.05
+        while True:
+            seen = self._try()
+            if seen is None:
+                break
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise self._busy(seen)
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.5)
+        self._stop.clear()
+        self._renewer = threading.Thread(target=self._renew, name=f"lease {self.path}", daemon=True)
+        self._renewer.start()
+
+    def _try(self) -> Stored | None:
+        """Take the lease (None) or return what holds it."""
+        version = self.objects.create(self.path, self._body())
+        if version is not None:
+            self._version = version
+            return None
+        current = self.objects.read(self.path)
+        if current is None:  # released meanwhile: the next try may create it
+            return Stored(b"{}", "", self.clock())
+        age = (self.clock() - current.written).total_seconds()
+        if age <= self.ttl_s:
+            return current
+        version = self.objects.replace(self.path, self._body(), current.version)
+        if version is None:  # another caller took the dead lease first
+            return current
+        log.warning("lease %s: took over from %s, silent for %.0f s (its holder died?)",
+                    self.path, _holder(current), age)
+        self._version = version
+        return None
+
+    def _busy(self, seen: Stored) -> Busy:
+        age = max(0.0, (self.clock() - seen.written).total_seconds())
+        retry = max(1, min(10, math.ceil(self.ttl_s - age)))  # a live holder renews: soon
+        return Busy(f"the sweep's control lock {self.path} is held by {_holder(seen)} "
+                    f"(waited {self.wait_s:g} s); retry in {retry} s", retry)
+
+    def _renew(self) -> None:
+        while not self._stop.wait(self.ttl_s / 4):
+            with self._guard:
+                if self._version is None or self._stop.is_set():
+                    return
+                try:
+                    version = self.objects.replace(self.path, self._body(), self._version)
+                except OSError as exc:  # transient: the next renewal tries again
+                    log.warning("lease %s: renewal failed: %s", self.path, exc)
+                    continue
+                if version is None:
+                    self.lost = True
+                    log.error("lease %s: taken over by another caller while held by %s",
+                              self.path, self.holder)
+                    self._version = None
+                    return
+                self._version = version
+
+    def release(self) -> None:
+        self._stop.set()
+        with self._guard:
+            version, self._version = self._version, None
+        if self._renewer is not None:
+            self._renewer.join(timeout=5)
+        if version is None:
+            return
+        try:
+            if not self.objects.delete(self.path, version):
+                log.error("lease %s: taken over before release by %s", self.path, self.holder)
+        except OSError as exc:  # it expires by itself within ttl_s
+            log.warning("lease %s: release failed (%s); it expires in %g s", self.path, exc,
+                        self.ttl_s)
+
+
+def _holder(stored: Stored) -> str:
+    try:
+        data = json.loads(stored.body)
+        return f"{data['holder']} since {data['at']}"
+    except (ValueError, KeyError, TypeError):
+        return f"another call (renewed at {stored.written:%H:%M:%S} UTC)"
+
+
+# ---- per store -----------------------------------------------------------------------------
+def lease_for(fs: Any, path: str, *, holder: str, ttl_s: float = LEASE_TTL_S,
+              wait_s: float = LEASE_WAIT_S) -> contextlib.AbstractContextManager:
+    """The lease on `path` of the fsspec filesystem `fs` (see the module's docstring)."""
+    protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
+    if protocols & {"file", "local"}:
+        return _file_lock(path, wait_s)
+    if protocols & {"s3", "s3a"}:
+        objects: ConditionalObjects = S3Objects(fs)
+    elif protocols & {"gs", "gcs"}:
+        objects = GcsObjects(fs)
+    elif "memory" in protocols:
+        objects = MEMORY
+    else:
+        raise NotImplementedError(
+            f"no control lock on {sorted(protocols)} stores: keep results on gs://, s3:// or a "
+            "local folder")
+    return Lease(objects, path, holder=holder, ttl_s=ttl_s, wait_s=wait_s)
+
+
+@contextlib.contextmanager
+def _file_lock(path: str, wait_s: float) -> Iterator[None]:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise Busy(f"the sweep's control lock {path} is held (waited {wait_s:g} s); "
+                               "retry in 5 s", 5) from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _precondition_failed(exc: BaseException) -> bool:
+    """An S3 answer (through s3fs) saying a condition did not hold (412; 409 when another
+    conditional write to the key was in flight)."""
+    if isinstance(exc, FileExistsError):
+        return True
+    response = getattr(exc.__cause__, "response", None) or {}
+    code = str(response.get("Error", {}).get("Code", ""))
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (409, 412)
+
+
+class S3Objects:
+    """Conditional requests through s3fs's own client (its credentials and endpoint)."""
+
+    def __init__(self, fs: Any):
+        self.fs = fs
+
+    def _split(self, path: str) -> tuple[str, str]:
+        bucket, key, _ = self.fs.split_path(path)
+        return bucket, key
+
+    def _put(self, path: str, body: bytes, **condition: str) -> str | None:
+        bucket, key = self._split(path)
+        try:
+            out = self.fs.call_s3("put_object", Bucket=bucket, Key=key, Body=body, **condition)
+        except OSError as exc:
+            if _precondition_failed(exc):
+                return None
+            raise
+        return out["ETag"]
+
+    def create(self, path: str, body: bytes) -> str | None:
+        return self._put(path, body, IfNoneMatch="*")
+
+    def replace(self, path: str, body: bytes, version: str) -> str | None:
+        try:
+            return self._put(path, body, IfMatch=version)
+        except FileNotFoundError:  # deleted meanwhile
+            return None
+
+    def read(self, path: str) -> Stored | None:
+        """Its version and time from a listing of exactly its key: a GET of a missing key is
+        a 403, not a 404, for an identity that may list only its prefix (the Lambda role)."""
+        bucket, key = self._split(path)
+        listed = self.fs.call_s3("list_objects_v2", Bucket=bucket, Prefix=key, MaxKeys=1)
+        found = next((o for o in listed.get("Contents", []) if o["Key"] == key), None)
+        if found is None:
+            return None
+        # no GET of the body (who holds it): the object may go before it, and that GET
+        # would be a denial in the account's audit log; Busy names the holder's last write
+        return Stored(b"", found["ETag"], found["LastModified"])
+
+    def delete(self, path: str, version: str) -> bool:
+        bucket, key = self._split(path)
+        try:
+            self.fs.call_s3("delete_object", Bucket=bucket, Key=key, IfMatch=version)
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            if _precondition_failed(exc):
+                return False
+            raise
+        return True
+
+
+class GcsObjects:
+    """Conditional requests through gcsfs's own session (its credentials and endpoint)."""
+
+    def __init__(self, fs: Any):
+        self.fs = fs
+
+    def _split(self, path: str) -> tuple[str, str]:
+        bucket, key, _ = self.fs.split_path(path)
+        return bucket, key
+
+    def _upload(self, path: str, body: bytes, generation: str) -> str | None:
+        bucket, key = self._split(path)
+        try:
+            out = self.fs.call("POST", f"{self.fs._location}/upload/storage/v1/b/{{}}/o", bucket,
+                               uploadType="media", name=key, ifGenerationMatch=generation,
+                               data=body, json_out=True,
+                               headers={"Content-Type": "application/json"})
+        except FileExistsError:  # 412: the generation did not match
+            return None
+        return str(out["generation"])
+
+    def create(self, path: str, body: bytes) -> str | None:
+        return self._upload(path, body, "0")
+
+    def replace(self, path: str, body: bytes, version: str) -> str | None:
+        return self._upload(path, body, version)
+
+    def read(self, path: str) -> Stored | None:
+        bucket, key = self._split(path)
+        try:
+            meta = self.fs.call("GET", "b/{}/o/{}", bucket, key, json_out=True)
+            _, body = self.fs.call("GET", "b/{}/o/{}", bucket, key, alt="media",
+                                   generation=meta["generation"])
+        except FileNotFoundError:
+            return None
+        written = datetime.fromisoformat(meta["updated"].replace("Z", "+00:00"))
+        return Stored(body, str(meta["generation"]), written)
+
+    def delete(self, path: str, version: str) -> bool:
+        bucket, key = self._split(path)
+        try:
+            self.fs.call("DELETE", "b/{}/o/{}", bucket, key, ifGenerationMatch=version)
+        except (FileNotFoundError, FileExistsError):
+            return False
+        return True
+
+
+class MemoryObjects:
+    """In-process objects with versions (memory:// stores, and tests of the lease itself)."""
+
+    def __init__(self, clock: Callable[[], datetime] = lambda: datetime.now(UTC)):
+        self.clock = clock
+        self.objects: dict[str, Stored] = {}
+        self._lock = threading.Lock()
+        self._n = 0
+
+    def _write(self, path: str, body: bytes) -> str:
+        self._n += 1
+        self.objects[path] = Stored(body, str(self._n), self.clock())
+        return str(self._n)
+
+    def create(self, path: str, body: bytes) -> str | None:
+        with self._lock:
+            return None if path in self.objects else self._write(path, body)
+
+    def read(self, path: str) -> Stored | None:
+        with self._lock:
+            return self.objects.get(path)
+
+    def replace(self, path: str, body: bytes, version: str) -> str | None:
+        with self._lock:
+            current = self.objects.get(path)
+            if current is None or current.version != version:
+                return None
+            return self._write(path, body)
+
+    def delete(self, path: str, version: str) -> bool:
+        with self._lock:
+            current = self.objects.get(path)
+            if current is None or current.version != version:
+                return False
+            del self.objects[path]
+            return True
+
+
+MEMORY = MemoryObjects()
