@@ -27,6 +27,15 @@ TIMEOUTS = {"start": 900, "stop": 900, "done": 300}  # start/stop wait for EC2 (
 ACTIONS = ("start", "stop", "done")
 
 
+def function_name(sweep: str, action: str) -> str:
+    return f"{sweep}-{action}"
+
+
+def log_group_name(sweep: str, action: str) -> str:
+    """Where Lambda writes the function's logs (the program declares it, with retention)."""
+    return f"/aws/lambda/{function_name(sweep, action)}"
+
+
 @dataclass
 class AwsFunctionsArgs:
     spec: SweepSpec
@@ -58,12 +67,12 @@ class AwsFunctions(pulumi.ComponentResource):
         self.functions: dict[str, aws.lambda_.Function] = {}
         for action in ACTIONS:
             log_group = aws.cloudwatch.LogGroup(
-                f"{name}-{action}-logs", name=f"/aws/lambda/{spec.name}-{action}",
+                f"{name}-{action}-logs", name=log_group_name(spec.name, action),
                 retention_in_days=14, tags=args.tags, opts=child,
             )
             self.functions[action] = aws.lambda_.Function(
                 f"{name}-{action}",
-                name=f"{spec.name}-{action}",
+                name=function_name(spec.name, action),
                 description=f"spotbench {spec.name}: {action} (code {digest})",
                 runtime=RUNTIME,
                 handler=HANDLER,

@@ -6,9 +6,10 @@
 - scheduler role (EventBridge Scheduler): invoke `start` and `stop` only.
 - Lambda role: `ec2:StartInstances`/`StopInstances` only on instances tagged
   `managed-by=spotbench` and this sweep (`aws:ResourceTag/...`), `ec2:DescribeInstances`
-  (EC2 does not support resource conditions on Describe*), its own logs, read/write
-  under the sweep's results prefix (the run ledger), and delete only its control lock
-  (`control.lock`, spotbench.lease) and launch markers.
+  (EC2 does not support resource conditions on Describe*), its functions' log groups (by
+  name: the program declares them), read/write under the sweep's results prefix (the run
+  ledger), and delete only its control lock (`control.lock`, spotbench.lease) and launch
+  markers.
 
 Members also read the run ledger (`runs/*/run.json`) and list `runs/`: a workload finds
 its run at boot and numbers its attempt from what is stored.
@@ -26,6 +27,8 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from infra.aws.functions import ACTIONS as FUNCTION_ACTIONS
+from infra.aws.functions import log_group_name
 from spotbench.plan import MANAGED_BY, SWEEP_LABEL
 
 Doc = dict[str, Any]
@@ -139,9 +142,11 @@ def lambda_policy(sweep: str, bucket: str, prefix: str) -> Doc:
         {"Sid": "ListResults", "Effect": "Allow", "Action": "s3:ListBucket",
          "Resource": bucket_arn,
          "Condition": {"StringLike": {"s3:prefix": [prefix, f"{prefix}/*"] if prefix else ["*"]}}},
-        {"Sid": "Logs", "Effect": "Allow",
-         "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
-         "Resource": f"arn:aws:logs:*:*:log-group:/aws/lambda/{sweep}-*"},
+        # exactly its functions' log groups (declared with their retention, so no
+        # CreateLogGroup): `/aws/lambda/{sweep}-*` would match sweep `{sweep}-gpu`'s too
+        {"Sid": "Logs", "Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
+         "Resource": [f"arn:aws:logs:*:*:log-group:{log_group_name(sweep, a)}:*"
+                      for a in FUNCTION_ACTIONS]},
     )
 
 

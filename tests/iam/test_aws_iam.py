@@ -266,3 +266,56 @@ def test_aws_dropping_a_statement_really_fails_the_path(first, declared):
     assert [r.auth.action for r in d.account.denials()][:1] == ["ec2:StartInstances"]
     assert set(d.states()[i] for i in d.instance_ids.values()) == {"stopped"}
     redeploy(first, declared)
+
+
+def test_aws_sweep_lambda_role_cannot_write_the_logs_of_a_sweep_its_name_prefixes(deployed):
+    """`ax`'s functions log to `/aws/lambda/ax-start`…; sweep `ax-gpu`'s to
+    `/aws/lambda/ax-gpu-start`…: a pattern `ax-*` would let `ax`'s role write (forge) them."""
+    d = deployed
+    acct = d.account
+    theirs = "/aws/lambda/ax-gpu-start"
+    with acct.setup():
+        acct.admin("logs").create_log_group(logGroupName=theirs)
+    lam = acct.session(d.declared.role_for("lambda.amazonaws.com"), "probe")
+    logs = acct.client("logs", lam)
+    with pytest.raises(ClientError, match="AccessDenied"):
+        logs.create_log_stream(logGroupName=theirs, logStreamName="forged")
+    with pytest.raises(ClientError, match="AccessDenied"):
+        logs.put_log_events(logGroupName=theirs, logStreamName="forged",
+                            logEvents=[{"timestamp": 0, "message": "forged"}])
+    # nor create a log group (the program declares them, with their retention)
+    with pytest.raises(ClientError, match="AccessDenied"):
+        logs.create_log_group(logGroupName="/aws/lambda/ax-anything")
+    # its own log groups it may write
+    logs.create_log_stream(logGroupName="/aws/lambda/ax-start", logStreamName="own")
+    assert not acct.errors, acct.errors
+
+
+# Actions of declared statements that the whole path above does not call, and why they are
+# still needed; everything else a statement lists must be called (a superfluous action in a
+# needed statement escapes the statement-level check above).
+NOT_EXERCISED = {
+    ("ax-instance", "PutResults", "s3:AbortMultipartUpload"): "a failed multipart upload",
+    ("ax-instance", "PullImage", "ecr:GetDownloadUrlForLayer"): "docker pull's layer downloads",
+    ("ax-instance", "SsmSessions", "ssmmessages:OpenControlChannel"): "the agent's websocket",
+    ("ax-instance", "SsmSessions", "ssmmessages:OpenDataChannel"): "the agent's websocket",
+    ("ax-lambda", "RunLedger", "s3:DeleteObject"): "forget_launch: a start the cloud refused",
+    ("spotbench-operator", "FindSweepResources", "ec2:DescribeRegions"): "teardown of all regions",
+}
+
+
+def test_aws_every_declared_action_is_called(path_run, declared):
+    from tests.iam.policy import _as_list, _wild
+
+    unused = []
+    for role, docs in declared.policies.items():
+        for doc in docs:
+            for s in doc["Statement"]:
+                for action in _as_list(s["Action"]):
+                    if (role, s["Sid"], action) in NOT_EXERCISED:
+                        continue
+                    if not any(r.role == role and r.decision.by == s["Sid"]
+                               and _wild(action, r.auth.action, ignore_case=True)
+                               for r in path_run):
+                        unused.append(f"{role}/{s['Sid']}/{action}")
+    assert unused == [], f"declared actions no code path calls: {unused}"

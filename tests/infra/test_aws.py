@@ -261,6 +261,21 @@ def test_functions_done_url_and_schedules(declare):
     assert json.loads(stop["target"]["input"])["body"] == {"reason": "deadline"}
 
 
+def test_lambda_logs_are_declared_and_the_role_writes_only_its_own(declare):
+    """The program declares each function's log group (retention, tags), so the Lambda role
+    needs no logs:CreateLogGroup; its log grant names exactly those groups: `ax-*` would
+    also match sweep `ax-gpu`'s functions."""
+    _, mocks = sweep(declare)
+    groups = {g.inputs["name"]: g.inputs for g in mocks.of_type("aws:cloudwatch/logGroup:LogGroup")}
+    names = {f.inputs["name"] for f in mocks.of_type(FUNCTION)}
+    assert set(groups) == {f"/aws/lambda/{n}" for n in names}
+    assert all(g["retentionInDays"] > 0 for g in groups.values())
+    logs = statement(policy(mocks, "-id-lambda"), "Logs")
+    assert sorted(logs["Action"]) == ["logs:CreateLogStream", "logs:PutLogEvents"]
+    assert sorted(logs["Resource"]) == sorted(
+        f"arn:aws:logs:*:*:log-group:{g}:*" for g in groups)
+
+
 def test_on_demand_spread_and_gpu_variants(declare):
     _, mocks = sweep(declare, provisioning="standard", placement="compact")
     for inst in mocks.of_type(INSTANCE):
