@@ -57,7 +57,10 @@ VM_PROJECT_ROLES = ("roles/artifactregistry.reader", "roles/logging.logWriter")
 
 
 def custom_role_id(sweep: str, suffix: str = "") -> str:
-    return "spotbench_" + sweep.replace("-", "_") + (f"_{suffix}" if suffix else "")
+    """`spotbench_<sweep>[.<suffix>]`, `-` read as `_` (role ids allow `[a-zA-Z0-9_.]`).
+    The suffix follows a `.`, which no sweep name holds: with `_` sweep `a-b`'s `list` role
+    and sweep `a-b-list`'s own role were one id."""
+    return "spotbench_" + sweep.replace("-", "_") + (f".{suffix}" if suffix else "")
 
 
 def instances_condition(project: str, zone: str, sweep: str) -> dict[str, str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import copy
 import json
 from datetime import timedelta
@@ -228,15 +230,31 @@ def test_custom_roles_are_exactly_start_stop_and_list(osu):
     roles = {r.inputs["roleId"]: r.inputs for r in osu.of_type("gcp:projects/iAMCustomRole:IAMCustomRole")}
     assert sorted(roles["spotbench_gcp_osu"]["permissions"]) == [
         "compute.instances.get", "compute.instances.start", "compute.instances.stop"]
-    assert sorted(roles["spotbench_gcp_osu_list"]["permissions"]) == [
+    assert sorted(roles["spotbench_gcp_osu.list"]["permissions"]) == [
         "compute.instances.list", "compute.zoneOperations.get"]
     bindings = {b.inputs["role"]: b.inputs for b in osu.of_type("gcp:projects/iAMMember:IAMMember")}
     scoped = bindings["projects/proj-1/roles/spotbench_gcp_osu"]["condition"]["expression"]
     assert scoped == 'resource.name.startsWith("projects/proj-1/zones/us-central1-a/instances/gcp-osu--")'
-    assert "condition" not in bindings["projects/proj-1/roles/spotbench_gcp_osu_list"]
+    assert "condition" not in bindings["projects/proj-1/roles/spotbench_gcp_osu.list"]
     roles = [d.inputs.get("role", "") for d in osu.declared]
     assert not any("compute.instanceAdmin" in r or r in ("roles/owner", "roles/editor")
                    for r in roles)
+
+
+def test_custom_role_ids_of_two_sweeps_never_collide():
+    """Sweep `a-b`'s `list` role and sweep `a-b-list`'s start/stop role once had the same id
+    (`spotbench_a_b_list`): one project, two sweeps, and one `pulumi up` took over (or was
+    refused) the other's role. Every declared id is distinct, and valid for GCP."""
+    ids: dict[str, str] = {}
+    ops = {"gcp": {"operators": ["user:ops@example.com"]}}
+    for name in ("a-b", "a-b-list", "a-b-ops", "a-b-list-ops"):
+        snap = _sweep(_spec(name=name, **ops))
+        for role in snap.of_type("gcp:projects/iAMCustomRole:IAMCustomRole"):
+            rid = role.inputs["roleId"]
+            assert re.fullmatch(r"[a-zA-Z0-9_.]{3,64}", rid), rid
+            assert rid not in ids, f"{name} and {ids.get(rid)} both declare role {rid}"
+            ids[rid] = name
+    assert len(ids) == 4 * 3
 
 
 def test_functions_not_public_and_invokers_scoped(osu):
