@@ -43,11 +43,14 @@ FUNCTION_COMPUTE_PERMISSIONS = (  # on the sweep's instances only (IAM condition
 FUNCTION_LIST_PERMISSIONS = (  # project-level calls: the aggregated list, op polling
     "compute.instances.list",
     "compute.zoneOperations.get",
+    "compute.zoneOperations.list",  # preempted or stopped? (compute.instances.preempted ops)
 )
 # `spotbench status` (list), `ssh --via iap` (gcloud looks the instance up), `schedule`.
 OPERATOR_PERMISSIONS = (
     "compute.instances.get",
     "compute.instances.list",
+    "compute.zoneOperations.list",  # status names members GCE preempted
+
     "cloudscheduler.jobs.get",
     "cloudscheduler.jobs.pause",
     "cloudscheduler.jobs.resume",

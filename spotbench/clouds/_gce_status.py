@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 
 from spotbench.clouds.base import ErrorKind, State
 
@@ -37,6 +38,9 @@ CAPACITY_CODES = frozenset({
     "STOCKOUT",
 })
 
+# The zone operation GCE records when it preempts a spot/preemptible VM.
+PREEMPTED_OPERATION = "compute.instances.preempted"
+
 _LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
 
@@ -56,6 +60,33 @@ def label_filter(labels: Mapping[str, str]) -> str:
             )
         terms.append(f'(labels.{key} = "{value}")')
     return " AND ".join(terms)
+
+
+def _time(value: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+    except ValueError:
+        return None
+
+
+def preempted_since_start(instance: object, operations: Iterable[object]) -> str | None:
+    """When a `compute.instances.preempted` operation among `operations` hit `instance`
+    after its last start (its time as GCE wrote it), else None. Matches the instance by id,
+    or by name in the operation's target link."""
+    started = _time(getattr(instance, "last_start_timestamp", ""))
+    name, ident = getattr(instance, "name", ""), str(getattr(instance, "id", "") or "")
+    for op in operations:
+        if getattr(op, "operation_type", "") != PREEMPTED_OPERATION:
+            continue
+        target = str(getattr(op, "target_id", "") or "")
+        link = getattr(op, "target_link", "") or ""
+        if not ((ident and target == ident) or link.rstrip("/").endswith(f"/instances/{name}")):
+            continue
+        raw_when = getattr(op, "end_time", "") or getattr(op, "insert_time", "")
+        when = _time(raw_when)
+        if started is None or (when is not None and when >= started):
+            return raw_when
+    return None
 
 
 def short_zone(zone: str) -> str:

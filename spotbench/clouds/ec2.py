@@ -228,6 +228,11 @@ def _to_instance(raw: Mapping[str, Any], failure: tuple[str, ErrorKind] | None =
 
 
 def _reclaimed(raw: Mapping[str, Any]) -> ErrorKind | None:
-    """EC2 says why a spot instance stopped: `Server.SpotInstanceShutdown`/`…Termination`."""
+    """Why a stopped instance stopped, when EC2 reclaimed it: its `StateReason` code is
+    `Server.SpotInstanceShutdown` (interruption behaviour stop), `…Termination` or
+    `…Hibernate`; `Client.UserInitiatedShutdown` (a stop call, or the workload powering off)
+    is no error. A running instance's last reason is history."""
+    if raw.get("State", {}).get("Name") not in ("stopping", "stopped"):
+        return None
     code = str((raw.get("StateReason") or {}).get("Code", ""))
     return ErrorKind.PREEMPTED if code.startswith("Server.SpotInstance") else None

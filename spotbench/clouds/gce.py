@@ -6,6 +6,13 @@ wait on each zone operation up to `timeout_s`, and report per instance: a failur
 exhausted, an API error, an operation that did not finish in time) ends up in that
 instance's `detail` with its state as it is afterwards; it never aborts the other instances.
 Transient API errors (429, 5xx, dropped connections) are retried with exponential backoff.
+
+A spot VM that Compute Engine preempted is just TERMINATED (stopped), like one stopped on
+purpose. `query` tells them apart: for stopped instances that have run, it lists the zone's
+`compute.instances.preempted` operations (one call per zone); an instance with one since
+its last start comes back with `error=preempted`, so control retries its group like any
+preemption and `status` names it. The lookup is best-effort: refused or failing, the
+instances are reported as stopped, without a kind.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from google.auth.credentials import AnonymousCredentials, Credentials
 from google.cloud import compute_v1
 
 from spotbench.clouds._gce_status import (
+    PREEMPTED_OPERATION,
     SETTLING,
     START_NOOP,
     STATUS_MAP,
@@ -31,6 +39,7 @@ from spotbench.clouds._gce_status import (
     label_filter,
     operation_error,
     operation_error_kind,
+    preempted_since_start,
     short_zone,
     zone_allowed,
 )
@@ -110,7 +119,10 @@ class GcpCloud:
 
     # -- the Cloud verbs -------------------------------------------------------------------
     def query(self, labels: Mapping[str, str]) -> list[Instance]:
-        return [_to_instance(raw) for raw in self._find(labels)]
+        found = self._find(labels)
+        preempted = self._preempted(found)
+        return [_to_instance(raw, preempted[raw.name], error=ErrorKind.PREEMPTED)
+                if raw.name in preempted else _to_instance(raw) for raw in found]
 
     def start(self, labels: Mapping[str, str]) -> list[Instance]:
         return self._each(labels, "start", self._start_one)
@@ -140,6 +152,31 @@ class GcpCloud:
             and matches(raw.labels, labels)  # the server filtered; never trust it blindly
         ]
         return sorted(found, key=lambda raw: (short_zone(raw.zone), raw.name))
+
+    def _preempted(self, found: list[compute_v1.Instance]) -> dict[str, str]:
+        """Instance name → when GCE preempted it, for the stopped instances it preempted
+        since their last start (one zone-operations list per zone with such instances)."""
+        stopped = [raw for raw in found if raw.status == "TERMINATED" and raw.last_start_timestamp]
+        out: dict[str, str] = {}
+        for zone in sorted({short_zone(raw.zone) for raw in stopped}):
+            request = compute_v1.ListZoneOperationsRequest(
+                project=self.project, zone=zone, filter=f'operationType = "{PREEMPTED_OPERATION}"')
+
+            def listing() -> list[compute_v1.Operation]:
+                return list(self._operations.list(request=request, retry=None,
+                                                  timeout=_CALL_TIMEOUT_S))
+
+            try:
+                ops = self._call(listing)
+            except _PER_INSTANCE as exc:
+                log.warning("cannot tell preempted from stopped in %s: %s", zone, _describe(exc))
+                continue
+            for raw in stopped:
+                if short_zone(raw.zone) == zone:
+                    when = preempted_since_start(raw, ops)
+                    if when:
+                        out[raw.name] = f"preempted by Compute Engine at {when}"
+        return out
 
     # -- acting on each instance ---------------------------------------------------------
     def _each(

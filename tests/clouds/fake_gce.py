@@ -1,7 +1,10 @@
 """A small local Compute Engine REST endpoint: exactly the calls `GcpCloud` makes.
 
 Serves `aggregated/instances` (with a `labels.KEY = "VALUE"` filter), instance get / start /
-stop / resume / delete, zone operations get / wait, and the static addresses teardown
+stop / resume / delete (instances carry `lastStartTimestamp` / `lastStopTimestamp`), zone
+operations get / wait / list (with an `operationType = "…"` filter; `preempt()` does what
+GCE does to a spot VM it reclaims: TERMINATED plus a `compute.instances.preempted`
+operation), and the static addresses teardown
 sweeps (`aggregated/addresses`, address delete, region operations get / wait), over plain HTTP on 127.0.0.1, so the
 real `google-cloud-compute` REST client can be pointed at it. Hooks let a test make the next
 operation on an instance fail (e.g. ZONE_RESOURCE_POOL_EXHAUSTED), never finish, or make the
@@ -15,6 +18,7 @@ import json
 import re
 import threading
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -24,6 +28,8 @@ _FILTER_TERM = re.compile(r'labels\.([a-z0-9_-]+)\s*=\s*"([^"]*)"')
 _ZONE = r"^/compute/v1/projects/(?P<p>[^/]+)/zones/(?P<z>[^/]+)"
 _INSTANCE = re.compile(_ZONE + r"/instances/(?P<i>[^/]+)(?:/(?P<verb>\w+))?$")
 _OPERATION = re.compile(_ZONE + r"/operations/(?P<o>[^/]+?)(?P<wait>/wait)?$")
+_OPERATIONS = re.compile(_ZONE + r"/operations$")
+_OP_TYPE = re.compile(r'operationType\s*=\s*"([^"]*)"')
 _AGGREGATED = re.compile(r"^/compute/v1/projects/(?P<p>[^/]+)/aggregated/instances$")
 _ADDR_AGG = re.compile(r"^/compute/v1/projects/[^/]+/aggregated/addresses$")
 _ADDR = re.compile(r"^/compute/v1/projects/[^/]+/regions/(?P<r>[^/]+)/addresses/(?P<a>[^/]+)$")
@@ -42,6 +48,8 @@ class _Op:
     error: tuple[str, str] | None = None  # (code, message) the op ends with
     stuck: bool = False  # never reaches DONE
     done: bool = False
+    target_id: str = ""
+    inserted: str = field(default_factory=lambda: _now())
 
     def body(self, project: str) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -51,7 +59,10 @@ class _Op:
             "status": "DONE" if self.done else "RUNNING",
             "zone": f"{BASE}/projects/{project}/zones/{self.zone}",
             "targetLink": f"{BASE}/projects/{project}/zones/{self.zone}/instances/{self.instance}",
+            "targetId": self.target_id, "insertTime": self.inserted,
         }
+        if self.done:
+            out["endTime"] = self.inserted
         if self.done and self.error:
             out["error"] = {"errors": [{"code": self.error[0], "message": self.error[1]}]}
             out["httpErrorStatusCode"] = 503
@@ -100,6 +111,16 @@ class FakeGce:
         """The next `method` request whose path ends with `path_suffix` gets HTTP `code`."""
         self._refuse.append((method, path_suffix, code))
 
+    def preempt(self, zone: str, name: str) -> None:
+        """What GCE does when it reclaims a spot VM: TERMINATED, and a DONE
+        `compute.instances.preempted` operation on it."""
+        with self._lock:
+            inst = self.instances[(zone, name)]
+            inst["status"], inst["last_stop"] = "TERMINATED", _now()
+            op = _Op(f"operation-{next(self._ids)}", zone, name, "compute.instances.preempted",
+                     done=True, target_id=inst["id"])
+            self._ops[op.name] = op
+
     def status(self, zone: str, name: str) -> str | None:
         inst = self.instances.get((zone, name))
         return inst["status"] if inst else None
@@ -146,6 +167,11 @@ class FakeGce:
                 return 200, self._region_op(m_["r"], f"addr-op-{m_['a']}", done=False)
             if m_ := _REGION_OP.match(path):
                 return 200, self._region_op(m_["r"], m_["o"])
+            if (m_ := _OPERATIONS.match(path)) and method == "GET":
+                wanted = _OP_TYPE.findall(query.get("filter", [""])[0])
+                items = [op.body(self.project) for op in self._ops.values()
+                         if op.zone == m_["z"] and (not wanted or op.kind in wanted)]
+                return 200, {"kind": "compute#operationList", "items": items}
             if m_ := _OPERATION.match(path):
                 return self._operation(m_["o"])
             if m_ := _INSTANCE.match(path):
@@ -186,6 +212,9 @@ class FakeGce:
         if inst.get("service_account"):
             body["serviceAccounts"] = [{"email": inst["service_account"],
                                         "scopes": ["https://www.googleapis.com/auth/cloud-platform"]}]
+        for key, field_ in (("last_start", "lastStartTimestamp"), ("last_stop", "lastStopTimestamp")):
+            if inst.get(key):
+                body[field_] = inst[key]
         if inst["ip"]:
             body["networkInterfaces"] = [{"name": "nic0", "networkIP": inst["ip"]}]
         return body
@@ -201,7 +230,8 @@ class FakeGce:
             return 400, _error(400, f"fake GCE: unsupported {method} {verb}")
         op = _Op(f"operation-{next(self._ids)}", zone, name, kind,
                  error=self._fail.pop((kind, name), None),
-                 stuck=(kind, name) in self._stuck)  # fmt: skip
+                 stuck=(kind, name) in self._stuck,
+                 target_id=self.instances[(zone, name)]["id"])  # fmt: skip
         self._stuck.discard((kind, name))
         if not op.error:
             self.instances[(zone, name)]["status"] = _EFFECT[kind][0]
@@ -221,7 +251,13 @@ class FakeGce:
                     del self.instances[key]
                 else:
                     self.instances[key]["status"] = final
+                    stamp = "last_start" if final == "RUNNING" else "last_stop"
+                    self.instances[key][stamp] = _now()
         return 200, op.body(self.project)
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "-00:00"
 
 
 def _error(code: int, message: str) -> dict[str, Any]:

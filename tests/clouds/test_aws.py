@@ -203,3 +203,31 @@ class _FakeHttp:
         self.status_code = status_code
         self.headers: dict[str, str] = {}
         self.content = b""
+
+
+def test_a_spot_reclaim_is_typed_preempted_and_a_stop_is_not(ec2, cloud):
+    """EC2 says why a stopped instance stopped (`StateReason`): a spot interruption
+    (`Server.SpotInstanceShutdown`) is `preempted`, so control retries the group and status
+    names it; a stop call or the workload powering off (`Client.UserInitiatedShutdown`,
+    what moto reports) is no error; a running instance's old reason is ignored.
+    (moto never interrupts: the reclaim's answer is edited in, after the call.)"""
+    from spotbench.clouds.base import ErrorKind
+    from spotbench.control import broken
+
+    reclaimed, stopped, running = (launch(ec2, "g-a", r) for r in ("launcher", "peer", "peer2"))
+    ec2.start_instances(InstanceIds=[running])
+
+    def reclaim(parsed, **_):
+        for reservation in parsed.get("Reservations", []):
+            for inst in reservation["Instances"]:
+                if inst["InstanceId"] in (reclaimed, running):
+                    inst["StateReason"] = {"Code": "Server.SpotInstanceShutdown",
+                                           "Message": "Server.SpotInstanceShutdown: Spot interruption"}
+
+    cloud.ec2.meta.events.register("after-call.ec2.DescribeInstances",
+                                   lambda parsed, **kw: reclaim(parsed))
+    got = {i.name: i for i in cloud.query({**SWEEP, "spotbench-group": "g-a"})}
+    assert got[reclaimed].state == State.STOPPED and got[reclaimed].error == ErrorKind.PREEMPTED
+    assert got[stopped].state == State.STOPPED and got[stopped].error is None
+    assert got[running].state == State.RUNNING and got[running].error is None
+    assert broken(list(got.values()))

@@ -205,3 +205,39 @@ def test_start_waits_for_a_stopping_instance_to_stop_first(fake):
     assert got["g1-a"].state is State.RUNNING and got["g1-a"].detail == ""
     path = "/compute/v1/projects/proj/zones/us-central1-a/instances/g1-a"
     assert fake.calls.index(("GET", path)) < fake.calls.index(("POST", path + "/start"))
+
+
+def test_a_preempted_vm_is_told_apart_from_a_stopped_one(fake):
+    """GCE shows a preempted spot VM as TERMINATED, like a stopped one: the driver finds the
+    `compute.instances.preempted` operation of its last life and types it preempted, so
+    control stops and retries its group (the survivor would bill alone) and status names it."""
+    from spotbench.clouds.base import ErrorKind
+    from spotbench.control import broken
+
+    c = cloud(fake)
+    c.start(G1)  # every g1 member has run: lastStartTimestamp
+    fake.preempt("us-central1-a", "g1-a")
+    fake.instances[("us-central1-b", "g1-b")]["status"] = "TERMINATED"  # stopped, not preempted
+    got = by_name(c.query(G1))
+    assert got["g1-a"].state == State.STOPPED and got["g1-a"].error == ErrorKind.PREEMPTED
+    assert got["g1-a"].detail.startswith("preempted by Compute Engine at ")
+    assert got["g1-b"].state == State.STOPPED and got["g1-b"].error is None
+    assert got["g1-c"].state == State.RUNNING and got["g1-c"].error is None
+    assert broken(list(got.values()))  # g1-c still runs beside a preempted member
+    # started again, the old preemption is history: no error
+    c.start(G1)
+    assert all(i.error is None for i in c.query(G1))
+    listed = [p for m, p in fake.calls if m == "GET" and p.endswith("/operations")]
+    assert listed and all("/zones/us-central1-" in p for p in listed)
+
+
+def test_a_refused_preemption_lookup_still_reports_the_instances(fake):
+    from spotbench.clouds.base import ErrorKind
+
+    c = cloud(fake, retry_attempts=1)
+    c.start(G1)
+    fake.preempt("us-central1-a", "g1-a")
+    fake.refuse_once("GET", "/zones/us-central1-a/operations", 403)
+    got = by_name(c.query(G1))
+    assert got["g1-a"].state == State.STOPPED and got["g1-a"].error is None
+    assert by_name(c.query(G1))["g1-a"].error == ErrorKind.PREEMPTED

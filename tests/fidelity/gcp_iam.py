@@ -79,7 +79,7 @@ _CP = "/compute/v1/projects/(?P<p>[^/]+)"
 # method's reference page, https://cloud.google.com/compute/docs/reference/rest/v1/instances
 # (aggregatedList: compute.instances.list; get; start: compute.instances.start and, for an
 # instance with a service account, iam.serviceAccounts.actAs; stop; resume; delete),
-# .../v1/zoneOperations (get, wait: compute.zoneOperations.get), .../v1/addresses
+# .../v1/zoneOperations (get, wait: compute.zoneOperations.get; list: .list), .../v1/addresses
 # (aggregatedList: compute.addresses.list; delete: compute.addresses.delete),
 # .../v1/regionOperations (get, wait: compute.regionOperations.get);
 # https://cloud.google.com/storage/docs/access-control/iam-json (objects get / list / insert /
@@ -94,6 +94,7 @@ _COMPUTE: list[tuple[str, re.Pattern[str], str]] = [
     ("DELETE", re.compile(_CP + "/zones/(?P<z>[^/]+)/instances/(?P<i>[^/]+)$"), "compute.instances.delete"),
     ("GET", re.compile(_CP + "/zones/(?P<z>[^/]+)/operations/(?P<o>[^/]+)$"), "compute.zoneOperations.get"),
     ("POST", re.compile(_CP + "/zones/(?P<z>[^/]+)/operations/(?P<o>[^/]+)/wait$"), "compute.zoneOperations.get"),
+    ("GET", re.compile(_CP + "/zones/(?P<z>[^/]+)/operations$"), "compute.zoneOperations.list"),
     ("GET", re.compile(_CP + "/aggregated/addresses$"), "compute.addresses.list"),
     ("DELETE", re.compile(_CP + "/regions/(?P<r>[^/]+)/addresses/(?P<a>[^/]+)$"), "compute.addresses.delete"),
     ("GET", re.compile(_CP + "/regions/(?P<r>[^/]+)/operations/(?P<ro>[^/]+)$"), "compute.regionOperations.get"),

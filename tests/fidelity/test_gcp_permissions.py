@@ -258,6 +258,12 @@ def test_gcp_lifecycle_calls_are_granted_by_declared_roles(world, monkeypatch):
                     monkeypatch)
     assert all(ep.gce.status(ZONE, m) == "TERMINATED" for m in members)
     _function(world, alpha, "stop", Caller("scheduler", scheduler), {}, monkeypatch)
+    # the next day's tick (a new run): the members have run, so the function asks whether
+    # GCE preempted them (zone operations) before starting the group; the stop tick ends it
+    out = _function(world, alpha, "start", Caller("scheduler", scheduler),
+                    {"sweep": "alpha", "tick": "2026-01-06T03:00:00Z"}, monkeypatch)
+    assert out["started"] == [group], out
+    _function(world, alpha, "stop", Caller("scheduler", scheduler), {}, monkeypatch)
 
     # the operator: status, report, schedule control, ssh through IAP
     with world.as_identity(OPERATOR, monkeypatch) as url:

@@ -231,7 +231,7 @@ def test_custom_roles_are_exactly_start_stop_and_list(osu):
     assert sorted(roles["spotbench_gcp_osu"]["permissions"]) == [
         "compute.instances.get", "compute.instances.start", "compute.instances.stop"]
     assert sorted(roles["spotbench_gcp_osu.list"]["permissions"]) == [
-        "compute.instances.list", "compute.zoneOperations.get"]
+        "compute.instances.list", "compute.zoneOperations.get", "compute.zoneOperations.list"]
     bindings = {b.inputs["role"]: b.inputs for b in osu.of_type("gcp:projects/iAMMember:IAMMember")}
     scoped = bindings["projects/proj-1/roles/spotbench_gcp_osu"]["condition"]["expression"]
     assert scoped == 'resource.name.startsWith("projects/proj-1/zones/us-central1-a/instances/gcp-osu--")'
