@@ -257,3 +257,35 @@ def test_parameter_server_losing_a_worker_is_not_stored_as_complete(tmp_path):
     reason = _by_metric(records)["steps"][0].metadata["stop_reason"]
     assert reason.startswith("worker lost: worker 1"), reason
     assert detected_s < 30
+
+
+@pytest.mark.faults
+def test_parameter_server_losing_its_only_worker_ends_the_attempt_not_the_deadline(tmp_path):
+    """ps/worker with ONE worker, that worker SIGKILLed mid-run: no worker is left for TF's
+    coordinator to reschedule on, so `join()` would wait forever (until the deadline stop).
+    The chief gives up within seconds, stores what it measured as preempted naming the lost
+    worker, and stops the group."""
+    url = f"file://{tmp_path}/results"
+    store = ResultStore(url)
+    store.open_run()
+    group = group_for({"strategy": "parameter_server", "workers": 1, "ps": 1, **TINY,
+                       "steps": 100_000, "warmup_steps": 2})
+    with DoneServer() as done:
+        cluster = Cluster(group, url, done.url, tmp_path / "logs", {"SPOTBENCH_TF_SYNC_EVERY": "3"})
+        try:
+            cluster.start()
+            _train_a_few_steps(cluster)
+            killed = time.monotonic()
+            cluster.proc("worker").send_signal(signal.SIGKILL)
+            assert cluster.wait(cluster.proc("chief"), 60) == 143, cluster.log_text()
+            detected_s = time.monotonic() - killed
+        finally:
+            cluster.stop()
+        assert done.calls == [{"group": group.id}]
+    records = store.read()
+    assert records and all(r.preempted for r in records)
+    by = _by_metric(records)
+    reason = by["steps"][0].metadata["stop_reason"]
+    assert reason.startswith("worker lost: worker 0"), reason
+    assert by["steps"][0].value >= 2
+    assert detected_s < 30
