@@ -6,7 +6,11 @@ has a GPU → the folder under `images/` (also the image's name in the registry)
     osu                 → mpi
     tf-mnist (CPU)      → tf-cpu
     tf-mnist (GPU)      → tf-gpu
-    container           → none: the spec gives `image:`
+    container           → the spec's `image:` (the user's, run as it is) + runner (collects)
+
+A workload whose descriptor has `user_image` (container) boots two images: the spec's, which
+runs the user's command and needs nothing of spotbench, and spotbench's `runner` from the
+stack's registry, which checks the run before and stores the results and calls `done` after.
 
 `IMAGE_UID` is the uid every image runs as (`useradd --uid 1000 bench` + `USER bench` in
 each Dockerfile, checked by tests/images). The boot path writes the files a container
@@ -47,5 +51,34 @@ def image_ref(registry: str, workload: str, gpu: bool, tag: str = DEFAULT_TAG) -
 
 
 def resolve_image(explicit: str | None, registry: str, workload: str, gpu: bool) -> str:
-    """The spec's `image` when set, else the stack registry's image for this group."""
+    """The image whose entrypoint is spotbench's: the spec's `image` when set, else the stack
+    registry's image for this group; for a workload that runs the user's image first
+    (`user_image`), its runner from the registry (the spec's image is `user_image_of`'s)."""
+    user = get_workload(workload).user_image
+    if user is not None:
+        return f"{registry.rstrip('/')}/{user.runner}:{DEFAULT_TAG}"
     return explicit or image_ref(registry, workload, gpu)
+
+
+def user_image_of(explicit: str | None, workload: str) -> str | None:
+    """The user's own image a group runs before spotbench's runner (None: the workload's
+    image is spotbench's alone). The spec must give it."""
+    if get_workload(workload).user_image is None:
+        return None
+    if explicit is None:
+        raise ValueError(f"workload {workload!r} runs your image: set `image:` in the spec")
+    return explicit
+
+
+def registry_images(explicit: str | None, workload: str, gpu: bool) -> list[str]:
+    """The images (folders under images/) a group pulls from the stack's registry."""
+    user = get_workload(workload).user_image
+    if user is not None:
+        return [user.runner]
+    return [] if explicit else [image_name(workload, gpu)]
+
+
+def images_of(explicit: str | None, registry: str, workload: str, gpu: bool) -> list[str]:
+    """Every image a group's VMs run, in boot order (the user's first, when it has one)."""
+    user = user_image_of(explicit, workload)
+    return [*([user] if user else []), resolve_image(explicit, registry, workload, gpu)]

@@ -3,7 +3,8 @@
 A descriptor is plain data: the spec's config model for the workload, its member roles (in
 rank order, from the config), the port its members listen on, the extra ports and container
 env a cloud VM needs, its default images (CPU/GPU, folders under `images/`), the metrics it
-writes and the report section that shows them. spec, plan, infra, the local runner and the
+writes and the report section that shows them; for a bring-your-own-image workload, how the
+user's image runs beside spotbench's (`UserImage`). spec, plan, infra, the local runner and the
 report ask the descriptor instead of knowing workloads by name.
 
 The descriptors are listed in an explicit dict, `workloads.WORKLOADS` (no decorators, no
@@ -44,6 +45,23 @@ class Images:
 
 
 @dataclass(frozen=True)
+class UserImage:
+    """A workload whose spec `image:` is the user's own and may know nothing of spotbench.
+
+    On a cloud VM the boot runs spotbench's `runner` image (a folder under `images/`, whose
+    entrypoint is the workload's module) with `check DIR` (inside an open run? else exit
+    `EXIT_OUTSIDE_RUN`), then the user's image with `command(params)` and `env(params)`, its
+    results folder DIR/results mounted and `SPOTBENCH_RESULTS_DIR` naming it, its stdout
+    captured to DIR/stdout.txt, then the runner again with `collect DIR --exit-code N
+    [--stopped]` (store what it reported, call `done`). See infra/user_image.py.
+    """
+
+    runner: str
+    command: Callable[[Any], list[str]]  # params → the command the user's image runs
+    env: Callable[[Any], dict[str, str]]  # params → its environment (no spotbench context)
+
+
+@dataclass(frozen=True)
 class Tracked:
     """A metric `spotbench history` follows over runs, and which direction is better."""
 
@@ -64,6 +82,7 @@ class Workload:
     env: dict[str, str] = field(default_factory=dict)  # extra container env on a cloud VM
     mpi: bool = False  # members run MPI over ssh: the stack makes keys and known_hosts
     images: Images = Images()
+    user_image: UserImage | None = None  # the spec's image runs the command; `runner` collects
     metrics: tuple[str, ...] = ()  # metric names it writes (empty: the user's own)
     report: str | None = None  # "module:function(df, doc, out_dir) -> (pngs, frames)"
     history: tuple[Tracked, ...] = ()  # metrics followed across runs (spotbench history)

@@ -3,8 +3,9 @@
     python -m workloads.container       # the command and its env from SPOTBENCH_CONTEXT
 
 The member runs the spec's `command` (on the local cloud: any command on this machine; on a
-cloud VM: inside the sweep's `image`), with `SPOTBENCH_RESULTS_DIR` pointing at an empty
-folder. Metrics are what the command reports, either way:
+cloud VM: `docker run IMAGE COMMAND` of the spec's image, which needs nothing of spotbench,
+between a `check` and a `collect` of spotbench's runner image: see `__main__.py`), with
+`SPOTBENCH_RESULTS_DIR` pointing at an empty folder. Metrics are what the command reports, either way:
 
 - JSON lines in any `*.jsonl` file it writes to `$SPOTBENCH_RESULTS_DIR`:
   `{"metric": "events_per_s", "value": 1234.5, "unit": "events/s", "labels": {"threads": 4}}`

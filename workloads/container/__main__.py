@@ -1,5 +1,16 @@
 """Run the spec's command, store the metrics it reports, then ask the sweep to stop the group.
 
+    python -m workloads.container                      # run the command here (local cloud)
+    python -m workloads.container check DIR            # cloud VM, before the user's image
+    python -m workloads.container collect DIR --exit-code N [--stopped]   # ... after it
+
+On the local cloud the member runs the command itself. On a cloud VM the spec's image (the
+user's, knowing nothing of spotbench) runs it between two runs of spotbench's runner image
+(`images/runner`, this module): `check` leaves with `EXIT_OUTSIDE_RUN` outside an open run
+and writes the run's id to DIR/run; `collect` reads what the command left in DIR
+(`results/`, its `stdout.txt`) exactly as the local path does, stores it and calls `done`
+(`--stopped`: the VM was being stopped, so it is stored as preempted and `done` is not called).
+
 A SIGTERM (preemption, deadline) stops the command's whole process group and stores what it
 had reported so far, marked preempted. A command that exits non-zero keeps its metrics with
 `exit_code` in their metadata; one that reported nothing stores an `exit_code` value, so
@@ -8,6 +19,7 @@ the group still has a result to show (and is not started again and again).
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import signal
@@ -68,11 +80,22 @@ def execute(run: WorkloadRun, params: ContainerParams, results_dir: Path) -> int
         code = proc.wait()
     except Preempted:
         _stop(proc)
-        run.raw("stdout.txt", "".join(lines))
-        found, _ = metrics.from_folder(results_dir)
-        _record(run, found + metrics.from_stdout("".join(lines)), interrupted="stopped")
+        record_stopped(run, "".join(lines), results_dir)
         raise
-    text = "".join(lines)
+    record_reported(run, "".join(lines), results_dir, code)
+    return code
+
+
+def record_stopped(run: WorkloadRun, text: str, results_dir: Path) -> None:
+    """What a command cut short had reported (stored as preempted by the caller)."""
+    run.raw("stdout.txt", text)
+    found, _ = metrics.from_folder(results_dir)
+    _record(run, found + metrics.from_stdout(text), interrupted="stopped")
+
+
+def record_reported(run: WorkloadRun, text: str, results_dir: Path, code: int) -> None:
+    """What a command that exited with `code` reported: its stdout `text` and the JSON lines
+    under `results_dir`; `exit_code` alone when it reported nothing."""
     run.raw("stdout.txt", text)
     found, problems = metrics.from_folder(results_dir)
     found += metrics.from_stdout(text)
@@ -84,7 +107,14 @@ def execute(run: WorkloadRun, params: ContainerParams, results_dir: Path) -> int
     if not found:
         log.warning("the command reported no metric (exit code %d)", code)
         run.record("exit_code", float(code), "code")
-    return code
+
+
+def _finish_and_done(run: WorkloadRun) -> None:
+    run.finish()
+    try:
+        run.done()
+    except Exception as exc:  # noqa: BLE001 - the deadline stop still ends the group
+        log.error("done call failed (the group stops at its deadline): %s", exc)
 
 
 def main() -> int:
@@ -94,13 +124,60 @@ def main() -> int:
     with run.preemptible():
         with tempfile.TemporaryDirectory(prefix="spotbench-container-") as tmp:
             code = execute(run, params, Path(tmp))
-        run.finish()
-        try:
-            run.done()
-        except Exception as exc:  # noqa: BLE001 - the deadline stop still ends the group
-            log.error("done call failed (the group stops at its deadline): %s", exc)
+        _finish_and_done(run)
     return 0 if code == 0 else 1
 
 
+# ---- on a cloud VM: around the user's own image ----------------------------------------
+RUN_FILE = "run"  # DIR/run: the run `check` found open, for `collect`
+RESULTS = "results"  # DIR/results: the user's container's results folder
+STDOUT = "stdout.txt"  # DIR/stdout.txt: its stdout and stderr
+
+
+def check(folder: Path) -> int:
+    """Before the user's image: leave (EXIT_OUTSIDE_RUN) unless a run is open; note its id."""
+    exit_if_outside_run(MemberContext.from_env())
+    run_id = os.environ.get("SPOTBENCH_RUN")  # set by the check (VMs boot outside runs)
+    if run_id:
+        (folder / RUN_FILE).write_text(run_id + "\n")
+    return 0
+
+
+def collect(folder: Path, code: int, *, stopped: bool) -> int:
+    """After the user's image exited with `code` (`stopped`: the VM is being stopped)."""
+    run_file = folder / RUN_FILE
+    if run_file.exists():  # the run this attempt started in, even if it closed meanwhile
+        os.environ["SPOTBENCH_RUN"] = run_file.read_text().strip()
+    run = WorkloadRun.from_env()
+    stdout = folder / STDOUT
+    text = stdout.read_text(errors="replace") if stdout.exists() else ""
+    sys.stdout.write(text)  # the member's log shows the command's output
+    results = folder / RESULTS
+    with run.preemptible():
+        if stopped:
+            record_stopped(run, text, results)
+            raise Preempted("the VM was being stopped while the command ran")
+        record_reported(run, text, results, code)
+        _finish_and_done(run)
+    return 0 if code == 0 else 1
+
+
+def cli(argv: list[str]) -> int:
+    if not argv:
+        return main()
+    parser = argparse.ArgumentParser(prog="python -m workloads.container")
+    sub = parser.add_subparsers(dest="step", required=True)
+    sub.add_parser("check", help="before the user's image").add_argument("dir", type=Path)
+    p = sub.add_parser("collect", help="after the user's image")
+    p.add_argument("dir", type=Path)
+    p.add_argument("--exit-code", type=int, required=True)
+    p.add_argument("--stopped", action="store_true")
+    args = parser.parse_args(argv)
+    if args.step == "check":
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+        return check(args.dir)
+    return collect(args.dir, args.exit_code, stopped=args.stopped)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli(sys.argv[1:]))

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from spotbench.workload import Images, Params, Workload
+from spotbench.workload import Images, Params, UserImage, Workload
 
 
 class ContainerParams(Params):
@@ -43,6 +43,9 @@ WORKLOAD = Workload(
     roles=roles,
     role_codes={"member": "m"},
     images=Images(),  # no default: the spec's `image:` is the benchmark
+    # on a cloud VM the spec's image runs the command as it is; images/runner collects
+    user_image=UserImage(runner="runner", command=lambda p: list(p.command),
+                         env=lambda p: dict(p.env)),
     report="workloads.container.report:section",
     description=ContainerParams.__doc__ or "",
 )
