@@ -1,5 +1,6 @@
 """What an offline preview declared (`Declared`) and how it is shown: the few properties a
-reviewer wants per resource, firewall / security-group rules as effects, JSON.
+reviewer wants per resource (a VM's container images among them), firewall / security-group
+rules as effects, JSON.
 
 The preview itself (the Pulumi program run under mocks) is `infra.preview`: only `infra/`
 imports Pulumi. `spotbench preview` (spotbench/cli/preview.py) runs it and shows the result
@@ -9,8 +10,12 @@ with these functions.
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from dataclasses import dataclass
 from typing import Any
+
+import yaml
 
 
 @dataclass
@@ -33,9 +38,51 @@ _KEYS = (
 )
 
 
+_DOCKER_RUN = re.compile(r"/usr/bin/docker run (.*)$", re.M)
+_DOCKER_VALUE_FLAGS = {"--name", "--network", "--stop-timeout", "--env-file", "--volume", "-v",
+                       "--device", "--gpus"}
+
+
+def _boot_files(d: Declared) -> list[str]:
+    """The files a VM's cloud-config writes (its units and scripts)."""
+    metadata = d.inputs.get("metadata")
+    text = metadata.get("user-data") if isinstance(metadata, dict) else d.inputs.get("userData")
+    if not isinstance(text, str) or not text.startswith("#cloud-config"):
+        return []
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return []
+    files = doc.get("write_files") if isinstance(doc, dict) else None
+    return [f["content"] for f in files or [] if isinstance(f, dict) and isinstance(f.get("content"), str)]
+
+
+def boot_images(d: Declared) -> list[str]:
+    """The container images a VM's boot runs (`docker run` in its rendered user-data), in
+    order of first use: the workload's image, or spotbench's runner and the user's image."""
+    images: list[str] = []
+    for match in (m for text in _boot_files(d) for m in _DOCKER_RUN.finditer(text)):
+        lexer = shlex.shlex(match.group(1), posix=True)
+        lexer.whitespace_split = True
+        expect_value = False
+        for token in lexer:  # lazily: the command after the image may span lines
+            if expect_value:
+                expect_value = False
+            elif token in _DOCKER_VALUE_FLAGS:
+                expect_value = True
+            elif not token.startswith("-"):
+                if token not in images:
+                    images.append(token)
+                break
+    return images
+
+
 def key_properties(d: Declared) -> dict[str, Any]:
     """The few properties a reviewer wants to see for a resource."""
     out = {k: d.inputs[k] for k in _KEYS if k in d.inputs}
+    images = boot_images(d)
+    if images:
+        out["images"] = images
     scheduling = d.inputs.get("scheduling")
     if isinstance(scheduling, dict):
         for k in ("provisioningModel", "preemptible", "instanceTerminationAction"):

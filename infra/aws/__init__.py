@@ -29,7 +29,7 @@ from infra.aws.network import AwsNetwork, AwsNetworkArgs
 from infra.aws.registry import AwsRegistry
 from infra.aws.scheduler import AwsScheduler, AwsSchedulerArgs, schedule_pair
 from infra.keys import group_known_hosts, mpi_keys
-from spotbench.images import image_name, resolve_image
+from spotbench.images import registry_images, resolve_image
 from spotbench.plan import sweep_labels
 from spotbench.workload import get_workload
 from spotbench.spec import SweepSpec
@@ -70,11 +70,13 @@ class AwsSweep(pulumi.ComponentResource):
                   for g in groups}
         self.registry = AwsRegistry(
             f"{name}-registry", sweep=spec.name, region=spec.region, tags=tags,
-            images=[] if spec.image else sorted({image_name(g.workload, gpu_of[g.id])
-                                                 for g in groups}),
+            images=sorted({image for g in groups
+                           for image in registry_images(spec.image, g.workload, gpu_of[g.id])}),
             account=aws.get_caller_identity_output(opts=invoke).account_id, opts=child)
-        # the members may pull the spec's image, or any of the stack's repositories
-        pullable = (pulumi.Output.from_input(spec.image) if spec.image else
+        # the members may pull the spec's image, or any of the stack's repositories (a user's
+        # image runs beside the stack's runner: public, or in the stack's registry)
+        pullable = (pulumi.Output.from_input(spec.image)
+                    if spec.image and not get_workload(spec.workload.name).user_image else
                     self.registry.url.apply(lambda r: f"{r}/*"))
         self.identities = AwsIdentities(
             f"{name}-id",

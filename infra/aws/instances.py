@@ -27,6 +27,7 @@ import pulumi_aws as aws
 
 from infra.aws.user_data import SshKeys, user_data
 from infra.members import member_contexts, workload_env
+from infra.user_image import user_step
 from spotbench.plan import Member, RunGroup
 from spotbench.spec import SweepSpec
 
@@ -105,7 +106,8 @@ class AwsRunGroup(pulumi.ComponentResource):
                                        done_url=done_url, zone=spec.zone, spot=spec.spot,
                                        deadline_s=int(spec.deadline.total_seconds()))
             return {n: user_data(image=image, env={**ctx.to_env(), **extra}, gpu=gpus[n],
-                                 ssh=keys) for n, ctx in contexts.items()}
+                                 ssh=keys, user=user_step(group, spec.image))
+                    for n, ctx in contexts.items()}
 
         documents = pulumi.Output.all(args.image, args.results_url, args.done_url, ssh).apply(render)
         if args.ssh is not None:

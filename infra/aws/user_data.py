@@ -24,6 +24,7 @@ import yaml
 
 from spotbench.image_ref import check_image
 
+from infra import user_image as ui
 from infra.keys import SSH_DIR_IN_CONTAINER, SshKeys, key_owner_command, ssh_files
 from infra.units import env_file, workload_unit
 
@@ -70,17 +71,20 @@ printf '%s' "$answer" | sed -n 's/.*"authorizationToken" *: *"\\([^"]*\\)".*/\\1
 """
 
 
-def docker_command(image: str, *, gpu: bool, ssh: bool) -> list[str]:
-    cmd = ["/usr/bin/docker", "run", "--rm", "--name", CONTAINER, "--network", "host",
-           "--stop-timeout", str(STOP_TIMEOUT_S), "--env-file", ENV_FILE]
+def docker_command(image: str, *, gpu: bool, ssh: bool, name: str = CONTAINER,
+                   env: str = ENV_FILE, volumes: tuple[str, ...] = ()) -> list[str]:
+    cmd = ["/usr/bin/docker", "run", "--rm", "--name", name, "--network", "host",
+           "--stop-timeout", str(STOP_TIMEOUT_S), "--env-file", env]
     if ssh:
         cmd += ["--volume", f"{SSH_DIR}:{SSH_DIR_IN_CONTAINER}:ro"]
+    for volume in volumes:
+        cmd += ["--volume", volume]
     if gpu:
         cmd += ["--gpus", "all"]  # the ECS GPU AMI ships the NVIDIA container runtime
     return cmd + [shlex.quote(check_image(image))]
 
 
-def unit(image: str, *, gpu: bool, ssh: bool) -> str:
+def unit(image: str, *, gpu: bool, ssh: bool, user: ui.UserStep | None = None) -> str:
     not_first_boot = f"! /usr/bin/cmp -s /proc/sys/kernel/random/boot_id {FIRST_BOOT}"
     pre = [f"/bin/sh -c {shlex.quote(not_first_boot)}"]
     ecr = ecr_registry(image)
@@ -89,23 +93,45 @@ def unit(image: str, *, gpu: bool, ssh: bool) -> str:
     if ssh:
         pre.append(key_owner_command(SSH_DIR))
     pre.append(f"-/usr/bin/docker rm -f {CONTAINER}")
-    return workload_unit(pre=pre, start=docker_command(image, gpu=gpu, ssh=ssh), home=STATE_DIR,
+    start = docker_command(image, gpu=gpu, ssh=ssh)
+    if user:  # the user's image runs the command; this image (the runner) checks and collects
+        pre.append(f"-/usr/bin/docker rm -f {ui.CONTAINER}")
+        start = ["/bin/sh", ui.SCRIPT]
+    return workload_unit(pre=pre, start=start, home=STATE_DIR,
                          timeout_stop_s=STOP_TIMEOUT_S + 10, install=True)
 
 
+def _user_script(image: str, user: ui.UserStep, *, gpu: bool) -> str:
+    runner = docker_command(image, gpu=False, ssh=False, volumes=(f"{ui.DIR}:{ui.DIR}",))
+    bench = docker_command(user.image, gpu=gpu, ssh=False, name=ui.CONTAINER, env=ui.ENV_FILE,
+                           volumes=(f"{ui.RESULTS}:{ui.RESULTS}",))
+    return ui.script(runner=runner, user=bench + ui.user_argv(user))
+
+
 def user_data(*, image: str, env: Mapping[str, str], gpu: bool = False,
-              ssh: SshKeys | None = None) -> str:
+              ssh: SshKeys | None = None, user: ui.UserStep | None = None) -> str:
     """The `#cloud-config` document for one member (`image` must be a valid OCI reference:
-    it lands in a root systemd unit and, for ECR, its host in a login script)."""
+    it lands in a root systemd unit and, for ECR, its host in a login script). `user`: the
+    user's own image runs the command first and `image` (spotbench's runner) checks and
+    collects around it (infra/user_image.py); the ECR login is `image`'s registry's, so the
+    user's image is public or in that registry."""
     check_image(image)
     files = [{"path": ENV_FILE, "permissions": "0600", "owner": "root", "content": env_file(env)}]
     if ssh:
         files += ssh_files(SSH_DIR, ssh)
+    if user:
+        check_image(user.image)
+        files += [
+            {"path": ui.ENV_FILE, "permissions": "0600", "owner": "root",
+             "content": env_file(user.env)},
+            {"path": ui.SCRIPT, "permissions": "0700", "owner": "root",
+             "content": _user_script(image, user, gpu=gpu)},
+        ]
     ecr = ecr_registry(image)
     if ecr:
         files.append({"path": ECR_LOGIN, "permissions": "0700", "content": ecr_login_script(*ecr)})
     files.append({"path": f"/etc/systemd/system/{UNIT}", "permissions": "0644",
-                  "content": unit(image, gpu=gpu, ssh=ssh is not None)})
+                  "content": unit(image, gpu=gpu, ssh=ssh is not None, user=user)})
     doc = {
         "write_files": files,
         "runcmd": [

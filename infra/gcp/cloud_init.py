@@ -18,6 +18,7 @@ import yaml
 
 from spotbench.image_ref import check_image
 
+from infra import user_image as ui
 from infra.keys import SSH_DIR_IN_CONTAINER, SshKeys, key_owner_command, ssh_files
 from infra.units import env_file, workload_unit
 
@@ -40,11 +41,14 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
 _Dumper.add_representer(str, _str)
 
 
-def docker_command(image: str, *, gpu_count: int, ssh: bool) -> list[str]:
-    cmd = ["/usr/bin/docker", "run", "--rm", "--name", CONTAINER, "--network", "host",
-           "--stop-timeout", "25", "--env-file", ENV_FILE]
+def docker_command(image: str, *, gpu_count: int, ssh: bool, name: str = CONTAINER,
+                   env: str = ENV_FILE, volumes: tuple[str, ...] = ()) -> list[str]:
+    cmd = ["/usr/bin/docker", "run", "--rm", "--name", name, "--network", "host",
+           "--stop-timeout", "25", "--env-file", env]
     if ssh:
         cmd += ["--volume", f"{SSH_DIR}:{SSH_DIR_IN_CONTAINER}:ro"]
+    for volume in volumes:
+        cmd += ["--volume", volume]
     if gpu_count:
         cmd += ["--volume", "/var/lib/nvidia/lib64:/usr/local/nvidia/lib64",
                 "--volume", "/var/lib/nvidia/bin:/usr/local/nvidia/bin",
@@ -54,34 +58,56 @@ def docker_command(image: str, *, gpu_count: int, ssh: bool) -> list[str]:
     return cmd + [shlex.quote(check_image(image))]
 
 
-def _unit(image: str, *, gpu_count: int, ssh: bool) -> str:
-    registry = image.split("/", 1)[0] if "/" in image else ""
+def _unit(image: str, *, gpu_count: int, ssh: bool, user: ui.UserStep | None = None) -> str:
+    images = [image] + ([user.image] if user else [])
+    registries = sorted({i.split("/", 1)[0] for i in images if "/" in i})
     pre = []
     if gpu_count:
         pre += ["/usr/bin/cos-extensions install gpu",
                 "/bin/mount --bind /var/lib/nvidia /var/lib/nvidia",
                 "/bin/mount -o remount,exec /var/lib/nvidia"]
-    if registry.endswith(("pkg.dev", "gcr.io")):
-        pre.append("/usr/bin/docker-credential-gcr configure-docker "
-                   f"--registries={shlex.quote(registry)}")
+    for registry in registries:
+        if registry.endswith(("pkg.dev", "gcr.io")):
+            pre.append("/usr/bin/docker-credential-gcr configure-docker "
+                       f"--registries={shlex.quote(registry)}")
     if ssh:
         pre.append(key_owner_command(SSH_DIR))
     pre.append(f"-/usr/bin/docker rm -f {CONTAINER}")
-    return workload_unit(pre=pre, start=docker_command(image, gpu_count=gpu_count, ssh=ssh),
-                         home=STATE_DIR, timeout_stop_s=28)
+    start = docker_command(image, gpu_count=gpu_count, ssh=ssh)
+    if user:  # the user's image runs the command; this image (the runner) checks and collects
+        pre.append(f"-/usr/bin/docker rm -f {ui.CONTAINER}")
+        start = ["/bin/sh", ui.SCRIPT]
+    return workload_unit(pre=pre, start=start, home=STATE_DIR, timeout_stop_s=28)
+
+
+def _user_script(image: str, user: ui.UserStep, *, gpu_count: int) -> str:
+    runner = docker_command(image, gpu_count=0, ssh=False, volumes=(f"{ui.DIR}:{ui.DIR}",))
+    bench = docker_command(user.image, gpu_count=gpu_count, ssh=False, name=ui.CONTAINER,
+                           env=ui.ENV_FILE, volumes=(f"{ui.RESULTS}:{ui.RESULTS}",))
+    return ui.script(runner=runner, user=bench + ui.user_argv(user))
 
 
 def user_data(
-    *, image: str, env: Mapping[str, str], gpu_count: int = 0, ssh: SshKeys | None = None
+    *, image: str, env: Mapping[str, str], gpu_count: int = 0, ssh: SshKeys | None = None,
+    user: ui.UserStep | None = None,
 ) -> str:
     """The `#cloud-config` document for one member (`image` must be a valid OCI reference:
-    it lands in a root systemd unit)."""
+    it lands in a root systemd unit). `user`: the user's own image runs the command first
+    and `image` (spotbench's runner) checks and collects around it (infra/user_image.py)."""
     check_image(image)
     files = [{"path": ENV_FILE, "permissions": "0600", "owner": "root", "content": env_file(env)}]
     if ssh:
         files += ssh_files(SSH_DIR, ssh)
+    if user:
+        check_image(user.image)
+        files += [
+            {"path": ui.ENV_FILE, "permissions": "0600", "owner": "root",
+             "content": env_file(user.env)},
+            {"path": ui.SCRIPT, "permissions": "0700", "owner": "root",
+             "content": _user_script(image, user, gpu_count=gpu_count)},
+        ]
     files.append({"path": f"/etc/systemd/system/{UNIT}", "permissions": "0644",
-                  "content": _unit(image, gpu_count=gpu_count, ssh=ssh is not None)})
+                  "content": _unit(image, gpu_count=gpu_count, ssh=ssh is not None, user=user)})
     doc = {
         "write_files": files,
         "runcmd": ["systemctl daemon-reload", f"systemctl start --no-block {UNIT}"],

@@ -18,6 +18,7 @@ from infra.members import member_contexts, workload_env
 from infra.gcp.cloud_init import user_data
 from infra.gcp.functions import GCSFS_ENV
 from infra.gcp.network import group_tag
+from infra.user_image import user_step
 from spotbench.plan import RunGroup
 from spotbench.spec import SweepSpec
 
@@ -120,7 +121,7 @@ class GcpRunGroup(pulumi.ComponentResource):
             extra = {**workload_env(group.workload), **GCSFS_ENV}
             return {
                 n: user_data(image=args.image, env={**ctx.to_env(), **extra},
-                             gpu_count=gpu, ssh=keys)
+                             gpu_count=gpu, ssh=keys, user=user_step(group, spec.image))
                 for n, ctx in contexts.items()
             }
 

@@ -7,7 +7,10 @@
   resolves the image to its `images/<name>/Dockerfile`, and starts the image's ENTRYPOINT
   module from this checkout (the image's /app) as the Dockerfile's `USER` uid (setpriv),
   in its own mount namespace with the `--volume`s bound (read-only when `:ro`), the image's
-  /etc/passwd user, `--env-file` verbatim and the image's ENV.
+  /etc/passwd user, `--env-file` verbatim and the image's ENV. A user's image (one that
+  knows nothing of spotbench, listed in `STATE/user-images` by the test) runs the command
+  given after it as a process, as `nobody` (uid 65534: not the spotbench images' uid), with
+  the same mounts and `--env-file` only.
 - `docker-credential-gcr configure-docker --registries=HOST`: COS's Artifact Registry
   helper; `docker run` of a private image (pkg.dev, ECR) fails unless its registry was
   configured or `docker login` got the password ECR issues.
@@ -36,6 +39,9 @@ SHIMS = ("docker", "systemctl", "cos-extensions", "docker-credential-gcr", "curl
 ECR_PASSWORD = "sim-ecr-password"
 SYSTEMD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 VENV_BIN = Path(sys.executable).parent
+# what a user's image runs as here: no ENTRYPOINT (the command is given), uid nobody
+USER_IMAGE = {"user": "nobody", "uid": 65534, "entrypoint": [], "env": {}, "workdir": "/",
+              "user_image": True}
 
 
 def quote(arg: str) -> str:
@@ -285,7 +291,8 @@ def docker(state: Path, argv: list[str]) -> int:
     run = parse_run(argv[1:])
     record(state, program="docker", argv=argv, run=run)
     dockerfile = dockerfile_for(run["image"])
-    if dockerfile is None:
+    user_image = dockerfile is None and run["image"] in user_images(state)
+    if dockerfile is None and not (user_image and run["command"]):
         print(f"Unable to find image '{run['image']}' (no images/<name>/Dockerfile)", file=sys.stderr)
         return 125
     if run.get("network") != "host":
@@ -305,11 +312,14 @@ def docker(state: Path, argv: list[str]) -> int:
         print(f"Unable to find image '{run['image']}' locally\ndocker: Error response from "
               f"daemon: pull access denied / no basic auth credentials for {host}", file=sys.stderr)
         return 125
-    cfg = image_config(dockerfile)
+    cfg = USER_IMAGE if dockerfile is None else image_config(dockerfile)
     env = {k: v for k, v in cfg["env"].items() if k != "PATH"}
     env.update(read_env_file(run["env_file"]))
     env.update({"PATH": f"{VENV_BIN}:/usr/local/bin:/usr/bin:/bin", "HOME": f"/home/{cfg['user']}",
                 "HOSTNAME": os.uname().nodename, "PYTHONPATH": str(REPO)})
+    if dockerfile is None:  # a user's image: nothing of this checkout on its paths
+        env.update({"PATH": "/usr/local/bin:/usr/bin:/bin"})
+        env.pop("PYTHONPATH")
     spec = {"run": run, "image": cfg, "env": env}
     (state / "container.json").write_text(json.dumps(spec))
     os.execvpe("unshare", ["unshare", "--mount", "--propagation", "private", sys.executable,
@@ -361,6 +371,10 @@ def container(state: Path) -> int:
         subprocess.run(["mount", "--bind", src, dst], check=True)
         if mode == ["ro"]:
             subprocess.run(["mount", "-o", "remount,bind,ro", dst], check=True)
+    if image.get("user_image"):  # the command as given, as a process
+        os.chdir("/")
+        os.execvpe("setpriv", ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                               "--", *run["command"]], spec["env"])
     expose_interpreter(state)
     entry = list(image["entrypoint"]) + list(run.get("command") or [])
     if Path(entry[0]).name in ("python", "python3"):
@@ -369,6 +383,12 @@ def container(state: Path) -> int:
     os.execvpe("setpriv", ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                            "--", *entry], spec["env"])
     return 127
+
+
+def user_images(state: Path) -> set[str]:
+    """The users' images this VM's docker can run (the test lists them in STATE/user-images)."""
+    path = state / "user-images"
+    return set(path.read_text().split()) if path.exists() else set()
 
 
 def logins(state: Path) -> set[str]:

@@ -1,0 +1,104 @@
+"""The boot of a workload that runs the user's own image (`Workload.user_image`: `container`).
+
+The spec's image knows nothing of spotbench: it runs the user's command, writes what it
+likes to `$SPOTBENCH_RESULTS_DIR`, prints on stdout. The member's unit runs `script()`
+instead of one `docker run`:
+
+1. spotbench's runner image: `check DIR` — no open run (a creation boot, a capacity restart)
+   → exit `EXIT_OUTSIDE_RUN`, the unit powers the VM off; else the run's id goes to DIR/run;
+2. the user's image with its command, `DIR/results` mounted (mode 0777: it may run as any
+   uid), stdout and stderr to `DIR/stdout.txt`, its own env file (the spec's `env` and
+   `SPOTBENCH_RESULTS_DIR`, never the member context);
+3. DIR handed to the runner's uid, then the runner: `collect DIR --exit-code N` reads the
+   metrics as the local cloud does (workloads/container/metrics.py), stores them and calls
+   `done`; `--stopped` when the VM was being stopped meanwhile (stored as preempted).
+
+A SIGTERM (the VM stopping) is passed to the step running, then the script still collects:
+`docker run` forwards it to its container.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from spotbench.images import IMAGE_GID, IMAGE_UID, user_image_of
+from spotbench.plan import RunGroup
+
+STATE_DIR = "/var/lib/spotbench"
+DIR = f"{STATE_DIR}/bench"  # on the VM; mounted at the same path in both containers
+RESULTS = f"{DIR}/results"
+ENV_FILE = f"{STATE_DIR}/user.env"
+SCRIPT = f"{STATE_DIR}/run-user-image"
+CONTAINER = "spotbench-user"
+
+
+@dataclass(frozen=True)
+class UserStep:
+    """The user's image, the command it runs and that command's environment."""
+
+    image: str
+    command: list[str]
+    env: dict[str, str]
+
+
+def user_step(group: RunGroup, explicit_image: str | None) -> UserStep | None:
+    """The group's user step (None: its workload's image is spotbench's alone)."""
+    user = group.descriptor.user_image
+    image = user_image_of(explicit_image, group.workload)
+    if user is None or image is None:
+        return None
+    env = {**user.env(group.params), "SPOTBENCH_RESULTS_DIR": RESULTS}
+    return UserStep(image=image, command=user.command(group.params), env=env)
+
+
+def user_argv(step: UserStep) -> list[str]:
+    """The command after the user's image in its `docker run` (shell-quoted)."""
+    return [shlex.quote(a) for a in step.command]
+
+
+def script(*, runner: list[str], user: list[str]) -> str:
+    """The unit's ExecStart for a user-image workload. `runner`: `docker run … RUNNER_IMAGE`
+    (DIR mounted at DIR), `user`: `docker run … USER_IMAGE COMMAND` (RESULTS mounted),
+    both already shell-quoted."""
+    run = " ".join(runner)  # written out at each step: `step` needs $! to be docker itself
+    return f"""#!/bin/sh
+# spotbench: your image runs your command between two steps of spotbench's runner image
+# (written by spotbench's boot; see infra/user_image.py).
+set -u
+dir={DIR}
+stopped=0
+pid=
+code=0
+trap 'stopped=1; if [ -n "$pid" ]; then kill -TERM "$pid" 2>/dev/null; fi' TERM
+# run "$@" in the background and wait for it, so a SIGTERM reaches it (docker run forwards it)
+step() {{
+  "$@" &
+  pid=$!
+  wait "$pid"
+  code=$?
+  while kill -0 "$pid" 2>/dev/null; do
+    wait "$pid"
+    code=$?
+  done
+  pid=
+  return "$code"
+}}
+rm -rf "$dir"
+mkdir -p "$dir/results"
+chmod 0777 "$dir/results"
+chown {IMAGE_UID}:{IMAGE_GID} "$dir"
+step {run} check "$dir" || exit "$code"
+if [ "$stopped" = 1 ]; then exit 143; fi
+# the command is passed literally: a `$` in it expands inside your container, not here
+# shellcheck disable=SC2016
+step {" ".join(user)} >"$dir/stdout.txt" 2>&1
+user_code=$code
+chown -R {IMAGE_UID}:{IMAGE_GID} "$dir"
+if [ "$stopped" = 1 ]; then
+  step {run} collect "$dir" --exit-code "$user_code" --stopped
+else
+  step {run} collect "$dir" --exit-code "$user_code"
+fi
+exit "$code"
+"""

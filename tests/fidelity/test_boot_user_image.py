@@ -1,0 +1,157 @@
+"""Boot fidelity of the `container` workload on GCP with an image that knows nothing of
+spotbench: the rendered cloud-config is valid; booted outside a run it powers off without
+running the user's image; inside a run the user's image runs the command (as another uid,
+without the member context), then spotbench's runner image stores what it printed and wrote
+and calls `done`; a VM stopped while the command runs stores what it had, as preempted."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from spotbench.images import IMAGE_UID
+from tests.fidelity import boot
+from tests.fidelity.conftest import need_tools
+from tests.infra.conftest import MOCKS
+
+pytestmark = pytest.mark.fidelity
+
+USER_IMAGE = "docker.io/library/busybox:1.36"  # a public image: no spotbench inside
+FAST = ("echo latency=1.5 us; "
+        "echo '{\"metric\": \"ops\", \"value\": 7, \"unit\": \"ops/s\", \"labels\": {\"n\": 2}}' "
+        "> \"$SPOTBENCH_RESULTS_DIR/out.jsonl\"; "
+        "if [ -n \"${SPOTBENCH_CONTEXT:-}\" ]; then echo context_visible=1; "
+        "else echo context_visible=0; fi; echo uid=$(id -u); echo greeting=$GREETING")
+SLOW = "echo warmup=2 s; sleep 60; echo never=1"
+
+
+@pytest.fixture(scope="module")
+def user_image_boot(lab_dir):
+    need_tools("cloud-init", "shellcheck")
+    spec = boot.spec_variant(
+        "examples/gcp-container-cron.yaml", lab_dir, image=USER_IMAGE,
+        workload={"command": ["sh", "-c", FAST], "env": {"GREETING": "42"}},
+        matrix={"machine_type": ["e2-standard-2"],
+                "command": [["sh", "-c", FAST], ["sh", "-c", SLOW]]})
+    rendered, rows = boot.render(spec, MOCKS)
+    by_cmd = {r.ctx.params["command"][-1]: r for r in rendered}
+    fast, slow = by_cmd[FAST], by_cmd[SLOW]
+    work = lab_dir / "user-image"
+    store = boot.shared_results(work, IMAGE_UID)
+    out: dict = {"fast": fast, "store": store, "rows": rows}
+    with boot.Lab(work) as lab:
+        vms = {}
+        for key, r in (("fast", fast), ("slow", slow)):
+            vms[key] = lab.vm(r.name, r.ctx.me.host, "gcp",
+                              boot.localize(r, store.url, lab.done_url))
+            (vms[key].state / "user-images").write_text(USER_IMAGE + "\n")
+        lab.boot(vms["fast"])  # creation boot: no run is open
+        lab.wait(vms["fast"], 60)
+        out["outside"] = {"powered_off": vms["fast"].powered_off,
+                          "docker": [c["run"]["image"] for c in vms["fast"].calls("docker")
+                                     if c["argv"][0] == "run"],
+                          "files": boot.files(store)}
+        run = boot.open_run(store, IMAGE_UID)
+        calls_before = len(vms["fast"].calls("docker"))
+        lab.boot(vms["fast"])
+        out["finished"] = lab.wait(vms["fast"], 90)
+        out["done"] = lab.done_calls()
+        out["docker"] = [c["run"] for c in vms["fast"].calls("docker")[calls_before:]
+                         if c["argv"][0] == "run"]
+        out["journal"] = vms["fast"].journal
+        lab.boot(vms["slow"])  # then stopped while the command sleeps
+        stdout = vms["slow"].state / "var-lib" / "spotbench" / "bench" / "stdout.txt"
+        deadline = time.monotonic() + 60
+        while not (stdout.exists() and "warmup" in stdout.read_text()):
+            assert time.monotonic() < deadline, vms["slow"].journal
+            time.sleep(0.2)
+        stopped_at = time.monotonic()
+        lab.stop(vms["slow"], timeout=40)
+        out["stop_s"] = time.monotonic() - stopped_at
+        out["slow_journal"] = vms["slow"].journal
+        out["done_after_stop"] = lab.done_calls()
+        out["records"] = store.read(run.run)
+        out["run"] = run
+    return out
+
+
+def test_user_image_cloud_config_is_valid(user_image_boot):
+    r = user_image_boot["fast"]
+    assert not boot.schema_errors(r.user_data), boot.schema_errors(r.user_data)
+    scripts = [boot.shell_of(r)] + [f["content"] for f in r.doc["write_files"]
+                                     if f["content"].startswith("#!/bin/sh")]
+    assert len(scripts) == 2  # the unit's lines and the user-image script
+    for script in scripts:
+        assert not boot.shellcheck_errors(script), (script, boot.shellcheck_errors(script))
+
+
+def test_outside_a_run_the_user_image_never_runs(user_image_boot):
+    outside = user_image_boot["outside"]
+    assert outside["powered_off"]
+    assert len(outside["docker"]) == 1 and outside["docker"][0].endswith("/runner:latest")
+    assert outside["files"] == [] or all("runs/" not in f for f in outside["files"])
+
+
+def test_the_user_image_runs_the_command_and_the_runner_stores_and_calls_done(user_image_boot):
+    g = user_image_boot
+    assert g["finished"] == 0, g["journal"][-4000:]
+    runs = g["docker"]  # runner check, the user's image with the command, runner collect
+    assert [(r["image"].rsplit("/", 1)[-1], r["command"]) for r in runs] == [
+        ("runner:latest", ["check", "/var/lib/spotbench/bench"]),
+        ("busybox:1.36", ["sh", "-c", FAST]),
+        ("runner:latest", ["collect", "/var/lib/spotbench/bench", "--exit-code", "0"])]
+    assert runs[1]["image"] == USER_IMAGE and runs[1]["env_file"] == "/var/lib/spotbench/user.env"
+    assert runs[1]["volumes"] == ["/var/lib/spotbench/bench/results:/var/lib/spotbench/bench/results"]
+    assert runs[0]["env_file"] == runs[2]["env_file"] == "/var/lib/spotbench/env"
+    assert len(g["done"]) == 1 and g["done"][0]["body"] == {"group": g["fast"].ctx.group}
+    records = [r for r in g["records"] if r.group == g["fast"].ctx.group]
+    got = {r.metric: (r.value, r.unit) for r in records}
+    assert got == {"latency": (1.5, "us"), "ops": (7.0, "ops/s"), "context_visible": (0.0, ""),
+                   "uid": (65534.0, ""), "greeting": (42.0, "")}, g["journal"][-3000:]
+    assert next(r for r in records if r.metric == "ops").metadata["labels"] == {"n": 2}
+    assert not any(r.preempted for r in records)
+    raw = [f for f in boot.files(g["store"]) if g["fast"].ctx.group in f and f.endswith("stdout.txt")]
+    assert len(raw) == 1 and "latency=1.5 us" in (boot.Path(g["store"].root) / raw[0]).read_text()
+
+
+def test_a_vm_stopped_mid_command_stores_what_it_had_as_preempted(user_image_boot):
+    g = user_image_boot
+    slow = [r for r in g["records"] if r.group != g["fast"].ctx.group]
+    assert [(r.metric, r.value, r.preempted) for r in slow] == [("warmup", 2.0, True)], (
+        g["slow_journal"][-3000:])
+    assert slow[0].metadata.get("interrupted") == "stopped"
+    assert len(g["done_after_stop"]) == 1  # the stopped VM does not call done (as on local)
+    assert g["stop_s"] < 28, "collect must fit in the unit's TimeoutStopSec"
+
+
+def test_preview_shows_the_runner_and_the_users_image(user_image_boot):
+    vms = [r for r in user_image_boot["rows"] if r["type"] == "gcp:compute/instance:Instance"]
+    assert len(vms) == 2
+    for row in vms:
+        runner, user = row["properties"]["images"]
+        assert runner.endswith("/spotbench-nightly-cpu/runner:latest") and user == USER_IMAGE
+
+
+def test_aws_renders_the_same_steps_and_may_pull_the_runner():
+    """AWS (not booted here): valid user-data running the same script, the runner's ECR
+    repository declared and pullable by the instance role, the preview naming both images."""
+    need_tools("cloud-init", "shellcheck")
+    rendered, rows = boot.render("examples/aws-container.yaml", MOCKS)
+    r = rendered[0]
+    assert not boot.schema_errors(r.user_data), boot.schema_errors(r.user_data)
+    script = r.file("/run-user-image")["content"]
+    for text in (boot.shell_of(r), script):
+        assert not boot.shellcheck_errors(text), boot.shellcheck_errors(text)
+    assert r.unit["ExecStart"] == ["/bin/sh /var/lib/spotbench/run-user-image"]
+    assert "public.ecr.aws/docker/library/python:3.12-slim python -c" in script
+    repos = [row["name"] for row in rows if row["type"] == "aws:ecr/repository:Repository"]
+    assert repos == ["aws-byo-registry-runner"]
+    member = next(row for row in rows if row["name"] == r.name and "images" in row["properties"])
+    runner, user = member["properties"]["images"]
+    assert runner.endswith(".amazonaws.com/spotbench-aws-byo/runner:latest")
+    assert user == "public.ecr.aws/docker/library/python:3.12-slim"
+    pulls = [st["Resource"] for row in rows if row["type"] == "aws:iam/rolePolicy:RolePolicy"
+             for st in (row["properties"].get("policy") or {}).get("Statement", [])
+             if st.get("Sid") == "PullImage"]
+    assert pulls and all(p.endswith(":repository/spotbench-aws-byo/*") for p in pulls), pulls
