@@ -33,6 +33,10 @@ IMAGES: dict[tuple[str, bool], str] = {
     for gpu, image in ((False, w.images.cpu), (True, w.images.gpu))
     if image
 }
+# every image (folder under images/) a stack's registry must hold: the table's + the runners
+# that run beside users' images
+REGISTRY_IMAGES: frozenset[str] = frozenset(IMAGES.values()) | {
+    w.user_image.runner for w in registry().values() if w.user_image}
 
 
 def image_name(workload: str, gpu: bool) -> str:

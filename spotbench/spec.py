@@ -255,6 +255,12 @@ class SweepSpec(_Strict):
             raise ValueError(
                 f"cloud '{self.cloud}' needs '{provider.location}' (e.g. {provider.location_example})"
             )
+        if (provider.deployed_by_stack and self.image is None
+                and get_workload(self.workload.name).user_image is not None):
+            raise ValueError(
+                f"image: the '{self.workload.name}' workload runs your own image on "
+                f"{self.cloud}; set `image:` (any image, e.g. docker.io/library/python:3.12-slim)"
+            )
         for value in self.matrix.get("placement", []):
             if value not in PLACEMENTS:
                 raise ValueError(

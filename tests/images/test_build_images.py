@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from spotbench.images import IMAGES, image_ref
+from spotbench.images import IMAGES, REGISTRY_IMAGES, image_ref
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,6 +41,9 @@ def test_make_images_builds_and_pushes_every_image(fake_docker: Path):
     pushed = {c.split()[-1] for c in calls if c.startswith("push")}
     for (workload, gpu) in IMAGES:
         assert image_ref("reg.example/p/spotbench-x", workload, gpu, "t1") in pushed
+    # and the runner a `container` sweep boots beside the user's image
+    assert "runner" in REGISTRY_IMAGES
+    assert {f"reg.example/p/spotbench-x/{name}:t1" for name in REGISTRY_IMAGES} <= pushed
 
 
 def test_make_images_without_registry_says_how():
