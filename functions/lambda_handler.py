@@ -13,8 +13,8 @@ One handler (`functions.lambda_handler.handler`) serves all three Lambdas; each 
   retry policy retries (actions are idempotent); other outcomes are returned as a dict.
 
 Environment: as `functions/app.py` (SPOTBENCH_CLOUD=aws, SPOTBENCH_SPEC,
-SPOTBENCH_RESULTS_URL) plus SPOTBENCH_ACTION and, optionally, SPOTBENCH_INSTANCE_ROLE (the
-only role whose sessions may call `done`).
+SPOTBENCH_RESULTS_URL) plus SPOTBENCH_ACTION. Only sessions of the sweep's member roles
+(one per run group, `member_role_name`) may call `done`, each for its own group.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from typing import Any
 
 from functions.app import BadBody, ConfigError, FunctionConfig, handle, parse_body
 from spotbench.auth import Caller, Forbidden, Unauthorized
-from spotbench.auth.aws import caller_from_function_url, caller_from_invocation, function_account
+from spotbench.auth.aws import (caller_from_function_url, caller_from_invocation, function_account,
+                                member_role_name)
 
 log = logging.getLogger("spotbench.functions")
 log.setLevel(logging.INFO)
@@ -92,7 +93,7 @@ def handle_function_url(event: Mapping[str, Any], context: Any) -> dict[str, Any
         caller = caller_from_function_url(
             event,
             account=function_account(getattr(context, "invoked_function_arn", "")),
-            instance_role=config.env.get("SPOTBENCH_INSTANCE_ROLE") or None,
+            member_roles={member_role_name(g.id): g.id for g in config.spec.plan()},
         )
     except Unauthorized as exc:
         return _response(401, {"error": str(exc)})

@@ -228,14 +228,18 @@ def done(sweep: Sweep, caller: Caller, body: Any = None, now: datetime | None = 
 
 # ---- helpers ------------------------------------------------------------------------------
 def _same_instance(instance: Instance, caller: Caller) -> None:
-    """What the caller's credential proves (zone, instance id) must be the sweep's instance
-    of that name, not another VM that happens to carry it."""
+    """What the caller's credential proves (zone, instance id, group identity) must be the
+    sweep's instance of that name, not another VM that happens to carry it."""
     if caller.zone is not None and instance.zone != caller.zone:
         raise Forbidden(f"instance {caller.name} of this token is in zone {caller.zone}; "
                         f"the sweep's is in {instance.zone}")
     if caller.instance_id is not None and instance.id != caller.instance_id:
         raise Forbidden(f"instance {caller.name} of this token has id {caller.instance_id}; "
                         f"the sweep's has {instance.id or 'no known id'}")
+    own_group = instance.labels.get(GROUP_LABEL)
+    if caller.group is not None and caller.group != own_group:
+        raise Forbidden(f"instance {caller.name} called with the identity of group "
+                        f"{caller.group}; the instance belongs to group {own_group}")
 
 
 def _require(caller: Caller, *kinds: str, action: str) -> None:

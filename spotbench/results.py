@@ -72,8 +72,22 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+RUN_ID_FORMAT = "%Y%m%dT%H%M%SZ"
+RUN_ID_SUFFIX = 4  # hex digits added to a run opened in the same second as a closed one
+
+
 def new_run_id(now: datetime | None = None) -> str:
-    return (now or utcnow()).strftime("%Y%m%dT%H%M%SZ")
+    return (now or utcnow()).strftime(RUN_ID_FORMAT)
+
+
+def run_id_lengths() -> tuple[int, int]:
+    """The lengths a run id has: `new_run_id()`, and with `open_run`'s `-<hex>` suffix.
+
+    IAM resource patterns cannot match one path segment (`*` spans `/`), so the AWS member
+    policy matches a run segment by its length (`?` per character; infra/aws/identity.py).
+    """
+    n = len(new_run_id(datetime(2000, 1, 1, tzinfo=UTC)))
+    return n, n + 1 + RUN_ID_SUFFIX
 
 
 class Result(BaseModel):
@@ -416,7 +430,7 @@ class ResultStore:
         info = RunInfo(run=new_run_id(now), opened_at=now, ticks=[tick] if tick else [])
         path = self._p("runs", info.run, "run.json")
         if self._exists(path):  # closed earlier in the same second: keep ids unique
-            info = info.model_copy(update={"run": f"{info.run}-{uuid.uuid4().hex[:4]}"})
+            info = info.model_copy(update={"run": f"{info.run}-{uuid.uuid4().hex[:RUN_ID_SUFFIX]}"})
             path = self._p("runs", info.run, "run.json")
         self._write_whole(path, info.model_dump_json().encode())
         return info

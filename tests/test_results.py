@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from spotbench.results import Result, ResultStore, utcnow
+from spotbench.results import Result, ResultStore, run_id_lengths, utcnow
 
 
 def rec(group: str, value: float, run: str = "r1", preempted: bool = False) -> Result:
@@ -63,7 +63,11 @@ def test_run_ledger(store: ResultStore) -> None:
     closed = store.runs()[-1]
     assert closed.closed_at is not None and closed.reason == "deadline"
     assert store.current_run() is None
-    assert store.open_run().run != run.run  # closed in the same second: still a new id
+    now = run.opened_at
+    again = store.open_run(now=now)  # opened in the same second as the closed one
+    assert again.run != run.run  # still a new id
+    # what the AWS member policy matches a run segment by (infra/aws/identity.py)
+    assert sorted({len(run.run), len(again.run)}) == list(run_id_lengths())
     store.record_launch(run.run, "g")
     store.record_launch(run.run, "g")
     assert store.launch_count(run.run, "g") == 2

@@ -16,7 +16,7 @@ import pulumi_aws as aws
 
 from infra.aws.bucket import ResultsBucket, ResultsBucketArgs
 from infra.aws.functions import AwsFunctions, AwsFunctionsArgs
-from infra.aws.identity import AwsIdentities, AwsIdentitiesArgs, instance_role_name
+from infra.aws.identity import AwsIdentities, AwsIdentitiesArgs
 from infra.aws.instances import (
     AwsRunGroup,
     AwsRunGroupArgs,
@@ -83,15 +83,15 @@ class AwsSweep(pulumi.ComponentResource):
             AwsIdentitiesArgs(sweep=spec.name, results_bucket=self.bucket.results_bucket,
                               prefix=self.bucket.prefix, image=pullable, tags=tags,
                               checkpoints=any(get_workload(g.workload).checkpoints(g.params)
-                                              for g in groups)),
+                                              for g in groups),
+                              groups=[g.id for g in groups]),
             child,
         )
         ids = self.identities
         self.functions = AwsFunctions(
             f"{name}-fn",
             AwsFunctionsArgs(spec=spec, role_arn=ids.lambda_role.arn,
-                             results_url=self.bucket.results_url,
-                             instance_role=instance_role_name(spec.name), tags=tags),
+                             results_url=self.bucket.results_url, tags=tags),
             pulumi.ResourceOptions(parent=self, provider=self.provider,
                                    depends_on=[ids.lambda_policy]),
         )
@@ -117,14 +117,14 @@ class AwsSweep(pulumi.ComponentResource):
                 AwsRunGroupArgs(
                     spec=spec, group=g, ips=ips, subnet_id=self.network.subnet.id,
                     security_group_id=self.network.security_groups[g.id].id,
-                    instance_profile=ids.instance_profile.name,
+                    instance_profile=ids.instance_profiles[g.id].name,
                     amis=amis, image=self.registry.url.apply(
                         lambda r, g=g: resolve_image(spec.image, r, g.workload, gpu_of[g.id])),
                     results_url=self.bucket.results_url, done_url=self.functions.urls["done"],
                     ssh=mpi.groups[g.id] if mpi else None,
                 ),
                 pulumi.ResourceOptions(parent=self, provider=self.provider,
-                                       depends_on=[self.network.nat, ids.instance_policy]),
+                                       depends_on=[self.network.nat, ids.member_policies[g.id]]),
             )
             for g in groups
         }

@@ -41,7 +41,6 @@ class AwsFunctionsArgs:
     spec: SweepSpec
     role_arn: pulumi.Input[str]
     results_url: pulumi.Input[str]
-    instance_role: str
     tags: dict[str, str]
 
 
@@ -86,7 +85,6 @@ class AwsFunctions(pulumi.ComponentResource):
                     "SPOTBENCH_ACTION": action,
                     "SPOTBENCH_SPEC": spec.model_dump_json(),
                     "SPOTBENCH_RESULTS_URL": args.results_url,
-                    "SPOTBENCH_INSTANCE_ROLE": args.instance_role,
                 }},
                 tags=args.tags,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[log_group]),

@@ -1,8 +1,12 @@
-"""Who may do what: three roles, each allowed only its part.
+"""Who may do what: a role per run group for its members, and two roles for the functions.
 
-- instance role (members' instance profile): put objects under the sweep's results prefix,
-  pull the workload image from ECR, invoke the `done` function through its URL only
-  (`lambda:InvokedViaFunctionUrl`, `lambda:FunctionUrlAuthType = AWS_IAM`) — nothing else.
+- member roles (one per run group, each with its instance profile, `member_role_name`): put
+  objects only under that group's own names (`runs/<run>/<group>.<n>.jsonl` and
+  `runs/<run>/<group>.<n>/…`, see `group_objects`), read the run ledger, pull the workload
+  image from ECR, invoke the `done` function through its URL only
+  (`lambda:InvokedViaFunctionUrl`, `lambda:FunctionUrlAuthType = AWS_IAM`), and register
+  with Session Manager — nothing else. A VM of one group cannot write, or overwrite,
+  another group's results; `done` checks that the caller's role is its instance's group's.
 - scheduler role (EventBridge Scheduler): invoke `start` and `stop` only.
 - Lambda role: `ec2:StartInstances`/`StopInstances` only on instances tagged
   `managed-by=spotbench` and this sweep (`aws:ResourceTag/...`), `ec2:DescribeInstances`
@@ -21,7 +25,7 @@ that need function ARNs are made by `grant()` once the functions exist.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -29,7 +33,9 @@ import pulumi_aws as aws
 
 from infra.aws.functions import ACTIONS as FUNCTION_ACTIONS
 from infra.aws.functions import log_group_name
+from spotbench.auth.aws import member_role_name
 from spotbench.plan import MANAGED_BY, SWEEP_LABEL
+from spotbench.results import run_id_lengths
 
 Doc = dict[str, Any]
 
@@ -66,13 +72,33 @@ def _under(prefix: str, path: str) -> str:
     return f"{prefix}/{path}" if prefix else path
 
 
-def instance_policy(bucket: str, prefix: str, done_arn: str, image: str | None,
-                    checkpoints: bool = False) -> Doc:
-    """`checkpoints`: members keep checkpoints (`checkpoints/<group>/<run>/`): they list,
-    read and delete them there too (`workloads/tf_mnist/checkpoints.py`)."""
-    bucket_arn, objects = prefix_arns(bucket, prefix)
+def group_objects(bucket: str, prefix: str, group: str, checkpoints: bool = False) -> list[str]:
+    """ARNs of the objects run group `group` stores: `runs/<run>/<group>.<n>.jsonl` and
+    `runs/<run>/<group>.<n>/<name>` (spotbench/results.py), its checkpoints
+    (`checkpoints/<group>/…`) when it keeps them, and no other group's.
+
+    In an IAM resource `*` matches any characters, `/` included, so `runs/*/<group>.*`
+    would also match `runs/<run>/<other>.1/<group>.x` or `runs/<run>/flags/<group>.1.json`.
+    The run segment is matched by its length instead (`?` is exactly one character; a run
+    id has one of `run_id_lengths()`), and `<group>.` (group ids hold no `.`) ends the
+    group's name: `…-t1.` is not a prefix of `…-t10.`.
+    """
     runs = _under(prefix, "runs")
-    ckpt = _under(prefix, "checkpoints")
+    out = [f"arn:aws:s3:::{bucket}/{runs}/{'?' * n}/{group}.*" for n in run_id_lengths()]
+    if checkpoints:
+        out.append(f"arn:aws:s3:::{bucket}/{_under(prefix, 'checkpoints')}/{group}/*")
+    return out
+
+
+def member_policy(bucket: str, prefix: str, group: str, done_arn: str, image: str | None,
+                  checkpoints: bool = False) -> Doc:
+    """What the members of run group `group` may do (its role's only policy).
+
+    `checkpoints`: members keep checkpoints (`checkpoints/<group>/<run>/`): they list, read
+    and delete their group's there too (`workloads/tf_mnist/checkpoints.py`)."""
+    bucket_arn, _ = prefix_arns(bucket, prefix)
+    runs = _under(prefix, "runs")
+    ckpt = f"{_under(prefix, 'checkpoints')}/{group}"
     kept = [
         {"Sid": "Checkpoints", "Effect": "Allow", "Action": ["s3:GetObject", "s3:DeleteObject"],
          "Resource": f"{bucket_arn}/{ckpt}/*"},
@@ -82,7 +108,8 @@ def instance_policy(bucket: str, prefix: str, done_arn: str, image: str | None,
     return _doc(
         *kept,
         {"Sid": "PutResults", "Effect": "Allow",
-         "Action": ["s3:PutObject", "s3:AbortMultipartUpload"], "Resource": objects},
+         "Action": ["s3:PutObject", "s3:AbortMultipartUpload"],
+         "Resource": group_objects(bucket, prefix, group, checkpoints)},
         # the workload finds its run in the ledger at boot, and lists its run's attempts
         {"Sid": "ReadLedger", "Effect": "Allow", "Action": "s3:GetObject",
          "Resource": f"{bucket_arn}/{runs}/*/run.json"},
@@ -150,10 +177,6 @@ def lambda_policy(sweep: str, bucket: str, prefix: str) -> Doc:
     )
 
 
-def instance_role_name(sweep: str) -> str:
-    return f"{sweep}-instance"
-
-
 def _json(doc_fn, *args: pulumi.Input[str]) -> pulumi.Output[str]:
     return pulumi.Output.all(*args).apply(lambda v: json.dumps(doc_fn(*v)))
 
@@ -165,7 +188,8 @@ class AwsIdentitiesArgs:
     prefix: str
     image: pulumi.Input[str]
     tags: dict[str, str]
-    checkpoints: bool = False  # members keep checkpoints (instance_policy)
+    checkpoints: bool = False  # members keep checkpoints (member_policy)
+    groups: list[str] = field(default_factory=list)  # run group ids: a member role each
 
 
 class AwsIdentities(pulumi.ComponentResource):
@@ -181,13 +205,21 @@ class AwsIdentities(pulumi.ComponentResource):
                                 assume_role_policy=json.dumps(assume_role(service)),
                                 tags=tags, opts=child)
 
-        self.instance_role = role("instance", "ec2.amazonaws.com", "sweep members")
         self.lambda_role = role("lambda", "lambda.amazonaws.com", "start/stop/done functions")
         self.scheduler_role = role("scheduler", "scheduler.amazonaws.com", "start/stop schedules")
-        self.instance_profile = aws.iam.InstanceProfile(
-            f"{name}-instance", name=f"{sweep}-instance", role=self.instance_role.name,
-            tags=tags, opts=child,
-        )
+        # group id → its members' role and instance profile (same name)
+        self.member_roles: dict[str, aws.iam.Role] = {}
+        self.instance_profiles: dict[str, aws.iam.InstanceProfile] = {}
+        for gid in args.groups:
+            named = member_role_name(gid)
+            self.member_roles[gid] = aws.iam.Role(
+                f"{name}-{gid}-member", name=named,
+                description=f"spotbench {sweep}: members of group {gid}",
+                assume_role_policy=json.dumps(assume_role("ec2.amazonaws.com")),
+                tags=tags, opts=child)
+            self.instance_profiles[gid] = aws.iam.InstanceProfile(
+                f"{name}-{gid}-member", name=named, role=self.member_roles[gid].name,
+                tags=tags, opts=child)
         self.lambda_policy = aws.iam.RolePolicy(
             f"{name}-lambda", role=self.lambda_role.id, name="spotbench-lambda",
             policy=_json(lambda b: lambda_policy(sweep, b, args.prefix), args.results_bucket),
@@ -198,17 +230,21 @@ class AwsIdentities(pulumi.ComponentResource):
               stop_arn: pulumi.Input[str]) -> None:
         """The grants that name the functions (made once they exist)."""
         args, child = self._args, pulumi.ResourceOptions(parent=self)
-        self.instance_policy = aws.iam.RolePolicy(
-            f"{self._base}-instance", role=self.instance_role.id, name="spotbench-instance",
-            policy=_json(lambda b, d, i: instance_policy(b, args.prefix, d, i, args.checkpoints),
-                         args.results_bucket, done_arn, args.image),
-            opts=child,
-        )
+        self.member_policies = {
+            gid: aws.iam.RolePolicy(
+                f"{self._base}-{gid}-member", role=role.id, name="spotbench-member",
+                policy=_json(lambda b, d, i, gid=gid: member_policy(b, args.prefix, gid, d, i,
+                                                                    args.checkpoints),
+                             args.results_bucket, done_arn, args.image),
+                opts=child,
+            )
+            for gid, role in self.member_roles.items()
+        }
         self.scheduler_policy = aws.iam.RolePolicy(
             f"{self._base}-scheduler", role=self.scheduler_role.id, name="spotbench-scheduler",
             policy=_json(scheduler_policy, start_arn, stop_arn), opts=child,
         )
         self.register_outputs({
-            "instance_role": self.instance_role.arn, "lambda_role": self.lambda_role.arn,
-            "scheduler_role": self.scheduler_role.arn,
+            "member_roles": {gid: r.arn for gid, r in self.member_roles.items()},
+            "lambda_role": self.lambda_role.arn, "scheduler_role": self.scheduler_role.arn,
         })

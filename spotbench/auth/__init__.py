@@ -23,10 +23,12 @@ class Forbidden(Exception):
 class Caller:
     kind: Literal["scheduler", "member", "operator"]
     name: str  # member: the instance name; scheduler/operator: the account name
-    # What a member's credential proves beyond its name (GCP ID tokens); `control.done`
-    # checks them against the sweep's own instance of that name.
+    # What a member's credential proves beyond its name (GCP ID tokens: zone, id; a
+    # per-group identity: its group); `control.done` checks them against the sweep's own
+    # instance of that name.
     zone: str | None = None
     instance_id: str | None = None
+    group: str | None = None
 
 
 class Unavailable(RuntimeError):

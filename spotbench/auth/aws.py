@@ -6,8 +6,9 @@
 - `caller_from_function_url()` runs in the Lambda: the function URL has already verified the
   signature and put the signer into `requestContext.authorizer.iam`. An EC2 instance role's
   session is named after the instance (`arn:aws:sts::ACCT:assumed-role/ROLE/i-0abc…`), so
-  the caller is `Caller("member", "i-0abc…")`; the control logic then checks the instance's
-  tags (sweep, group) before stopping anything.
+  the caller is `Caller("member", "i-0abc…", group=…)`. Every run group has its own role
+  (`member_role_name`): the role names the group the caller speaks for, and the control
+  logic checks it against the instance's tags (sweep, group) before stopping anything.
 
 Only botocore is used here (signing); EC2 calls stay in `spotbench.clouds.ec2`.
 """
@@ -77,14 +78,28 @@ def function_account(invoked_function_arn: str) -> str:
     return match.group("account")
 
 
-def caller_from_function_url(
-    event: Mapping[str, Any], *, account: str, instance_role: str | None = None
-) -> Caller:
-    """The member instance that signed a function-URL request.
+def member_role_name(group_id: str) -> str:
+    """The IAM role (and instance profile) of run group `group_id`'s members.
 
-    Raises `Unauthorized` (401) when the request carries no IAM caller, and `Forbidden`
-    (403) for another account, another role than `instance_role` (when given) or a
-    session that is not an EC2 instance.
+    Group ids are `<sweep>--<point>-t<trial>` (`spotbench.labels`): unique across sweeps
+    (sweep names cannot hold `--`) and apart from a sweep's other roles (`<sweep>-lambda`,
+    …); at most 24 + 2 + 6 + 2 + 3 characters, so the name stays within IAM's 64.
+    """
+    name = f"{group_id}-member"
+    if len(name) > 64:
+        raise ValueError(f"group id {group_id!r} is too long for an IAM role name ({name})")
+    return name
+
+
+def caller_from_function_url(
+    event: Mapping[str, Any], *, account: str, member_roles: Mapping[str, str] | None = None
+) -> Caller:
+    """The member instance that signed a function-URL request, and the group its role is for.
+
+    `member_roles` maps the sweep's member roles to their groups (`member_role_name`); when
+    given, any other role is refused. Raises `Unauthorized` (401) when the request carries
+    no IAM caller, and `Forbidden` (403) for another account, a role that is not one of
+    `member_roles` or a session that is not an EC2 instance.
     """
     iam = ((event.get("requestContext") or {}).get("authorizer") or {}).get("iam")
     if not isinstance(iam, Mapping) or not iam.get("userArn"):
@@ -98,12 +113,13 @@ def caller_from_function_url(
         raise Forbidden(f"caller {arn} is from account {caller_account or '?'}, not {account}")
     if not match:
         raise Forbidden(f"caller {arn} is not an assumed role (expected an EC2 instance role)")
-    if instance_role and match.group("role") != instance_role:
-        raise Forbidden(f"caller role {match.group('role')} is not the sweep's instance role")
+    role = match.group("role")
+    if member_roles is not None and role not in member_roles:
+        raise Forbidden(f"caller role {role} is not a member role of this sweep")
     session = match.group("session")
     if not _INSTANCE_ID.match(session):
         raise Forbidden(f"caller session {session!r} is not an EC2 instance id")
-    return Caller("member", session)
+    return Caller("member", session, group=member_roles[role] if member_roles else None)
 
 
 def caller_from_invocation(event: Mapping[str, Any]) -> Caller:

@@ -16,6 +16,7 @@ from spotbench.auth.aws import (
     caller_from_function_url,
     caller_from_invocation,
     function_account,
+    member_role_name,
     signed_post,
     url_region,
 )
@@ -107,22 +108,23 @@ def _event(iam):
 
 
 def test_caller_from_function_url():
-    arn = "arn:aws:sts::111122223333:assumed-role/sx-instance/i-0abc1234def567890"
+    arn = "arn:aws:sts::111122223333:assumed-role/sx--a1b2c3-t1-member/i-0abc1234def567890"
     iam = {"accountId": "111122223333", "userArn": arn}
     assert caller_from_function_url(_event(iam), account="111122223333") == Caller(
         "member", "i-0abc1234def567890"
     )
-    assert caller_from_function_url(
-        _event(iam), account="111122223333", instance_role="sx-instance"
-    ).name == "i-0abc1234def567890"
+    roles = {member_role_name("sx--a1b2c3-t1"): "sx--a1b2c3-t1"}
+    assert caller_from_function_url(_event(iam), account="111122223333", member_roles=roles) \
+        == Caller("member", "i-0abc1234def567890", group="sx--a1b2c3-t1")
     with pytest.raises(Unauthorized):
         caller_from_function_url(_event(None), account="111122223333")
     with pytest.raises(Unauthorized):
         caller_from_function_url(_event({"accountId": "111122223333"}), account="111122223333")
     with pytest.raises(Forbidden, match="account"):
         caller_from_function_url(_event(iam), account="999999999999")
-    with pytest.raises(Forbidden, match="instance role"):
-        caller_from_function_url(_event(iam), account="111122223333", instance_role="other")
+    with pytest.raises(Forbidden, match="not a member role"):
+        caller_from_function_url(_event(iam), account="111122223333",
+                                 member_roles={"sx--a1b2c3-t2-member": "sx--a1b2c3-t2"})
     user = {"accountId": "111122223333", "userArn": "arn:aws:iam::111122223333:user/alice"}
     with pytest.raises(Forbidden, match="assumed role"):
         caller_from_function_url(_event(user), account="111122223333")

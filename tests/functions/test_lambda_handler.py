@@ -16,13 +16,16 @@ import boto3
 import pytest
 
 from functions import lambda_handler
+from spotbench.auth.aws import member_role_name
 from spotbench.results import Result, ResultStore, utcnow
 from spotbench.spec import load_spec
 from tests.moto_server import MotoServer
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"  # moto's default account
-ROLE = "lx-instance"
+SPEC = {"name": "lx", "cloud": "aws", "region": REGION, "workload": {"name": "osu"},
+        "matrix": {"machine_type": ["c5n.large"]}, "trials": 2}
+ROLE = member_role_name(load_spec(SPEC).plan()[0].id)  # the first group's members' role
 CONTEXT = SimpleNamespace(invoked_function_arn=f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:lx-done")
 
 
@@ -35,17 +38,13 @@ def moto_url():
 @pytest.fixture
 def sweep(moto_url, monkeypatch, tmp_path):
     """A 2-group OSU sweep on aws: instances tagged as the Pulumi stack tags them, stopped."""
-    spec = load_spec({
-        "name": "lx", "cloud": "aws", "region": REGION, "workload": {"name": "osu"},
-        "matrix": {"machine_type": ["c5n.large"]}, "trials": 2,
-    })
+    spec = load_spec(SPEC)
     for key, value in {
         "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_SESSION_TOKEN": "testing", "AWS_DEFAULT_REGION": REGION,
         "AWS_ENDPOINT_URL": moto_url, "SPOTBENCH_CLOUD": "aws",
         "SPOTBENCH_SPEC": spec.model_dump_json(),
         "SPOTBENCH_RESULTS_URL": f"file://{tmp_path}/results",
-        "SPOTBENCH_INSTANCE_ROLE": ROLE,
     }.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setattr(lambda_handler, "_config", None)

@@ -32,6 +32,7 @@ SPOT = "aws:ec2/spotInstanceRequest:SpotInstanceRequest"
 TAG = "aws:ec2/tag:Tag"
 ROLE = "aws:iam/role:Role"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+PROFILE = "aws:iam/instanceProfile:InstanceProfile"
 FUNCTION = "aws:lambda/function:Function"
 FUNCTION_URL = "aws:lambda/functionUrl:FunctionUrl"
 LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
@@ -44,6 +45,7 @@ class Declared:
     roles: dict[str, dict[str, Any]]  # role name → {"trust": json, "service": principal}
     policies: dict[str, list[dict]]  # role name → its inline policy documents
     instances: list[dict[str, Any]]  # declared inputs (+ "kind": spot|instance, "itags")
+    profiles: dict[str, str]  # instance profile name → its role's name
     functions: dict[str, dict[str, Any]]  # function name → inputs + "arn"
     url_functions: list[str]  # names of functions with an AWS_IAM function URL
     log_groups: list[str]
@@ -51,6 +53,11 @@ class Declared:
 
     def role_for(self, service: str) -> str:
         return next(n for n, r in self.roles.items() if r["service"] == service)
+
+    def member_role(self, name: str) -> str:
+        """The role EC2 gives member `name`: its instance profile's."""
+        inst = next(i for i in self.instances if i["tags"]["Name"] == name)
+        return self.profiles[inst["iamInstanceProfile"]]
 
     def without(self, role: str, sid: str) -> Declared:
         """A copy whose `role` lacks the statement `sid` (a document left empty is dropped)."""
@@ -103,9 +110,10 @@ def declare(spec: SweepSpec) -> Declared:
     instances += [{**copy.deepcopy(r.inputs), "kind": "spot",
                    "itags": instance_tags.get(f"{r.name}-instance-id", {})}
                   for r in mocks.of_type(SPOT)]
+    profiles = {p.inputs["name"]: p.inputs["role"] for p in mocks.of_type(PROFILE)}
     return Declared(
         spec=spec, roles=roles, policies=policies,
-        instances=instances,
+        instances=instances, profiles=profiles,
         functions=functions, url_functions=url_functions,
         log_groups=[g.inputs["name"] for g in mocks.of_type(LOG_GROUP)], schedules=schedules,
     )
@@ -131,9 +139,9 @@ class Deployed:
                 for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]}
 
     def member(self, name: str) -> Principal:
-        """The session EC2 gives a member: its instance role, named after the instance."""
-        return self.account.session(self.declared.role_for("ec2.amazonaws.com"),
-                                    self.instance_ids[name])
+        """The session EC2 gives a member: its instance profile's role (its group's), named
+        after the instance."""
+        return self.account.session(self.declared.member_role(name), self.instance_ids[name])
 
     def scheduler(self) -> Principal:
         return self.account.session(self.declared.role_for("scheduler.amazonaws.com"), "tick")
@@ -232,8 +240,13 @@ def redeploy(d: Deployed, declared: Declared) -> Deployed:
         for obj in s3.list_objects_v2(Bucket=d.bucket).get("Contents", []):
             s3.delete_object(Bucket=d.bucket, Key=obj["Key"])
         ec2 = account.admin("ec2")
-        if d.instance_ids:
-            ec2.terminate_instances(InstanceIds=list(d.instance_ids.values()))
+        old = [i["InstanceId"] for r in ec2.describe_instances(Filters=[
+                   {"Name": "tag:spotbench-sweep", "Values": [declared.spec.name]},
+                   {"Name": "instance-state-name", "Values": ["pending", "running", "stopping",
+                                                              "stopped"]}])["Reservations"]
+               for i in r["Instances"]]
+        if old:  # every earlier deployment's (a test may have redeployed from `d` before)
+            ec2.terminate_instances(InstanceIds=old)
         image = MotoServer.any_image(ec2)
         for inst in declared.instances:
             out.instance_ids[inst["tags"]["Name"]] = _launch(ec2, image, inst)

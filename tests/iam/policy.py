@@ -129,14 +129,17 @@ def moto_projection(doc: Doc, moto_actions: Mapping[str, Sequence[str]]) -> dict
     dropped (moto cannot see tags, prefixes or function-URL keys: the harness checks them),
     resources widened to `*` outside S3 (moto authorizes other services against `*`), and
     each IAM action joined by the names moto uses for the same operations
-    (`moto_actions`, e.g. s3:ListBucket → s3:ListObjectsV2, s3:HeadBucket)."""
+    (`moto_actions`, e.g. s3:ListBucket → s3:ListObjectsV2, s3:HeadBucket). moto matches a
+    resource as a regular expression with only `*` translated: IAM's `?` (one character)
+    is handed to it as `.`."""
     out = []
     for statement in _as_list(doc.get("Statement", [])):
         actions = _as_list(statement.get("Action", []))
         extra = [m for a in actions for m in moto_actions.get(a, ())]
         s3_only = all(a.lower().startswith("s3:") for a in actions)
+        resources = [r.replace("?", ".") for r in _as_list(statement.get("Resource", "*"))]
         projected = {"Effect": statement["Effect"], "Action": actions + extra,
-                     "Resource": statement.get("Resource", "*") if s3_only else "*"}
+                     "Resource": resources if s3_only else "*"}
         if "Sid" in statement:
             projected["Sid"] = statement["Sid"]
         out.append(projected)

@@ -22,6 +22,7 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.exceptions import ClientError
 
+from spotbench.auth.aws import member_role_name, signed_post
 from spotbench.clouds.aws_orphans import AwsSweeper, teardown_policy
 from spotbench.ops.teardown import teardown
 from spotbench.spec import load_spec
@@ -127,6 +128,7 @@ def member_finishes(d: Deployed, group: str) -> dict:
     """The group's launcher boots, stores a result and calls done; its peer only boots."""
     names = sorted(n for n, c in d.contexts.items() if c.group == group)
     launcher = next(n for n in names if d.contexts[n].role == "launcher")
+    names.sort(key=lambda n: n == launcher)  # every member boots before the launcher ends
     for name in names:
         with environment(member_env(d, d.member(name))):
             run = boot(d, name)
@@ -164,7 +166,15 @@ def whole_path(d: Deployed) -> None:
     states = d.states()
     assert {states[i] for i in d.group_ids(groups[0])} == {"stopped"}
     assert {states[i] for i in d.group_ids(groups[1])} == {"running"}
+    assert answer.get("running") == [groups[1]], answer
+    # every group has its own role: the other group's members take the whole path too
+    answer = member_finishes(d, groups[1])
+    assert answer["group"] == groups[1] and answer["completed"] == 2, answer
+    assert {d.states()[i] for g in groups for i in d.group_ids(g)} == {"stopped"}
 
+    # the next day's run is still going at the deadline: the stop tick stops and closes it
+    started = d.tick("start", "2026-01-06T03:00:00Z")
+    assert started["status"] == 200 and sorted(started["started"]) == groups, started
     stopped = d.tick("stop")
     assert stopped["status"] == 200 and stopped.get("closed") is True, stopped
     assert {d.states()[i] for g in groups for i in d.group_ids(g)} == {"stopped"}
@@ -190,13 +200,15 @@ def path_run(first, declared) -> list[Record]:
     return list(d.account.decisions)
 
 
-def test_aws_whole_path_runs_with_the_declared_policies_and_no_denial(path_run):
+def test_aws_whole_path_runs_with_the_declared_policies_and_no_denial(path_run, declared):
     assert [r.auth.describe() for r in path_run if not r.decision.allowed] == []
     used = {(r.role, r.auth.action, r.decision.by) for r in path_run}
+    member = member_role_name(declared.spec.plan()[0].id)  # the group that finishes
     assert ("ax-lambda", "ec2:StartInstances", "StartStopSweepInstances") in used
-    assert ("ax-instance", "s3:ListBucket", "ListRuns") in used
-    assert ("ax-instance", "lambda:InvokeFunction", "CallDoneInvoke") in used
-    assert ("ax-instance", "ssmmessages:CreateControlChannel", "SsmSessions") in used
+    assert (member, "s3:ListBucket", "ListRuns") in used
+    assert (member, "s3:PutObject", "PutResults") in used
+    assert (member, "lambda:InvokeFunction", "CallDoneInvoke") in used
+    assert (member, "ssmmessages:CreateControlChannel", "SsmSessions") in used
 
 
 def test_aws_conditions_are_proved_by_calls_that_must_be_denied(deployed):
@@ -294,11 +306,15 @@ def test_aws_sweep_lambda_role_cannot_write_the_logs_of_a_sweep_its_name_prefixe
 # Actions of declared statements that the whole path above does not call, and why they are
 # still needed; everything else a statement lists must be called (a superfluous action in a
 # needed statement escapes the statement-level check above).
+MEMBER_NOT_EXERCISED = {  # in every group's member role
+    ("PutResults", "s3:AbortMultipartUpload"): "a failed multipart upload",
+    ("PullImage", "ecr:GetDownloadUrlForLayer"): "docker pull's layer downloads",
+    ("SsmSessions", "ssmmessages:OpenControlChannel"): "the agent's websocket",
+    ("SsmSessions", "ssmmessages:OpenDataChannel"): "the agent's websocket",
+}
 NOT_EXERCISED = {
-    ("ax-instance", "PutResults", "s3:AbortMultipartUpload"): "a failed multipart upload",
-    ("ax-instance", "PullImage", "ecr:GetDownloadUrlForLayer"): "docker pull's layer downloads",
-    ("ax-instance", "SsmSessions", "ssmmessages:OpenControlChannel"): "the agent's websocket",
-    ("ax-instance", "SsmSessions", "ssmmessages:OpenDataChannel"): "the agent's websocket",
+    **{(member_role_name(g.id), sid, action): why
+       for g in load_spec(SPEC).plan() for (sid, action), why in MEMBER_NOT_EXERCISED.items()},
     ("spotbench-operator", "FindSweepResources", "ec2:DescribeRegions"): "teardown of all regions",
 }
 
@@ -320,3 +336,53 @@ def test_aws_every_declared_action_is_called(path_run, declared):
                         unused.append(f"{role}/{s['Sid']}/{action}")
     assert unused == [], f"declared actions no code path calls: {unused}"
     assert set(NOT_EXERCISED) <= declared_actions, "NOT_EXERCISED names an action no longer declared"
+
+
+@pytest.mark.security
+def test_aws_a_member_cannot_write_another_groups_results(deployed):
+    """Attack: a VM of one group writes (or overwrites) another group's records, raw output
+    or the run's ledger entries, with its own instance role. Each group's role may put only
+    `runs/<run>/<its group>.<n>…` (AWS's `*` spans `/`: the run segment is matched by length)."""
+    d = deployed
+    run = d.tick("start")["run"]
+    mine, theirs = (g.id for g in d.declared.spec.plan())
+    attacker = next(n for n, c in d.contexts.items() if c.group == mine)
+    s3 = d.account.client("s3", d.member(attacker))
+    prefix = "ax/runs"
+    for key in (f"{prefix}/{run}/{theirs}.1.jsonl", f"{prefix}/{run}/{theirs}.1/osu.txt",
+                f"{prefix}/{run}/{theirs}.1/{mine}.1.jsonl",  # inside their raw folder
+                f"{prefix}/{run}/{mine}0.1.jsonl",  # a group `…-t10` when mine is `…-t1`
+                f"{prefix}/{run}/flags/{theirs}.1.json", f"{prefix}/{run}/flags/{mine}.1.json",
+                f"{prefix}/{run}/starts/{mine}.2.json", f"{prefix}/{run}/launches/{mine}.9",
+                f"{prefix}/{run}/run.json", f"{prefix}/{run}-abcd/x/{mine}.1.jsonl"):
+        with pytest.raises(ClientError, match="AccessDenied"):
+            s3.put_object(Bucket=d.bucket, Key=key, Body=b"{}")
+    for key in (f"{prefix}/{run}/{mine}.1.jsonl", f"{prefix}/{run}/{mine}.1/osu.txt",
+                f"{prefix}/{run}-abcd/{mine}.1.jsonl"):  # a run opened twice in one second
+        s3.put_object(Bucket=d.bucket, Key=key, Body=b"{}")
+    assert not d.account.errors, d.account.errors
+
+
+@pytest.mark.security
+def test_aws_done_refuses_a_caller_whose_role_is_not_its_instances_group(deployed):
+    """Attack: credentials of one group's role, in a session named after an instance of the
+    other group, call `done` for that group through the function URL. IAM lets the call in
+    (every member role may call done); the function takes the caller's group from its role
+    and refuses it, so the other group keeps running."""
+    d = deployed
+    started = d.tick("start")
+    mine, theirs = (g.id for g in d.declared.spec.plan())
+    assert sorted(started["started"]) == sorted([mine, theirs]), json.dumps(started)
+    victim = d.group_ids(theirs)[0]
+    assert {d.states()[i] for i in d.group_ids(theirs)} == {"running"}
+    forged = d.account.session(member_role_name(mine), victim)
+    answer = signed_post(d.done_url, {"group": theirs}, region=REGION,
+                         credentials=forged.credentials())
+    assert answer.status_code == 403, answer.text
+    assert f"identity of group {mine}" in answer.json()["error"]
+    assert {d.states()[i] for i in d.group_ids(theirs)} == {"running"}
+    honest = d.account.session(member_role_name(theirs), victim)
+    answer = signed_post(d.done_url, {"group": theirs}, region=REGION,
+                         credentials=honest.credentials())
+    assert answer.status_code == 200 and answer.json()["group"] == theirs, answer.text
+    assert not d.account.errors, d.account.errors

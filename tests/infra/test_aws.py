@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from infra.aws.instances import GPU_AMI_PARAMETER, CPU_AMI_PARAMETER
 from infra.aws.scheduler import aws_cron
+from spotbench.auth.aws import member_role_name
 from spotbench.cron import CronShiftError
 from spotbench.member import MemberContext
 from spotbench.spec import load_spec
@@ -25,6 +26,7 @@ SPOT = "aws:ec2/spotInstanceRequest:SpotInstanceRequest"
 TAG = "aws:ec2/tag:Tag"
 STATE = "aws:ec2transitgateway/instanceState:InstanceState"
 POLICY = "aws:iam/rolePolicy:RolePolicy"
+PROFILE = "aws:iam/instanceProfile:InstanceProfile"
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 SCHEDULE = "aws:scheduler/schedule:Schedule"
 FUNCTION = "aws:lambda/function:Function"
@@ -85,7 +87,7 @@ def test_instances_are_stopped_persistent_spot_with_imdsv2_and_no_public_ip(decl
         assert i["associatePublicIpAddress"] is False
         assert i["instanceType"] == "c5n.large"
         assert i["ami"] == "ami-0mock"
-        assert i["iamInstanceProfile"] == "ax-instance"
+        assert i["iamInstanceProfile"] == member_role_name(i["tags"]["spotbench-group"])
         assert not i.get("placementGroup")  # EC2 puts no stop-on-interruption spot in one
         assert i["rootBlockDevice"]["encrypted"] is True
         tags = i["tags"]
@@ -196,7 +198,7 @@ def test_network_has_no_internet_ingress_and_group_members_talk_on_every_port(de
 
 
 def test_iam_policies_are_scoped(declare):
-    _, mocks = sweep(declare)
+    spec, mocks = sweep(declare)
     lam = policy(mocks, "-id-lambda")
     ec2 = statement(lam, "StartStopSweepInstances")
     assert sorted(ec2["Action"]) == ["ec2:StartInstances", "ec2:StopInstances"]
@@ -208,15 +210,21 @@ def test_iam_policies_are_scoped(declare):
         "ec2:StartInstances", "ec2:StopInstances", "ec2:DescribeInstances"}
     assert statement(lam, "RunLedger")["Resource"] == "arn:aws:s3:::res-bucket/runs/ax/*"
 
-    inst = policy(mocks, "-id-instance")
-    assert statement(inst, "PutResults")["Resource"] == "arn:aws:s3:::res-bucket/runs/ax/*"
-    done = statement(inst, "CallDone")
-    assert done["Action"] == "lambda:InvokeFunctionUrl" and done["Resource"].endswith("-fn-done")
-    assert done["Condition"] == {"StringEquals": {"lambda:FunctionUrlAuthType": "AWS_IAM"}}
-    assert statement(inst, "CallDoneInvoke")["Resource"] == done["Resource"]
-    assert statement(inst, "PullImage")["Resource"] == (
-        "arn:aws:ecr:eu-west-1:123456789012:repository/spotbench/osu")
-    assert not any("ec2:" in json.dumps(s) for s in inst["Statement"])
+    groups = [g.id for g in spec.plan()]
+    assert len(groups) > 1
+    for gid in groups:  # each group's members: their own role, writing only their own objects
+        inst = policy(mocks, f"-id-{gid}-member")
+        assert statement(inst, "PutResults")["Resource"] == [
+            f"arn:aws:s3:::res-bucket/runs/ax/runs/{'?' * n}/{gid}.*" for n in (16, 21)]
+        done = statement(inst, "CallDone")
+        assert done["Action"] == "lambda:InvokeFunctionUrl" and done["Resource"].endswith("-fn-done")
+        assert done["Condition"] == {"StringEquals": {"lambda:FunctionUrlAuthType": "AWS_IAM"}}
+        assert statement(inst, "CallDoneInvoke")["Resource"] == done["Resource"]
+        assert statement(inst, "PullImage")["Resource"] == (
+            "arn:aws:ecr:eu-west-1:123456789012:repository/spotbench/osu")
+        assert not any("ec2:" in json.dumps(s) for s in inst["Statement"])
+    profiles = {p.inputs["name"]: p.inputs["role"] for p in mocks.of_type(PROFILE)}
+    assert profiles == {member_role_name(g): member_role_name(g) for g in groups}
 
     sched = policy(mocks, "-id-scheduler")
     assert sched["Statement"] == [{
@@ -225,7 +233,7 @@ def test_iam_policies_are_scoped(declare):
     }]
     roles = {r.name: json.loads(r.inputs["assumeRolePolicy"])["Statement"][0]["Principal"]
              for r in mocks.of_type("aws:iam/role:Role")}
-    assert roles == {"ax-id-instance": {"Service": "ec2.amazonaws.com"},
+    assert roles == {**{f"ax-id-{g}-member": {"Service": "ec2.amazonaws.com"} for g in groups},
                      "ax-id-lambda": {"Service": "lambda.amazonaws.com"},
                      "ax-id-scheduler": {"Service": "scheduler.amazonaws.com"}}
 
@@ -238,7 +246,7 @@ def test_functions_done_url_and_schedules(declare):
         assert f["handler"] == "functions.lambda_handler.handler"
         env = f["environment"]["variables"]
         assert env["SPOTBENCH_ACTION"] == name.removeprefix("ax-")
-        assert env["SPOTBENCH_CLOUD"] == "aws" and env["SPOTBENCH_INSTANCE_ROLE"] == "ax-instance"
+        assert env["SPOTBENCH_CLOUD"] == "aws"
         assert load_spec(json.loads(env["SPOTBENCH_SPEC"])) == spec
         assert env["SPOTBENCH_RESULTS_URL"] == "s3://res-bucket/runs/ax"
     url = mocks.one(URL)

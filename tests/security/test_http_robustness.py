@@ -14,7 +14,9 @@ import pytest
 import requests
 
 from functions import lambda_handler
+from spotbench.auth.aws import member_role_name
 from spotbench.localrun import http_server
+from spotbench.spec import load_spec
 from tests.security._server import LocalFunctions, json_error, raw_request
 
 pytestmark = pytest.mark.security
@@ -158,11 +160,12 @@ def test_lambda_adapter_refuses_deep_and_broken_bodies(monkeypatch) -> None:
 
     monkeypatch.setenv("SPOTBENCH_CLOUD", "aws")
     monkeypatch.setenv("SPOTBENCH_ACTION", "done")
-    monkeypatch.setenv("SPOTBENCH_SPEC", json.dumps({"name": "lx", "cloud": "aws",
-                       "region": "us-east-1", "workload": {"name": "osu"}}))
-    monkeypatch.setenv("SPOTBENCH_INSTANCE_ROLE", "lx-instance")
+    spec = {"name": "lx", "cloud": "aws", "region": "us-east-1", "workload": {"name": "osu"},
+            "matrix": {"machine_type": ["c5n.large"]}}
+    monkeypatch.setenv("SPOTBENCH_SPEC", json.dumps(spec))
     monkeypatch.setattr(lambda_handler, "_config", None)
-    iam = instance_iam("i-0123456789abcdef0")
+    role = member_role_name(load_spec(spec).plan()[0].id)
+    iam = instance_iam("i-0123456789abcdef0", role=role)
     for raw, b64, status in (("[" * 50_000, False, 400), ('{"a":' * 3000 + "1" + "}" * 3000, False, 400),
                              ("x" * 100_000, False, 413), ("@@not base64@@", True, 400),
                              ("\udcff", False, 400)):
