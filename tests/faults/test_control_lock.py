@@ -247,3 +247,21 @@ def test_aws_concurrent_start_ticks_and_done_open_one_run_within_the_limit(aws):
     assert account.denial_lines() == [] and not account.errors, account.errors
     lock_calls = {r.auth.action for r in account.decisions if r.auth.resource.endswith("/control.lock")}
     assert {"s3:PutObject", "s3:DeleteObject"} <= lock_calls, lock_calls
+
+
+def test_aws_a_member_cannot_take_the_control_lock(aws):
+    """As on GCP: a member's role puts only its own group's objects, never control.lock."""
+    from spotbench.results import StoreError
+    from tests.iam.account import environment
+    from tests.iam.test_aws_iam import member_env
+
+    d = aws
+    name = next(iter(d.instance_ids))
+    with environment(member_env(d, d.member(name))):
+        with pytest.raises(StoreError, match="Access ?Denied|AccessDenied|not authorized"):
+            with ResultStore(f"s3://{d.bucket}/lk").lease("control", holder="attacker", wait_s=0):
+                pass
+    denied = [r.auth for r in d.account.denials()]
+    assert [(a.action, a.resource.rsplit("/", 1)[-1]) for a in denied] == [
+        ("s3:PutObject", "control.lock")], denied
+    d.account.decisions.clear()
