@@ -241,3 +241,41 @@ def test_a_refused_preemption_lookup_still_reports_the_instances(fake):
     got = by_name(c.query(G1))
     assert got["g1-a"].state == State.STOPPED and got["g1-a"].error is None
     assert by_name(c.query(G1))["g1-a"].error == ErrorKind.PREEMPTED
+
+
+def test_control_stops_and_retries_a_group_gce_preempted_a_member_of():
+    """The whole path on the real client: a start tick runs group 1; GCE preempts its peer;
+    the next tick sees the group broken (its launcher would run alone until the deadline),
+    stops it and starts it again whole, as a preemption (a retry, not a new run)."""
+    from spotbench import control
+    from spotbench.auth import Caller
+    from spotbench.results import ResultStore
+    from spotbench.spec import load_spec
+
+    spec = load_spec({"name": "pre", "cloud": "gcp", "zone": "us-central1-a",
+                      "gcp": {"project": "proj"}, "workload": {"name": "osu"},
+                      "matrix": {"machine_type": ["n2-standard-2"]}, "trials": 2,
+                      "concurrency": 1, "schedule": {"cron": "0 3 * * *"}, "deadline": "30m"})
+    gce = FakeGce(project="proj")
+    for g in spec.plan():
+        for m in g.members:
+            gce.add(m.name, "us-central1-a", "TERMINATED", g.member_labels(m))
+    gce.start()
+    try:
+        c = GcpCloud("proj", zones=["us-central1-a"], api_endpoint=gce.url, timeout_s=30,
+                     retry_initial_s=0.05, poll_s=0.05)
+        sweep = control.Sweep(spec=spec, cloud=c, store=ResultStore("memory://pre-preempt"))
+        tick = Caller("scheduler", "scheduler")
+        first = control.start(sweep, tick)
+        (group,) = first["started"]
+        peer = next(m.name for g in spec.plan() if g.id == group for m in g.members if m.index == 0
+                    and m.role != "launcher")
+        gce.preempt("us-central1-a", peer)
+        again = control.start(sweep, tick)
+        assert again["broken"] == [group] and again["started"] == [group], again
+        assert again["run"] == first["run"]
+        members = [m.name for g in spec.plan() if g.id == group for m in g.members]
+        assert {gce.status("us-central1-a", m) for m in members} == {"RUNNING"}
+        assert sweep.store.launch_count(first["run"], group) == 2
+    finally:
+        gce.stop()
