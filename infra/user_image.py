@@ -22,6 +22,8 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
+from infra.units import env_file
+from spotbench.image_ref import check_image
 from spotbench.images import IMAGE_GID, IMAGE_UID, user_image_of
 from spotbench.plan import RunGroup
 
@@ -52,9 +54,21 @@ def user_step(group: RunGroup, explicit_image: str | None) -> UserStep | None:
     return UserStep(image=image, command=user.command(group.params), env=env)
 
 
-def user_argv(step: UserStep) -> list[str]:
-    """The command after the user's image in its `docker run` (shell-quoted)."""
-    return [shlex.quote(a) for a in step.command]
+RUNNER_VOLUMES = (f"{DIR}:{DIR}",)  # the runner reads and writes DIR
+USER_VOLUMES = (f"{RESULTS}:{RESULTS}",)  # the user's image sees its results folder only
+
+
+def write_files(step: UserStep, *, runner: list[str], user: list[str]) -> list[dict[str, str]]:
+    """cloud-init `write_files` entries: the user's env file and the script. `runner`, `user`:
+    the cloud's `docker run …` up to the image, for spotbench's runner (`RUNNER_VOLUMES`) and
+    for the user's image (name `CONTAINER`, env file `ENV_FILE`, `USER_VOLUMES`)."""
+    check_image(step.image)
+    command = [shlex.quote(a) for a in step.command]
+    return [
+        {"path": ENV_FILE, "permissions": "0600", "owner": "root", "content": env_file(step.env)},
+        {"path": SCRIPT, "permissions": "0700", "owner": "root",
+         "content": script(runner=runner, user=user + command)},
+    ]
 
 
 def script(*, runner: list[str], user: list[str]) -> str:

@@ -101,13 +101,6 @@ def unit(image: str, *, gpu: bool, ssh: bool, user: ui.UserStep | None = None) -
                          timeout_stop_s=STOP_TIMEOUT_S + 10, install=True)
 
 
-def _user_script(image: str, user: ui.UserStep, *, gpu: bool) -> str:
-    runner = docker_command(image, gpu=False, ssh=False, volumes=(f"{ui.DIR}:{ui.DIR}",))
-    bench = docker_command(user.image, gpu=gpu, ssh=False, name=ui.CONTAINER, env=ui.ENV_FILE,
-                           volumes=(f"{ui.RESULTS}:{ui.RESULTS}",))
-    return ui.script(runner=runner, user=bench + ui.user_argv(user))
-
-
 def user_data(*, image: str, env: Mapping[str, str], gpu: bool = False,
               ssh: SshKeys | None = None, user: ui.UserStep | None = None) -> str:
     """The `#cloud-config` document for one member (`image` must be a valid OCI reference:
@@ -120,13 +113,10 @@ def user_data(*, image: str, env: Mapping[str, str], gpu: bool = False,
     if ssh:
         files += ssh_files(SSH_DIR, ssh)
     if user:
-        check_image(user.image)
-        files += [
-            {"path": ui.ENV_FILE, "permissions": "0600", "owner": "root",
-             "content": env_file(user.env)},
-            {"path": ui.SCRIPT, "permissions": "0700", "owner": "root",
-             "content": _user_script(image, user, gpu=gpu)},
-        ]
+        files += ui.write_files(
+            user, runner=docker_command(image, gpu=False, ssh=False, volumes=ui.RUNNER_VOLUMES),
+            user=docker_command(user.image, gpu=gpu, ssh=False, name=ui.CONTAINER,
+                                env=ui.ENV_FILE, volumes=ui.USER_VOLUMES))
     ecr = ecr_registry(image)
     if ecr:
         files.append({"path": ECR_LOGIN, "permissions": "0700", "content": ecr_login_script(*ecr)})

@@ -80,13 +80,6 @@ def _unit(image: str, *, gpu_count: int, ssh: bool, user: ui.UserStep | None = N
     return workload_unit(pre=pre, start=start, home=STATE_DIR, timeout_stop_s=28)
 
 
-def _user_script(image: str, user: ui.UserStep, *, gpu_count: int) -> str:
-    runner = docker_command(image, gpu_count=0, ssh=False, volumes=(f"{ui.DIR}:{ui.DIR}",))
-    bench = docker_command(user.image, gpu_count=gpu_count, ssh=False, name=ui.CONTAINER,
-                           env=ui.ENV_FILE, volumes=(f"{ui.RESULTS}:{ui.RESULTS}",))
-    return ui.script(runner=runner, user=bench + ui.user_argv(user))
-
-
 def user_data(
     *, image: str, env: Mapping[str, str], gpu_count: int = 0, ssh: SshKeys | None = None,
     user: ui.UserStep | None = None,
@@ -99,13 +92,10 @@ def user_data(
     if ssh:
         files += ssh_files(SSH_DIR, ssh)
     if user:
-        check_image(user.image)
-        files += [
-            {"path": ui.ENV_FILE, "permissions": "0600", "owner": "root",
-             "content": env_file(user.env)},
-            {"path": ui.SCRIPT, "permissions": "0700", "owner": "root",
-             "content": _user_script(image, user, gpu_count=gpu_count)},
-        ]
+        files += ui.write_files(
+            user, runner=docker_command(image, gpu_count=0, ssh=False, volumes=ui.RUNNER_VOLUMES),
+            user=docker_command(user.image, gpu_count=gpu_count, ssh=False, name=ui.CONTAINER,
+                                env=ui.ENV_FILE, volumes=ui.USER_VOLUMES))
     files.append({"path": f"/etc/systemd/system/{UNIT}", "permissions": "0644",
                   "content": _unit(image, gpu_count=gpu_count, ssh=ssh is not None, user=user)})
     doc = {
