@@ -1,6 +1,11 @@
 """SSH keys of the MPI members (GCP and AWS alike): one login and sshd host key pair per
 run group and the operator's key (pulumi_tls, secrets), the known_hosts lines pinning each
-group's host key, and the `write_files` entries that put a member's keys on its VM."""
+group's host key, and the `write_files` entries that put a member's keys on its VM.
+
+The private halves (`private_keys`) belong in the cloud's secret store, readable only by
+the group's own identity and fetched at boot; user-data and instance metadata, which
+anyone allowed to describe the instance can read, carry the public files only
+(`ssh_files(..., private=False)`)."""
 
 from __future__ import annotations
 
@@ -79,8 +84,22 @@ def group_known_hosts(addresses: Mapping[str, list[pulumi.Input[str]]],
     return pulumi.Output.all(*parts).apply("".join)
 
 
-def ssh_files(ssh_dir: str, ssh: SshKeys) -> list[dict[str, str]]:
-    """cloud-init `write_files` entries for the keys the workload container mounts."""
+LOGIN_KEY = "id_ed25519"  # file names in the key folder the container mounts
+HOST_KEY = "ssh_host_ed25519_key"
+
+
+def private_keys(ssh: SshKeys) -> dict[str, str]:
+    """A group's private keys by file name (`LOGIN_KEY`, `HOST_KEY`): what its members fetch
+    from the secret store at boot."""
+    keys = {LOGIN_KEY: ssh.private_openssh}
+    if ssh.host_private_openssh:
+        keys[HOST_KEY] = ssh.host_private_openssh
+    return {name: text.rstrip("\n") + "\n" for name, text in keys.items()}
+
+
+def ssh_files(ssh_dir: str, ssh: SshKeys, *, private: bool = True) -> list[dict[str, str]]:
+    """cloud-init `write_files` entries for the keys the workload container mounts; without
+    the private keys when `private` is off (the boot fetches those from the secret store)."""
     def line(text: str) -> str:
         return text.rstrip("\n") + "\n"
 
@@ -98,6 +117,9 @@ def ssh_files(ssh_dir: str, ssh: SshKeys) -> list[dict[str, str]]:
             {"path": f"{ssh_dir}/ssh_host_ed25519_key.pub", "permissions": "0644",
              "content": line(ssh.host_public_openssh)},
         ]
+    if not private:
+        secret = {f"{ssh_dir}/{name}" for name in (LOGIN_KEY, HOST_KEY)}
+        files = [f for f in files if f["path"] not in secret]
     return files
 
 

@@ -19,6 +19,7 @@ from infra.gcp.functions import GcpFunctions, GcpFunctionsArgs
 from infra.gcp.identity import GcpIdentities, GcpIdentitiesArgs
 from infra.gcp.network import GcpNetwork, GcpNetworkArgs
 from infra.gcp.registry import GcpRegistry
+from infra.gcp.secrets import GroupSecrets
 from infra.gcp.scheduler import GcpScheduler, GcpSchedulerArgs, cron_pair
 from infra.gcp.vms import GcpRunGroup, GcpRunGroupArgs
 from infra.keys import group_known_hosts, mpi_keys
@@ -109,6 +110,11 @@ class GcpSweep(pulumi.ComponentResource):
             mpi = mpi_keys(name, self, [g.id for g in groups])
         self.registry = GcpRegistry(f"{name}-registry", sweep=spec.name, project=project,
                                     region=region, opts=child)
+        self.secrets = {  # each group's private keys, readable by its own account only
+            gid: GroupSecrets(f"{name}-{gid}-keys", project=project, sweep=spec.name, group=gid,
+                              keys=keys, account=member_accounts[gid], opts=child)
+            for gid, keys in (mpi.groups.items() if mpi else ())
+        }
         self.groups = {
             g.id: GcpRunGroup(
                 g.id,
@@ -117,6 +123,8 @@ class GcpSweep(pulumi.ComponentResource):
                     subnet=self.network.subnet.id, tag=self.network.tag,
                     vm_account=member_accounts[g.id], results_url=self.bucket.url,
                     done_url=urls["done"], ssh=mpi.groups[g.id] if mpi else None,
+                    secrets=self.secrets[g.id].names if mpi else None,
+                    after=self.secrets[g.id].resources if mpi else [],
                     image=resolve_image(spec.image, self.registry.url, g.workload,
                                         gpu=bool(g.accelerator)),
                 ),

@@ -1,7 +1,9 @@
 """The cloud-init user-data of one VM (Container-Optimized OS).
 
 It writes the container's env file (the member's `SPOTBENCH_CONTEXT` and friends), the MPI
-ssh keys when given, and a systemd unit that — on every boot, since COS re-applies
+ssh public keys when given — the private ones are fetched from Secret Manager by
+`fetch-keys` (`fetch_keys_script`) before each start, as the VM's own service account,
+never written into the metadata — and a systemd unit that — on every boot, since COS re-applies
 cloud-init's write_files/runcmd on each boot (its /etc is not persistent) — installs the
 GPU driver (`cos-extensions install gpu`) when a GPU is attached, then runs the workload
 image with `docker run --network host --env-file …`. `docker run` stays in the foreground,
@@ -25,6 +27,10 @@ from infra.units import env_file, workload_unit
 STATE_DIR = "/var/lib/spotbench"
 ENV_FILE = f"{STATE_DIR}/env"
 SSH_DIR = f"{STATE_DIR}/ssh"
+FETCH_KEYS = f"{STATE_DIR}/fetch-keys"
+METADATA_TOKEN = ("http://metadata.google.internal/computeMetadata/v1/instance/"
+                  "service-accounts/default/token")
+SECRET_MANAGER = "https://secretmanager.googleapis.com/v1"
 UNIT = "spotbench.service"
 CONTAINER = "spotbench"
 
@@ -58,7 +64,45 @@ def docker_command(image: str, *, gpu_count: int, ssh: bool, name: str = CONTAIN
     return cmd + [shlex.quote(check_image(image))]
 
 
-def _unit(image: str, *, gpu_count: int, ssh: bool, user: ui.UserStep | None = None) -> str:
+def fetch_keys_script(secrets: Mapping[str, str], ssh_dir: str = SSH_DIR) -> str:
+    """The boot step that puts the group's private keys in `ssh_dir`, 0600: an access token
+    of the VM's service account from the metadata server, then each secret's latest version
+    (`secrets`: key file name → secret resource name) from Secret Manager's REST API, whose
+    payload is base64. COS has curl, sed and base64 (no jq, no python). Any failure stops
+    the unit before the container starts (the VM then runs until `max_run_duration`)."""
+    fetches = "".join(f"fetch {shlex.quote(name)} {shlex.quote(f'{ssh_dir}/{key_file}')}\n"
+                      for key_file, name in sorted(secrets.items()))
+    return f"""#!/bin/sh
+# spotbench: this run group's ssh private keys, from Secret Manager (only the group's
+# service account may read them), into {ssh_dir} (mode 0600; the unit then gives them to
+# the image's user).
+set -eu
+umask 077
+answer=$(curl -fsS --retry 10 --retry-connrefused --retry-delay 2 -H 'Metadata-Flavor: Google' \\
+  '{METADATA_TOKEN}')
+token=$(printf '%s\\n' "$answer" | sed -n 's/.*"access_token" *: *"\\([^"]*\\)".*/\\1/p')
+if [ -z "$token" ]; then
+  echo "spotbench: the metadata server gave no access token" >&2
+  exit 1
+fi
+fetch() {{
+  # every error retried for about a minute: a new grant takes a while to apply everywhere
+  answer=$(curl -fsS --retry 12 --retry-all-errors --retry-delay 5 \\
+    -H "Authorization: Bearer $token" \\
+    "{SECRET_MANAGER}/$1/versions/latest:access")
+  printf '%s\\n' "$answer" | sed -n 's/.*"data" *: *"\\([^"]*\\)".*/\\1/p' | base64 -d > "$2.new"
+  if [ ! -s "$2.new" ]; then
+    echo "spotbench: secret $1 is empty or not readable" >&2
+    exit 1
+  fi
+  mv -f "$2.new" "$2"
+}}
+mkdir -p {shlex.quote(ssh_dir)}
+{fetches}"""
+
+
+def _unit(image: str, *, gpu_count: int, ssh: bool, user: ui.UserStep | None = None,
+          fetch: bool = False) -> str:
     images = [image] + ([user.image] if user else [])
     registries = sorted({i.split("/", 1)[0] for i in images if "/" in i})
     pre = []
@@ -70,6 +114,8 @@ def _unit(image: str, *, gpu_count: int, ssh: bool, user: ui.UserStep | None = N
         if registry.endswith(("pkg.dev", "gcr.io")):
             pre.append("/usr/bin/docker-credential-gcr configure-docker "
                        f"--registries={shlex.quote(registry)}")
+    if fetch:
+        pre.append(FETCH_KEYS)
     if ssh:
         pre.append(key_owner_command(SSH_DIR))
     pre.append(f"-/usr/bin/docker rm -f {CONTAINER}")
@@ -82,22 +128,28 @@ def _unit(image: str, *, gpu_count: int, ssh: bool, user: ui.UserStep | None = N
 
 def user_data(
     *, image: str, env: Mapping[str, str], gpu_count: int = 0, ssh: SshKeys | None = None,
-    user: ui.UserStep | None = None,
+    user: ui.UserStep | None = None, secrets: Mapping[str, str] | None = None,
 ) -> str:
     """The `#cloud-config` document for one member (`image` must be a valid OCI reference:
     it lands in a root systemd unit). `user`: the user's own image runs the command first
-    and `image` (spotbench's runner) checks and collects around it (infra/user_image.py)."""
+    and `image` (spotbench's runner) checks and collects around it (infra/user_image.py).
+    With `secrets` (key file name → Secret Manager resource name) the private keys are
+    fetched at boot instead of written here."""
     check_image(image)
     files = [{"path": ENV_FILE, "permissions": "0600", "owner": "root", "content": env_file(env)}]
     if ssh:
-        files += ssh_files(SSH_DIR, ssh)
+        files += ssh_files(SSH_DIR, ssh, private=not secrets)
+    if ssh and secrets:
+        files.append({"path": FETCH_KEYS, "permissions": "0700", "owner": "root",
+                      "content": fetch_keys_script(secrets)})
     if user:
         files += ui.write_files(
             user, runner=docker_command(image, gpu_count=0, ssh=False, volumes=ui.RUNNER_VOLUMES),
             user=docker_command(user.image, gpu_count=gpu_count, ssh=False, name=ui.CONTAINER,
                                 env=ui.ENV_FILE, volumes=ui.USER_VOLUMES))
     files.append({"path": f"/etc/systemd/system/{UNIT}", "permissions": "0644",
-                  "content": _unit(image, gpu_count=gpu_count, ssh=ssh is not None, user=user)})
+                  "content": _unit(image, gpu_count=gpu_count, ssh=ssh is not None, user=user,
+                                   fetch=bool(ssh and secrets))})
     doc = {
         "write_files": files,
         "runcmd": ["systemctl daemon-reload", f"systemctl start --no-block {UNIT}"],

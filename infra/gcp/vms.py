@@ -9,7 +9,8 @@ later updates so a `pulumi up` never stops or restarts a group the scheduler sta
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_gcp as gcp
@@ -72,6 +73,8 @@ class GcpRunGroupArgs:
     done_url: str
     image: str
     ssh: pulumi.Output | None = None  # Output[SshKeys] (secret) for MPI workloads
+    secrets: Mapping[str, str] | None = None  # key file → Secret Manager name (fetched at boot)
+    after: list[pulumi.Resource] = field(default_factory=list)  # e.g. the secrets and grants
 
 
 class GcpRunGroup(pulumi.ComponentResource):
@@ -121,7 +124,8 @@ class GcpRunGroup(pulumi.ComponentResource):
             extra = {**workload_env(group.workload), **GCSFS_ENV}
             return {
                 n: user_data(image=args.image, env={**ctx.to_env(), **extra},
-                             gpu_count=gpu, ssh=keys, user=user_step(group, spec.image))
+                             gpu_count=gpu, ssh=keys, user=user_step(group, spec.image),
+                             secrets=args.secrets)
                 for n, ctx in contexts.items()
             }
 
@@ -168,7 +172,9 @@ class GcpRunGroup(pulumi.ComponentResource):
                 desired_status="TERMINATED",
                 allow_stopping_for_update=False,
                 deletion_protection=False,
-                opts=pulumi.ResourceOptions(parent=self, ignore_changes=["desiredStatus"]),
+                # the creation boot fetches the keys: they and their grants exist first
+                opts=pulumi.ResourceOptions(parent=self, ignore_changes=["desiredStatus"],
+                                            depends_on=list(args.after)),
             )
             for i, operator in enumerate(spec.gcp.operators):  # ssh/exec/collect --via iap
                 gcp.iap.TunnelInstanceIAMMember(

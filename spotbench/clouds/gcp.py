@@ -35,7 +35,7 @@ REQUIRED_APIS = (
     "compute.googleapis.com", "storage.googleapis.com", "iam.googleapis.com",
     "cloudfunctions.googleapis.com", "run.googleapis.com", "cloudbuild.googleapis.com",
     "artifactregistry.googleapis.com", "cloudscheduler.googleapis.com",
-    "logging.googleapis.com", "iap.googleapis.com",
+    "logging.googleapis.com", "iap.googleapis.com", "secretmanager.googleapis.com",
 )
 BOOTSTRAP_APIS = ("serviceusage.googleapis.com", "cloudresourcemanager.googleapis.com")
 # What the person running `pulumi up` / `spotbench preflight|teardown` needs on the project
@@ -55,6 +55,7 @@ DEPLOYER_ROLES = {
     "roles/cloudscheduler.admin": "the start/stop jobs; `spotbench schedule`",
     "roles/artifactregistry.admin": "the workload image repository",
     "roles/iap.admin": "operators' IAP tunnel grants on each VM",
+    "roles/secretmanager.admin": "each run group's ssh private keys and who may read them (MPI sweeps)",
 }
 PREVIEW_PROJECT = "spotbench-preview"
 # One service account per run group (infra/gcp/identity.py) plus the sweep's scheduler,

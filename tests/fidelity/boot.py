@@ -15,7 +15,10 @@ executes the user-data with the shims of tests/fidelity/shims.py.
 
 What is swapped for local doubles, and only that: the results URL (gs://, s3://) becomes a
 shared file:// folder and the done URL the hub's, by replacing those two strings in the
-rendered document (`localize`). Keys, files, modes, owners, the unit, the docker command,
+rendered document (`localize`); GCP members fetch their private keys from the hub's Secret
+Manager double, which serves each secret the declared version's data, to the accounts the
+declared IAM policy lets read it (`secret_store`), as the account the member's instance
+declares (`Rendered.account`, the hub's access tokens). Keys, files, modes, owners, the unit, the docker command,
 the image's USER and entrypoint, addresses and ports are the rendered ones.
 """
 
@@ -56,6 +59,7 @@ class Rendered:
     name: str
     user_data: str
     ctx: MemberContext
+    account: str | None = None  # the service account the instance runs as (GCP)
 
     @property
     def doc(self) -> dict:
@@ -100,15 +104,32 @@ def render(spec_file: Path | str, mocks: RecordingMocks) -> tuple[list[Rendered]
         pulumi.runtime.set_all_config({})
     out = []
     for inst in (i for typ in INSTANCE[cloud] for i in mocks.of_type(typ)):
+        account = None
         if cloud == "gcp":
             name, text = inst.inputs["name"], inst.inputs["metadata"]["user-data"]
+            account = inst.inputs["serviceAccount"]["email"]
         else:
             name, text = inst.inputs["tags"]["Name"], inst.inputs["userData"]
         env = dict(line.split("=", 1) for line in next(
             f["content"] for f in yaml.safe_load(text)["write_files"]
             if f["path"].endswith("/env")).splitlines())
-        out.append(Rendered(cloud, name, text, MemberContext.model_validate_json(env[ENV_KEY])))
+        out.append(Rendered(cloud, name, text, MemberContext.model_validate_json(env[ENV_KEY]),
+                            account))
     return out, json.loads(as_json(mocks.declared))
+
+
+def secret_store(declared: list, project: str = CONFIG["gcp"]["gcp:project"]) -> dict[str, dict]:
+    """What the hub's Secret Manager serves: secret name → base64 data of its declared
+    version and the members the declared IAM policy lets read its latest version."""
+    import base64
+
+    from tests.fidelity.gcp_iam import DeclaredPolicy, declared_secrets, secret_access
+
+    policy = DeclaredPolicy.from_declared(declared, project)
+    members = {b.member for b in policy.bindings}
+    return {name: {"data": base64.b64encode(data.encode()).decode(),
+                   "readers": sorted(m for m in members if policy.allows(m, secret_access(name)))}
+            for name, data in declared_secrets(declared, project).items()}
 
 
 def groups(rendered: list[Rendered]) -> dict[str, list[Rendered]]:
@@ -230,7 +251,16 @@ class Lab:
             time.sleep(0.05)
         return self
 
-    def vm(self, name: str, address: str, cloud: str, user_data: str) -> VM:
+    def serve_secrets(self, store: dict[str, dict]) -> None:
+        """Secrets the hub's Secret Manager double answers (`secret_store`)."""
+        (self.hub_dir / "secrets.json").write_text(json.dumps(store))
+
+    def secret_calls(self) -> list[dict]:
+        path = self.hub_dir / "secrets.jsonl"
+        return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+    def vm(self, name: str, address: str, cloud: str, user_data: str,
+           account: str | None = None) -> VM:
         i = len(self.vms)
         netns = f"sbm{self.tag}{i}"
         state = self.tmp / f"vm-{name}"
@@ -246,6 +276,10 @@ class Lab:
         ip("-n", netns, "route", "add", "default", "dev", "eth0")
         vm = VM(name, address, netns, state, cloud)
         self.vms.append(vm)
+        if account:  # the metadata server's access tokens are this account's
+            accounts = self.hub_dir / "accounts.json"
+            known = json.loads(accounts.read_text()) if accounts.exists() else {}
+            accounts.write_text(json.dumps({**known, address: account}))
         return vm
 
     def boot(self, vm: VM) -> VM:

@@ -349,6 +349,17 @@ def extract(name: Any, template: Any) -> Any:
     return celpy.celtypes.StringType(text[start:end] if end >= 0 else "")
 
 
+def declared_secrets(declared: Iterable[Any], project: str) -> dict[str, str]:
+    """Secret resource name → the data of its declared version (SecretVersion inputs)."""
+    return {_secret_name(d.inputs["secret"], project): d.inputs.get("secretData", "")
+            for d in declared if d.type == "gcp:secretmanager/secretVersion:SecretVersion"}
+
+
+def secret_access(secret: str) -> Need:
+    """What reading a secret's latest version needs (`…/versions/latest:access`)."""
+    return Need("secretmanager.versions.access", f"{secret}/versions/latest", SECRET_VERSION_TYPE)
+
+
 def _secret_name(secret_id: str, project: str) -> str:
     """`projects/P/secrets/S` from a SecretIamMember's `secretId` (an id or the full name)."""
     return secret_id if secret_id.startswith("projects/") else f"projects/{project}/secrets/{secret_id}"

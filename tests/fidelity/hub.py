@@ -5,19 +5,31 @@ member reaches besides its peers.
   each call (path, Authorization, body) in DIR/done.jsonl and answers 200 JSON.
 - `http://169.254.169.254/` (also `metadata.google.internal` in the VMs' /etc/hosts): the
   GCE metadata identity endpoint (needs `Metadata-Flavor: Google`) and EC2's IMDSv2 (token
-  PUT, instance-profile credentials) — what `spotbench.done_client` and botocore ask.
+  PUT, instance-profile credentials) — what `spotbench.done_client` and botocore ask. GCE's
+  access-token endpoint answers a token of the service account the calling VM runs as
+  (DIR/accounts.json: VM address → account email; none: 404, like a VM without one).
+- `http://10.255.255.254:8081/v1/projects/P/secrets/S/versions/latest:access`: Secret
+  Manager (the VMs' curl is pointed here for secretmanager.googleapis.com). It takes only a
+  token this hub issued and answers the secret (DIR/secrets.json: name → base64 data and
+  the members allowed to read it, from the declared IAM policy) to those members only —
+  403 PERMISSION_DENIED otherwise — recording each call in DIR/secrets.jsonl.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import socketserver
 import sys
 import threading
+import uuid
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 HUB_IP = "10.255.255.254"
 DONE_PORT = 8080
+SECRETS_PORT = 8081
 METADATA_IP = "169.254.169.254"
 GCP_TOKEN = "sim-gcp-identity-token"
 IMDS_TOKEN = "sim-imds-token"
@@ -25,6 +37,15 @@ ROLE = "sim-instance-role"
 CREDS = {"Code": "Success", "Type": "AWS-HMAC", "AccessKeyId": "ASIASIMULATEDKEY0001",
          "SecretAccessKey": "simulated-secret", "Token": "simulated-session-token",
          "Expiration": "2099-01-01T00:00:00Z", "LastUpdated": "2025-01-01T00:00:00Z"}
+
+
+ACCESS_PREFIX = "sim-gcp-access-"
+_TOKENS: dict[str, str] = {}  # access token this hub issued → service account email
+_LOCK = threading.Lock()
+
+
+def _json(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
 
 
 def handler(out: Path) -> type[BaseHTTPRequestHandler]:
@@ -52,6 +73,19 @@ def handler(out: Path) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:  # noqa: N802
             path = self.path.split("?")[0]
+            if self.server.server_address[1] == SECRETS_PORT:
+                return self._secret(path)
+            if path == "/computeMetadata/v1/instance/service-accounts/default/token":
+                if self.headers.get("Metadata-Flavor") != "Google":
+                    return self._send(403, {"error": "Missing Metadata-Flavor:Google header"})
+                account = _json(out / "accounts.json").get(self.client_address[0])
+                if not account:
+                    return self._send(404, {"error": "this VM runs as no service account"})
+                token = ACCESS_PREFIX + uuid.uuid4().hex
+                with _LOCK:
+                    _TOKENS[token] = account
+                return self._send(200, {"access_token": token, "expires_in": 3599,
+                                        "token_type": "Bearer"})
             if path.startswith("/computeMetadata/v1/instance/service-accounts/default/identity"):
                 if self.headers.get("Metadata-Flavor") != "Google":
                     return self._send(403, {"error": "Missing Metadata-Flavor:Google header"})
@@ -67,15 +101,49 @@ def handler(out: Path) -> type[BaseHTTPRequestHandler]:
                     return self._send(200, "us-east-1", "text/plain")
             self._send(404, {"error": f"not found: {path}"})
 
+        def _secret(self, path: str) -> None:
+            auth = self.headers.get("Authorization", "")
+            with _LOCK:
+                account = _TOKENS.get(auth.removeprefix("Bearer "))
+            name = path.removeprefix("/v1/").removesuffix("/versions/latest:access")
+            secret = _json(out / "secrets.json").get(name)
+            if account is None:
+                code, body = 401, {"error": {"code": 401, "status": "UNAUTHENTICATED",
+                                             "message": "Request had invalid credentials."}}
+            elif secret is None or not path.endswith("/versions/latest:access"):
+                code, body = 404, {"error": {"code": 404, "status": "NOT_FOUND",
+                                             "message": f"Secret [{name}] not found."}}
+            elif f"serviceAccount:{account}" not in secret["readers"]:
+                code, body = 403, {"error": {"code": 403, "status": "PERMISSION_DENIED",
+                                             "message": "Permission 'secretmanager.versions."
+                                             f"access' denied for resource '{name}/versions/latest'"}}
+            else:
+                data = base64.b64decode(secret["data"])
+                code, body = 200, {"name": f"{name}/versions/1", "payload": {
+                    "data": secret["data"], "dataCrc32c": str(zlib.crc32(data))}}
+            with _LOCK, open(out / "secrets.jsonl", "a") as fh:
+                fh.write(json.dumps({"client": self.client_address[0], "account": account,
+                                     "secret": name, "status": code}) + "\n")
+            self._send(code, json.dumps(body, indent=2) + "\n")  # Google's is pretty-printed
+
         def log_message(self, *args: object) -> None:
             pass
 
     return Handler
 
 
+class _Server(ThreadingHTTPServer):
+    def server_bind(self) -> None:
+        """Without HTTPServer's `socket.getfqdn` of the address: a DNS lookup that, in the
+        hub's namespace (a default route, no resolver), waits for seconds per server."""
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = str(self.server_address[0]), self.server_address[1]
+
+
 def main(out: Path) -> None:
-    servers = [ThreadingHTTPServer((HUB_IP, DONE_PORT), handler(out)),
-               ThreadingHTTPServer((METADATA_IP, 80), handler(out))]
+    servers = [_Server((HUB_IP, DONE_PORT), handler(out)),
+               _Server((HUB_IP, SECRETS_PORT), handler(out)),
+               _Server((METADATA_IP, 80), handler(out))]
     for s in servers:
         threading.Thread(target=s.serve_forever, daemon=True).start()
     (out / "hub.ready").write_text("ok")

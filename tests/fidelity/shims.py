@@ -15,7 +15,8 @@
   helper; `docker run` of a private image (pkg.dev, ECR) fails unless its registry was
   configured or `docker login` got the password ECR issues.
 - `curl`: the real curl (IMDS on the hub is real HTTP) except for ECR's API, answered here
-  after checking the call is SigV4-signed with the instance role's credentials.
+  after checking the call is SigV4-signed with the instance role's credentials, and Secret
+  Manager's, whose URL is pointed at the hub's double (tests/fidelity/hub.py).
 - `cos-extensions install gpu`: creates /var/lib/nvidia/{lib64,bin} as COS does (no
   device nodes: the lab has no GPU).
 
@@ -404,6 +405,12 @@ def login(state: Path, host: str) -> None:
 def curl(state: Path, argv: list[str]) -> int:
     url = next((a for a in argv if a.startswith(("http://", "https://"))), "")
     host = url.split("/")[2] if "//" in url else ""
+    if host == "secretmanager.googleapis.com":
+        from tests.fidelity.hub import HUB_IP, SECRETS_PORT
+
+        local = f"http://{HUB_IP}:{SECRETS_PORT}"
+        argv = [a.replace(f"https://{host}", local) if a == url else a for a in argv]
+        record(state, program="curl", argv=argv, secret_manager=url)
     if not host.startswith("api.ecr."):
         os.execv(str(state / "lower-usrbin" / "curl"), ["curl", *argv])
     from tests.fidelity.hub import CREDS

@@ -4,6 +4,7 @@ boot a two-member OSU group that completes and calls `done` over HTTP."""
 
 from __future__ import annotations
 
+import base64
 import time
 
 import pytest
@@ -68,6 +69,7 @@ def boot_osu_group(cloud: str, example: str, lab_dir, *, edit=lambda text: text,
     run (GCE's creation boot; on AWS the creation boot, then a capacity restart) when
     `outside`, then inside an open run. Returns what happened."""
     group, rows = _osu_group(cloud, lab_dir, example)
+    secrets = boot.secret_store(MOCKS.declared)  # GCP: the group's keys in Secret Manager
     rows = rules(rows)
     work = lab_dir / f"{cloud}{tag}"
     store = boot.shared_results(work, IMAGE_UID)
@@ -76,8 +78,9 @@ def boot_osu_group(cloud: str, example: str, lab_dir, *, edit=lambda text: text,
     hosts = fw.hosts(rows)
     lab_hosts = [hosts[r.name] for r in group]
     with boot.Lab(work) as lab:
+        lab.serve_secrets(secrets)
         vms = {r.ctx.role: lab.vm(r.name, r.ctx.me.host, cloud,
-                                  edit(boot.localize(r, results_url, lab.done_url)))
+                                  edit(boot.localize(r, results_url, lab.done_url)), r.account)
                for r in group}
         for r in group:
             assert hosts[r.name].ip == r.ctx.me.host
@@ -107,6 +110,7 @@ def boot_osu_group(cloud: str, example: str, lab_dir, *, edit=lambda text: text,
         done = lab.done_calls()
         lab.stop(vms["peer"])  # what done does: stop the group
         return {"finished": finished, "done": done, "vms": vms, "store": store, "run": run,
+                "secret_calls": lab.secret_calls(), "secrets": secrets,
                 "group": group, "journal": {k: v.journal for k, v in vms.items()},
                 "rows": rows, "hosts": {r.ctx.role: hosts[r.name] for r in group},
                 "ports": {k: v.ports() for k, v in vms.items()}, "outside": outside_boots}
@@ -144,6 +148,24 @@ def test_osu_group_boots_completes_and_calls_done_gcp(gcp_osu):
     records = g["store"].read(g["run"].run)
     assert {r.metric for r in records} == {"latency", "bibw"}, (_debug_print(g), records[:1])
     assert not any(r.preempted for r in records)
+
+
+def test_osu_members_fetch_their_own_keys_from_secret_manager_gcp(gcp_osu):
+    """The private keys are in no boot document: each member's fetch-keys step got them
+    from the Secret Manager double as its own service account, and the image's user owns
+    them, mode 0600."""
+    g = gcp_osu
+    for r in g["group"]:
+        assert "PRIVATE KEY" not in r.user_data
+        calls = [c for c in g["secret_calls"] if c["client"] == r.ctx.me.host]
+        assert len(calls) == 4, g["secret_calls"]  # login + host key, on each of its 2 boots
+        assert {(c["account"], c["status"]) for c in calls} == {(r.account, 200)}
+        ssh = g["vms"][r.ctx.role].state / "var-lib/spotbench/ssh"
+        for key, suffix in (("id_ed25519", "login"), ("ssh_host_ed25519_key", "host")):
+            st = (ssh / key).stat()
+            assert (st.st_mode & 0o777, st.st_uid) == (0o600, IMAGE_UID), key
+            secret = g["secrets"][f"projects/proj-sim/secrets/{r.ctx.group}-{suffix}"]
+            assert (ssh / key).read_bytes() == base64.b64decode(secret["data"])
 
 
 def test_every_port_osu_members_listen_on_is_allowed_gcp(gcp_osu):
@@ -326,13 +348,16 @@ def test_root_owned_keys_stop_the_osu_peer_gcp(lab_dir):
     """The counter-check of the key handover: the same boot without the unit's chown
     (cloud-init leaves the keys root-owned 0600) fails as the image's uid reads them."""
     group, _ = _osu_group("gcp", lab_dir, "examples/gcp-osu.yaml")
+    secrets = boot.secret_store(MOCKS.declared)
     peer = next(r for r in group if r.ctx.role == "peer")
     store = boot.shared_results(lab_dir / "gcp-rootkeys", IMAGE_UID)
     boot.open_run(store, IMAGE_UID)
     text = boot.localize(peer, store.url, "http://10.255.255.254:8080/done")
     chown = next(line for line in text.splitlines() if "/bin/chown" in line)
     with boot.Lab(lab_dir / "gcp-rootkeys") as lab:
-        vm = lab.vm(peer.name, peer.ctx.me.host, "gcp", text.replace(chown + "\n", ""))
+        lab.serve_secrets(secrets)
+        vm = lab.vm(peer.name, peer.ctx.me.host, "gcp", text.replace(chown + "\n", ""),
+                    peer.account)
         lab.boot(vm)
         assert lab.wait(vm, 90) is not None
     end = [c for c in vm.calls("systemd") if c["phase"] == "end"][-1]

@@ -136,7 +136,6 @@ def test_cloud_init_runs_image_with_member_context(osu):
     for vm in osu.of_type(INSTANCE):
         meta = vm.inputs["metadata"]
         assert "gce-container-declaration" not in meta
-        assert "metadata" in vm.secrets  # the user-data carries the MPI private key
         doc = _user_data(vm)
         env = _env(doc)
         ctx = MemberContext.model_validate(json.loads(env["SPOTBENCH_CONTEXT"]))
@@ -153,9 +152,16 @@ def test_cloud_init_runs_image_with_member_context(osu):
         assert "--env-file /var/lib/spotbench/env" in start
         assert start.endswith(" us-central1-docker.pkg.dev/proj-1/spotbench-gcp-osu/mpi:latest")
         assert "cos-extensions" not in unit
-        key = _file(doc, "/var/lib/spotbench/ssh/id_ed25519")
-        assert "PRIVATE KEY" in key
-        assert "PRIVATE KEY" in _file(doc, "/var/lib/spotbench/ssh/ssh_host_ed25519_key")
+        # the private keys are fetched from the group's own secrets before the handover
+        assert "PRIVATE KEY" not in vm.inputs["metadata"]["user-data"]
+        group = vm.inputs["labels"]["spotbench-group"]
+        fetch = _file(doc, "/var/lib/spotbench/fetch-keys")
+        for key, suffix in (("id_ed25519", "login"), ("ssh_host_ed25519_key", "host")):
+            assert (f"fetch projects/proj-1/secrets/{group}-{suffix} /var/lib/spotbench/ssh/{key}"
+                    in fetch.splitlines())
+        pre = [l.split("=", 1)[1] for l in unit.splitlines() if l.startswith("ExecStartPre=")]
+        assert pre.index("/var/lib/spotbench/fetch-keys") < pre.index(
+            "/bin/chown -R 1000:1000 /var/lib/spotbench/ssh")
         assert _file(doc, "/var/lib/spotbench/ssh/ssh_host_ed25519_key.pub").startswith("ssh-")
         assert doc["runcmd"][-1] == "systemctl start --no-block spotbench.service"
 
@@ -538,6 +544,9 @@ CREATOR_ROLE = {
     "gcp:cloudscheduler/job:Job": "roles/cloudscheduler.admin",
     "gcp:artifactregistry/repository:Repository": "roles/artifactregistry.admin",
     "gcp:iap/tunnelInstanceIAMMember:TunnelInstanceIAMMember": "roles/iap.admin",
+    "gcp:secretmanager/secret:Secret": "roles/secretmanager.admin",
+    "gcp:secretmanager/secretVersion:SecretVersion": "roles/secretmanager.admin",
+    "gcp:secretmanager/secretIamMember:SecretIamMember": "roles/secretmanager.admin",
 }
 
 

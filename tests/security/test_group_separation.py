@@ -16,6 +16,7 @@ authorized everywhere, for `spotbench exec`).
 from __future__ import annotations
 
 import itertools
+import json
 
 import pulumi
 import pytest
@@ -166,18 +167,60 @@ def _check_keys(members: list[tuple[str, dict[str, str]]], operator_private: str
                     f"a {g1} member holds {g2}'s sshd host key"
 
 
+def _gcp_secret_files(mocks, account: str) -> dict[str, str]:
+    """The private keys a VM running as `account` can fetch: the declared secrets whose
+    latest version the declared IAM policy lets it access, by the key file its boot writes
+    each to (the `fetch SECRET FILE` lines of its fetch-keys script)."""
+    from tests.fidelity.gcp_iam import DeclaredPolicy, declared_secrets, secret_access
+
+    policy = DeclaredPolicy.from_declared(mocks.declared, "proj-1")
+    readable = {name: data for name, data in declared_secrets(mocks.declared, "proj-1").items()
+                if policy.allows(f"serviceAccount:{account}", secret_access(name))}
+    files = {}
+    for d in mocks.of_type("gcp:compute/instance:Instance"):
+        doc = yaml.safe_load(d.inputs["metadata"]["user-data"])
+        script = next((f["content"] for f in doc["write_files"]
+                       if f["path"].endswith("/fetch-keys")), "")
+        for line in script.splitlines():
+            if line.startswith("fetch ") and line.split()[1] in readable:
+                files[line.split()[2].rsplit("/", 1)[-1]] = readable[line.split()[1]]
+    return files
+
+
 def test_gcp_members_hold_only_their_groups_keys(gcp) -> None:
+    """Every key a member gets: its boot document's files and the secrets its own service
+    account may read (what its fetch-keys step stores)."""
     _, mocks = gcp
-    members = [(d.inputs["labels"]["spotbench-group"], _files(d.inputs["metadata"]["user-data"]))
+    members = [(d.inputs["labels"]["spotbench-group"],
+                {**_files(d.inputs["metadata"]["user-data"]),
+                 **_gcp_secret_files(mocks, d.inputs["serviceAccount"]["email"])})
                for d in mocks.of_type("gcp:compute/instance:Instance")]
     _check_keys(members, _operator_private(mocks))
 
 
-def test_aws_members_hold_only_their_groups_keys(aws) -> None:
-    _, mocks = aws
-    members = [(d.inputs["tags"]["spotbench-group"], _files(d.inputs["userData"]))
-               for d in _aws_members(mocks)]
-    _check_keys(members, _operator_private(mocks))
+def test_gcp_instance_metadata_holds_no_private_key(gcp) -> None:
+    """Anyone who may read an instance (`compute.instances.get`: operators, the functions'
+    account) reads its metadata: no private key is there, only in Secret Manager, and each
+    group's secrets are readable by that group's account alone."""
+    from tests.fidelity.gcp_iam import DeclaredPolicy, declared_secrets, secret_access
+
+    _, mocks = gcp
+    secrets = declared_secrets(mocks.declared, "proj-1")
+    assert len(secrets) == 4 and all("PRIVATE KEY" in v for v in secrets.values())  # 2 × 2
+    instances = mocks.of_type("gcp:compute/instance:Instance")
+    for d in instances:
+        text = json.dumps(d.inputs["metadata"])
+        assert "PRIVATE KEY" not in text, d.inputs["name"]
+        assert not [v for v in secrets.values() if v.strip().splitlines()[1] in text]
+    policy = DeclaredPolicy.from_declared(mocks.declared, "proj-1")
+    accounts = {d.inputs["labels"]["spotbench-group"]: d.inputs["serviceAccount"]["email"]
+                for d in instances}
+    assert len(set(accounts.values())) == 2
+    for name in secrets:
+        readers = {g for g, a in accounts.items()
+                   if policy.allows(f"serviceAccount:{a}", secret_access(name))}
+        assert readers == {g for g in accounts if f"/secrets/{g}-" in name}, name
+
 
 
 def _operator_private(mocks) -> str:
