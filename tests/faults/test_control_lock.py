@@ -159,6 +159,7 @@ def test_gcp_concurrent_start_ticks_and_done_open_one_run_within_the_limit(gcp, 
     assert not any(k.endswith("control.lock") for k in endpoint.gcs.buckets[dep.bucket])
 
 
+@pytest.mark.security
 def test_gcp_a_member_cannot_take_the_control_lock(gcp, monkeypatch):
     """A member VM (its workload compromised) holding `control.lock` would stall every
     start, stop and done of the sweep: its account may create only its own group's names."""
@@ -249,6 +250,7 @@ def test_aws_concurrent_start_ticks_and_done_open_one_run_within_the_limit(aws):
     assert {"s3:PutObject", "s3:DeleteObject"} <= lock_calls, lock_calls
 
 
+@pytest.mark.security
 def test_aws_a_member_cannot_take_the_control_lock(aws):
     """As on GCP: a member's role puts only its own group's objects, never control.lock."""
     from spotbench.results import StoreError
