@@ -11,7 +11,7 @@ Environment (every value has this one source, set by Pulumi or the local runner)
     SPOTBENCH_GRACE_S          local: SIGTERM → SIGKILL grace period (default 30)
     SPOTBENCH_AUDIENCE         gcp: this function's URL (ID-token audience)
     SPOTBENCH_SCHEDULER_ACCOUNTS  gcp: comma-separated service accounts allowed start/stop
-    SPOTBENCH_MEMBER_ACCOUNTS  gcp: service account(s) member VMs run as (allowed done)
+    SPOTBENCH_MEMBER_ACCOUNTS  gcp: JSON run group id → the account its VMs run as (done)
     SPOTBENCH_GCP_CERTS_URL    gcp: Google's ID-token certificates URL override (tests)
     SPOTBENCH_GCP_PROJECT      gcp: project of the sweep's instances
     SPOTBENCH_GCP_API_ENDPOINT gcp: compute API endpoint override (tests)

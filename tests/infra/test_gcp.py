@@ -563,3 +563,24 @@ def test_gcp_deployer_roles_cover_every_declared_resource_and_are_documented(osu
     docs = (ROOT / "docs/gcp.md").read_text().replace("`", "")
     for role, why in DEPLOYER_ROLES.items():
         assert f"| {role} | {why.replace('`', '')} |" in docs, f"docs/gcp.md does not list {role}"
+
+
+def test_gcp_member_accounts_are_distinct_valid_ids_and_groups_are_capped():
+    """One service account per run group: ids are 6-30 characters of [a-z0-9-], distinct
+    between groups of one sweep and between sweeps whose names prefix each other, and a
+    sweep with more groups than a project can give accounts is refused before any resource
+    is declared (preflight says the same)."""
+    import re
+
+    from infra.gcp.identity import group_account_id
+    from spotbench.clouds.gcp import MAX_GROUPS, too_many_groups
+
+    ids = [group_account_id(g.id) for name in ("a-b", "a-b-list", "x" * 24)
+           for g in load_spec(_spec(name=name, trials=12)).plan()]
+    assert len(set(ids)) == len(ids) == 36
+    assert all(re.fullmatch(r"[a-z][a-z0-9-]{4,28}[a-z0-9]", i) for i in ids), ids
+    assert too_many_groups(load_spec(_spec(trials=MAX_GROUPS))) is None
+    big = load_spec(_spec(trials=MAX_GROUPS + 1))
+    assert "91 run groups" in too_many_groups(big)
+    with pytest.raises(Exception, match="91 run groups"):
+        _sweep(_spec(trials=MAX_GROUPS + 1))
