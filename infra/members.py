@@ -11,9 +11,10 @@ from spotbench.workload import get_workload
 
 
 def workload_env(workload: str) -> dict[str, str]:
-    """Extra container env a workload needs on a cloud VM (beyond the member context)."""
+    """Extra container env a workload needs on a cloud VM (beyond the member context, which
+    carries every peer's service port)."""
     desc = get_workload(workload)
-    return {"SPOTBENCH_SERVICE_PORT": str(desc.port), **desc.env}
+    return dict(desc.env)
 
 
 def member_contexts(

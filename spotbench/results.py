@@ -293,11 +293,6 @@ class ResultStore:
         flags = self.flags(run)
         return {a.group for a in self.attempts(run) if not a.preempted and a.key not in flags}
 
-    def attempted_groups(self, run: str) -> set[str]:
-        """Groups of `run` with any stored attempt (preempted ones included)."""
-        names = (p.rsplit("/", 1)[-1] for p in self._glob(self._p("runs", run, "*.jsonl")))
-        return {n.rsplit(".", 2)[0] for n in names}
-
     @_store_errors
     def attempts(self, run: str) -> list[Attempt]:
         """Every stored attempt of `run` (from each file's first record). The group is the

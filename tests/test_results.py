@@ -32,7 +32,7 @@ def test_a_second_write_never_overwrites(store: ResultStore) -> None:
     assert first != second and first.endswith("g.1.jsonl") and second.endswith("g.2.jsonl")
     assert sorted(r.value for r in store.read()) == [1.0, 2.0]
     assert store.completed_groups("r1") == {"g"}
-    assert store.attempted_groups("r1") == {"g"}
+    assert {a.group for a in store.attempts("r1")} == {"g"}
 
 
 def test_preempted_only_is_not_completed(store: ResultStore) -> None:

@@ -305,8 +305,8 @@ def test_on_demand_spread_and_gpu_variants(declare):
     params = [c[1]["name"] for c in mocks.calls if c[0] == "aws:ssm/getParameter:getParameter"]
     assert params == [GPU_AMI_PARAMETER]
     for inst in members(mocks):
-        env = env_of(inst.inputs["userData"])
-        assert env["SPOTBENCH_SERVICE_PORT"] == "2223"
+        ctx = MemberContext.model_validate_json(env_of(inst.inputs["userData"])["SPOTBENCH_CONTEXT"])
+        assert {p.port for p in ctx.members} == {2223}
         assert "--gpus all" in inst.inputs["userData"]
         assert "gx-results-" in mocks.one("aws:s3/bucket:Bucket").inputs["bucketPrefix"]
     ports = {(r.inputs["ipProtocol"], r.inputs["fromPort"], r.inputs["toPort"])
