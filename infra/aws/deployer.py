@@ -3,13 +3,17 @@
 `ACTIONS` maps each resource type the program declares to the IAM actions the provider calls
 to create, read, update and delete it (AWS's Service Authorization Reference, and the calls
 the Terraform-based provider makes: it reads back everything it creates and its tags).
-`deployer_policy()` is the document docs/aws.md prints; `tests/infra/test_aws_deployer.py`
-fails when the program declares a type missing here, or when docs/aws.md lacks an action.
+`deployer_policy()` is the document docs/aws.md prints, plus what the deployer's own
+spotbench commands call (statements ReadQuotas, RunStartNow, ReadResults); `tests/infra/test_aws_deployer.py` fails when the
+program declares a type missing here, or when docs/aws.md lacks an action, and
+`tests/iam/test_aws_deployer.py` runs every type's calls and those commands with exactly
+this policy under IAM enforcement (and fails when any one action goes unused).
 Teardown's own needs are `spotbench.clouds.aws_orphans.teardown_policy()`.
 """
 
 from __future__ import annotations
 
+import fnmatch
 from typing import Any
 
 _EC2_READ = ["ec2:Describe*"]
@@ -83,18 +87,38 @@ ACTIONS: dict[str, list[str]] = {
                                       "ecr:DescribeRepositories", "ecr:TagResource",
                                       "ecr:ListTagsForResource"],
 }
-# data sources and the provider itself
-READS = [*_EC2_READ, "ssm:GetParameter", "sts:GetCallerIdentity"]
+# data sources and the provider itself (sts:GetCallerIdentity needs no permission)
+READS = [*_EC2_READ, "ssm:GetParameter"]
+
+
+def passable_roles(sweep: str) -> list[str]:
+    """ARNs of the roles the stack hands to services: exactly the sweep's own (a pattern
+    `role/<sweep>-*` also matches sweep `<sweep>-gpu`'s roles)."""
+    names = [f"{sweep}-lambda", f"{sweep}-scheduler", f"{sweep}-instance"]
+    return [f"arn:aws:iam::*:role/{n}" for n in names]
 
 
 def deployer_policy(sweep: str = "*") -> dict[str, Any]:
-    """One policy document for `pulumi up` and `pulumi destroy` of sweep `sweep`
-    (`*`: any). iam:PassRole is limited to the sweep's roles, handed to their services."""
-    actions = sorted({a for acts in ACTIONS.values() for a in acts} - {"iam:PassRole"})
+    """One policy document for `pulumi up` and `pulumi destroy` of sweep `sweep` (`*`: any)
+    and the deployer's spotbench commands (preflight, schedule, status, teardown).
+    iam:PassRole is limited to the sweep's roles, handed to their services; invoking to the
+    sweep's start function; reading objects to the sweep's results prefix."""
+    wanted = {a for acts in [*ACTIONS.values(), READS] for a in acts} - {"iam:PassRole"}
+    wildcards = [a for a in wanted if "*" in a]  # an action one of them covers is not repeated
+    actions = sorted(a for a in wanted
+                     if not any(w != a and fnmatch.fnmatchcase(a, w) for w in wildcards))
     return {"Version": "2012-10-17", "Statement": [
-        {"Sid": "Deploy", "Effect": "Allow", "Action": actions + READS, "Resource": "*"},
+        {"Sid": "Deploy", "Effect": "Allow", "Action": actions, "Resource": "*"},
         {"Sid": "PassSweepRoles", "Effect": "Allow", "Action": "iam:PassRole",
-         "Resource": f"arn:aws:iam::*:role/{sweep}-*",
+         "Resource": passable_roles(sweep),
          "Condition": {"StringEquals": {"iam:PassedToService": [
              "ec2.amazonaws.com", "lambda.amazonaws.com", "scheduler.amazonaws.com"]}}},
+        # the deployer's own spotbench commands: `preflight` reads the EC2 vCPU quotas,
+        # `schedule run-now` invokes the start function, `status`/`report` read results
+        {"Sid": "ReadQuotas", "Effect": "Allow", "Action": "servicequotas:GetServiceQuota",
+         "Resource": "*"},
+        {"Sid": "RunStartNow", "Effect": "Allow", "Action": "lambda:InvokeFunction",
+         "Resource": f"arn:aws:lambda:*:*:function:{sweep}-start"},
+        {"Sid": "ReadResults", "Effect": "Allow", "Action": "s3:GetObject",
+         "Resource": f"arn:aws:s3:::*/{sweep}/*"},
     ]}

@@ -36,10 +36,11 @@ from xml.etree import ElementTree
 
 from tests.iam.policy import Authorization
 
-# moto authorizes some S3 operations under their API name instead of the IAM action
+# moto authorizes some operations under their API name instead of the IAM action
 MOTO_ACTIONS = {
     "s3:ListBucket": ["s3:ListObjects", "s3:ListObjectsV2", "s3:HeadBucket"],
     "s3:ListBucketVersions": ["s3:ListObjectVersions"],
+    "lambda:InvokeFunction": ["lambda:Invoke"],
 }
 _SCOPE = re.compile(r"Credential=([^/]+)/(\d{8})/([^/]+)/([^/]+)/aws4_request")
 
