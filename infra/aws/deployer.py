@@ -16,6 +16,9 @@ from __future__ import annotations
 import fnmatch
 from typing import Any
 
+from spotbench.auth.aws import member_role_name
+from spotbench.labels import name_prefix
+
 _EC2_READ = ["ec2:Describe*"]
 ACTIONS: dict[str, list[str]] = {
     "aws:ec2/vpc:Vpc": ["ec2:CreateVpc", "ec2:DeleteVpc", "ec2:ModifyVpcAttribute"],
@@ -92,9 +95,10 @@ READS = [*_EC2_READ, "ssm:GetParameter"]
 
 
 def passable_roles(sweep: str) -> list[str]:
-    """ARNs of the roles the stack hands to services: exactly the sweep's own (a pattern
-    `role/<sweep>-*` also matches sweep `<sweep>-gpu`'s roles)."""
-    names = [f"{sweep}-lambda", f"{sweep}-scheduler", f"{sweep}-instance"]
+    """ARNs of the roles the stack hands to services: exactly the sweep's own, its functions'
+    and schedules' and its groups' member roles (`<sweep>--<point>-t<n>-member`: sweep names
+    hold no `--`); a pattern `role/<sweep>-*` also matches sweep `<sweep>-gpu`'s roles."""
+    names = [f"{sweep}-lambda", f"{sweep}-scheduler", member_role_name(f"{name_prefix(sweep)}*")]
     return [f"arn:aws:iam::*:role/{n}" for n in names]
 
 

@@ -20,6 +20,8 @@ from typing import Any
 
 from botocore.parsers import ResponseParserError
 
+from spotbench.auth.aws import member_role_name
+from spotbench.labels import name_prefix
 from tests.iam.policy import Authorization
 
 ACCOUNT = "123456789012"
@@ -97,7 +99,15 @@ class Stack:
     ids: dict[str, Any] = field(default_factory=dict)
 
     def role_arn(self, suffix: str) -> str:
-        return f"arn:aws:iam::{ACCOUNT}:role/{self.sweep}-{suffix}"
+        return f"arn:aws:iam::{ACCOUNT}:role/{self.role_name(suffix)}"
+
+    def role_name(self, suffix: str) -> str:
+        """`lambda`, `scheduler`, or `member`: the role of one run group's members."""
+        return member_role_name(self.group) if suffix == "member" else f"{self.sweep}-{suffix}"
+
+    @property
+    def group(self) -> str:
+        return f"{name_prefix(self.sweep)}a1b2c3-t1"
 
 
 def _zip() -> bytes:
@@ -269,7 +279,7 @@ def spot_request(s: Stack) -> None:
         InstanceCount=1, Type="persistent", InstanceInterruptionBehavior="stop",
         LaunchSpecification={"ImageId": s.ids["ami"], "InstanceType": "c5.large",
                              "SubnetId": s.ids["subnet"], "SecurityGroupIds": [s.ids["sg"]],
-                             "IamInstanceProfile": {"Name": f"{s.sweep}-instance"}},
+                             "IamInstanceProfile": {"Name": s.role_name("member")}},
         TagSpecifications=[{"ResourceType": "spot-instances-request", "Tags": _tags(s)}])
     s.ids["spot"] = answer["SpotInstanceRequests"][0]["SpotInstanceRequestId"]
     found = ec2.describe_spot_instance_requests(SpotInstanceRequestIds=[s.ids["spot"]])
@@ -291,7 +301,7 @@ def instance(s: Stack) -> None:
     s.ids["instance"] = ec2.run_instances(
         ImageId=s.ids["ami"], InstanceType="c5n.large", MinCount=1, MaxCount=1,
         SubnetId=s.ids["subnet"], SecurityGroupIds=[s.ids["sg"]],
-        IamInstanceProfile={"Name": f"{s.sweep}-instance"},
+        IamInstanceProfile={"Name": s.role_name("member")},
         TagSpecifications=[{"ResourceType": "instance", "Tags": _tags(s)}],
     )["Instances"][0]["InstanceId"]
     ec2.modify_instance_attribute(InstanceId=s.ids["instance"],
@@ -311,14 +321,14 @@ def tag_delete(s: Stack) -> None:
     s.client("ec2").delete_tags(Resources=[s.ids["spot_instance"]], Tags=_tags(s))
 
 
-TRUST = {"instance": "ec2.amazonaws.com", "lambda": "lambda.amazonaws.com",
+TRUST = {"member": "ec2.amazonaws.com", "lambda": "lambda.amazonaws.com",
          "scheduler": "scheduler.amazonaws.com"}
 
 
 def role(s: Stack) -> None:
     iam = s.client("iam")
     for suffix, service in TRUST.items():
-        name = f"{s.sweep}-{suffix}"
+        name = s.role_name(suffix)
         iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps({
             "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole",
                                                     "Principal": {"Service": service}}]}))
@@ -331,27 +341,27 @@ def role(s: Stack) -> None:
 def role_delete(s: Stack) -> None:
     iam = s.client("iam")
     for suffix in TRUST:
-        iam.list_instance_profiles_for_role(RoleName=f"{s.sweep}-{suffix}")
-        iam.delete_role(RoleName=f"{s.sweep}-{suffix}")
+        iam.list_instance_profiles_for_role(RoleName=s.role_name(suffix))
+        iam.delete_role(RoleName=s.role_name(suffix))
 
 
 def role_policy(s: Stack) -> None:
     iam = s.client("iam")
     for suffix in TRUST:
-        iam.put_role_policy(RoleName=f"{s.sweep}-{suffix}", PolicyName="spotbench",
+        iam.put_role_policy(RoleName=s.role_name(suffix), PolicyName="spotbench",
                             PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [
                                 {"Effect": "Allow", "Action": "s3:GetObject", "Resource": "*"}]}))
-        iam.get_role_policy(RoleName=f"{s.sweep}-{suffix}", PolicyName="spotbench")
+        iam.get_role_policy(RoleName=s.role_name(suffix), PolicyName="spotbench")
 
 
 def role_policy_delete(s: Stack) -> None:
     for suffix in TRUST:
-        s.client("iam").delete_role_policy(RoleName=f"{s.sweep}-{suffix}", PolicyName="spotbench")
+        s.client("iam").delete_role_policy(RoleName=s.role_name(suffix), PolicyName="spotbench")
 
 
 def instance_profile(s: Stack) -> None:
     iam = s.client("iam")
-    name = f"{s.sweep}-instance"
+    name = s.role_name("member")  # the profile is named like its role
     iam.create_instance_profile(InstanceProfileName=name)
     iam.tag_instance_profile(InstanceProfileName=name, Tags=_tags(s))
     iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName=name)
@@ -361,7 +371,7 @@ def instance_profile(s: Stack) -> None:
 
 def instance_profile_delete(s: Stack) -> None:
     iam = s.client("iam")
-    name = f"{s.sweep}-instance"
+    name = s.role_name("member")
     iam.remove_role_from_instance_profile(InstanceProfileName=name, RoleName=name)
     iam.delete_instance_profile(InstanceProfileName=name)
 

@@ -158,7 +158,7 @@ def run(tmp_path_factory) -> Run:
                                 aws_session_token=deployer.token)
         stack = calls.Stack(client=lambda service: session.client(service, endpoint_url=url),
                             sweep=SWEEP, region=REGION)
-        profiles = {f"{SWEEP}-instance": stack.role_arn("instance")}
+        profiles = {stack.role_name("member"): stack.role_arn("member")}
         outputs: dict[str, str] = {}
         env = {**deployer.env(), "AWS_ENDPOINT_URL": url, "AWS_REGION": REGION,
                "AWS_DEFAULT_REGION": REGION}
@@ -248,7 +248,9 @@ def test_aws_deployer_may_pass_only_its_own_sweeps_roles():
             {"iam:PassedToService": service})).allowed
 
     assert passing("ax-lambda", "lambda.amazonaws.com")
+    assert passing("ax--a1b2c3-t1-member", "ec2.amazonaws.com")
     assert not passing("ax-gpu-lambda", "lambda.amazonaws.com")
+    assert not passing("ax-gpu--a1b2c3-t1-member", "ec2.amazonaws.com")
     assert not passing("ax-admin", "lambda.amazonaws.com")
     assert not passing("ax-lambda", "glue.amazonaws.com")
     invoke = Authorization("lambda:InvokeFunction",
