@@ -1,6 +1,7 @@
 """Boot fidelity: the rendered cloud-config (GCP) and user-data (AWS) of the examples are
 valid (`cloud-init schema`, `shellcheck`) and, executed as a VM would (tests/fidelity/boot.py),
-boot a two-member OSU group that completes and calls `done` over HTTP."""
+boot groups that complete and call `done` over HTTP: OSU (both clouds), TF parameter server
+(both clouds), TF all-reduce (GCP), and the GPU image selection (both clouds)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ from tests.infra.conftest import MOCKS
 
 pytestmark = pytest.mark.fidelity
 
-EXAMPLES = {"gcp": ["examples/gcp-osu.yaml", "examples/gcp-tf.yaml", "examples/gcp-gpu.yaml"],
-            "aws": ["examples/aws-osu.yaml", "examples/aws-tf-gpu.yaml"]}
+EXAMPLES = {"gcp": ["examples/gcp-osu.yaml", "examples/gcp-tf.yaml", "examples/gcp-tf-allreduce.yaml",
+                    "examples/gcp-gpu.yaml"],
+            "aws": ["examples/aws-osu.yaml", "examples/aws-tf-cpu.yaml", "examples/aws-tf-gpu.yaml"]}
 SMALL_OSU = {"max_size": 4096, "iterations": 200, "iterations_large": 50, "warmup": 20,
              "warmup_large": 5, "bw_iterations": 10, "bw_iterations_large": 5, "bw_warmup": 2,
              "bw_warmup_large": 1, "window": 16, "large_size": 1024, "implementation": "mpi4py"}
@@ -283,36 +285,58 @@ def test_gpu_group_boots_the_gpu_image_with_the_gpu(cloud, example, lab_dir):
 TINY_TF = {"steps": 20, "batch_size": 16, "dataset": "synthetic", "warmup_steps": 5}
 
 
+def _key(r: boot.Rendered, group: list[boot.Rendered]) -> str:
+    """A member's name in the returned dicts: its role, plus its index when the role repeats."""
+    repeated = sum(1 for m in group if m.ctx.role == r.ctx.role) > 1
+    return f"{r.ctx.role}{r.ctx.index}" if repeated else r.ctx.role
+
+
+def boot_tf_group(cloud: str, example: str, lab_dir, *, lead: str, tag: str,
+                  timeout: float = 300, **over) -> dict:
+    """The example's first TF group (with `over` replacing spec fields) booted behind its
+    declared rules, each member in its own namespace, with the ports it listens on measured;
+    on AWS after the creation boot (installs only). Waits for `lead` (the member that records
+    and calls done) to end, then stops the others as done would."""
+    over["workload"] = {**TINY_TF, **over.get("workload", {})}
+    spec = boot.spec_variant(example, lab_dir, trials=1, **over)
+    rendered, rows = boot.render(spec, MOCKS)
+    group = next(iter(boot.groups(rendered).values()))
+    hosts = fw.hosts(rows)
+    lab_hosts = [hosts[r.name] for r in group]
+    work = lab_dir / tag
+    store = boot.shared_results(work, IMAGE_UID)
+    run = boot.open_run(store, IMAGE_UID)
+    with boot.Lab(work) as lab:
+        vms = {_key(r, group): lab.vm(r.name, r.ctx.me.host, cloud,
+                                      boot.localize(r, store.url, lab.done_url)) for r in group}
+        for r in group:
+            lab.nft(vms[_key(r, group)], fw.nft_ruleset(rows, hosts[r.name], lab_hosts))
+            lab.sample_ports(vms[_key(r, group)])
+        creation = {}
+        if cloud == "aws":  # creation boot: installs only, then powers off
+            for vm in vms.values():
+                lab.boot(vm)
+            creation = {k: lab.wait(vm, 60) for k, vm in vms.items()}
+        for vm in vms.values():
+            lab.boot(vm)
+        finished = lab.wait(vms[lead], timeout)
+        done = lab.done_calls()
+        for key, vm in vms.items():
+            if key != lead:
+                lab.stop(vm)
+        return {"finished": finished, "done": done, "store": store, "run": run, "rows": rows,
+                "group": group, "hosts": {_key(r, group): hosts[r.name] for r in group},
+                "ports": {k: v.ports() for k, v in vms.items()}, "vms": vms,
+                "creation": creation, "journal": {k: v.journal for k, v in vms.items()}}
+
+
 @pytest.fixture(scope="module")
 def gcp_tf(lab_dir):
     """examples/gcp-tf.yaml's first group (chief, ps, worker) booted behind its declared
     rules, each member in its own namespace, with the ports it listens on measured."""
     data = boot.yaml.safe_load((boot.ROOT / "examples/gcp-tf.yaml").read_text())
-    spec = boot.spec_variant("examples/gcp-tf.yaml", lab_dir, workload=TINY_TF, trials=1,
-                             matrix={**data["matrix"], "workers": [1]})
-    rendered, rows = boot.render(spec, MOCKS)
-    group = next(iter(boot.groups(rendered).values()))
-    hosts = fw.hosts(rows)
-    lab_hosts = [hosts[r.name] for r in group]
-    work = lab_dir / "gcp-tf"
-    store = boot.shared_results(work, IMAGE_UID)
-    run = boot.open_run(store, IMAGE_UID)
-    with boot.Lab(work) as lab:
-        vms = {r.ctx.role: lab.vm(r.name, r.ctx.me.host, "gcp",
-                                  boot.localize(r, store.url, lab.done_url)) for r in group}
-        for r in group:
-            lab.nft(vms[r.ctx.role], fw.nft_ruleset(rows, hosts[r.name], lab_hosts))
-            lab.sample_ports(vms[r.ctx.role])
-        for vm in vms.values():
-            lab.boot(vm)
-        finished = lab.wait(vms["chief"], 300)
-        done = lab.done_calls()
-        for role in ("ps", "worker"):
-            lab.stop(vms[role])
-        return {"finished": finished, "done": done, "store": store, "run": run, "rows": rows,
-                "group": group, "hosts": {r.ctx.role: hosts[r.name] for r in group},
-                "ports": {k: v.ports() for k, v in vms.items()},
-                "journal": {k: v.journal for k, v in vms.items()}}
+    return boot_tf_group("gcp", "examples/gcp-tf.yaml", lab_dir, lead="chief", tag="gcp-tf",
+                         matrix={**data["matrix"], "workers": [1]})
 
 
 def test_tf_parameter_server_group_boots_trains_and_calls_done_gcp(gcp_tf):
@@ -362,3 +386,82 @@ def test_root_owned_keys_stop_the_osu_peer_gcp(lab_dir):
         assert lab.wait(vm, 90) is not None
     end = [c for c in vm.calls("systemd") if c["phase"] == "end"][-1]
     assert end["status"] != 0 and "PermissionError" in vm.journal, vm.journal[-3000:]
+
+
+@pytest.fixture(scope="module")
+def gcp_tf_allreduce(lab_dir):
+    """examples/gcp-tf-allreduce.yaml's first group: two workers, all-reduce; worker 0 is
+    the chief of MultiWorkerMirroredStrategy: it records and calls done."""
+    return boot_tf_group("gcp", "examples/gcp-tf-allreduce.yaml", lab_dir, lead="worker0",
+                         tag="gcp-tf-allreduce")
+
+
+def _check_tf_trained_and_done(g: dict, strategy: str) -> None:
+    journals = {k: v[-3000:] for k, v in g["journal"].items()}
+    assert len(g["done"]) == 1, journals
+    assert g["done"][0]["body"] == {"group": g["group"][0].ctx.group}
+    records = g["store"].read(g["run"].run)
+    assert records and not any(r.preempted for r in records), (records, journals)
+    steps = next(r for r in records if r.metric == "steps")
+    assert steps.value == TINY_TF["steps"] and steps.metadata["strategy"] == strategy
+    assert {r.metric for r in records} >= {"steps_per_s", "examples_per_s", "test_accuracy"}
+
+
+def test_tf_allreduce_group_boots_trains_and_calls_done_gcp(gcp_tf_allreduce):
+    g = gcp_tf_allreduce
+    assert [r.ctx.role for r in g["group"]] == ["worker", "worker"]
+    _check_tf_trained_and_done(g, "multi_worker_mirrored")
+    assert g["done"][0]["client"] == g["hosts"]["worker0"].ip  # worker 0 calls done
+    assert g["finished"] == 0, g["journal"]["worker0"][-3000:]
+    meta = next(r for r in g["store"].read(g["run"].run) if r.metric == "steps").metadata
+    assert meta["workers"] == 2 and meta["cluster_shape"] == "2 workers"
+
+
+def _check_members_reach(g: dict, least: int) -> None:
+    """Every port a member listened on (measured, not loopback) is open to each other
+    member of its group by the declared rules."""
+    checked = 0
+    for key, ports in g["ports"].items():
+        for p in ports:
+            if p["ip"].startswith("127.") or p["ip"] == "::1":
+                continue
+            for other, src in g["hosts"].items():
+                if other != key:
+                    checked += 1
+                    assert fw.allowed(g["rows"], src, g["hosts"][key], p["protocol"], p["port"]), (
+                        f"{key} listens on {p['protocol']}/{p['port']} ({p['program']}); "
+                        f"{other} may not reach it")
+    assert checked >= least, g["ports"]
+
+
+def test_every_port_tf_allreduce_members_listen_on_is_allowed_gcp(gcp_tf_allreduce):
+    _check_members_reach(gcp_tf_allreduce, least=2)
+
+
+@pytest.fixture(scope="module")
+def aws_tf(lab_dir):
+    """examples/aws-tf-cpu.yaml's parameter-server group (chief, ps, one worker) through the
+    user-data path: the creation boot installs only, the next boot trains."""
+    return boot_tf_group("aws", "examples/aws-tf-cpu.yaml", lab_dir, lead="chief", tag="aws-tf",
+                         workload={"workers": 1},
+                         matrix={"machine_type": ["c5.xlarge"], "strategy": ["parameter_server"]})
+
+
+def test_tf_parameter_server_group_boots_trains_and_calls_done_aws(aws_tf):
+    g = aws_tf
+    assert [r.ctx.role for r in g["group"]] == ["chief", "ps", "worker"]
+    assert g["creation"] == {"chief": 0, "ps": 0, "worker": 0}, g["journal"]
+    chief = g["vms"]["chief"]
+    runs = [c for c in chief.calls("docker") if c["argv"][0] == "run"]
+    assert len(runs) == 1, ("the creation boot must not run the workload", chief.calls())
+    assert runs[0]["run"]["image"].endswith("/tf-cpu:latest"), runs[0]["run"]["image"]
+    _check_tf_trained_and_done(g, "parameter_server")
+    call = g["done"][0]
+    assert call["auth"].startswith("AWS4-HMAC-SHA256 Credential=ASIASIMULATEDKEY0001/")
+    assert call["client"] == g["hosts"]["chief"].ip
+    ecr = [c for c in chief.calls("curl") if "ecr" in c]
+    assert ecr and all(all(c["ecr"].values()) for c in ecr)
+
+
+def test_every_port_tf_members_listen_on_is_allowed_aws(aws_tf):
+    _check_members_reach(aws_tf, least=6)
