@@ -377,3 +377,33 @@ def files(store: Any) -> list[str]:
 
 def cleanup_dir(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
+
+
+class Background:
+    """Boots that run side by side in worker threads while the tests read them in order.
+
+    A boot is two steps: `prepare` renders (the Pulumi mocks are process-wide: main thread
+    only) and returns the lab part, which `start` hands to its lane's threads. A lane caps
+    how many of its boots run at once (TF groups are CPU-heavy; an idle wait, such as the
+    bounded hang of a blocked group, costs nothing to overlap). `result` waits for a boot
+    (re-raising its error); `close` waits for all of them, so no lab outlives the module.
+    """
+
+    def __init__(self, lanes: dict[str, int]):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.pools = {lane: ThreadPoolExecutor(n, thread_name_prefix=f"lab-{lane}")
+                      for lane, n in lanes.items()}
+        self.futures: dict[str, Any] = {}
+
+    def start(self, name: str, lane: str, run: Any) -> None:
+        self.futures[name] = self.pools[lane].submit(run)
+
+    def result(self, name: str) -> Any:
+        if name not in self.futures:
+            raise KeyError(f"boot {name!r} was not started: no selected test asked for it")
+        return self.futures[name].result()
+
+    def close(self) -> None:
+        for pool in self.pools.values():
+            pool.shutdown(wait=True, cancel_futures=True)

@@ -1,12 +1,19 @@
 """Boot fidelity: the rendered cloud-config (GCP) and user-data (AWS) of the examples are
 valid (`cloud-init schema`, `shellcheck`) and, executed as a VM would (tests/fidelity/boot.py),
 boot groups that complete and call `done` over HTTP: OSU (both clouds), TF parameter server
-(both clouds), TF all-reduce (GCP), and the GPU image selection (both clouds)."""
+(both clouds), TF all-reduce (GCP), and the GPU image selection (both clouds).
+
+The boots are slow (each a few Python processes per member, TF imports), so the module
+starts every boot its selected tests need at once (`boots`): renders in the main thread,
+labs side by side in threads (`boot.Background`), each test then reads its boot's outcome.
+A boot's outcome is shared by all the tests that assert on it (module-scoped fixtures)."""
 
 from __future__ import annotations
 
 import base64
+import functools
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -26,20 +33,39 @@ SMALL_OSU = {"max_size": 4096, "iterations": 200, "iterations_large": 50, "warmu
              "bw_warmup_large": 1, "window": 16, "large_size": 1024, "implementation": "mpi4py"}
 
 
+@functools.cache
+def rendered_example(example: str) -> tuple[list[boot.Rendered], list[dict]]:
+    """The example as the program declares it (rendered once per module run)."""
+    return boot.render(example, MOCKS)
+
+
+def _structure(doc: dict) -> str:
+    """The document with every written file's content blanked: what `cloud-init schema`
+    judges (keys and types) — members' documents differ only in those contents."""
+    files = [{**f, "content": ""} for f in doc.get("write_files", [])]
+    return boot.yaml.safe_dump({**doc, "write_files": files}, sort_keys=True)
+
+
+_schema_checked: dict[str, str] = {}  # structure → the schema report of its first document
+_shell_checked: dict[str, str] = {}  # script → shellcheck's report
+
+
 def _check_static(example: str) -> None:
     need_tools("cloud-init", "shellcheck")
-    rendered, _ = boot.render(example, MOCKS)
+    rendered, _ = rendered_example(example)
     assert rendered, f"{example}: no instances declared"
-    first = {}
-    for r in rendered:  # members differ only in their context: check one per group shape
-        first.setdefault((r.ctx.group.split("-t")[0], r.ctx.role), r)
-    for r in first.values():
-        assert not boot.schema_errors(r.user_data), (r.name, boot.schema_errors(r.user_data))
-        scripts = [boot.shell_of(r)] + [f["content"] for f in r.doc["write_files"]
+    for r in rendered:  # every member; identical structures and scripts are checked once
+        doc = r.doc
+        shape = _structure(doc)
+        if shape not in _schema_checked:
+            _schema_checked[shape] = boot.schema_errors(r.user_data)
+        assert not _schema_checked[shape], (r.name, _schema_checked[shape])
+        scripts = [boot.shell_of(r)] + [f["content"] for f in doc["write_files"]
                                          if f["content"].startswith("#!/bin/sh")]
         for script in scripts:
-            assert not boot.shellcheck_errors(script), (r.name, script,
-                                                        boot.shellcheck_errors(script))
+            if script not in _shell_checked:
+                _shell_checked[script] = boot.shellcheck_errors(script)
+            assert not _shell_checked[script], (r.name, script, _shell_checked[script])
 
 
 @pytest.mark.parametrize("example", EXAMPLES["gcp"])
@@ -52,7 +78,20 @@ def test_rendered_user_data_is_valid_aws(example):
     _check_static(example)
 
 
-def _osu_group(cloud: str, lab_dir, example: str) -> tuple[list[boot.Rendered], list[dict]]:
+_osu_groups: dict[tuple[str, str], tuple[list[boot.Rendered], list[dict], dict]] = {}
+
+
+def _osu_group(cloud: str, lab_dir, example: str) -> tuple[list[boot.Rendered], list[dict], dict]:
+    """The example's first OSU group, small (SMALL_OSU, one machine type), rendered once:
+    its members, the preview's rows, and the secrets its declarations hold (GCP: the
+    group's keys in Secret Manager)."""
+    key = (str(lab_dir), example)
+    if key not in _osu_groups:
+        _osu_groups[key] = _render_osu_group(lab_dir, example)
+    return _osu_groups[key]
+
+
+def _render_osu_group(lab_dir, example: str) -> tuple[list[boot.Rendered], list[dict], dict]:
     spec = boot.spec_variant(example, lab_dir, workload=SMALL_OSU, trials=1,
                              matrix={"machine_type": [
                                  boot.yaml.safe_load((boot.ROOT / example).read_text())
@@ -60,20 +99,26 @@ def _osu_group(cloud: str, lab_dir, example: str) -> tuple[list[boot.Rendered], 
     rendered, rows = boot.render(spec, MOCKS)
     group = next(iter(boot.groups(rendered).values()))
     assert [r.ctx.role for r in group] == ["launcher", "peer"]
-    return group, rows
+    return group, rows, boot.secret_store(MOCKS.declared)
 
 
-def boot_osu_group(cloud: str, example: str, lab_dir, *, edit=lambda text: text,
-                   rules=lambda rows: rows, timeout: float = 150, tag: str = "",
-                   outside: bool = True) -> dict:
+def osu_boot(cloud: str, example: str, lab_dir, *, edit=lambda text: text,
+             rules=lambda rows: rows, timeout: float = 150, tag: str = "",
+             outside: bool = True) -> Callable[[], dict]:
     """Boot both members of the example's first OSU group, each behind the firewall the
     stack declares (as nftables in its namespace), as the cloud would: first outside any
     run (GCE's creation boot; on AWS the creation boot, then a capacity restart) when
-    `outside`, then inside an open run. Returns what happened."""
-    group, rows = _osu_group(cloud, lab_dir, example)
-    secrets = boot.secret_store(MOCKS.declared)  # GCP: the group's keys in Secret Manager
+    `outside`, then inside an open run. Renders now; the returned call boots and returns
+    what happened."""
+    group, rows, secrets = _osu_group(cloud, lab_dir, example)
     rows = rules(rows)
-    work = lab_dir / f"{cloud}{tag}"
+    return functools.partial(_boot_osu_group, cloud, lab_dir / f"{cloud}{tag}", group, rows,
+                             secrets, edit, timeout, outside)
+
+
+def _boot_osu_group(cloud: str, work, group: list[boot.Rendered], rows: list[dict],
+                    secrets: dict, edit: Callable[[str], str], timeout: float,
+                    outside: bool) -> dict:
     store = boot.shared_results(work, IMAGE_UID)
     results_url = store.url
     outside_boots: dict = {}
@@ -135,8 +180,8 @@ def _check_ports_allowed(g: dict) -> None:
 
 
 @pytest.fixture(scope="module")
-def gcp_osu(lab_dir):
-    return boot_osu_group("gcp", "examples/gcp-osu.yaml", lab_dir)
+def gcp_osu(boots):
+    return boots.result("gcp_osu")
 
 
 def test_osu_group_boots_completes_and_calls_done_gcp(gcp_osu):
@@ -175,8 +220,8 @@ def test_every_port_osu_members_listen_on_is_allowed_gcp(gcp_osu):
 
 
 @pytest.fixture(scope="module")
-def aws_osu(lab_dir):
-    return boot_osu_group("aws", "examples/aws-osu.yaml", lab_dir)
+def aws_osu(boots):
+    return boots.result("aws_osu")
 
 
 def test_osu_group_boots_completes_and_calls_done_aws(aws_osu):
@@ -216,11 +261,15 @@ def _old_member_rules(rows: list[dict]) -> list[dict]:
     return out
 
 
-def test_old_member_ports_hang_the_osu_group_gcp(lab_dir):
+@pytest.fixture(scope="module")
+def gcp_osu_old_rules(boots):
+    return boots.result("gcp_osu_old_rules")
+
+
+def test_old_member_ports_hang_the_osu_group_gcp(gcp_osu_old_rules):
     """The same boot behind the old 2222/50000-50100 rules: MPI cannot connect, nothing
     is measured and done is not called within 25 s (the same boot under the declared rules completes)."""
-    g = boot_osu_group("gcp", "examples/gcp-osu.yaml", lab_dir, rules=_old_member_rules,
-                       timeout=25, tag="-old", outside=False)
+    g = gcp_osu_old_rules
     assert g["finished"] is None and g["done"] == [], g["journal"]
     assert not [r for r in g["store"].read(g["run"].run) if r.metric in ("latency", "bibw")]
 
@@ -250,23 +299,48 @@ def test_a_member_restarted_outside_a_run_stops_its_vm_aws(aws_osu):
     _check_outside_run_stops_itself(aws_osu)
 
 
+GPU_EXAMPLES = {"gcp": "examples/gcp-gpu.yaml", "aws": "examples/aws-tf-gpu.yaml"}
+
+
+def gpu_boot(cloud: str, lab_dir) -> Callable[[], dict]:
+    """The GPU example's chief, booted once (gcp) or twice (aws: the creation boot, then a
+    start) in an open run. Renders now; the returned call boots."""
+    spec = boot.spec_variant(GPU_EXAMPLES[cloud], lab_dir, trials=1)
+    rendered, _ = boot.render(spec, MOCKS)
+    chief = next(r for r in rendered if r.ctx.role == "chief")
+
+    def run() -> dict:
+        store = boot.shared_results(lab_dir / f"gpu-{cloud}", IMAGE_UID)
+        boot.open_run(store, IMAGE_UID)
+        waits = []
+        with boot.Lab(lab_dir / f"gpu-{cloud}") as lab:
+            vm = lab.vm(chief.name, chief.ctx.me.host, cloud,
+                        boot.localize(chief, store.url, lab.done_url), chief.account)
+            for _ in range(1 if cloud == "gcp" else 2):  # aws: the creation boot installs only
+                lab.boot(vm)
+                waits.append(lab.wait(vm, 90))
+                if waits[-1] is None:
+                    break
+        return {"vm": vm, "store": store, "waits": waits}
+    return run
+
+
+@pytest.fixture(scope="module")
+def gpu_boots(boots):
+    return boots
+
+
 @pytest.mark.parametrize("cloud, example", [("gcp", "examples/gcp-gpu.yaml"),
                                             ("aws", "examples/aws-tf-gpu.yaml")])
-def test_gpu_group_boots_the_gpu_image_with_the_gpu(cloud, example, lab_dir):
+def test_gpu_group_boots_the_gpu_image_with_the_gpu(cloud, example, gpu_boots):
     """A GPU group's member boots `<registry>/tf-gpu` with its GPU handed to docker (COS:
     the driver installed first and the device nodes; AWS: --gpus all). The lab has no GPU,
     so docker refuses to start it — which is what it must do on a VM without one."""
-    spec = boot.spec_variant(example, lab_dir, trials=1)
-    rendered, _ = boot.render(spec, MOCKS)
-    chief = next(r for r in rendered if r.ctx.role == "chief")
-    store = boot.shared_results(lab_dir / f"gpu-{cloud}", IMAGE_UID)
-    boot.open_run(store, IMAGE_UID)
-    with boot.Lab(lab_dir / f"gpu-{cloud}") as lab:
-        vm = lab.vm(chief.name, chief.ctx.me.host, cloud,
-                    boot.localize(chief, store.url, lab.done_url))
-        for _ in range(1 if cloud == "gcp" else 2):  # aws: the creation boot installs only
-            lab.boot(vm)
-            assert lab.wait(vm, 90) is not None, vm.journal
+    assert GPU_EXAMPLES[cloud] == example
+    g = gpu_boots.result(f"gpu_{cloud}")
+    vm, store = g["vm"], g["store"]
+    for waited in g["waits"]:
+        assert waited is not None, vm.journal
     runs = [c for c in vm.calls("docker") if c["argv"][0] == "run"]
     assert len(runs) == 1, vm.journal
     run = runs[0]["run"]
@@ -291,24 +365,30 @@ def _key(r: boot.Rendered, group: list[boot.Rendered]) -> str:
     return f"{r.ctx.role}{r.ctx.index}" if repeated else r.ctx.role
 
 
-def boot_tf_group(cloud: str, example: str, lab_dir, *, lead: str, tag: str,
-                  timeout: float = 300, **over) -> dict:
+def tf_boot(cloud: str, example: str, lab_dir, *, lead: str, tag: str,
+            timeout: float = 300, **over) -> Callable[[], dict]:
     """The example's first TF group (with `over` replacing spec fields) booted behind its
     declared rules, each member in its own namespace, with the ports it listens on measured;
     on AWS after the creation boot (installs only). Waits for `lead` (the member that records
-    and calls done) to end, then stops the others as done would."""
+    and calls done) to end, then stops the others as done would. Renders now; the returned
+    call boots and returns what happened."""
     over["workload"] = {**TINY_TF, **over.get("workload", {})}
     spec = boot.spec_variant(example, lab_dir, trials=1, **over)
     rendered, rows = boot.render(spec, MOCKS)
     group = next(iter(boot.groups(rendered).values()))
+    return functools.partial(_boot_tf_group, cloud, lab_dir / tag, group, rows, lead, timeout)
+
+
+def _boot_tf_group(cloud: str, work, group: list[boot.Rendered], rows: list[dict], lead: str,
+                   timeout: float) -> dict:
     hosts = fw.hosts(rows)
     lab_hosts = [hosts[r.name] for r in group]
-    work = lab_dir / tag
     store = boot.shared_results(work, IMAGE_UID)
     run = boot.open_run(store, IMAGE_UID)
     with boot.Lab(work) as lab:
         vms = {_key(r, group): lab.vm(r.name, r.ctx.me.host, cloud,
-                                      boot.localize(r, store.url, lab.done_url)) for r in group}
+                                      boot.localize(r, store.url, lab.done_url), r.account)
+               for r in group}
         for r in group:
             lab.nft(vms[_key(r, group)], fw.nft_ruleset(rows, hosts[r.name], lab_hosts))
             lab.sample_ports(vms[_key(r, group)])
@@ -331,12 +411,10 @@ def boot_tf_group(cloud: str, example: str, lab_dir, *, lead: str, tag: str,
 
 
 @pytest.fixture(scope="module")
-def gcp_tf(lab_dir):
+def gcp_tf(boots):
     """examples/gcp-tf.yaml's first group (chief, ps, worker) booted behind its declared
     rules, each member in its own namespace, with the ports it listens on measured."""
-    data = boot.yaml.safe_load((boot.ROOT / "examples/gcp-tf.yaml").read_text())
-    return boot_tf_group("gcp", "examples/gcp-tf.yaml", lab_dir, lead="chief", tag="gcp-tf",
-                         matrix={**data["matrix"], "workers": [1]})
+    return boots.result("gcp_tf")
 
 
 def test_tf_parameter_server_group_boots_trains_and_calls_done_gcp(gcp_tf):
@@ -350,7 +428,7 @@ def test_tf_parameter_server_group_boots_trains_and_calls_done_gcp(gcp_tf):
 
 def test_every_port_tf_members_listen_on_is_allowed_gcp_and_aws(gcp_tf):
     """Measured in the GCP boot; the AWS example declares its rules for the same roles."""
-    aws_rendered, aws_rows = boot.render("examples/aws-tf-gpu.yaml", MOCKS)
+    aws_rendered, aws_rows = rendered_example("examples/aws-tf-gpu.yaml")
     aws_group = next(iter(boot.groups(aws_rendered).values()))
     aws_hosts = {r.ctx.role: fw.hosts(aws_rows)[r.name] for r in aws_group}
     checked = 0
@@ -368,32 +446,44 @@ def test_every_port_tf_members_listen_on_is_allowed_gcp_and_aws(gcp_tf):
     assert checked >= 6, gcp_tf["ports"]
 
 
-def test_root_owned_keys_stop_the_osu_peer_gcp(lab_dir):
+def rootkeys_boot(lab_dir) -> Callable[[], dict]:
+    """gcp-osu's peer booted alone in an open run, its unit without the chown of the keys."""
+    group, _, secrets = _osu_group("gcp", lab_dir, "examples/gcp-osu.yaml")
+    peer = next(r for r in group if r.ctx.role == "peer")
+
+    def run() -> dict:
+        store = boot.shared_results(lab_dir / "gcp-rootkeys", IMAGE_UID)
+        boot.open_run(store, IMAGE_UID)
+        text = boot.localize(peer, store.url, "http://10.255.255.254:8080/done")
+        chown = next(line for line in text.splitlines() if "/bin/chown" in line)
+        with boot.Lab(lab_dir / "gcp-rootkeys") as lab:
+            lab.serve_secrets(secrets)
+            vm = lab.vm(peer.name, peer.ctx.me.host, "gcp", text.replace(chown + "\n", ""),
+                        peer.account)
+            lab.boot(vm)
+            return {"vm": vm, "waited": lab.wait(vm, 90)}
+    return run
+
+
+@pytest.fixture(scope="module")
+def gcp_rootkeys(boots):
+    return boots.result("gcp_rootkeys")
+
+
+def test_root_owned_keys_stop_the_osu_peer_gcp(gcp_rootkeys):
     """The counter-check of the key handover: the same boot without the unit's chown
     (cloud-init leaves the keys root-owned 0600) fails as the image's uid reads them."""
-    group, _ = _osu_group("gcp", lab_dir, "examples/gcp-osu.yaml")
-    secrets = boot.secret_store(MOCKS.declared)
-    peer = next(r for r in group if r.ctx.role == "peer")
-    store = boot.shared_results(lab_dir / "gcp-rootkeys", IMAGE_UID)
-    boot.open_run(store, IMAGE_UID)
-    text = boot.localize(peer, store.url, "http://10.255.255.254:8080/done")
-    chown = next(line for line in text.splitlines() if "/bin/chown" in line)
-    with boot.Lab(lab_dir / "gcp-rootkeys") as lab:
-        lab.serve_secrets(secrets)
-        vm = lab.vm(peer.name, peer.ctx.me.host, "gcp", text.replace(chown + "\n", ""),
-                    peer.account)
-        lab.boot(vm)
-        assert lab.wait(vm, 90) is not None
+    vm = gcp_rootkeys["vm"]
+    assert gcp_rootkeys["waited"] is not None
     end = [c for c in vm.calls("systemd") if c["phase"] == "end"][-1]
     assert end["status"] != 0 and "PermissionError" in vm.journal, vm.journal[-3000:]
 
 
 @pytest.fixture(scope="module")
-def gcp_tf_allreduce(lab_dir):
+def gcp_tf_allreduce(boots):
     """examples/gcp-tf-allreduce.yaml's first group: two workers, all-reduce; worker 0 is
     the chief of MultiWorkerMirroredStrategy: it records and calls done."""
-    return boot_tf_group("gcp", "examples/gcp-tf-allreduce.yaml", lab_dir, lead="worker0",
-                         tag="gcp-tf-allreduce")
+    return boots.result("gcp_tf_allreduce")
 
 
 def _check_tf_trained_and_done(g: dict, strategy: str) -> None:
@@ -439,12 +529,10 @@ def test_every_port_tf_allreduce_members_listen_on_is_allowed_gcp(gcp_tf_allredu
 
 
 @pytest.fixture(scope="module")
-def aws_tf(lab_dir):
+def aws_tf(boots):
     """examples/aws-tf-cpu.yaml's parameter-server group (chief, ps, one worker) through the
     user-data path: the creation boot installs only, the next boot trains."""
-    return boot_tf_group("aws", "examples/aws-tf-cpu.yaml", lab_dir, lead="chief", tag="aws-tf",
-                         workload={"workers": 1},
-                         matrix={"machine_type": ["c5.xlarge"], "strategy": ["parameter_server"]})
+    return boots.result("aws_tf")
 
 
 def test_tf_parameter_server_group_boots_trains_and_calls_done_aws(aws_tf):
@@ -465,3 +553,62 @@ def test_tf_parameter_server_group_boots_trains_and_calls_done_aws(aws_tf):
 
 def test_every_port_tf_members_listen_on_is_allowed_aws(aws_tf):
     _check_members_reach(aws_tf, least=6)
+
+
+# ---- the boots, started together ------------------------------------------------------------
+def _gcp_tf(lab_dir) -> Callable[[], dict]:
+    data = boot.yaml.safe_load((boot.ROOT / "examples/gcp-tf.yaml").read_text())
+    return tf_boot("gcp", "examples/gcp-tf.yaml", lab_dir, lead="chief", tag="gcp-tf",
+                   matrix={**data["matrix"], "workers": [1]})
+
+
+# fixture name → (lane, prepare(lab_dir) → the lab part), in the order they start. Light
+# boots wait more than they compute (the blocked group's bounded hang, a member that fails
+# at once); the TF groups import TensorFlow in every member.
+BOOTS: dict[str, tuple[str, Callable[..., Callable[[], dict]]]] = {
+    "gcp_osu_old_rules": ("light", lambda d: osu_boot(
+        "gcp", "examples/gcp-osu.yaml", d, rules=_old_member_rules, timeout=25, tag="-old",
+        outside=False)),
+    "gcp_osu": ("heavy", lambda d: osu_boot("gcp", "examples/gcp-osu.yaml", d)),
+    "aws_osu": ("heavy", lambda d: osu_boot("aws", "examples/aws-osu.yaml", d)),
+    "gcp_rootkeys": ("light", rootkeys_boot),
+    "gpu_gcp": ("light", lambda d: gpu_boot("gcp", d)),
+    "gpu_aws": ("light", lambda d: gpu_boot("aws", d)),
+    "gcp_tf": ("heavy", _gcp_tf),
+    "gcp_tf_allreduce": ("heavy", lambda d: tf_boot(
+        "gcp", "examples/gcp-tf-allreduce.yaml", d, lead="worker0", tag="gcp-tf-allreduce")),
+    "aws_tf": ("heavy", lambda d: tf_boot(
+        "aws", "examples/aws-tf-cpu.yaml", d, lead="chief", tag="aws-tf",
+        workload={"workers": 1},
+        matrix={"machine_type": ["c5.xlarge"], "strategy": ["parameter_server"]})),
+}
+LANES = {"light": 2, "heavy": 2}
+
+
+def _needed(items, module) -> list[str]:
+    """The boots the selected tests of this module read (their fixtures; the GPU test's
+    `cloud` parameter names its boot)."""
+    names: set[str] = set()
+    for item in items:
+        if getattr(item, "module", None) is not module:
+            continue
+        names |= set(item.fixturenames)
+        if "gpu_boots" in item.fixturenames:
+            names.add(f"gpu_{item.callspec.params['cloud']}")
+    return [n for n in BOOTS if n in names]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def boots(request):
+    """Start every boot the selected tests need, first thing, side by side (the static
+    checks then run while they boot)."""
+    background = boot.Background(LANES)
+    try:
+        needed = _needed(request.session.items, request.module)
+        lab_dir = request.getfixturevalue("lab_dir") if needed else None
+        for name in needed:
+            lane, prepare = BOOTS[name]
+            background.start(name, lane, prepare(lab_dir))
+        yield background
+    finally:
+        background.close()
