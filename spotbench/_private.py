@@ -40,12 +40,6 @@ def private_dir(path: Path) -> Path:
     return path
 
 
-def touch_private(path: Path) -> Path:
-    """Make sure `path` exists; a new file is created 0600."""
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, FILE_MODE))
-    return path
-
-
 def open_private_append(path: Path):
     """`open(path, "ab")`, a new file created 0600."""
     return os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, FILE_MODE), "ab")

@@ -24,7 +24,7 @@ from typing import Any
 
 import psutil
 
-from spotbench._private import touch_private
+from spotbench._private import FILE_MODE as PRIVATE_FILE_MODE
 
 BUSY_TIMEOUT_S = 30.0
 
@@ -83,7 +83,7 @@ def connect(path: str | Path) -> sqlite3.Connection:
 
     The database is created 0600 before SQLite opens it (its -wal/-shm files take that mode):
     member tokens are in the instances' env."""
-    touch_private(Path(path))
+    _create_private(Path(path))
     conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
     conn.row_factory = sqlite3.Row
     conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
@@ -95,6 +95,18 @@ def connect(path: str | Path) -> sqlite3.Connection:
     if "error" not in columns:  # a table made by an older spotbench
         conn.execute("ALTER TABLE instances ADD COLUMN error TEXT")
     return conn
+
+
+def _create_private(path: Path) -> None:
+    """Create the database file 0600 if it does not exist, without ever opening an existing
+    one: POSIX locks belong to the process, so closing any descriptor of the file would drop
+    the locks of this process's open connections (SQLite's unix VFS cannot see it), and
+    another process could then delete the WAL under them (SQLITE_IOERR_SHORT_READ)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, PRIVATE_FILE_MODE)
+    except FileExistsError:
+        return
+    os.close(fd)  # a file this call created: no connection can hold locks on it yet
 
 
 @contextmanager

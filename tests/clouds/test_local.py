@@ -397,3 +397,31 @@ def test_the_operators_spotbench_run_does_not_reach_workloads(cloud, tmp_path, m
     cloud.start({})
     cloud.wait({}, {State.STOPPED}, T)
     assert out.read_text() == "unset w"
+
+
+def test_a_new_connection_keeps_the_locks_of_the_process_open_ones(tmp_path):
+    """The flaky 'disk I/O error' (SQLITE_IOERR_SHORT_READ) of the local teardown test.
+
+    POSIX locks belong to the process: closing any descriptor of a file drops every lock the
+    process holds on it. `connect()` used to open and close the database file (to create it
+    0600) before each connection, so an open connection in the same process silently lost
+    its shared lock; another process closing its own connection then took the exclusive
+    lock, believed it was the last one, checkpointed and deleted the WAL under the open
+    connection. A second `connect()` must leave the first connection's lock in place."""
+    path = tmp_path / "cloud.db"
+    with closing(db.connect(path)) as first:
+        db.rows(first)
+        with closing(db.connect(path)) as second:
+            db.rows(second)
+            # SQLite's shared-lock range on the database file (unix VFS: PENDING_BYTE + 2, 510 bytes)
+            probe = textwrap.dedent(f"""
+                import fcntl, os, sys
+                fd = os.open({str(path)!r}, os.O_RDWR)
+                try:
+                    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 510, 0x40000000 + 2)
+                except OSError:
+                    sys.exit(0)  # held by the connections above, as it must be
+                sys.exit(1)
+            """)
+            taken = subprocess.run([sys.executable, "-c", probe], timeout=30).returncode
+            assert taken == 0, "another process could lock the database exclusively"
