@@ -114,6 +114,16 @@ def run_bibw(comm, args, out) -> None:
             out(size, size / 1e6 * loops * window * 2 / elapsed)
 
 
+def fmt_value(value: float) -> str:
+    """OSU's 2 decimals, or as many as 3 significant digits of a value below 0.01 need: a
+    real, positive measurement (1-byte bibw loops on a busy machine: a few kB/s) must not be
+    stored as 0.00. The C harness prints the same way."""
+    decimals = 2
+    while 0 < value < 0.01 and value * 10**decimals < 100 and decimals < 12:
+        decimals += 1
+    return f"{value:.{decimals}f}"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m workloads.osu.harness", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -147,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     def out(size: int, value: float) -> None:
-        sys.stdout.write(f"{size:<10d}{value:>20.2f}\n")
+        sys.stdout.write(f"{size:<10d}{fmt_value(value):>20}\n")
         sys.stdout.flush()
 
     if comm.Get_rank() == 0:

@@ -63,8 +63,8 @@ def test_auto_prefers_it_and_it_prints_what_the_parser_reads(cache, monkeypatch)
         out = parse(proc.stdout)
         assert (out.version, out.preamble) == ("7.5", {"Datatype": "MPI_CHAR."})
         assert [s for s, _ in out.rows] == ([0] if bench == "latency" else []) + [2**k for k in range(7)]
-        # 2 decimals: a few 1-byte bibw loops on a loaded machine can print 0.00 MB/s
-        assert all(v >= 0 for _, v in out.rows) and out.rows[-1][1] > 0
+        # a positive measurement is printed with the digits it needs, never as 0.00
+        assert all(v > 0 for _, v in out.rows)
 
 
 def test_setup_builds_it():
