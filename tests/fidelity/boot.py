@@ -396,7 +396,19 @@ class Background:
                       for lane, n in lanes.items()}
         self.futures: dict[str, Any] = {}
 
-    def start(self, name: str, lane: str, run: Any) -> None:
+    def start(self, name: str, lane: str, prepare: Any) -> None:
+        """Run `prepare()` here; its lab part in `lane`. A failure (or a skip) of either
+        is what `result(name)` raises, so it fails only the tests of that boot."""
+        from concurrent.futures import Future
+
+        try:
+            run = prepare()
+        except BaseException as exc:  # noqa: BLE001 - pytest's skip/fail are BaseExceptions
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            self.futures[name] = Future()
+            self.futures[name].set_exception(exc)
+            return
         self.futures[name] = self.pools[lane].submit(run)
 
     def result(self, name: str) -> Any:
