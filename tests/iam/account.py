@@ -415,7 +415,7 @@ class EnforcedAccount:
 @contextlib.contextmanager
 def environment(values: Mapping[str, str], clear_caches: bool = True) -> Iterator[None]:
     """Set env vars (credentials included) for the code under test; clear the filesystem
-    caches that would hand it another principal's client."""
+    caches and boto3's default session, which would hand it another principal's client."""
     import fsspec
 
     saved = {k: os.environ.get(k) for k in [*values, *CREDENTIAL_ENV]}
@@ -437,6 +437,7 @@ def environment(values: Mapping[str, str], clear_caches: bool = True) -> Iterato
 
 
 def _clear_fs_cache(fsspec: Any) -> None:
+    boto3.DEFAULT_SESSION = None  # boto3.client() keeps the credentials it first found
     try:
         cls = fsspec.get_filesystem_class("s3")
     except (ImportError, ValueError):

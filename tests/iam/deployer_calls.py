@@ -221,31 +221,20 @@ def security_group_delete(s: Stack) -> None:
     s.client("ec2").delete_security_group(GroupId=s.ids["sg"])
 
 
-def _rule(s: Stack, direction: str) -> dict[str, Any]:
-    if direction == "ingress":
-        return {"IpProtocol": "tcp", "FromPort": 0, "ToPort": 65535,
-                "UserIdGroupPairs": [{"GroupId": s.ids["sg"]}]}
-    return {"IpProtocol": "-1", "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}
+def _rule(direction: str) -> tuple[Callable[[Stack], None], Callable[[Stack], None]]:
+    """A security-group rule resource (`ingress`: every TCP port from the group itself;
+    `egress`: anywhere): authorized on create, revoked on delete."""
+    def permission(s: Stack) -> dict[str, Any]:
+        if direction == "ingress":
+            return {"IpProtocol": "tcp", "FromPort": 0, "ToPort": 65535,
+                    "UserIdGroupPairs": [{"GroupId": s.ids["sg"]}]}
+        return {"IpProtocol": "-1", "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}
 
+    def call(verb: str) -> Callable[[Stack], None]:
+        return lambda s: getattr(s.client("ec2"), f"{verb}_security_group_{direction}")(
+            GroupId=s.ids["sg"], IpPermissions=[permission(s)])
 
-def ingress_rule(s: Stack) -> None:
-    s.client("ec2").authorize_security_group_ingress(GroupId=s.ids["sg"],
-                                                     IpPermissions=[_rule(s, "ingress")])
-
-
-def ingress_rule_delete(s: Stack) -> None:
-    s.client("ec2").revoke_security_group_ingress(GroupId=s.ids["sg"],
-                                                  IpPermissions=[_rule(s, "ingress")])
-
-
-def egress_rule(s: Stack) -> None:
-    s.client("ec2").authorize_security_group_egress(GroupId=s.ids["sg"],
-                                                    IpPermissions=[_rule(s, "egress")])
-
-
-def egress_rule_delete(s: Stack) -> None:
-    s.client("ec2").revoke_security_group_egress(GroupId=s.ids["sg"],
-                                                 IpPermissions=[_rule(s, "egress")])
+    return call("authorize"), call("revoke")
 
 
 def _after_authorization(call: Callable[[], Any]) -> None:
@@ -524,8 +513,8 @@ RESOURCE_CALLS: dict[str, tuple[Callable[[Stack], None], Callable[[Stack], None]
                                                             route_table_association_delete),
     "aws:ec2/vpcEndpoint:VpcEndpoint": (vpc_endpoint, vpc_endpoint_delete),
     "aws:ec2/securityGroup:SecurityGroup": (security_group, security_group_delete),
-    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": (ingress_rule, ingress_rule_delete),
-    "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": (egress_rule, egress_rule_delete),
+    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": _rule("ingress"),
+    "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": _rule("egress"),
     "aws:ec2/placementGroup:PlacementGroup": (placement_group, placement_group_delete),
     "aws:iam/role:Role": (role, role_delete),
     "aws:iam/rolePolicy:RolePolicy": (role_policy, role_policy_delete),

@@ -40,11 +40,11 @@ class Authorization:
         return f"{self.action} on {self.resource}" + (f" [{ctx}]" if ctx else "")
 
 
-def _as_list(value: Any) -> list[Any]:
+def as_list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, list | tuple) else [value]
 
 
-def _wild(pattern: str, value: str, *, ignore_case: bool = False) -> bool:
+def wildcard(pattern: str, value: str, *, ignore_case: bool = False) -> bool:
     """IAM wildcards: `*` any run of characters (`:` and `/` included), `?` one character."""
     regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
     return re.fullmatch(regex, value, re.IGNORECASE | re.DOTALL if ignore_case else re.DOTALL) is not None
@@ -53,13 +53,13 @@ def _wild(pattern: str, value: str, *, ignore_case: bool = False) -> bool:
 def _arn_like(pattern: str, value: str) -> bool:
     """ArnLike: each of the six colon-separated parts matched on its own."""
     p, v = pattern.split(":", 5), value.split(":", 5)
-    return len(p) == len(v) == 6 and all(_wild(a, b) for a, b in zip(p, v))
+    return len(p) == len(v) == 6 and all(wildcard(a, b) for a, b in zip(p, v))
 
 
 _OPERATORS = {
     "StringEquals": lambda want, got: want == got,
     "StringEqualsIgnoreCase": lambda want, got: want.lower() == got.lower(),
-    "StringLike": lambda want, got: _wild(want, got),
+    "StringLike": lambda want, got: wildcard(want, got),
     "ArnEquals": lambda want, got: want == got,
     "ArnLike": _arn_like,
     "Bool": lambda want, got: want.lower() == got.lower(),
@@ -78,21 +78,21 @@ def _condition_holds(operator: str, key: str, wanted: Any, context: Mapping[str,
     present = {k.lower(): v for k, v in context.items()}
     if key.lower() not in present:
         return if_exists or negated
-    got = [str(v) for v in _as_list(present[key.lower()])]
-    hit = any(compare(str(w), g) for w in _as_list(wanted) for g in got)
+    got = [str(v) for v in as_list(present[key.lower()])]
+    hit = any(compare(str(w), g) for w in as_list(wanted) for g in got)
     return not hit if negated else hit
 
 
 def _matches(statement: Doc, auth: Authorization) -> bool:
     if "Action" in statement:
-        if not any(_wild(a, auth.action, ignore_case=True) for a in _as_list(statement["Action"])):
+        if not any(wildcard(a, auth.action, ignore_case=True) for a in as_list(statement["Action"])):
             return False
-    elif any(_wild(a, auth.action, ignore_case=True) for a in _as_list(statement["NotAction"])):
+    elif any(wildcard(a, auth.action, ignore_case=True) for a in as_list(statement["NotAction"])):
         return False
     if "Resource" in statement:
-        if not any(_wild(r, auth.resource) for r in _as_list(statement["Resource"])):
+        if not any(wildcard(r, auth.resource) for r in as_list(statement["Resource"])):
             return False
-    elif any(_wild(r, auth.resource) for r in _as_list(statement["NotResource"])):
+    elif any(wildcard(r, auth.resource) for r in as_list(statement["NotResource"])):
         return False
     for operator, keys in (statement.get("Condition") or {}).items():
         for key, wanted in keys.items():
@@ -110,11 +110,17 @@ class Decision:
         return self.allowed
 
 
+def allowed(policies: Sequence[Doc], action: str, resource: str,
+            context: Mapping[str, str | Sequence[str]] | None = None) -> bool:
+    """`evaluate` for one action on one resource."""
+    return evaluate(policies, Authorization(action, resource, context or {})).allowed
+
+
 def evaluate(policies: Sequence[Doc], auth: Authorization) -> Decision:
     """AWS's decision for one authorization under a principal's identity policies."""
     allow: str | None = None
     for doc in policies:
-        for i, statement in enumerate(_as_list(doc.get("Statement", []))):
+        for i, statement in enumerate(as_list(doc.get("Statement", []))):
             if not _matches(statement, auth):
                 continue
             sid = statement.get("Sid") or f"#{i}"
@@ -133,11 +139,11 @@ def moto_projection(doc: Doc, moto_actions: Mapping[str, Sequence[str]]) -> dict
     resource as a regular expression with only `*` translated: IAM's `?` (one character)
     is handed to it as `.`."""
     out = []
-    for statement in _as_list(doc.get("Statement", [])):
-        actions = _as_list(statement.get("Action", []))
+    for statement in as_list(doc.get("Statement", [])):
+        actions = as_list(statement.get("Action", []))
         extra = [m for a in actions for m in moto_actions.get(a, ())]
         s3_only = all(a.lower().startswith("s3:") for a in actions)
-        resources = [r.replace("?", ".") for r in _as_list(statement.get("Resource", "*"))]
+        resources = [r.replace("?", ".") for r in as_list(statement.get("Resource", "*"))]
         projected = {"Effect": statement["Effect"], "Action": actions + extra,
                      "Resource": resources if s3_only else "*"}
         if "Sid" in statement:

@@ -36,7 +36,7 @@ from spotbench.results import ResultStore
 from spotbench.spec import load_spec
 from tests.iam import deployer_calls as calls
 from tests.iam.account import EnforcedAccount, Principal, environment
-from tests.iam.policy import Authorization, _as_list, evaluate
+from tests.iam.policy import Authorization, as_list, evaluate
 from tests.moto_server import MotoServer
 
 pytestmark = pytest.mark.fidelity
@@ -208,12 +208,14 @@ def test_aws_deployer_runs_up_commands_teardown_and_destroy_with_no_denial(run):
     policy = [deployer_policy(SWEEP)]
     refused = [a.describe() for a in run.auths if not evaluate(policy, a)]
     assert refused == [], f"the deployer policy does not allow: {refused}"
+    quota = [c for c in run.calls if c.operation == "GetServiceQuota"]
+    assert quota and {c.error for c in quota} <= {None, "NoSuchResourceException"}, run.outputs["preflight"]
     ops = {(c.service, c.operation) for c in run.calls}
     assert {("servicequotas", "GetServiceQuota"), ("scheduler", "UpdateSchedule"),
             ("lambda", "Invoke"), ("s3", "GetObject"), ("ec2", "CancelSpotInstanceRequests"),
             ("lambda", "CreateFunction"), ("ec2", "RequestSpotInstances")} <= ops
     quota = [c for c in run.calls if c.operation == "GetServiceQuota"]
-    assert quota and {c.error for c in quota} <= {None, "NoSuchResourceException"}, quota
+    assert quota and {c.error for c in quota} <= {None, "NoSuchResourceException"}, run.outputs["preflight"]
     status = json.loads(run.outputs["status"])
     assert not any("could not" in n for n in status.get("notes", [])), status.get("notes")
 
@@ -225,9 +227,9 @@ def test_aws_every_deployer_action_is_called(run):
     policy = deployer_policy(SWEEP)
     survivors = []
     for i, statement in enumerate(policy["Statement"]):
-        for action in _as_list(statement["Action"]):
+        for action in as_list(statement["Action"]):
             smaller = copy.deepcopy(policy)
-            rest = [a for a in _as_list(statement["Action"]) if a != action]
+            rest = [a for a in as_list(statement["Action"]) if a != action]
             if rest:
                 smaller["Statement"][i]["Action"] = rest
             else:

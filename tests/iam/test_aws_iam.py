@@ -320,18 +320,18 @@ NOT_EXERCISED = {
 
 
 def test_aws_every_declared_action_is_called(path_run, declared):
-    from tests.iam.policy import _as_list, _wild
+    from tests.iam.policy import as_list, wildcard
 
     unused, declared_actions = [], set()
     for role, docs in declared.policies.items():
         for doc in docs:
             for s in doc["Statement"]:
-                for action in _as_list(s["Action"]):
+                for action in as_list(s["Action"]):
                     declared_actions.add((role, s["Sid"], action))
                     if (role, s["Sid"], action) in NOT_EXERCISED:
                         continue
                     if not any(r.role == role and r.decision.by == s["Sid"]
-                               and _wild(action, r.auth.action, ignore_case=True)
+                               and wildcard(action, r.auth.action, ignore_case=True)
                                for r in path_run):
                         unused.append(f"{role}/{s['Sid']}/{action}")
     assert unused == [], f"declared actions no code path calls: {unused}"

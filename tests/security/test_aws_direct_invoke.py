@@ -4,7 +4,7 @@ The function URL is what verifies the SigV4 signer and writes it into
 `requestContext.authorizer.iam`; a direct `lambda:Invoke` lets the caller write that field
 itself, naming an instance of ANOTHER group, and stop it. AWS's decision is taken on the
 instance role's policy as the Pulumi program declares it (read from the mocks), evaluated
-with the request context each path carries (`tests/security/_iam.py`: moto ignores these
+with the request context each path carries (`tests/iam/policy.py`: moto ignores these
 condition keys); what IAM lets through goes to the real Lambda adapter over moto's EC2.
 """
 
@@ -27,7 +27,7 @@ from tests.functions.test_lambda_handler import (  # noqa: F401 - moto_url, swee
     sweep,
     url_event,
 )
-from tests.security._iam import allowed
+from tests.iam.policy import allowed
 
 pytestmark = pytest.mark.security
 
