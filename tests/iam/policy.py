@@ -21,6 +21,7 @@ operator in `infra/` cannot be silently treated as matching.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,10 +45,15 @@ def as_list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, list | tuple) else [value]
 
 
+@functools.lru_cache(maxsize=4096)
+def _compiled(pattern: str, ignore_case: bool) -> re.Pattern[str]:
+    regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.compile(regex, re.IGNORECASE | re.DOTALL if ignore_case else re.DOTALL)
+
+
 def wildcard(pattern: str, value: str, *, ignore_case: bool = False) -> bool:
     """IAM wildcards: `*` any run of characters (`:` and `/` included), `?` one character."""
-    regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
-    return re.fullmatch(regex, value, re.IGNORECASE | re.DOTALL if ignore_case else re.DOTALL) is not None
+    return _compiled(pattern, ignore_case).fullmatch(value) is not None
 
 
 def _arn_like(pattern: str, value: str) -> bool:
