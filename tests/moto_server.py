@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -34,15 +35,19 @@ class MotoServer:
     def __enter__(self) -> str:
         exe = VENV_BIN / "moto_server"
         cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "moto.server"]
+        # its log goes to a file, never a pipe: moto logs every request, and a pipe nobody
+        # reads fills up (64 KiB) and blocks the server mid-answer after a few hundred calls
+        self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
             [*cmd, "-H", "127.0.0.1", "-p", str(self.port)],
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stderr=self.log,
         )
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                err = self.proc.stderr.read().decode() if self.proc.stderr else ""
+                self.log.seek(0)
+                err = self.log.read().decode(errors="replace")
                 raise RuntimeError(f"moto_server exited early: {err[-2000:]}")
             try:
                 requests.get(f"{self.url}/moto-api/", timeout=2)
@@ -80,5 +85,5 @@ class MotoServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
-        if self.proc and self.proc.stderr:
-            self.proc.stderr.close()
+        if getattr(self, "log", None) is not None:
+            self.log.close()
