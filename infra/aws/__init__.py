@@ -27,6 +27,7 @@ from infra.aws.instances import (
 )
 from infra.aws.network import AwsNetwork, AwsNetworkArgs
 from infra.aws.registry import AwsRegistry
+from infra.aws.secrets import group_key_parameters, keys_arn
 from infra.aws.scheduler import AwsScheduler, AwsSchedulerArgs, schedule_pair
 from infra.keys import group_known_hosts, mpi_keys
 from spotbench.images import registry_images, resolve_image
@@ -68,11 +69,21 @@ class AwsSweep(pulumi.ComponentResource):
         self.bucket = ResultsBucket(f"{name}-results", ResultsBucketArgs(spec=spec, tags=tags), child)
         gpu_of = {g.id: any(has_gpu(machine_type(g, m), g.accelerator) for m in g.members)
                   for g in groups}
+        account = aws.get_caller_identity_output(opts=invoke).account_id
         self.registry = AwsRegistry(
             f"{name}-registry", sweep=spec.name, region=spec.region, tags=tags,
             images=sorted({image for g in groups
                            for image in registry_images(spec.image, g.workload, gpu_of[g.id])}),
-            account=aws.get_caller_identity_output(opts=invoke).account_id, opts=child)
+            account=account, opts=child)
+        mpi = None
+        workload = get_workload(spec.workload.name)
+        self.key_parameters: dict[str, dict[str, aws.ssm.Parameter]] = {}
+        if workload.mpi:  # keys per group: a member reads only its own group's (SSM)
+            mpi = mpi_keys(name, self, [g.id for g in groups])
+            self.key_parameters = {
+                g.id: group_key_parameters(f"{name}-keys", spec.name, g.id, mpi.groups[g.id],
+                                           tags, child) for g in groups}
+        region = spec.region
         # the members may pull the spec's image, or any of the stack's repositories (a user's
         # image runs beside the stack's runner: public, or in the stack's registry)
         pullable = (pulumi.Output.from_input(spec.image)
@@ -84,7 +95,9 @@ class AwsSweep(pulumi.ComponentResource):
                               prefix=self.bucket.prefix, image=pullable, tags=tags,
                               checkpoints=any(get_workload(g.workload).checkpoints(g.params)
                                               for g in groups),
-                              groups=[g.id for g in groups]),
+                              groups=[g.id for g in groups],
+                              keys={g: account.apply(lambda a, g=g: keys_arn(region, a, spec.name, g))
+                                    for g in self.key_parameters}),
             child,
         )
         ids = self.identities
@@ -104,10 +117,6 @@ class AwsSweep(pulumi.ComponentResource):
             pulumi.ResourceOptions(parent=self, provider=self.provider,
                                    depends_on=[ids.scheduler_policy]),
         )
-        mpi = None
-        workload = get_workload(spec.workload.name)
-        if workload.mpi:  # keys per group: a member holds only its own group's
-            mpi = mpi_keys(name, self, [g.id for g in groups])
         needs = {has_gpu(machine_type(g, m), g.accelerator) for g in groups for m in g.members}
         amis = {gpu: aws.ssm.get_parameter_output(name=ami_parameter(spec, gpu), opts=invoke).value
                 for gpu in sorted(needs)}
@@ -124,7 +133,8 @@ class AwsSweep(pulumi.ComponentResource):
                     ssh=mpi.groups[g.id] if mpi else None,
                 ),
                 pulumi.ResourceOptions(parent=self, provider=self.provider,
-                                       depends_on=[self.network.nat, ids.member_policies[g.id]]),
+                                       depends_on=[self.network.nat, ids.member_policies[g.id],
+                                                   *self.key_parameters.get(g.id, {}).values()]),
             )
             for g in groups
         }

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 import pulumi
@@ -91,11 +92,13 @@ def group_objects(bucket: str, prefix: str, group: str, checkpoints: bool = Fals
 
 
 def member_policy(bucket: str, prefix: str, group: str, done_arn: str, image: str | None,
-                  checkpoints: bool = False) -> Doc:
+                  checkpoints: bool = False, keys: str | None = None) -> Doc:
     """What the members of run group `group` may do (its role's only policy).
 
     `checkpoints`: members keep checkpoints (`checkpoints/<group>/<run>/`): they list, read
-    and delete their group's there too (`workloads/tf_mnist/checkpoints.py`)."""
+    and delete their group's there too (`workloads/tf_mnist/checkpoints.py`).
+    `keys`: the ARN pattern of the group's ssh key parameters (infra/aws/secrets.py), which
+    its members read at boot — and no other group's."""
     bucket_arn, _ = prefix_arns(bucket, prefix)
     runs = _under(prefix, "runs")
     ckpt = f"{_under(prefix, 'checkpoints')}/{group}"
@@ -138,6 +141,10 @@ def member_policy(bucket: str, prefix: str, group: str, done_arn: str, image: st
         {"Sid": "CallDoneInvoke", "Effect": "Allow", "Action": "lambda:InvokeFunction",
          "Resource": done_arn,
          "Condition": {"Bool": {"lambda:InvokedViaFunctionUrl": "true"}}},
+        # SecureStrings under the account's AWS-managed aws/ssm key: GetParameter
+        # WithDecryption needs no kms:Decrypt grant of the caller
+        *([{"Sid": "ReadGroupKeys", "Effect": "Allow", "Action": "ssm:GetParameter",
+            "Resource": keys}] if keys else []),
     )
 
 
@@ -190,6 +197,8 @@ class AwsIdentitiesArgs:
     tags: dict[str, str]
     checkpoints: bool = False  # members keep checkpoints (member_policy)
     groups: list[str] = field(default_factory=list)  # run group ids: a member role each
+    # where each group's ssh key parameters are (`secrets.keys_arn`), when members have keys
+    keys: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
 
 
 class AwsIdentities(pulumi.ComponentResource):
@@ -233,9 +242,9 @@ class AwsIdentities(pulumi.ComponentResource):
         self.member_policies = {
             gid: aws.iam.RolePolicy(
                 f"{self._base}-{gid}-member", role=role.id, name="spotbench-member",
-                policy=_json(lambda b, d, i, gid=gid: member_policy(b, args.prefix, gid, d, i,
-                                                                    args.checkpoints),
-                             args.results_bucket, done_arn, args.image),
+                policy=_json(lambda b, d, i, k, gid=gid: member_policy(
+                                 b, args.prefix, gid, d, i, args.checkpoints, k or None),
+                             args.results_bucket, done_arn, args.image, args.keys.get(gid, "")),
                 opts=child,
             )
             for gid, role in self.member_roles.items()

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 import pulumi
 import pulumi_aws as aws
 
+from infra.aws.secrets import keys_path
 from infra.aws.user_data import SshKeys, user_data
 from infra.members import member_contexts, workload_env
 from infra.user_image import user_step
@@ -106,7 +107,9 @@ class AwsRunGroup(pulumi.ComponentResource):
                                        done_url=done_url, zone=spec.zone, spot=spec.spot,
                                        deadline_s=int(spec.deadline.total_seconds()))
             return {n: user_data(image=image, env={**ctx.to_env(), **extra}, gpu=gpus[n],
-                                 ssh=keys, user=user_step(group, spec.image))
+                                 ssh=keys, key_parameters=(spec.region or "",
+                                                           keys_path(spec.name, group.id)),
+                                 user=user_step(group, spec.image))
                     for n, ctx in contexts.items()}
 
         documents = pulumi.Output.all(args.image, args.results_url, args.done_url, ssh).apply(render)

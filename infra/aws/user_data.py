@@ -2,8 +2,8 @@
 
 First boot (at `pulumi up`; it ends with cloud-init powering the instance off) only
 *installs*: the
-container's env file (the member's `SPOTBENCH_CONTEXT` and friends), the MPI ssh keys when
-given, and a systemd unit, enabled but not run — the unit refuses to start in the boot
+container's env file (the member's `SPOTBENCH_CONTEXT` and friends), the MPI ssh *public*
+key files when given, and a systemd unit, enabled but not run — the unit refuses to start in the boot
 whose id was recorded at install, so creating the stack never runs (or bills as a run) a
 benchmark. Every later boot — each scheduler or control start — runs the workload image
 with `docker run --network host --env-file …` in the foreground, so stopping the instance
@@ -13,6 +13,10 @@ SIGTERM with time to store what it has.
 ECR login uses only what the ECS-optimized AMIs ship (curl ≥ 7.75, sed, base64, docker):
 `ecr-login` reads the instance role's credentials from IMDSv2 and calls ECR's
 GetAuthorizationToken signed with `curl --aws-sigv4` — those AMIs have no `aws` CLI.
+The group's ssh private keys are never in user-data (readable through
+`DescribeInstanceAttribute` and IMDS): the unit's `fetch-keys` step reads them the same way
+from SSM Parameter Store (`GetParameter` WithDecryption, infra/aws/secrets.py) into the key
+folder, 0600, before the folder is handed to the image's uid.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import yaml
 from spotbench.image_ref import check_image
 
 from infra import user_image as ui
-from infra.keys import SSH_DIR_IN_CONTAINER, SshKeys, key_owner_command, ssh_files
+from infra.keys import SSH_DIR_IN_CONTAINER, SshKeys, key_owner_command, private_keys, ssh_files
 from infra.units import env_file, workload_unit
 
 STATE_DIR = "/var/lib/spotbench"
@@ -33,6 +37,7 @@ ENV_FILE = f"{STATE_DIR}/env"
 SSH_DIR = f"{STATE_DIR}/ssh"
 FIRST_BOOT = f"{STATE_DIR}/first-boot-id"
 ECR_LOGIN = f"{STATE_DIR}/ecr-login"
+FETCH_KEYS = f"{STATE_DIR}/fetch-keys"
 IMDS = "http://169.254.169.254/latest"
 UNIT = "spotbench.service"
 CONTAINER = "spotbench"
@@ -47,6 +52,18 @@ def ecr_registry(image: str) -> tuple[str, str] | None:
     return None
 
 
+# the instance role's credentials from IMDSv2, as key/secret/session (sh, `set -eu`)
+_IMDS_CREDENTIALS = f"""imds={IMDS}
+token=$(curl -fsS -X PUT "$imds/api/token" -H "X-aws-ec2-metadata-token-ttl-seconds: 300")
+role=$(curl -fsS -H "X-aws-ec2-metadata-token: $token" "$imds/meta-data/iam/security-credentials/")
+creds=$(curl -fsS -H "X-aws-ec2-metadata-token: $token" "$imds/meta-data/iam/security-credentials/$role" | tr -d '\\n')
+field() {{ printf '%s' "$creds" | sed -n "s/.*\\"$1\\" *: *\\"\\([^\\"]*\\)\\".*/\\1/p"; }}
+key=$(field AccessKeyId)
+secret=$(field SecretAccessKey)
+session=$(field Token)
+"""
+
+
 def ecr_login_script(host: str, region: str) -> str:
     """`docker login` to ECR with the instance role, with curl only (no `aws` CLI)."""
     target = "AmazonEC2ContainerRegistry_V20150921.GetAuthorizationToken"
@@ -55,20 +72,47 @@ def ecr_login_script(host: str, region: str) -> str:
 # The ECS-optimized AMI has no aws CLI: IMDSv2 credentials + ECR GetAuthorizationToken
 # signed by curl --aws-sigv4.
 set -eu
-imds={IMDS}
-token=$(curl -fsS -X PUT "$imds/api/token" -H "X-aws-ec2-metadata-token-ttl-seconds: 300")
-role=$(curl -fsS -H "X-aws-ec2-metadata-token: $token" "$imds/meta-data/iam/security-credentials/")
-creds=$(curl -fsS -H "X-aws-ec2-metadata-token: $token" "$imds/meta-data/iam/security-credentials/$role" | tr -d '\\n')
-field() {{ printf '%s' "$creds" | sed -n "s/.*\\"$1\\" *: *\\"\\([^\\"]*\\)\\".*/\\1/p"; }}
-key=$(field AccessKeyId)
-secret=$(field SecretAccessKey)
-session=$(field Token)
-answer=$(curl -fsS --aws-sigv4 "aws:amz:{region}:ecr" --user "$key:$secret" \\
+{_IMDS_CREDENTIALS}answer=$(curl -fsS --aws-sigv4 "aws:amz:{region}:ecr" --user "$key:$secret" \\
   -H "X-Amz-Security-Token: $session" -H "X-Amz-Target: {target}" \\
   -H "Content-Type: application/x-amz-json-1.1" -d '{{}}' "https://api.ecr.{region}.amazonaws.com/")
 printf '%s' "$answer" | sed -n 's/.*"authorizationToken" *: *"\\([^"]*\\)".*/\\1/p' | base64 -d \\
   | cut -d: -f2- | docker login --username AWS --password-stdin {host}
 """
+
+
+def fetch_keys_script(region: str, parameters: Mapping[str, str]) -> str:
+    """Put the group's private keys (`parameters`: file name → SSM parameter holding it,
+    base64) into the key folder, 0600, with the instance role: GetParameter WithDecryption
+    signed by curl --aws-sigv4. A key already there is kept (the disk outlives a stop).
+    Refusals and network errors are retried for about a minute (a new role's grants take
+    a few seconds to reach every endpoint)."""
+    target = "AmazonSSM.GetParameter"
+    fetches = "".join(
+        f"fetch {shlex.quote(name)} {shlex.quote(f'{SSH_DIR}/{file}')}\n"
+        for file, name in sorted(parameters.items()))
+    return f"""#!/bin/sh
+# The run group's ssh private keys from SSM Parameter Store (written by spotbench's
+# user-data; the keys themselves are never in user-data). IMDSv2 credentials + SSM
+# GetParameter signed by curl --aws-sigv4: the AMI has no aws CLI.
+set -eu
+umask 077
+{_IMDS_CREDENTIALS}fetch() {{
+  [ -s "$2" ] && return 0
+  tries=0
+  until answer=$(curl -fsS --aws-sigv4 "aws:amz:{region}:ssm" --user "$key:$secret" \\
+      -H "X-Amz-Security-Token: $session" -H "X-Amz-Target: {target}" \\
+      -H "Content-Type: application/x-amz-json-1.1" \\
+      -d "{{\\"Name\\":\\"$1\\",\\"WithDecryption\\":true}}" "https://ssm.{region}.amazonaws.com/"); do
+    tries=$((tries + 1))
+    [ "$tries" -lt 6 ] || {{ echo "fetch-keys: cannot read $1" >&2; exit 1; }}
+    sleep 10
+  done
+  printf '%s' "$answer" | sed -n 's/.*"Value" *: *"\\([^"]*\\)".*/\\1/p' | base64 -d > "$2.tmp"
+  [ -s "$2.tmp" ] || {{ echo "fetch-keys: $1 holds no key" >&2; exit 1; }}
+  mv "$2.tmp" "$2"
+}}
+mkdir -p {SSH_DIR}
+{fetches}"""
 
 
 def docker_command(image: str, *, gpu: bool, ssh: bool, name: str = CONTAINER,
@@ -91,6 +135,7 @@ def unit(image: str, *, gpu: bool, ssh: bool, user: ui.UserStep | None = None) -
     if ecr:
         pre.append(f"/bin/sh {ECR_LOGIN}")
     if ssh:
+        pre.append(f"/bin/sh {FETCH_KEYS}")
         pre.append(key_owner_command(SSH_DIR))
     pre.append(f"-/usr/bin/docker rm -f {CONTAINER}")
     start = docker_command(image, gpu=gpu, ssh=ssh)
@@ -102,16 +147,24 @@ def unit(image: str, *, gpu: bool, ssh: bool, user: ui.UserStep | None = None) -
 
 
 def user_data(*, image: str, env: Mapping[str, str], gpu: bool = False,
-              ssh: SshKeys | None = None, user: ui.UserStep | None = None) -> str:
+              ssh: SshKeys | None = None, key_parameters: tuple[str, str] | None = None,
+              user: ui.UserStep | None = None) -> str:
     """The `#cloud-config` document for one member (`image` must be a valid OCI reference:
     it lands in a root systemd unit and, for ECR, its host in a login script). `user`: the
     user's own image runs the command first and `image` (spotbench's runner) checks and
     collects around it (infra/user_image.py); the ECR login is `image`'s registry's, so the
-    user's image is public or in that registry."""
+    user's image is public or in that registry. `ssh`: the group's keys, whose public files
+    are written here and whose private keys the boot fetches from the SSM parameters under
+    `key_parameters` = (region, parameter path) (infra/aws/secrets.py)."""
     check_image(image)
     files = [{"path": ENV_FILE, "permissions": "0600", "owner": "root", "content": env_file(env)}]
     if ssh:
-        files += ssh_files(SSH_DIR, ssh)
+        if key_parameters is None:
+            raise ValueError("ssh keys need key_parameters: private keys never go in user-data")
+        region, path = key_parameters
+        files += ssh_files(SSH_DIR, ssh, private=False)
+        files.append({"path": FETCH_KEYS, "permissions": "0700", "content": fetch_keys_script(
+            region, {file: f"{path}/{file}" for file in private_keys(ssh)})})
     if user:
         files += ui.write_files(
             user, runner=docker_command(image, gpu=False, ssh=False, volumes=ui.RUNNER_VOLUMES),

@@ -43,7 +43,7 @@ import yaml
 
 from spotbench.member import ENV_KEY, MemberContext
 from infra.preview import PROGRAM, RecordingMocks, install, run_declarations
-from tests.fidelity import shims
+from tests.fidelity import aws_ssm, shims
 from tests.fidelity.hub import DONE_PORT, HUB_IP, METADATA_IP
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,7 +59,7 @@ class Rendered:
     name: str
     user_data: str
     ctx: MemberContext
-    account: str | None = None  # the service account the instance runs as (GCP)
+    account: str | None = None  # the service account (GCP) or role (AWS) it runs as
 
     @property
     def doc(self) -> dict:
@@ -110,6 +110,7 @@ def render(spec_file: Path | str, mocks: RecordingMocks) -> tuple[list[Rendered]
             account = inst.inputs["serviceAccount"]["email"]
         else:
             name, text = inst.inputs["tags"]["Name"], inst.inputs["userData"]
+            account = aws_ssm.instance_role(mocks.declared, inst.inputs["iamInstanceProfile"])
         env = dict(line.split("=", 1) for line in next(
             f["content"] for f in yaml.safe_load(text)["write_files"]
             if f["path"].endswith("/env")).splitlines())
@@ -277,6 +278,7 @@ class Lab:
         vm = VM(name, address, netns, state, cloud)
         self.vms.append(vm)
         if account:  # the metadata server's access tokens are this account's
+            (state / "account").write_text(account)  # (AWS: the instance role, aws_ssm.py)
             accounts = self.hub_dir / "accounts.json"
             known = json.loads(accounts.read_text()) if accounts.exists() else {}
             accounts.write_text(json.dumps({**known, address: account}))

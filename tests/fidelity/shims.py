@@ -411,6 +411,10 @@ def curl(state: Path, argv: list[str]) -> int:
         local = f"http://{HUB_IP}:{SECRETS_PORT}"
         argv = [a.replace(f"https://{host}", local) if a == url else a for a in argv]
         record(state, program="curl", argv=argv, secret_manager=url)
+    if host.startswith("ssm.") and host.endswith(".amazonaws.com"):
+        from tests.fidelity import aws_ssm
+
+        return aws_ssm.answer(state, argv, record)
     if not host.startswith("api.ecr."):
         os.execv(str(state / "lower-usrbin" / "curl"), ["curl", *argv])
     from tests.fidelity.hub import CREDS

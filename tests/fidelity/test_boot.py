@@ -17,8 +17,9 @@ from collections.abc import Callable
 
 import pytest
 
+from spotbench.auth.aws import member_role_name
 from spotbench.images import IMAGE_UID
-from tests.fidelity import boot
+from tests.fidelity import aws_ssm, boot
 from tests.fidelity import rules as fw
 from tests.fidelity.conftest import need_tools
 from tests.infra.conftest import MOCKS
@@ -99,6 +100,8 @@ def _render_osu_group(lab_dir, example: str) -> tuple[list[boot.Rendered], list[
     rendered, rows = boot.render(spec, MOCKS)
     group = next(iter(boot.groups(rendered).values()))
     assert [r.ctx.role for r in group] == ["launcher", "peer"]
+    if group[0].cloud == "aws":  # the group's keys in SSM Parameter Store
+        return group, rows, aws_ssm.parameter_store(MOCKS.declared, group[0].env["AWS_REGION"])
     return group, rows, boot.secret_store(MOCKS.declared)
 
 
@@ -241,6 +244,28 @@ def test_osu_group_boots_completes_and_calls_done_aws(aws_osu):
     records = g["store"].read(g["run"].run)
     assert {r.metric for r in records} == {"latency", "bibw"}, (_debug_print(g), records[:1])
     assert not any(r.preempted for r in records)
+
+
+def test_osu_members_fetch_their_own_keys_from_parameter_store_aws(aws_osu):
+    """The private keys are in no user-data: each member's fetch-keys step read them from
+    the SSM double (GetParameter WithDecryption, signed with its instance role's IMDS
+    credentials, allowed by its group role's declared policy) once, on its first boot
+    after the creation boot (the disk keeps them), and the image's user owns them, 0600."""
+    g = aws_osu
+    for r in g["group"]:
+        assert "PRIVATE KEY" not in r.user_data
+        assert r.account == member_role_name(r.ctx.group)
+        calls = [c for c in g["vms"][r.ctx.role].calls("curl") if "ssm" in c]
+        assert len(calls) == 2, calls  # login + host key
+        assert all(all(c["ssm"].values()) and (c["role"], c["status"]) == (r.account, 200)
+                   for c in calls), calls
+        ssh = g["vms"][r.ctx.role].state / "var-lib/spotbench/ssh"
+        for key in ("id_ed25519", "ssh_host_ed25519_key"):
+            st = (ssh / key).stat()
+            assert (st.st_mode & 0o777, st.st_uid) == (0o600, IMAGE_UID), key
+            value = next(v for n, v in g["secrets"]["parameters"].items()
+                         if n.endswith(f"/{r.ctx.group}/{key}"))
+            assert (ssh / key).read_bytes() == base64.b64decode(value)
 
 
 def test_every_port_osu_members_listen_on_is_allowed_aws(aws_osu):

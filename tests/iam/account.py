@@ -18,7 +18,8 @@
   plays the Lambda service: `Invoke` and function URLs run `functions.lambda_handler` in
   this process with the function's role credentials and environment, pushing its log lines
   with that role as the Lambda runtime does. It answers the SSM agent's registration and
-  Session Manager channel calls itself once they are authorized (moto has no such API).
+  Session Manager channel calls itself once they are authorized (moto has no such API); SSM
+Parameter Store calls go on to moto.
 
 Every decision is kept in `decisions`; `denials()` lists the refused ones (moto's own
 refusals included), so a test asserts its whole path ran with none, and proves each
@@ -265,7 +266,8 @@ class EnforcedAccount:
                     return _reply(h, *aws_requests.denial(request, denied.auth, principal.arn))
                 if scope.service == "lambda" and "/functions/" in h.path:
                     return _reply(h, *self._invoke_api(h.path, body))
-                if scope.service in ("ssm", "ssmmessages"):  # the front plays SSM (moto has not)
+                if scope.service == "ssmmessages" or request.target.endswith(
+                        ".UpdateInstanceInformation"):  # the front plays the agent's APIs
                     return _reply(h, 200, {"Content-Type": "application/x-amz-json-1.1"},
                                   b'{"MessageSchemaVersion":"1.0"}')
             status, out_headers, content = self._forward(h, headers, body)

@@ -497,6 +497,25 @@ def repository_delete(s: Stack) -> None:
     s.client("ecr").delete_repository(repositoryName=f"spotbench-{s.sweep}/mpi")
 
 
+def key_parameter(s: Stack) -> None:
+    """A group's ssh key SecureString (aws/ssm key): created, read back with its tags, and
+    retagged as a later `pulumi up` that changes the sweep's labels does."""
+    ssm, name = s.client("ssm"), f"/spotbench/{s.sweep}/{s.group}/id_ed25519"
+    ssm.put_parameter(Name=name, Value="a2V5", Type="SecureString", Tier="Standard",
+                      Tags=[{"Key": "managed-by", "Value": "spotbench"}])
+    ssm.get_parameter(Name=name, WithDecryption=True)
+    ssm.describe_parameters(ParameterFilters=[{"Key": "Name", "Option": "Equals",
+                                               "Values": [name]}])
+    ssm.list_tags_for_resource(ResourceType="Parameter", ResourceId=name)
+    ssm.add_tags_to_resource(ResourceType="Parameter", ResourceId=name,
+                             Tags=[{"Key": "team", "Value": "bench"}])
+    ssm.remove_tags_from_resource(ResourceType="Parameter", ResourceId=name, TagKeys=["team"])
+
+
+def key_parameter_delete(s: Stack) -> None:
+    s.client("ssm").delete_parameter(Name=f"/spotbench/{s.sweep}/{s.group}/id_ed25519")
+
+
 def _nothing(s: Stack) -> None:
     pass
 
@@ -525,6 +544,7 @@ RESOURCE_CALLS: dict[str, tuple[Callable[[Stack], None], Callable[[Stack], None]
         encryption, _nothing),
     "aws:s3/bucketVersioning:BucketVersioning": (versioning, _nothing),
     "aws:ecr/repository:Repository": (repository, repository_delete),
+    "aws:ssm/parameter:Parameter": (key_parameter, key_parameter_delete),
     "aws:cloudwatch/logGroup:LogGroup": (log_group, log_group_delete),
     "aws:lambda/layerVersion:LayerVersion": (layer, layer_delete),
     "aws:lambda/function:Function": (function, function_delete),

@@ -2,7 +2,8 @@
 
 `declare(spec)` runs `infra.aws.AwsSweep` under the Pulumi mocks and keeps what the account
 needs from the declared resources' inputs: the roles with their trust and inline policy
-documents, the instances (type, tags, spot options, user data), the functions (name,
+documents, the instance profiles, the SSM parameters (the groups' ssh keys), the instances
+(type, tags, spot options, user data), the functions (name,
 role, environment, function URL), the log groups and the schedules. Nothing here restates a
 policy: a test that drops a statement edits `Declared.policies` before `deploy()`.
 
@@ -33,6 +34,7 @@ TAG = "aws:ec2/tag:Tag"
 ROLE = "aws:iam/role:Role"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 PROFILE = "aws:iam/instanceProfile:InstanceProfile"
+PARAMETER = "aws:ssm/parameter:Parameter"
 FUNCTION = "aws:lambda/function:Function"
 FUNCTION_URL = "aws:lambda/functionUrl:FunctionUrl"
 LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
@@ -46,6 +48,7 @@ class Declared:
     policies: dict[str, list[dict]]  # role name → its inline policy documents
     instances: list[dict[str, Any]]  # declared inputs (+ "kind": spot|instance, "itags")
     profiles: dict[str, str]  # instance profile name → its role's name
+    parameters: dict[str, dict[str, Any]]  # SSM parameter name → declared inputs
     functions: dict[str, dict[str, Any]]  # function name → inputs + "arn"
     url_functions: list[str]  # names of functions with an AWS_IAM function URL
     log_groups: list[str]
@@ -111,9 +114,10 @@ def declare(spec: SweepSpec) -> Declared:
                    "itags": instance_tags.get(f"{r.name}-instance-id", {})}
                   for r in mocks.of_type(SPOT)]
     profiles = {p.inputs["name"]: p.inputs["role"] for p in mocks.of_type(PROFILE)}
+    parameters = {p.inputs["name"]: dict(p.inputs) for p in mocks.of_type(PARAMETER)}
     return Declared(
         spec=spec, roles=roles, policies=policies,
-        instances=instances, profiles=profiles,
+        instances=instances, profiles=profiles, parameters=parameters,
         functions=functions, url_functions=url_functions,
         log_groups=[g.inputs["name"] for g in mocks.of_type(LOG_GROUP)], schedules=schedules,
     )
@@ -204,6 +208,9 @@ def deploy(account: EnforcedAccount, declared: Declared, bucket: str) -> Deploye
         logs = account.admin("logs")
         for group in declared.log_groups:
             logs.create_log_group(logGroupName=group)
+        ssm = account.admin("ssm")
+        for name, param in declared.parameters.items():
+            ssm.put_parameter(Name=name, Value=param["value"], Type=param["type"])
         ec2 = account.admin("ec2")
         image = MotoServer.any_image(ec2)
         other = ec2.run_instances(ImageId=image, InstanceType="t3.micro", MinCount=1, MaxCount=1,
@@ -240,6 +247,12 @@ def redeploy(d: Deployed, declared: Declared) -> Deployed:
         for obj in s3.list_objects_v2(Bucket=d.bucket).get("Contents", []):
             s3.delete_object(Bucket=d.bucket, Key=obj["Key"])
         ec2 = account.admin("ec2")
+        sweep = [{"Name": "tag:spotbench-sweep", "Values": [declared.spec.name]}]
+        requests = [r["SpotInstanceRequestId"] for r in ec2.describe_spot_instance_requests(
+            Filters=[*sweep, {"Name": "state", "Values": ["open", "active", "disabled"]}])[
+                "SpotInstanceRequests"]]
+        if requests:  # as teardown does: a persistent request would relaunch its instance
+            ec2.cancel_spot_instance_requests(SpotInstanceRequestIds=requests)
         old = [i["InstanceId"] for r in ec2.describe_instances(Filters=[
                    {"Name": "tag:spotbench-sweep", "Values": [declared.spec.name]},
                    {"Name": "instance-state-name", "Values": ["pending", "running", "stopping",

@@ -16,6 +16,8 @@ services' docs, for the operations spotbench's code paths make:
   grant is assumed to count).
 - CloudWatch Logs, ECR (JSON 1.1 APIs): the log stream / repository ARN from the body.
 - Lambda `Invoke` (REST): `lambda:InvokeFunction` on the function.
+- SSM `GetParameter` (JSON 1.1): `ssm:GetParameter` on `parameter/<name>` (the boot's key
+  fetch; SecureStrings under the AWS-managed key need no `kms:Decrypt` of the caller).
 - The SSM agent: `ssm:UpdateInstanceInformation` on its instance, and the Session Manager
   channels it creates (`POST /v1/control-channel/ID`, `/v1/data-channel/ID` of
   `ssmmessages`: `ssmmessages:Create*Channel`, no resource ARN).
@@ -225,6 +227,11 @@ def _ssm(req: AwsRequest, lookup: Lookup) -> list[Authorization]:
         instance = _json_body(req).get("InstanceId", "")
         return [Authorization("ssm:UpdateInstanceInformation",
                               f"arn:aws:ec2:{req.scope.region}:{lookup.account}:instance/{instance}")]
+    if action == "GetParameter":  # a name with a leading '/' is the ARN's path as is
+        name = _json_body(req).get("Name", "")
+        path = name if name.startswith("/") else f"/{name}"
+        return [Authorization("ssm:GetParameter",
+                              f"arn:aws:ssm:{req.scope.region}:{lookup.account}:parameter{path}")]
     raise NotImplementedError(f"ssm {action}: not modelled by the IAM harness")
 
 

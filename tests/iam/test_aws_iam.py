@@ -13,11 +13,13 @@ and dropping any one declared statement makes the whole path fail.
 
 from __future__ import annotations
 
+import base64
 import json
 
 import boto3
 import pytest
 import requests
+import yaml
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.exceptions import ClientError
@@ -105,11 +107,26 @@ def ssm_agent(d: Deployed, name: str, principal: Principal) -> None:
         assert answer.status_code == 200, answer.text
 
 
+def fetched_keys(d: Deployed, name: str) -> list[str]:
+    """The parameters member `name`'s `fetch-keys` step reads (its `fetch NAME FILE` lines)."""
+    inst = next(i for i in d.declared.instances if i["tags"]["Name"] == name)
+    doc = yaml.safe_load(inst["userData"].removeprefix("#cloud-config\n"))
+    script = next(f["content"] for f in doc["write_files"] if f["path"].endswith("/fetch-keys"))
+    return [line.split()[1] for line in script.splitlines() if line.startswith("fetch /")]
+
+
 def boot(d: Deployed, name: str) -> WorkloadRun:
     """A member's boot as the unit runs it: the SSM agent registers, the unit logs in to ECR
-    and pulls, then the workload starts and finds its run in the ledger."""
+    and pulls, fetches the group's ssh keys, then the workload starts and finds its run in
+    the ledger."""
     principal = d.member(name)
     ssm_agent(d, name, principal)
+    ssm = d.account.client("ssm", principal)
+    names = fetched_keys(d, name)
+    assert len(names) == 2
+    for parameter in names:  # what fetch-keys does with curl: GetParameter WithDecryption
+        value = ssm.get_parameter(Name=parameter, WithDecryption=True)["Parameter"]["Value"]
+        assert "OPENSSH PRIVATE KEY" in base64.b64decode(value).decode()
     ecr = d.account.client("ecr", principal)
     ecr.get_authorization_token()
     repo = d.declared.spec.image.split("/", 1)[1].split(":")[0]
@@ -385,4 +402,26 @@ def test_aws_done_refuses_a_caller_whose_role_is_not_its_instances_group(deploye
     answer = signed_post(d.done_url, {"group": theirs}, region=REGION,
                          credentials=honest.credentials())
     assert answer.status_code == 200 and answer.json()["group"] == theirs, answer.text
+    assert not d.account.errors, d.account.errors
+
+
+@pytest.mark.security
+def test_aws_a_member_cannot_read_another_groups_ssh_keys(deployed):
+    """Attack: a VM of one group reads the other group's ssh private keys from Parameter
+    Store with its own role (to log in to, or pose as, that group's members): refused."""
+    d = deployed
+    mine, theirs = (g.id for g in d.declared.spec.plan())
+    attacker = next(n for n, c in d.contexts.items() if c.group == mine)
+    victim = next(n for n, c in d.contexts.items() if c.group == theirs)
+    ssm = d.account.client("ssm", d.member(attacker))
+    for parameter in fetched_keys(d, victim):
+        with pytest.raises(ClientError, match="AccessDenied"):
+            ssm.get_parameter(Name=parameter, WithDecryption=True)
+    own = fetched_keys(d, attacker)
+    assert own and ssm.get_parameter(Name=own[0], WithDecryption=True)["Parameter"]["Value"]
+    # nor may the functions' or the scheduler's roles read any key
+    for service in ("lambda.amazonaws.com", "scheduler.amazonaws.com"):
+        other = d.account.client("ssm", d.account.session(d.declared.role_for(service), "probe"))
+        with pytest.raises(ClientError, match="AccessDenied"):
+            other.get_parameter(Name=own[0], WithDecryption=True)
     assert not d.account.errors, d.account.errors

@@ -162,8 +162,14 @@ def test_user_data_runs_the_container_with_the_member_context(declare):
     assert "docker login --username AWS" in login and "aws ecr" not in login  # no aws CLI
     assert "boot_id" in unit  # never runs in the creation boot
     assert any(f["path"].endswith("authorized_keys") for f in doc["write_files"])
-    host_key = next(f for f in doc["write_files"] if f["path"].endswith("/ssh_host_ed25519_key"))
-    assert host_key["permissions"] == "0600"  # the stack-made host key the launchers pin
+    assert any(f["path"].endswith("/ssh_host_ed25519_key.pub") for f in doc["write_files"])
+    # the private keys come from the group's SSM parameters at each start, before the chown
+    fetch = next(f for f in doc["write_files"] if f["path"] == "/var/lib/spotbench/fetch-keys")
+    assert fetch["permissions"] == "0700" and "aws:amz:eu-west-1:ssm" in fetch["content"]
+    assert f"/spotbench/ax/{group.id}/ssh_host_ed25519_key" in fetch["content"]
+    pre = [line for line in unit.splitlines() if line.startswith("ExecStartPre=")]
+    assert pre.index("ExecStartPre=/bin/sh /var/lib/spotbench/fetch-keys") < next(
+        i for i, line in enumerate(pre) if "chown" in line)
     assert "systemctl enable spotbench.service" in doc["runcmd"]
     assert not any("start" in c and "spotbench" in c for c in doc["runcmd"])
 

@@ -1,0 +1,51 @@
+"""A run group's ssh private keys in SSM Parameter Store, for its members only.
+
+User-data is readable by anyone allowed `ec2:DescribeInstanceAttribute` and, on the VM, by
+any process that reaches IMDS: it carries the public key files only. Each private key
+(`infra.keys.private_keys`: the login key, the sshd host key) is one `SecureString`
+parameter `/spotbench/<sweep>/<group>/<file>` (encrypted with the account's AWS-managed
+`aws/ssm` key), holding the key base64-encoded (one line, so the boot's `sed` reads it
+from the JSON answer without a JSON parser: the AMIs have none). Only that group's
+member role may `ssm:GetParameter` under its path (`keys_arn`, infra/aws/identity.py); the
+unit's `fetch-keys` step (infra/aws/user_data.py) reads them at boot.
+"""
+
+from __future__ import annotations
+
+import base64
+
+import pulumi
+import pulumi_aws as aws
+
+from infra.keys import HOST_KEY, LOGIN_KEY, SshKeys, private_keys
+
+
+def keys_path(sweep: str, group: str) -> str:
+    """The parameter path holding run group `group`'s keys (group ids hold no `/`)."""
+    return f"/spotbench/{sweep}/{group}"
+
+
+def keys_arn(region: str, account: str, sweep: str, group: str) -> str:
+    """Every parameter under the group's path (a name with a leading `/` is the ARN's
+    `parameter/...` without a second slash)."""
+    return f"arn:aws:ssm:{region}:{account}:parameter{keys_path(sweep, group)}/*"
+
+
+def encode(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def group_key_parameters(name: str, sweep: str, group: str, keys: pulumi.Output[SshKeys],
+                         tags: dict[str, str], opts: pulumi.ResourceOptions
+                         ) -> dict[str, aws.ssm.Parameter]:
+    """file name → the SecureString parameter holding that private key of `group` (its
+    members' login key and sshd host key: `mpi_keys` makes both)."""
+    out = {}
+    for file in (LOGIN_KEY, HOST_KEY):
+        value = keys.apply(lambda k, f=file: encode(private_keys(k)[f]))
+        out[file] = aws.ssm.Parameter(
+            f"{name}-{group}-{file}", name=f"{keys_path(sweep, group)}/{file}",
+            type="SecureString", value=pulumi.Output.secret(value), tier="Standard",
+            description=f"spotbench {sweep}: ssh {file} of group {group} (base64)",
+            tags=tags, opts=opts)
+    return out

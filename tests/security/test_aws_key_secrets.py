@@ -1,0 +1,72 @@
+"""Attack: read a group's ssh private keys where anyone allowed to describe an instance can.
+
+User-data is returned by `ec2:DescribeInstanceAttribute` (any operator, any tool with
+read-only EC2 access) and served by IMDS to every process on the VM. The login and host
+private keys of each run group must not be in it: they are SecureString parameters under
+`/spotbench/<sweep>/<group>/`, which only that group's member role may read (the boot
+fetches them). The enforcing account (tests/iam) proves the refusal with moto; here, the
+declared program: every member's user-data, every parameter and every member policy.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+
+from spotbench.auth.aws import member_role_name
+from spotbench.spec import load_spec
+from tests.iam.policy import Authorization, evaluate
+
+pytestmark = pytest.mark.security
+
+PARAMETER = "aws:ssm/parameter:Parameter"
+POLICY = "aws:iam/rolePolicy:RolePolicy"
+ROLE = "aws:iam/role:Role"
+SPEC = {"name": "kx", "cloud": "aws", "region": "us-east-1", "zone": "us-east-1a",
+        "workload": {"name": "osu"}, "matrix": {"machine_type": ["c5n.large"]}, "trials": 2,
+        "results": "s3://kx-bucket/kx", "schedule": {"cron": "0 3 * * *", "timezone": "UTC"},
+        "deadline": "45m", "image": "123456789012.dkr.ecr.us-east-1.amazonaws.com/spotbench/osu:1"}
+
+
+def test_aws_user_data_holds_no_private_key_and_each_group_reads_only_its_own(declare):
+    from infra.aws import AwsSweep, AwsSweepArgs
+
+    spec = load_spec(SPEC)
+    mocks = declare(lambda: AwsSweep(spec.name, AwsSweepArgs(spec=spec)))
+    groups = [g.id for g in spec.plan()]
+    params = {p.inputs["name"]: p.inputs for p in mocks.of_type(PARAMETER)}
+    keys = {name: base64.b64decode(p["value"]).decode() for name, p in params.items()}
+    assert sorted(params) == sorted(f"/spotbench/kx/{g}/{f}" for g in groups
+                                    for f in ("id_ed25519", "ssh_host_ed25519_key"))
+    assert all(p["type"] == "SecureString" for p in params.values())
+    assert all("BEGIN OPENSSH PRIVATE KEY" in k for k in keys.values())
+    assert len(set(keys.values())) == len(keys)  # per group, per key
+
+    members = [*mocks.of_type("aws:ec2/instance:Instance"),
+               *mocks.of_type("aws:ec2/spotInstanceRequest:SpotInstanceRequest")]
+    assert len(members) == 4
+    for inst in members:
+        user_data = inst.inputs["userData"]
+        assert "PRIVATE KEY" not in user_data
+        for key in keys.values():
+            body = [line for line in key.splitlines() if line and "-----" not in line]
+            assert not any(line in user_data for line in body)
+            assert base64.b64encode(key.encode()).decode() not in user_data
+
+    role_ids = {f"{r.name}-id": r.inputs["name"] for r in mocks.of_type(ROLE)}
+    policies = {role_ids[p.inputs["role"]]: json.loads(p.inputs["policy"])
+                for p in mocks.of_type(POLICY)}
+    for gid in groups:
+        mine = policies[member_role_name(gid)]
+        for name in params:
+            arn = f"arn:aws:ssm:us-east-1:123456789012:parameter{name}"
+            allowed = evaluate([mine], Authorization("ssm:GetParameter", arn))
+            assert bool(allowed) == (f"/{gid}/" in name), (gid, name)
+    for role, doc in policies.items():  # nobody else may read a key
+        if role in {member_role_name(g) for g in groups}:
+            continue
+        assert not any(evaluate([doc], Authorization("ssm:GetParameter",
+                                                     f"arn:aws:ssm:us-east-1:123456789012:parameter{n}"))
+                       for n in params), role
