@@ -80,15 +80,16 @@ printf '%s' "$answer" | sed -n 's/.*"authorizationToken" *: *"\\([^"]*\\)".*/\\1
 """
 
 
-def fetch_keys_script(region: str, parameters: Mapping[str, str]) -> str:
+def fetch_keys_script(region: str, parameters: Mapping[str, str], ssh_dir: str = SSH_DIR) -> str:
     """Put the group's private keys (`parameters`: file name → SSM parameter holding it,
     base64) into the key folder, 0600, with the instance role: GetParameter WithDecryption
     signed by curl --aws-sigv4. A key already there is kept (the disk outlives a stop).
     Refusals and network errors are retried for about a minute (a new role's grants take
-    a few seconds to reach every endpoint)."""
+    a few seconds to reach every endpoint); then the VM powers itself off (it would
+    otherwise idle, billing, until the deadline stop)."""
     target = "AmazonSSM.GetParameter"
     fetches = "".join(
-        f"fetch {shlex.quote(name)} {shlex.quote(f'{SSH_DIR}/{file}')}\n"
+        f"fetch {shlex.quote(name)} {shlex.quote(f'{ssh_dir}/{file}')}\n"
         for file, name in sorted(parameters.items()))
     return f"""#!/bin/sh
 # The run group's ssh private keys from SSM Parameter Store (written by spotbench's
@@ -96,6 +97,16 @@ def fetch_keys_script(region: str, parameters: Mapping[str, str]) -> str:
 # GetParameter signed by curl --aws-sigv4: the AMI has no aws CLI.
 set -eu
 umask 077
+# a VM that cannot read its keys cannot run its group: power off (a stopped VM bills no
+# compute; the control plane sees the group stopped without a result and retries it)
+power_off_on_failure() {{
+  status=$?
+  if [ "$status" -ne 0 ]; then
+    echo "spotbench: no ssh keys, powering off" >&2
+    systemctl poweroff
+  fi
+}}
+trap power_off_on_failure EXIT
 {_IMDS_CREDENTIALS}fetch() {{
   [ -s "$2" ] && return 0
   tries=0
@@ -111,7 +122,7 @@ umask 077
   [ -s "$2.tmp" ] || {{ echo "fetch-keys: $1 holds no key" >&2; exit 1; }}
   mv "$2.tmp" "$2"
 }}
-mkdir -p {SSH_DIR}
+mkdir -p {shlex.quote(ssh_dir)}
 {fetches}"""
 
 

@@ -69,7 +69,8 @@ def fetch_keys_script(secrets: Mapping[str, str], ssh_dir: str = SSH_DIR) -> str
     of the VM's service account from the metadata server, then each secret's latest version
     (`secrets`: key file name → secret resource name) from Secret Manager's REST API, whose
     payload is base64. COS has curl, sed and base64 (no jq, no python). Any failure stops
-    the unit before the container starts (the VM then runs until `max_run_duration`)."""
+    the unit before the container starts and powers the VM off (it would otherwise idle,
+    billing, until `max_run_duration`)."""
     fetches = "".join(f"fetch {shlex.quote(name)} {shlex.quote(f'{ssh_dir}/{key_file}')}\n"
                       for key_file, name in sorted(secrets.items()))
     return f"""#!/bin/sh
@@ -78,6 +79,16 @@ def fetch_keys_script(secrets: Mapping[str, str], ssh_dir: str = SSH_DIR) -> str
 # the image's user).
 set -eu
 umask 077
+# a VM that cannot read its keys cannot run its group: power off (a stopped VM bills no
+# compute; the control plane sees the group stopped without a result and retries it)
+power_off_on_failure() {{
+  status=$?
+  if [ "$status" -ne 0 ]; then
+    echo "spotbench: no ssh keys, powering off" >&2
+    systemctl poweroff
+  fi
+}}
+trap power_off_on_failure EXIT
 answer=$(curl -fsS --retry 10 --retry-connrefused --retry-delay 2 -H 'Metadata-Flavor: Google' \\
   '{METADATA_TOKEN}')
 token=$(printf '%s\\n' "$answer" | sed -n 's/.*"access_token" *: *"\\([^"]*\\)".*/\\1/p')
