@@ -6,6 +6,9 @@ wraps it. Credentials are fake (`testing`) and set by the caller's monkeypatch.
 
 from __future__ import annotations
 
+import gzip
+import importlib.util
+import os
 import socket
 import subprocess
 import sys
@@ -17,6 +20,27 @@ import requests
 
 VENV_BIN = Path(sys.executable).parent
 _IMAGES: dict[str, str] = {}
+_AMIS: dict[str, str] = {}
+
+
+def base_amis() -> str:
+    """A file of moto's own base AMI list (44 images, owner amazon), for `MOTO_AMIS_PATH`.
+
+    Without it every EC2 backend (one per region, again after each reset) also loads the
+    ~1,300 "latest" and ECS-optimized AMIs, and each `describe_images` filters all of them:
+    about a second per server or reset that no test needs (they take any image moto knows)."""
+    if "path" not in _AMIS:
+        spec = importlib.util.find_spec("moto")
+        assert spec is not None and spec.submodule_search_locations
+        packed = Path(spec.submodule_search_locations[0]) / "ec2" / "resources" / "amis.json.gz"
+        data = gzip.decompress(packed.read_bytes())
+        out = Path(tempfile.gettempdir()) / f"spotbench-moto-amis-{len(data)}.json"
+        if not out.exists() or out.read_bytes() != data:
+            tmp = out.with_name(f"{out.name}.{os.getpid()}")
+            tmp.write_bytes(data)
+            os.replace(tmp, out)  # whole, even with other test runs reading it
+        _AMIS["path"] = str(out)
+    return _AMIS["path"]
 
 
 def free_port() -> int:
@@ -26,8 +50,9 @@ def free_port() -> int:
 
 
 class MotoServer:
-    def __init__(self, start_timeout_s: float = 60) -> None:
+    def __init__(self, start_timeout_s: float = 60, all_amis: bool = False) -> None:
         self.port = free_port()
+        self.all_amis = all_amis  # True: moto's full AMI catalogue (the ECS-optimized ones too)
         self.url = f"http://127.0.0.1:{self.port}"
         self.start_timeout_s = start_timeout_s
         self.proc: subprocess.Popen | None = None
@@ -42,6 +67,7 @@ class MotoServer:
             [*cmd, "-H", "127.0.0.1", "-p", str(self.port)],
             stdout=subprocess.DEVNULL,
             stderr=self.log,
+            env=os.environ if self.all_amis else {**os.environ, "MOTO_AMIS_PATH": base_amis()},
         )
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
