@@ -33,6 +33,7 @@ from typing import Any
 from spotbench.done_client import call_done
 from spotbench.member import EXIT_OUTSIDE_RUN, MemberContext
 from spotbench.results import Result, ResultStore, StoreError, utcnow
+from spotbench.retries import retry_scale
 
 STORE_ATTEMPTS = 3
 STORE_RETRY_S = 1.0
@@ -106,7 +107,7 @@ class WorkloadRun:
                               exc, len(records), "".join(r.model_dump_json() + "\n" for r in records))
                     raise
                 log.warning("storing results failed (%s); retrying", exc)
-                time.sleep(STORE_RETRY_S * attempt_no)
+                time.sleep(STORE_RETRY_S * attempt_no * retry_scale())
         self.stored_path = path
         attempt = int(path.rsplit(".", 2)[-2])
         for name, text in self._raw.items():

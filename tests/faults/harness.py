@@ -38,6 +38,7 @@ from spotbench.clouds.local import LocalCloud
 from spotbench.localrun.scheduler import post
 from spotbench.localrun.state import LocalState
 from spotbench.results import ResultStore
+from spotbench.retries import RETRY_SCALE_ENV
 
 BIN = Path(sys.executable).parent
 GRACE_S = 2
@@ -70,6 +71,7 @@ class FaultSweep:
     concurrency: int | None = None
     results: Path | None = None
     osu: dict[str, Any] = field(default_factory=dict)
+    retry_scale: float | None = None  # SPOTBENCH_RETRY_SCALE for the run (None: normal waits)
     proc: subprocess.Popen | None = None
     faults: list[dict[str, Any]] = field(default_factory=list)
 
@@ -88,6 +90,8 @@ class FaultSweep:
         env = {**os.environ, "SPOTBENCH_STATE_ROOT": str(self.root / "state"),
                "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "SPOTBENCH_GRACE_S": str(GRACE_S)}
         env.pop("SPOTBENCH_RUN", None)
+        if self.retry_scale is not None:
+            env[RETRY_SCALE_ENV] = str(self.retry_scale)
         self.proc = subprocess.Popen([str(BIN / "spotbench"), "run", str(self.spec_path), "--no-report"],
                                      env=env, cwd=self.root, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True)
