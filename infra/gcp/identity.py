@@ -78,9 +78,16 @@ def instances_condition(project: str, zone: str, sweep: str) -> dict[str, str]:
 
 
 def account_id(sweep: str, kind: str) -> str:
-    """A service-account id (6–30 chars, lowercase) for `kind` of `sweep`."""
+    """A service-account id (6–30 chars, lowercase) for `kind` of `sweep`: `sb-<sweep>-sch`
+    (`-fn`, `-bld`) when that fits, else `sb-<sweep…>-<10 hex>-sch`, the hex a digest of the
+    whole sweep name — cutting the name alone gave two long sweeps in one project that
+    share their first ~23 characters one scheduler (function, build) account."""
     suffix = {"scheduler": "-sch", "function": "-fn", "build": "-bld"}[kind]
-    return f"sb-{sweep}"[: 30 - len(suffix)].rstrip("-") + suffix
+    whole = f"sb-{sweep}"
+    if len(whole) + len(suffix) <= 30:
+        return whole + suffix
+    digest = hashlib.sha256(sweep.encode()).hexdigest()[:10]
+    return whole[: 30 - len(suffix) - 11].rstrip("-") + f"-{digest}{suffix}"
 
 
 def group_account_id(group: str) -> str:

@@ -584,3 +584,21 @@ def test_gcp_member_accounts_are_distinct_valid_ids_and_groups_are_capped():
     assert "91 run groups" in too_many_groups(big)
     with pytest.raises(Exception, match="91 run groups"):
         _sweep(_spec(trials=MAX_GROUPS + 1))
+
+
+def test_gcp_sweep_account_ids_never_collide_between_long_sweep_names():
+    """The scheduler/function/build account of two sweeps in one project whose names share
+    their first 23+ characters must differ (truncating `sb-<sweep>` made them one account);
+    short names keep their readable id, and every id is a valid account id (6–30 chars)."""
+    import re
+
+    from infra.gcp.identity import account_id
+
+    long = ["spotbench-nightly-gpu-a100-x1", "spotbench-nightly-gpu-a100-x2",
+            "spotbench-nightly-gpu-a100", "a" * 40, "a" * 41]
+    for kind, suffix in (("scheduler", "sch"), ("function", "fn"), ("build", "bld")):
+        ids = [account_id(s, kind) for s in long]
+        assert len(set(ids)) == len(ids), ids
+        assert all(re.fullmatch(r"[a-z][a-z0-9-]{4,28}[a-z0-9]", i) and i.endswith(suffix)
+                   for i in ids), ids
+        assert account_id("gcp-osu", kind) == f"sb-gcp-osu-{suffix}"
