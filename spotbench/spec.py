@@ -313,6 +313,11 @@ class SweepSpec(_Strict):
     def plan(self) -> list[RunGroup]:
         return plan_groups(self)
 
+    def keeps_checkpoints(self) -> bool:
+        """Whether any run group's members keep checkpoints in the results store
+        (`Workload.checkpoints`): their cloud identities then replace and delete them."""
+        return any(get_workload(g.workload).checkpoints(g.params) for g in self.plan())
+
 
 def _params(point: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in point.items() if k not in MATRIX_MACHINE_KEYS}

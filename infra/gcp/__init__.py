@@ -76,6 +76,7 @@ class GcpSweep(pulumi.ComponentResource):
         self.identities = GcpIdentities(
             f"{name}-id", GcpIdentitiesArgs(sweep=spec.name, project=project, zone=zone,
                                             groups=[g.id for g in groups],
+                                            checkpoints=spec.keeps_checkpoints(),
                                             operators=list(spec.gcp.operators)), child
         )
         ids = self.identities
@@ -84,7 +85,8 @@ class GcpSweep(pulumi.ComponentResource):
             f"{name}-bucket",
             ResultsBucketArgs(spec=spec, project=project, location=region,
                               members=member_accounts, managers=[ids.function.email],
-                              operators=list(spec.gcp.operators)),
+                              operators=list(spec.gcp.operators),
+                              checkpoint_role=ids.checkpoint_role_name),
             child,
         )
         self.functions = GcpFunctions(

@@ -2,9 +2,13 @@
 
 Each run group's member account may read the sweep's results (the run ledger tells it the
 open run) and create objects named for its own group only — `runs/<run>/<group>.<n>.jsonl`
-and `runs/<run>/<group>.<n>/…` (`group_condition`); it never overwrites or deletes, and a
-VM of one group cannot store records, raw output or anything else under another group's
-names. The function account may read and write them (run ledger), operators may read
+and `runs/<run>/<group>.<n>/…` (`group_condition`); it never overwrites or deletes them, and
+a VM of one group cannot store records, raw output or anything else under another group's
+names. When the workload keeps checkpoints (`Workload.checkpoints`), each group's account
+also holds the sweep's `ckpt` custom role (create + delete, identity.py) on its own
+`checkpoints/<group>/` folder only (`checkpoint_condition`): a second binding rather than
+one wider role on both names, because an IAM condition cannot tell which permission is
+checked — one binding would let a group delete or overwrite its own records too. The function account may read and write them (run ledger), operators may read
 them and add collected logs (`spotbench report`, `collect`) — each only under the sweep's results prefix (an IAM condition on the object name, and
 on the list prefix for listings), so a sweep sharing a bucket cannot reach another's
 results, and nobody but the build reads the functions' source archive under `_spotbench/`.
@@ -78,6 +82,18 @@ def group_condition(bucket: str, prefix: str, group: str) -> dict[str, str]:
     }
 
 
+def checkpoint_condition(bucket: str, prefix: str, group: str) -> dict[str, str]:
+    """IAM condition: objects under `<prefix>/checkpoints/<group>/` of `bucket` — one group's
+    TF checkpoints (workloads/tf_mnist/checkpoints.py), any run. The `/` after the group id
+    keeps group `…-t1` out of `…-t10/`."""
+    folder = f"{prefix.strip('/')}/checkpoints/{group}/"
+    return {
+        "title": f"{group} checkpoints"[:100],
+        "description": f"gs://{bucket}/{folder}* only"[:256],
+        "expression": f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/{folder}")',
+    }
+
+
 def results_url(spec: SweepSpec, project: str) -> str:
     """Where members write: the spec's gs:// URL, or gs://<bucket>/<sweep>."""
     return gcp_names.results_url(spec, project)
@@ -91,6 +107,8 @@ class ResultsBucketArgs:
     members: Mapping[str, pulumi.Input[str]]  # group id → email: objectViewer + its own objectCreator
     managers: list[pulumi.Input[str]]  # emails: objectUser (read/write/overwrite)
     operators: list[str] = field(default_factory=list)  # IAM members: objectViewer + objectCreator
+    # members keep checkpoints: this custom role (create + delete) on their own group's folder
+    checkpoint_role: pulumi.Input[str] | None = None
 
 
 class ResultsBucket(pulumi.ComponentResource):
@@ -138,4 +156,13 @@ class ResultsBucket(pulumi.ComponentResource):
                 condition=group_condition(self.bucket_name, prefix, gid),
                 opts=child,
             )
+            if args.checkpoint_role is not None:  # a second binding: records stay immutable
+                gcp.storage.BucketIAMMember(
+                    f"{name}-checkpoints-{gid}",
+                    bucket=self.bucket.name,
+                    role=args.checkpoint_role,
+                    member=sa(email),
+                    condition=checkpoint_condition(self.bucket_name, prefix, gid),
+                    opts=child,
+                )
         self.register_outputs({"bucket": self.bucket.name, "url": self.url})

@@ -3,7 +3,9 @@
 - Member accounts, one per run group (`group_account_id`): the group's VMs run as it. It
   may read the sweep's results and create objects named for its own group only
   (bucket.py), read its own group's ssh keys in Secret Manager (secrets.py), invoke `done`
-  (functions.py), and on the project `roles/artifactregistry.reader` and
+  (functions.py), replace and delete its own group's checkpoints when the workload keeps
+  them (`spotbench_<sweep>.ckpt`, bound per group in bucket.py), and on the project
+  `roles/artifactregistry.reader` and
   `roles/logging.logWriter` (an image may live in any repository). One account per group
   is what lets IAM tell the groups apart: a VM of one group holds no credential that can
   write another group's results or read its keys.
@@ -56,6 +58,9 @@ OPERATOR_PERMISSIONS = (
     "cloudscheduler.jobs.resume",
     "cloudscheduler.jobs.run",
 )
+# workloads/tf_mnist/checkpoints.py replaces latest.json/progress.json (an overwrite needs
+# create and delete) and deletes older checkpoints; it reads them with objectViewer.
+CHECKPOINT_PERMISSIONS = ("storage.objects.create", "storage.objects.delete")
 VM_PROJECT_ROLES = ("roles/artifactregistry.reader", "roles/logging.logWriter")
 
 
@@ -107,6 +112,7 @@ class GcpIdentitiesArgs:
     project: str
     zone: str
     groups: list[str] = field(default_factory=list)  # run group ids: one member account each
+    checkpoints: bool = False  # members keep checkpoints: the `ckpt` role (bucket.py binds it)
     operators: list[str] = field(default_factory=list)  # IAM members
 
 
@@ -147,6 +153,13 @@ class GcpIdentities(pulumi.ComponentResource):
         self.list_role = self._role(name, args, "list", "list", FUNCTION_LIST_PERMISSIONS,
                                     "find instances by label and follow zone operations", child)
         self._grant(f"{name}-function-list", args, self.list_role, fn_member, child)
+        self.checkpoint_role = None
+        if args.checkpoints:  # bound per group on its own checkpoint folder (bucket.py)
+            self.checkpoint_role = self._role(name, args, "ckpt", "checkpoints",
+                                              CHECKPOINT_PERMISSIONS,
+                                              "replace and delete checkpoint objects", child)
+        self.checkpoint_role_name = self.checkpoint_role and self.checkpoint_role.role_id.apply(
+            lambda rid: f"projects/{args.project}/roles/{rid}")
         self.operator_role = None
         if args.operators:
             self.operator_role = self._role(name, args, "ops", "operators", OPERATOR_PERMISSIONS,

@@ -60,22 +60,36 @@ DEPLOYER_ROLES = {
 PREVIEW_PROJECT = "spotbench-preview"
 # One service account per run group (infra/gcp/identity.py) plus the sweep's scheduler,
 # function and build accounts: a project holds 100 service accounts by default
-# (cloud.google.com/iam/quotas), and each group adds one conditional binding to the results
-# bucket's policy (at most 100). 90 groups leaves room for the project's other accounts.
+# (cloud.google.com/iam/quotas), and each group adds its own conditional bindings to the
+# results bucket's policy (at most 100 conditional bindings; the sweep-wide grants share a
+# few): one for its records, and one for its checkpoints when the workload keeps them
+# (infra/gcp/bucket.py). 90 groups (45 that checkpoint) leave room for the rest.
 SERVICE_ACCOUNT_QUOTA = 100
 SWEEP_ACCOUNTS = 3
-MAX_GROUPS = 90
+MAX_GROUPS = 90  # service accounts, and conditional bucket bindings of the sweep's groups
+
+
+def group_bindings(spec: SweepSpec) -> int:
+    """Conditional bucket bindings per run group: records, plus checkpoints if kept."""
+    return 2 if spec.keeps_checkpoints() else 1
+
+
+def max_groups(spec: SweepSpec) -> int:
+    return MAX_GROUPS // group_bindings(spec)
 
 
 def too_many_groups(spec: SweepSpec) -> str | None:
-    """Why a sweep has more run groups than a GCP deployment can give accounts, or None."""
-    n = len(spec.plan())
-    if n <= MAX_GROUPS:
+    """Why a sweep has more run groups than a GCP deployment can give accounts and bucket
+    conditions, or None."""
+    n, most = len(spec.plan()), max_groups(spec)
+    if n <= most:
         return None
+    per = ("two bucket conditions (its records, its checkpoints)" if group_bindings(spec) == 2
+           else "a bucket condition")
     return (f"sweep {spec.name!r} plans {n} run groups; on GCP each group gets its own service "
             f"account (a project holds {SERVICE_ACCOUNT_QUOTA} by default, {SWEEP_ACCOUNTS} more "
-            f"are the sweep's) and bucket condition: at most {MAX_GROUPS} groups — reduce "
-            "matrix points or trials, or split the sweep")
+            f"are the sweep's) and {per}, of at most 100 per bucket: at most {most} groups — "
+            "reduce matrix points or trials, or split the sweep")
 
 
 def enable_command(project: str, apis: tuple[str, ...] | list[str] = REQUIRED_APIS) -> str:

@@ -1,7 +1,9 @@
 """A small local Cloud Storage JSON API: exactly the calls gcsfs makes for `ResultStore`.
 
 Serves object metadata get, list (prefix / delimiter / pages), media download (with Range),
-multipart and simple media upload, delete, and bucket get. Every write gives the object a new
+multipart, simple media and resumable upload (gcsfs's `put_file` of 5 MiB or more: the
+session's location comes back as a `Location` header, the bytes follow in `Content-Range`
+chunks), delete, and bucket get. Every write gives the object a new
 generation and the server's `updated` time; uploads, deletes and reads honour
 `ifGenerationMatch` (0: only if absent; N: only at generation N) atomically, as GCS does.
 It is mounted on a `GoogleEndpoint` (tests/clouds/google_endpoint.py), which records who
@@ -32,6 +34,8 @@ class FakeGcs:
     # (bucket, name) → (the bytes written, generation, updated): tests also put bytes into
     # `buckets` directly; bytes that are not the ones recorded count as a new generation
     _written: dict[tuple[str, str], tuple[bytes, int, str]] = field(default_factory=dict)
+    # resumable upload id → (bucket, name, initiation query, bytes received so far)
+    _sessions: dict[str, tuple[str, str, dict[str, str], bytearray]] = field(default_factory=dict)
 
     def add_bucket(self, name: str) -> None:
         self.buckets.setdefault(name, {})
@@ -57,6 +61,8 @@ class FakeGcs:
             q = {k: v[0] for k, v in query.items()}
             if len(parts) == 4:
                 return 200, {"kind": "storage#bucket", "name": bucket, "id": bucket}, JSON
+            if kind == "upload" and "upload_id" in q:
+                return self._resume(method, q["upload_id"], body, headers)
             if kind == "upload" and method == "POST":
                 return self._upload(bucket, q, body, headers)
             if name is None and method == "GET":
@@ -142,12 +148,39 @@ class FakeGcs:
             data = data_part.get_payload(decode=True) or b""
         elif q.get("uploadType") == "media":
             name, data = q["name"], body
+        elif q.get("uploadType") == "resumable":
+            upload_id = str(len(self._sessions) + 1)
+            self._sessions[upload_id] = (bucket, q["name"], q, bytearray())
+            location = f"/upload/storage/v1/b/{bucket}/o?uploadType=resumable&upload_id={upload_id}"
+            return 200, None, JSON, {"Location": location}  # type: ignore[return-value]
         else:
             return 400, _error(400, f"fake GCS: uploadType {q.get('uploadType')!r}"), JSON
         if not self._matches(bucket, name, q):
             return 412, _error(412, _PRECONDITION), JSON
         self.buckets[bucket][name] = data
         self._written.pop((bucket, name), None)  # a new generation
+        return 200, self._meta(bucket, name), JSON
+
+    def _resume(self, method: str, upload_id: str, body: bytes,
+                headers: dict[str, str]) -> tuple[int, Any, str]:  # fmt: skip
+        """A chunk of a resumable upload (`Content-Range: bytes a-b/total`); the object is
+        stored when the last byte arrives, 308 with the `Range` received until then."""
+        if upload_id not in self._sessions:
+            return 404, _error(404, f"no upload session {upload_id}"), JSON
+        bucket, name, q, received = self._sessions[upload_id]
+        if method == "DELETE":  # cancelled
+            del self._sessions[upload_id]
+            return 499, None, JSON
+        span = next((v for k, v in headers.items() if k.lower() == "content-range"), "")
+        received += body
+        total = span.rsplit("/", 1)[-1]
+        if total != "*" and len(received) < int(total):
+            return 308, None, JSON, {"Range": f"bytes=0-{len(received) - 1}"}  # type: ignore[return-value]
+        del self._sessions[upload_id]
+        if not self._matches(bucket, name, q):
+            return 412, _error(412, _PRECONDITION), JSON
+        self.buckets[bucket][name] = bytes(received)
+        self._written.pop((bucket, name), None)
         return 200, self._meta(bucket, name), JSON
 
 

@@ -143,11 +143,15 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         url = urlsplit(self.path)
-        status, out, ctype = self.endpoint.handle(
+        status, out, ctype, *extra = self.endpoint.handle(
             self.identity, self.command, url.path, parse_qs(url.query), body, dict(self.headers)
         )
         data = out if isinstance(out, bytes) else (b"" if out is None else json.dumps(out).encode())
         self.send_response(status)
+        for key, value in (extra[0] if extra else {}).items():  # e.g. a resumable upload's
+            if key == "Location":  # session URL, on this identity's listener
+                value = f"http://{self.headers['Host']}{value}"
+            self.send_header(key, value)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()

@@ -181,6 +181,10 @@ def permissions_for(call: Call, *, object_exists: Any = None,
         bucket_name = f"projects/_/buckets/{bucket}"
         if m["rest"] is None and call.method == "GET":
             return [Need("storage.buckets.get", bucket_name, BUCKET_TYPE)]
+        if call.path.startswith("/upload/") and call.q("upload_id"):
+            # the bytes of a resumable upload: the session URL is the authorization, checked
+            # when it was created (https://cloud.google.com/storage/docs/resumable-uploads)
+            return []
         if call.path.startswith("/upload/") and call.method == "POST":
             name = _upload_name(call)
             needs = [Need("storage.objects.create", f"{bucket_name}/objects/{name}", OBJECT_TYPE)]

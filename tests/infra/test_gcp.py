@@ -602,3 +602,22 @@ def test_gcp_sweep_account_ids_never_collide_between_long_sweep_names():
         assert all(re.fullmatch(r"[a-z][a-z0-9-]{4,28}[a-z0-9]", i) and i.endswith(suffix)
                    for i in ids), ids
         assert account_id("gcp-osu", kind) == f"sb-gcp-osu-{suffix}"
+
+
+def test_gcp_checkpointing_sweep_group_cap_counts_two_bucket_bindings_per_group():
+    """A tf-mnist sweep that keeps checkpoints gives each group a second conditional bucket
+    binding, so it fits half the groups; the message names the reason."""
+    from spotbench.clouds.gcp import MAX_GROUPS, too_many_groups
+
+    def tf(trials: int, every: int):
+        return load_spec({"name": "tfc", "cloud": "gcp", "zone": "us-central1-a",
+                          "gcp": {"project": "proj-1"},
+                          "workload": {"name": "tf-mnist", "strategy": "parameter_server",
+                                       "workers": 1, "ps": 1, "checkpoint_every": every},
+                          "matrix": {"machine_type": ["n1-standard-1"]}, "trials": trials,
+                          "schedule": {"cron": "0 3 * * *"}, "deadline": "45m"})
+
+    assert too_many_groups(tf(MAX_GROUPS // 2, 10)) is None
+    why = too_many_groups(tf(MAX_GROUPS // 2 + 1, 10))
+    assert why and f"at most {MAX_GROUPS // 2} groups" in why and "checkpoints" in why
+    assert too_many_groups(tf(MAX_GROUPS // 2 + 1, 0)) is None  # no checkpoints: one binding
