@@ -36,7 +36,7 @@ import functools
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -110,6 +110,9 @@ class StopBody(_Body):
 
 class DoneBody(_Body):
     group: str
+    # when the calling member's process started: a `done` from an earlier attempt of the
+    # group (delivered late, or retried after a busy lock) must not stop a later one
+    started_at: datetime | None = None
 
 
 def parse_body(model: type[_Body], body: Any, sweep: str | None = None) -> Any:
@@ -212,12 +215,16 @@ def done(sweep: Sweep, caller: Caller, body: Any = None, now: datetime | None = 
         if req.group != own_group:
             raise Forbidden(f"instance {caller.name} may stop only its own group ({own_group})")
         group = next(g for g in sweep.groups if g.id == own_group)
+        run = sweep.store.current_run()
+        stale = _stale_done(sweep, run.run if run else None, own_group, req.started_at)
+        if stale:
+            log.warning("done from %s ignored: %s", caller.name, stale)
+            return {"action": "done", "group": own_group, "stopped": [], "ignored": stale}
         after = sweep.cloud.stop(group.labels)
         stopped = _names(after)
         # the group as it is now: members still stopping keep it from being restarted
         states[own_group] = [*after, *(i for i in states[own_group] if i.name not in set(stopped))]
         out: dict[str, Any] = {"action": "done", "group": own_group, "stopped": stopped}
-        run = sweep.store.current_run()
         if run is not None:
             out["run"] = run.run
             _flag_contaminated(sweep, run.run)
@@ -227,6 +234,23 @@ def done(sweep: Sweep, caller: Caller, body: Any = None, now: datetime | None = 
 
 
 # ---- helpers ------------------------------------------------------------------------------
+STALE_DONE_SKEW_S = 2.0  # clock difference tolerated between a member and the control plane
+
+
+def _stale_done(sweep: Sweep, run: str | None, group: str, started_at: datetime | None) -> str | None:
+    """Why a `done` comes from an earlier attempt of `group` than the one now launched (its
+    member started before the group's last launch), or None."""
+    if started_at is None or run is None:
+        return None
+    launched = sweep.store.last_launch(run, group)
+    if started_at.tzinfo is None:
+        started_at = started_at.replace(tzinfo=UTC)
+    if launched is None or started_at >= launched - timedelta(seconds=STALE_DONE_SKEW_S):
+        return None
+    return (f"stale: the caller started at {started_at.isoformat()}, before the group's "
+            f"latest launch at {launched.isoformat()}")
+
+
 def _same_instance(instance: Instance, caller: Caller) -> None:
     """What the caller's credential proves (zone, instance id, group identity) must be the
     sweep's instance of that name, not another VM that happens to carry it."""

@@ -360,6 +360,15 @@ class ResultStore:
     def launch_count(self, run: str, group: str) -> int:
         return len(self._glob(self._p("runs", run, "launches", f"{group}.*")))
 
+    @_store_errors
+    def last_launch(self, run: str, group: str) -> datetime | None:
+        """When `group` was last started in `run` (None: never)."""
+        n = self.launch_count(run, group)
+        if n == 0:
+            return None
+        return datetime.fromisoformat(self.fs.cat_file(
+            self._p("runs", run, "launches", f"{group}.{n}")).decode())
+
     # ---- the control lease ----------------------------------------------------------
     @contextlib.contextmanager
     def lease(self, name: str, *, holder: str, ttl_s: float = LEASE_TTL_S,

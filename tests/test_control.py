@@ -367,3 +367,27 @@ def test_attempts_that_ran_over_the_limit_are_flagged_and_retried(tmp_path: Path
     assert sweep.store.completed_groups(run) == set()  # neither counts: both are retried
     rows = sweep.store.read(run)
     assert rows and all(r.preempted and "2 groups ran at once" in r.metadata["contaminated"] for r in rows)
+
+
+def test_a_done_from_an_earlier_attempt_does_not_stop_the_next(tmp_path: Path) -> None:
+    """A member of attempt 1 (stopped at its deadline) whose `done` arrives after the group was
+    launched again must not stop attempt 2; a member of attempt 2 still can."""
+    from datetime import timedelta
+
+    sweep = make_sweep(tmp_path, trials=1)
+    run = control.start(sweep, SCHEDULER)["run"]
+    group = sweep.groups[0]
+    first_member_started = utcnow()
+    control.stop(sweep, SCHEDULER, {"groups": [group.id]})
+    launched = utcnow() + timedelta(seconds=10)  # the retry, well after attempt 1 began
+    sweep.store.record_launch(run, group.id, launched)
+    sweep.cloud.start(group.labels)
+    caller = Caller("member", group.members[0].name)
+    late = control.done(sweep, caller, {"group": group.id,
+                                        "started_at": first_member_started.isoformat()})
+    assert late["stopped"] == [] and "stale" in late["ignored"]
+    assert running_groups(sweep) == {group.id}
+    fresh = control.done(sweep, caller, {"group": group.id,
+                                         "started_at": (launched + timedelta(seconds=1)).isoformat()})
+    assert fresh["stopped"] == sorted(m.name for m in group.members)
+    assert running_groups(sweep) == set()
