@@ -9,6 +9,8 @@ backoff; 4xx answers are final and raised with the function's JSON error.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import requests
 
 from spotbench.clouds import get_provider
@@ -26,11 +28,18 @@ def _send(ctx: MemberContext, body: dict, timeout: float) -> requests.Response:
 
 # ~16 s in all: rides out a function's cold start or the local server's restart
 @http_retry(attempts=8, max_wait_s=5)
-def call_done(ctx: MemberContext, *, timeout: float = 30) -> dict:
-    """Ask the sweep to stop this member's group. Returns the function's JSON answer."""
+def call_done(ctx: MemberContext, *, started_at: datetime | None = None, timeout: float = 30) -> dict:
+    """Ask the sweep to stop this member's group. Returns the function's JSON answer.
+
+    `started_at` (when this attempt of the member began) lets the control plane ignore the
+    call if it arrives after the group was launched again (an earlier attempt's `done`,
+    delivered late or retried past a busy lock)."""
     if not ctx.done_url:
         raise DoneError("this member has no done URL; the group will stop at its deadline")
-    resp = _send(ctx, {"group": ctx.group}, timeout)
+    body = {"group": ctx.group}
+    if started_at is not None:
+        body["started_at"] = started_at.isoformat()
+    resp = _send(ctx, body, timeout)
     if resp.status_code >= 500:
         resp.raise_for_status()
     if resp.status_code >= 400:

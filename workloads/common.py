@@ -119,7 +119,7 @@ class WorkloadRun:
         return path
 
     def done(self) -> dict:
-        return call_done(self.ctx)
+        return call_done(self.ctx, started_at=self.started_at)
 
     def done_quietly(self) -> None:
         """Call done; a failure is logged (the group still stops at its deadline)."""

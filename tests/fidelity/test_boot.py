@@ -192,7 +192,7 @@ def test_osu_group_boots_completes_and_calls_done_gcp(gcp_osu):
     assert g["finished"] == 0, g["journal"]["launcher"][-4000:]
     assert len(g["done"]) == 1, g["journal"]
     call = g["done"][0]
-    assert call["body"] == {"group": g["group"][0].ctx.group}
+    assert call["body"]["group"] == g["group"][0].ctx.group and "started_at" in call["body"]
     assert call["auth"] == "Bearer sim-gcp-identity-token"
     assert call["client"] == g["group"][0].ctx.me.host
     records = g["store"].read(g["run"].run)
@@ -235,7 +235,7 @@ def test_osu_group_boots_completes_and_calls_done_aws(aws_osu):
                             launcher.calls())  # the out-of-run restart, then the run
     assert len(g["done"]) == 1, (_debug_print(g), g["done"])
     call = g["done"][0]
-    assert call["body"] == {"group": g["group"][0].ctx.group}
+    assert call["body"]["group"] == g["group"][0].ctx.group and "started_at" in call["body"]
     assert call["auth"].startswith("AWS4-HMAC-SHA256 Credential=ASIASIMULATEDKEY0001/")
     assert call["client"] == g["group"][0].ctx.me.host
     # ECR login with the instance role through curl --aws-sigv4, no aws CLI
@@ -445,7 +445,7 @@ def gcp_tf(boots):
 def test_tf_parameter_server_group_boots_trains_and_calls_done_gcp(gcp_tf):
     g = gcp_tf
     assert len(g["done"]) == 1, {k: v[-3000:] for k, v in g["journal"].items()}
-    assert g["done"][0]["body"] == {"group": g["group"][0].ctx.group}
+    assert g["done"][0]["body"]["group"] == g["group"][0].ctx.group and "started_at" in g["done"][0]["body"]
     records = g["store"].read(g["run"].run)
     steps = [r for r in records if r.metric == "steps"]
     assert steps and steps[0].value >= 20 and not any(r.preempted for r in records)
@@ -514,7 +514,7 @@ def gcp_tf_allreduce(boots):
 def _check_tf_trained_and_done(g: dict, strategy: str) -> None:
     journals = {k: v[-3000:] for k, v in g["journal"].items()}
     assert len(g["done"]) == 1, journals
-    assert g["done"][0]["body"] == {"group": g["group"][0].ctx.group}
+    assert g["done"][0]["body"]["group"] == g["group"][0].ctx.group and "started_at" in g["done"][0]["body"]
     records = g["store"].read(g["run"].run)
     assert records and not any(r.preempted for r in records), (records, journals)
     steps = next(r for r in records if r.metric == "steps")

@@ -104,7 +104,7 @@ def test_the_user_image_runs_the_command_and_the_runner_stores_and_calls_done(us
     assert runs[1]["image"] == USER_IMAGE and runs[1]["env_file"] == "/var/lib/spotbench/user.env"
     assert runs[1]["volumes"] == ["/var/lib/spotbench/bench/results:/var/lib/spotbench/bench/results"]
     assert runs[0]["env_file"] == runs[2]["env_file"] == "/var/lib/spotbench/env"
-    assert len(g["done"]) == 1 and g["done"][0]["body"] == {"group": g["fast"].ctx.group}
+    assert len(g["done"]) == 1 and g["done"][0]["body"]["group"] == g["fast"].ctx.group and "started_at" in g["done"][0]["body"]
     records = [r for r in g["records"] if r.group == g["fast"].ctx.group]
     got = {r.metric: (r.value, r.unit) for r in records}
     assert got == {"latency": (1.5, "us"), "ops": (7.0, "ops/s"), "context_visible": (0.0, ""),

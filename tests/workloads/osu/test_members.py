@@ -32,7 +32,7 @@ def test_launcher_and_peer_store_results_and_call_done(tmp_path, done_server):
         group.stop_all()
 
     call = done_server.calls[0]
-    assert call["body"] == {"group": "g-osu-test"}
+    assert call["body"]["group"] == "g-osu-test" and set(call["body"]) == {"group", "started_at"}
     assert call["auth"] == "Bearer g-osu-test-l0.test-token"
 
     records = group.store.read(group.run_id)
@@ -127,6 +127,7 @@ def test_launcher_sigterm_stores_what_it_measured_and_calls_done(tmp_path, done_
         assert done_server.event.wait(10), f"done not called after SIGTERM:\n{out}"
     finally:
         group.stop_all()
-    assert done_server.calls[0]["body"] == {"group": "g-osu-test"}
+    body = done_server.calls[0]["body"]
+    assert body["group"] == "g-osu-test" and set(body) == {"group", "started_at"}
     records = group.store.read(group.run_id)
     assert records and all(r.preempted for r in records)

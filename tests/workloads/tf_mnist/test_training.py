@@ -69,7 +69,7 @@ def test_multi_worker_mirrored_two_workers(tmp_path):
             first.wait(worker1, 30)
         finally:
             first.stop()
-        assert done.calls == [{"group": group.id}]
+        assert [c["group"] for c in done.calls] == [group.id] and all("started_at" in c for c in done.calls)
         preempted = store.read(run)
         assert preempted and all(r.preempted for r in preempted)
         assert _by_metric(preempted)["steps"][0].metadata["stop_reason"] == "SIGTERM"
@@ -82,7 +82,7 @@ def test_multi_worker_mirrored_two_workers(tmp_path):
             assert second.wait(second.proc("worker", 1), 60) == 0, second.log_text()
         finally:
             second.stop()
-        assert done.calls == [{"group": group.id}] * 2
+        assert [c["group"] for c in done.calls] == [group.id] * 2 and all("started_at" in c for c in done.calls)
     records = [r for r in store.read(run) if not r.preempted]
     assert {r.group for r in records} == {group.id}
     by = _check_complete(records, steps=checkpoint_step + 8, strategy="multi_worker_mirrored")
@@ -123,7 +123,7 @@ def test_parameter_server_preempted_then_resumed(tmp_path):
             assert first.proc("ps").poll() is None and first.proc("worker").poll() is None
         finally:
             first.stop()
-        assert done.calls == [{"group": group.id}]  # the preempted chief still stops its group
+        assert [c["group"] for c in done.calls] == [group.id] and all("started_at" in c for c in done.calls)  # the preempted chief still stops its group
 
         preempted = store.read(run)
         assert preempted and all(r.preempted for r in preempted)
@@ -143,7 +143,7 @@ def test_parameter_server_preempted_then_resumed(tmp_path):
             assert second.wait(second.proc("chief"), 240) == 0, second.log_text()
         finally:
             second.stop()
-        assert done.calls == [{"group": group.id}] * 2
+        assert [c["group"] for c in done.calls] == [group.id] * 2 and all("started_at" in c for c in done.calls)
 
     records = [r for r in store.read(run) if not r.preempted]
     by = _check_complete(records, steps=checkpoint_step + 6, strategy="parameter_server", warmup=2)
@@ -172,7 +172,7 @@ def test_parameter_server_two_workers(tmp_path):
             assert all(cluster.proc(r, i).poll() is None for r, i in [("ps", 0), ("worker", 0), ("worker", 1)])
         finally:
             cluster.stop()
-        assert done.calls == [{"group": group.id}]
+        assert [c["group"] for c in done.calls] == [group.id] and all("started_at" in c for c in done.calls)
     by = _check_complete(store.read(), steps=20, strategy="parameter_server")
     meta = by["steps"][0].metadata
     assert meta["cluster_shape"] == "1 chief + 1 ps + 2 workers" and meta["tasks"] == 4
@@ -201,7 +201,7 @@ def test_parameter_server_losing_its_ps_is_recorded_as_preempted(tmp_path):
             assert cluster.wait(cluster.proc("chief"), 120) == 143, cluster.log_text()
         finally:
             cluster.stop()
-        assert done.calls == [{"group": group.id}]
+        assert [c["group"] for c in done.calls] == [group.id] and all("started_at" in c for c in done.calls)
     records = store.read()
     assert records and all(r.preempted for r in records)
     by = _by_metric(records)
@@ -251,7 +251,7 @@ def test_parameter_server_losing_a_worker_is_not_stored_as_complete(tmp_path):
             detected_s = time.monotonic() - killed
         finally:
             cluster.stop()
-        assert done.calls == [{"group": group.id}]
+        assert [c["group"] for c in done.calls] == [group.id] and all("started_at" in c for c in done.calls)
     records = store.read()
     assert records and all(r.preempted for r in records)
     reason = _by_metric(records)["steps"][0].metadata["stop_reason"]
@@ -281,7 +281,7 @@ def test_parameter_server_losing_its_only_worker_ends_the_attempt_not_the_deadli
             detected_s = time.monotonic() - killed
         finally:
             cluster.stop()
-        assert done.calls == [{"group": group.id}]
+        assert [c["group"] for c in done.calls] == [group.id] and all("started_at" in c for c in done.calls)
     records = store.read()
     assert records and all(r.preempted for r in records)
     by = _by_metric(records)
