@@ -130,3 +130,17 @@ def key_owner_command(ssh_dir: str) -> str:
     `bench`); the container reads them as `IMAGE_UID`, so hand them over before each start.
     """
     return f"/bin/chown -R {IMAGE_UID}:{IMAGE_GID} {ssh_dir}"
+
+
+# The start of each cloud's `fetch-keys` boot script (after `set -eu`): a VM that cannot read
+# its group's keys cannot run its group, so it powers off (a stopped VM bills no compute; the
+# control plane sees the group stopped without a result and retries it).
+FETCH_KEYS_PREAMBLE = """power_off_on_failure() {
+  status=$?
+  if [ "$status" -ne 0 ]; then
+    echo "spotbench: no ssh keys, powering off" >&2
+    systemctl poweroff
+  fi
+}
+trap power_off_on_failure EXIT
+"""

@@ -29,7 +29,7 @@ import yaml
 from spotbench.image_ref import check_image
 
 from infra import user_image as ui
-from infra.keys import SSH_DIR_IN_CONTAINER, SshKeys, key_owner_command, private_keys, ssh_files
+from infra.keys import FETCH_KEYS_PREAMBLE, SSH_DIR_IN_CONTAINER, SshKeys, key_owner_command, private_keys, ssh_files
 from infra.units import env_file, workload_unit
 
 STATE_DIR = "/var/lib/spotbench"
@@ -97,17 +97,7 @@ def fetch_keys_script(region: str, parameters: Mapping[str, str], ssh_dir: str =
 # GetParameter signed by curl --aws-sigv4: the AMI has no aws CLI.
 set -eu
 umask 077
-# a VM that cannot read its keys cannot run its group: power off (a stopped VM bills no
-# compute; the control plane sees the group stopped without a result and retries it)
-power_off_on_failure() {{
-  status=$?
-  if [ "$status" -ne 0 ]; then
-    echo "spotbench: no ssh keys, powering off" >&2
-    systemctl poweroff
-  fi
-}}
-trap power_off_on_failure EXIT
-{_IMDS_CREDENTIALS}fetch() {{
+{FETCH_KEYS_PREAMBLE}{_IMDS_CREDENTIALS}fetch() {{
   [ -s "$2" ] && return 0
   tries=0
   until answer=$(curl -fsS --aws-sigv4 "aws:amz:{region}:ssm" --user "$key:$secret" \\

@@ -21,7 +21,7 @@ import yaml
 from spotbench.image_ref import check_image
 
 from infra import user_image as ui
-from infra.keys import SSH_DIR_IN_CONTAINER, SshKeys, key_owner_command, ssh_files
+from infra.keys import FETCH_KEYS_PREAMBLE, SSH_DIR_IN_CONTAINER, SshKeys, key_owner_command, ssh_files
 from infra.units import env_file, workload_unit
 
 STATE_DIR = "/var/lib/spotbench"
@@ -79,17 +79,7 @@ def fetch_keys_script(secrets: Mapping[str, str], ssh_dir: str = SSH_DIR) -> str
 # the image's user).
 set -eu
 umask 077
-# a VM that cannot read its keys cannot run its group: power off (a stopped VM bills no
-# compute; the control plane sees the group stopped without a result and retries it)
-power_off_on_failure() {{
-  status=$?
-  if [ "$status" -ne 0 ]; then
-    echo "spotbench: no ssh keys, powering off" >&2
-    systemctl poweroff
-  fi
-}}
-trap power_off_on_failure EXIT
-answer=$(curl -fsS --retry 10 --retry-connrefused --retry-delay 2 -H 'Metadata-Flavor: Google' \\
+{FETCH_KEYS_PREAMBLE}answer=$(curl -fsS --retry 10 --retry-connrefused --retry-delay 2 -H 'Metadata-Flavor: Google' \\
   '{METADATA_TOKEN}')
 token=$(printf '%s\\n' "$answer" | sed -n 's/.*"access_token" *: *"\\([^"]*\\)".*/\\1/p')
 if [ -z "$token" ]; then
