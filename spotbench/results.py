@@ -364,8 +364,14 @@ class ResultStore:
     def last_launch(self, run: str, group: str) -> datetime | None:
         """When `group` was last started in `run` (None: never)."""
         n = self.launch_count(run, group)
-        if n == 0:
-            return None
+        return self._launch_time(run, group, n) if n else None
+
+    @_store_errors
+    def launches(self, run: str, group: str) -> list[datetime]:
+        """When `group` was started in `run`, each launch in order (its attempts' starts)."""
+        return [self._launch_time(run, group, n) for n in range(1, self.launch_count(run, group) + 1)]
+
+    def _launch_time(self, run: str, group: str, n: int) -> datetime:
         return datetime.fromisoformat(self.fs.cat_file(
             self._p("runs", run, "launches", f"{group}.{n}")).decode())
 

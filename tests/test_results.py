@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,9 @@ def test_run_ledger(store: ResultStore) -> None:
     assert again.run != run.run  # still a new id
     # what the AWS member policy matches a run segment by (infra/aws/identity.py)
     assert sorted({len(run.run), len(again.run)}) == list(run_id_lengths())
-    store.record_launch(run.run, "g")
-    store.record_launch(run.run, "g")
+    first, second = now + timedelta(seconds=5), now + timedelta(seconds=20)
+    store.record_launch(run.run, "g", first)
+    store.record_launch(run.run, "g", second)
     assert store.launch_count(run.run, "g") == 2
+    assert store.launches(run.run, "g") == [first, second]  # each attempt's start, in order
+    assert store.last_launch(run.run, "g") == second and store.launches(run.run, "h") == []

@@ -113,25 +113,39 @@ def server_kill(root: Path) -> dict[str, Any]:
 
 def deadline_overrun(root: Path) -> dict[str, Any]:
     """A group that never finishes in time: each attempt is stopped at the deadline (later
-    attempts too), the group is given up after its retries, `spotbench run` exits non-zero."""
+    attempts too), the group is given up after its retries, `spotbench run` exits non-zero.
+
+    Attempts are told apart by the store's launch records (`runs/<run>/launches/<group>.<n>`),
+    not by a moment when the group is seen off: the runner relaunches a group the moment it
+    sees it off, so that moment can be shorter than any poll and two attempts would look like
+    one. An attempt runs from its launch record's time until its group was last seen active
+    while that launch was the latest."""
     sw = FaultSweep(root, "fdeadline", trials=1, deadline="10s",
                     osu={"iterations": 10_000_000, "max_size": 1})
     sw.run()
-    attempts: list[dict[str, float]] = []
+    last_seen: dict[int, float] = {}  # launch number → when its group was last seen active
+    run = group = None
     try:
-        group = None
         while sw.proc and sw.proc.poll() is None:
-            inst = sw.running("launcher")
-            if inst is None:
-                time.sleep(0.05)
+            time.sleep(0.05)
+            if group is None:
+                group = next((i.group() for i in sw.instances()), None)
+            if run is None:
+                run = next((r.run for r in sw.store.runs()), None)
+            if group is None or run is None:
                 continue
-            group = inst.group()
-            began = time.monotonic()
-            wait_for(lambda: sw.group_off(group), 60, "the deadline stop", poll=0.05)
-            attempts.append({"ran_s": round(time.monotonic() - began, 2)})
+            before = sw.store.launch_count(run, group)
+            active = not sw.group_off(group)
+            if active and before and sw.store.launch_count(run, group) == before:
+                last_seen[before] = time.time()  # the same attempt throughout the look
         rc, out = sw.finish()
     finally:
         sw.kill_runner()
+    attempts: list[dict[str, float]] = []
+    if run is not None and group is not None:
+        for n, launched in enumerate(sw.store.launches(run, group), start=1):
+            began = launched.timestamp()
+            attempts.append({"launch": n, "ran_s": round(last_seen.get(n, began) - began, 2)})
     for a in attempts:
         sw.faults.append({"fault": "deadline overrun", "billed_after_deadline_s": round(a["ran_s"] - 10, 2),
                           "detect_s": round(max(0.0, a["ran_s"] - 10), 2)})
