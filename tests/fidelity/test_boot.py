@@ -1,7 +1,7 @@
 """Boot fidelity: the rendered cloud-config (GCP) and user-data (AWS) of the examples are
 valid (`cloud-init schema`, `shellcheck`) and, executed as a VM would (tests/fidelity/boot.py),
 boot groups that complete and call `done` over HTTP: OSU (both clouds), TF parameter server
-(both clouds), TF all-reduce (GCP), and the GPU image selection (both clouds).
+(both clouds), TF all-reduce (both clouds), and the GPU image selection (both clouds).
 
 The boots are slow (each a few Python processes per member, TF imports), so the module
 starts every boot its selected tests need at once (`boots`): renders in the main thread,
@@ -580,6 +580,34 @@ def test_every_port_tf_members_listen_on_is_allowed_aws(aws_tf):
     _check_members_reach(aws_tf, least=6)
 
 
+@pytest.fixture(scope="module")
+def aws_tf_allreduce(boots):
+    """examples/aws-tf-cpu.yaml's all-reduce group (two workers; worker 0 records and calls
+    done) through the user-data path: the creation boot installs only, the next boot trains."""
+    return boots.result("aws_tf_allreduce")
+
+
+def test_tf_allreduce_group_boots_trains_and_calls_done_aws(aws_tf_allreduce):
+    g = aws_tf_allreduce
+    assert [r.ctx.role for r in g["group"]] == ["worker", "worker"]
+    assert g["creation"] == {"worker0": 0, "worker1": 0}, g["journal"]
+    for key, vm in g["vms"].items():  # one workload run each: none in the creation boot
+        runs = [c for c in vm.calls("docker") if c["argv"][0] == "run"]
+        assert len(runs) == 1, (key, vm.calls())
+        assert runs[0]["run"]["image"].endswith("/tf-cpu:latest"), runs[0]["run"]["image"]
+    _check_tf_trained_and_done(g, "multi_worker_mirrored")
+    call = g["done"][0]
+    assert call["auth"].startswith("AWS4-HMAC-SHA256 Credential=ASIASIMULATEDKEY0001/")
+    assert call["client"] == g["hosts"]["worker0"].ip  # worker 0 calls done
+    assert g["finished"] == 0, g["journal"]["worker0"][-3000:]
+    meta = next(r for r in g["store"].read(g["run"].run) if r.metric == "steps").metadata
+    assert meta["workers"] == 2 and meta["cluster_shape"] == "2 workers"
+
+
+def test_every_port_tf_allreduce_members_listen_on_is_allowed_aws(aws_tf_allreduce):
+    _check_members_reach(aws_tf_allreduce, least=2)
+
+
 # ---- the boots, started together ------------------------------------------------------------
 def _gcp_tf(lab_dir) -> Callable[[], dict]:
     data = boot.yaml.safe_load((boot.ROOT / "examples/gcp-tf.yaml").read_text())
@@ -606,6 +634,9 @@ BOOTS: dict[str, tuple[str, Callable[..., Callable[[], dict]]]] = {
         "aws", "examples/aws-tf-cpu.yaml", d, lead="chief", tag="aws-tf",
         workload={"workers": 1},
         matrix={"machine_type": ["c5.xlarge"], "strategy": ["parameter_server"]})),
+    "aws_tf_allreduce": ("heavy", lambda d: tf_boot(
+        "aws", "examples/aws-tf-cpu.yaml", d, lead="worker0", tag="aws-tf-allreduce",
+        matrix={"machine_type": ["c5.xlarge"], "strategy": ["multi_worker_mirrored"]})),
 }
 LANES = {"light": 2, "heavy": 2}
 
