@@ -1,8 +1,9 @@
-"""Boot fidelity of the `container` workload on GCP with an image that knows nothing of
-spotbench: the rendered cloud-config is valid; booted outside a run it powers off without
-running the user's image; inside a run the user's image runs the command (as another uid,
-without the member context), then spotbench's runner image stores what it printed and wrote
-and calls `done`; a VM stopped while the command runs stores what it had, as preempted."""
+"""Boot fidelity of the `container` workload with an image that knows nothing of spotbench,
+on both clouds: the rendered cloud-config / user-data is valid; booted outside a run it powers
+off without running the user's image; inside a run the user's image runs the command (as
+another uid, without the member context), then spotbench's runner image stores what it
+printed and wrote and calls `done`; a VM stopped while the command runs stores what it had,
+as preempted (GCP; the script is the same on AWS)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,33 @@ FAST = ("echo latency=1.5 us; "
 SLOW = "echo warmup=2 s; sleep 60; echo never=1"
 
 
+def _vm(lab: boot.Lab, r: boot.Rendered, store) -> boot.VM:
+    """A member's VM whose docker can run USER_IMAGE (a public image, no spotbench inside)."""
+    vm = lab.vm(r.name, r.ctx.me.host, r.cloud, boot.localize(r, store.url, lab.done_url), r.account)
+    (vm.state / "user-images").write_text(USER_IMAGE + "\n")
+    return vm
+
+
+def _docker_runs(vm: boot.VM, since: int = 0) -> list[dict]:
+    return [c["run"] for c in vm.calls("docker")[since:] if c["argv"][0] == "run"]
+
+
+def _boot_outside_a_run(lab: boot.Lab, vm: boot.VM, store) -> dict:
+    lab.boot(vm)
+    lab.wait(vm, 60)
+    return {"powered_off": vm.powered_off, "docker": [r["image"] for r in _docker_runs(vm)],
+            "files": boot.files(store)}
+
+
+def _boot_in_a_run(lab: boot.Lab, vm: boot.VM, store) -> dict:
+    """Open a run (what the start function does), boot the VM, wait for its unit to end."""
+    run = boot.open_run(store, IMAGE_UID)
+    calls_before = len(vm.calls("docker"))
+    lab.boot(vm)
+    return {"run": run, "finished": lab.wait(vm, 90), "done": lab.done_calls(),
+            "docker": _docker_runs(vm, calls_before), "journal": vm.journal}
+
+
 @pytest.fixture(scope="module")
 def user_image_boot(lab_dir):
     need_tools("cloud-init", "shellcheck")
@@ -41,25 +69,10 @@ def user_image_boot(lab_dir):
     store = boot.shared_results(work, IMAGE_UID)
     out: dict = {"fast": fast, "store": store, "rows": rows}
     with boot.Lab(work) as lab:
-        vms = {}
-        for key, r in (("fast", fast), ("slow", slow)):
-            vms[key] = lab.vm(r.name, r.ctx.me.host, "gcp",
-                              boot.localize(r, store.url, lab.done_url))
-            (vms[key].state / "user-images").write_text(USER_IMAGE + "\n")
-        lab.boot(vms["fast"])  # creation boot: no run is open
-        lab.wait(vms["fast"], 60)
-        out["outside"] = {"powered_off": vms["fast"].powered_off,
-                          "docker": [c["run"]["image"] for c in vms["fast"].calls("docker")
-                                     if c["argv"][0] == "run"],
-                          "files": boot.files(store)}
-        run = boot.open_run(store, IMAGE_UID)
-        calls_before = len(vms["fast"].calls("docker"))
-        lab.boot(vms["fast"])
-        out["finished"] = lab.wait(vms["fast"], 90)
-        out["done"] = lab.done_calls()
-        out["docker"] = [c["run"] for c in vms["fast"].calls("docker")[calls_before:]
-                         if c["argv"][0] == "run"]
-        out["journal"] = vms["fast"].journal
+        vms = {key: _vm(lab, r, store) for key, r in (("fast", fast), ("slow", slow))}
+        out["outside"] = _boot_outside_a_run(lab, vms["fast"], store)  # creation boot: no run
+        out.update(_boot_in_a_run(lab, vms["fast"], store))
+        run = out["run"]
         lab.boot(vms["slow"])  # then stopped while the command sleeps
         stdout = vms["slow"].state / "var-lib" / "spotbench" / "bench" / "stdout.txt"
         deadline = time.monotonic() + 60
@@ -72,11 +85,10 @@ def user_image_boot(lab_dir):
         out["slow_journal"] = vms["slow"].journal
         out["done_after_stop"] = lab.done_calls()
         out["records"] = store.read(run.run)
-        out["run"] = run
     return out
 
 
-def test_user_image_cloud_config_is_valid(user_image_boot):
+def test_user_image_cloud_config_is_valid_gcp(user_image_boot):
     r = user_image_boot["fast"]
     assert not boot.schema_errors(r.user_data), boot.schema_errors(r.user_data)
     scripts = [boot.shell_of(r)] + [f["content"] for f in r.doc["write_files"]
@@ -86,15 +98,19 @@ def test_user_image_cloud_config_is_valid(user_image_boot):
         assert not boot.shellcheck_errors(script), (script, boot.shellcheck_errors(script))
 
 
-def test_outside_a_run_the_user_image_never_runs(user_image_boot):
-    outside = user_image_boot["outside"]
+def _check_outside_a_run(outside: dict) -> None:
     assert outside["powered_off"]
     assert len(outside["docker"]) == 1 and outside["docker"][0].endswith("/runner:latest")
     assert outside["files"] == [] or all("runs/" not in f for f in outside["files"])
 
 
-def test_the_user_image_runs_the_command_and_the_runner_stores_and_calls_done(user_image_boot):
-    g = user_image_boot
+def test_outside_a_run_the_user_image_never_runs_gcp(user_image_boot):
+    _check_outside_a_run(user_image_boot["outside"])
+
+
+def _check_ran_stored_and_done(g: dict, member: boot.Rendered) -> None:
+    """The runner checked the run, the user's image ran the command, the runner stored what
+    it printed and wrote and called done for `member`'s group."""
     assert g["finished"] == 0, g["journal"][-4000:]
     runs = g["docker"]  # runner check, the user's image with the command, runner collect
     assert [(r["image"].rsplit("/", 1)[-1], r["command"]) for r in runs] == [
@@ -104,18 +120,22 @@ def test_the_user_image_runs_the_command_and_the_runner_stores_and_calls_done(us
     assert runs[1]["image"] == USER_IMAGE and runs[1]["env_file"] == "/var/lib/spotbench/user.env"
     assert runs[1]["volumes"] == ["/var/lib/spotbench/bench/results:/var/lib/spotbench/bench/results"]
     assert runs[0]["env_file"] == runs[2]["env_file"] == "/var/lib/spotbench/env"
-    assert len(g["done"]) == 1 and g["done"][0]["body"]["group"] == g["fast"].ctx.group and "started_at" in g["done"][0]["body"]
-    records = [r for r in g["records"] if r.group == g["fast"].ctx.group]
+    assert len(g["done"]) == 1 and g["done"][0]["body"]["group"] == member.ctx.group and "started_at" in g["done"][0]["body"]
+    records = [r for r in g["store"].read(g["run"].run) if r.group == member.ctx.group]
     got = {r.metric: (r.value, r.unit) for r in records}
     assert got == {"latency": (1.5, "us"), "ops": (7.0, "ops/s"), "context_visible": (0.0, ""),
                    "uid": (65534.0, ""), "greeting": (42.0, "")}, g["journal"][-3000:]
     assert next(r for r in records if r.metric == "ops").metadata["labels"] == {"n": 2}
     assert not any(r.preempted for r in records)
-    raw = [f for f in boot.files(g["store"]) if g["fast"].ctx.group in f and f.endswith("stdout.txt")]
+    raw = [f for f in boot.files(g["store"]) if member.ctx.group in f and f.endswith("stdout.txt")]
     assert len(raw) == 1 and "latency=1.5 us" in (boot.Path(g["store"].root) / raw[0]).read_text()
 
 
-def test_a_vm_stopped_mid_command_stores_what_it_had_as_preempted(user_image_boot):
+def test_the_user_image_runs_the_command_and_the_runner_stores_and_calls_done_gcp(user_image_boot):
+    _check_ran_stored_and_done(user_image_boot, user_image_boot["fast"])
+
+
+def test_a_vm_stopped_mid_command_stores_what_it_had_as_preempted_gcp(user_image_boot):
     g = user_image_boot
     slow = [r for r in g["records"] if r.group != g["fast"].ctx.group]
     assert [(r.metric, r.value, r.preempted) for r in slow] == [("warmup", 2.0, True)], (
@@ -125,7 +145,7 @@ def test_a_vm_stopped_mid_command_stores_what_it_had_as_preempted(user_image_boo
     assert g["stop_s"] < 28, "collect must fit in the unit's TimeoutStopSec"
 
 
-def test_preview_shows_the_runner_and_the_users_image(user_image_boot):
+def test_preview_shows_the_runner_and_the_users_image_gcp(user_image_boot):
     vms = [r for r in user_image_boot["rows"] if r["type"] == "gcp:compute/instance:Instance"]
     assert len(vms) == 2
     for row in vms:
@@ -133,9 +153,9 @@ def test_preview_shows_the_runner_and_the_users_image(user_image_boot):
         assert runner.endswith("/spotbench-nightly-cpu/runner:latest") and user == USER_IMAGE
 
 
-def test_aws_renders_the_same_steps_and_may_pull_the_runner():
-    """AWS (not booted here): valid user-data running the same script, the runner's ECR
-    repository declared and pullable by the instance role, the preview naming both images."""
+def test_user_data_runs_the_same_steps_and_may_pull_the_runner_aws():
+    """Valid user-data running the same script, the runner's ECR repository declared and
+    pullable by the instance role, the preview naming both images (booted below)."""
     need_tools("cloud-init", "shellcheck")
     rendered, rows = boot.render("examples/aws-container.yaml", MOCKS)
     r = rendered[0]
@@ -155,3 +175,46 @@ def test_aws_renders_the_same_steps_and_may_pull_the_runner():
              for st in (row["properties"].get("policy") or {}).get("Statement", [])
              if st.get("Sid") == "PullImage"]
     assert pulls and all(p.endswith(":repository/spotbench-aws-byo/*") for p in pulls), pulls
+
+
+@pytest.fixture(scope="module")
+def aws_user_image_boot(lab_dir):
+    """examples/aws-container.yaml with USER_IMAGE and the FAST command, one member: the
+    creation boot (installs only), a capacity restart outside any run, then a boot in a run."""
+    need_tools("cloud-init", "shellcheck")
+    spec = boot.spec_variant(
+        "examples/aws-container.yaml", lab_dir, image=USER_IMAGE, trials=1,
+        workload={"command": ["sh", "-c", FAST], "env": {"GREETING": "42"}},
+        matrix={"machine_type": ["c5.large"]})
+    rendered, _ = boot.render(spec, MOCKS)
+    [member] = rendered
+    work = lab_dir / "user-image-aws"
+    store = boot.shared_results(work, IMAGE_UID)
+    out: dict = {"member": member, "store": store}
+    with boot.Lab(work) as lab:
+        vm = _vm(lab, member, store)
+        lab.boot(vm)  # creation boot: installs only, runs nothing
+        out["creation"] = {"status": lab.wait(vm, 60), "docker": _docker_runs(vm),
+                           "powered_off": vm.powered_off}
+        out["outside"] = _boot_outside_a_run(lab, vm, store)  # EC2 restarts it: no run open
+        out.update(_boot_in_a_run(lab, vm, store))
+        out["ecr"] = [c["ecr"] for c in vm.calls("curl") if "ecr" in c]
+    return out
+
+
+def test_the_creation_boot_installs_only_aws(aws_user_image_boot):
+    creation = aws_user_image_boot["creation"]
+    assert creation["status"] == 0 and creation["docker"] == [], creation
+
+
+def test_outside_a_run_the_user_image_never_runs_aws(aws_user_image_boot):
+    _check_outside_a_run(aws_user_image_boot["outside"])
+
+
+def test_the_user_image_runs_the_command_and_the_runner_stores_and_calls_done_aws(aws_user_image_boot):
+    g = aws_user_image_boot
+    _check_ran_stored_and_done(g, g["member"])
+    assert g["done"][0]["auth"].startswith("AWS4-HMAC-SHA256 Credential=ASIASIMULATEDKEY0001/")
+    assert g["done"][0]["client"] == g["member"].ctx.me.host
+    # the runner comes from the stack's ECR repository: logged in with the instance role
+    assert g["ecr"] and all(all(login.values()) for login in g["ecr"]), g["ecr"]
