@@ -322,11 +322,18 @@ class ResultStore:
 
     @_store_errors
     def flags(self, run: str) -> dict[str, str]:
-        """`<group>.<attempt>` → why it is contaminated."""
+        """`<group>.<attempt>` → why it is contaminated. The key is the flag's path
+        (`flags/<group>.<attempt>.json`, what control writes); a body that names another
+        attempt is left out, as records that disagree with their path are."""
         out = {}
         for path in self._glob(self._p("runs", run, "flags", "*.json")):
+            key = path.rsplit("/", 1)[-1].removesuffix(".json")
             data = json.loads(self.fs.cat_file(path))
-            out[f"{data['group']}.{data['attempt']}"] = data["reason"]
+            if f"{data.get('group')}.{data.get('attempt')}" != key:
+                log.warning("rejected flag %s: it names %s.%s", path, data.get("group"),
+                            data.get("attempt"))
+                continue
+            out[key] = data["reason"]
         return out
 
     @_store_errors

@@ -75,3 +75,13 @@ def test_run_ledger(store: ResultStore) -> None:
     assert store.launch_count(run.run, "g") == 2
     assert store.launches(run.run, "g") == [first, second]  # each attempt's start, in order
     assert store.last_launch(run.run, "g") == second and store.launches(run.run, "h") == []
+
+
+def test_a_flag_counts_for_the_attempt_its_path_names(store: ResultStore) -> None:
+    run = store.open_run().run
+    store.flag(run, "a", 1, "ran beside 2 groups (limit 1)")
+    assert store.flags(run) == {"a.1": "ran beside 2 groups (limit 1)"}
+    # a flag file whose body names another attempt than its path: not believed
+    forged = store._p("runs", run, "flags", "a.2.json")
+    store.fs.pipe_file(forged, b'{"group": "b", "attempt": 1, "reason": "forged"}')
+    assert store.flags(run) == {"a.1": "ran beside 2 groups (limit 1)"}

@@ -241,6 +241,11 @@ class Catalog:
             rows = []
             for path in files["starts"]:
                 st = StartRecord.model_validate_json(contents[path])
+                run, _, name = path.rsplit("/", 3)[-3:]
+                if (st.run, st.group) != (run, name.removesuffix(".json").rsplit(".", 1)[0]):
+                    log.warning("rejected start record %s: it names group %s of run %s",
+                                path, st.group, st.run)
+                    continue
                 rows.append((st.run, st.group, _naive(st.at), st.machine_type, st.accelerator, st.zone,
                              st.members, len(st.failed), sum(k == "capacity" for k in st.errors.values()),
                              len(st.errors), "; ".join(f"{k}: {v}" for k, v in st.failed.items())))

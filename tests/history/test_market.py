@@ -67,6 +67,19 @@ def test_failed_starts_per_start_from_the_start_ledger(tmp_path: Path, typed: bo
     assert len(detail) == 2 and all("ZONE_RESOURCE_POOL_EXHAUSTED" in d for (d,) in detail)
 
 
+def test_a_start_record_that_disagrees_with_its_path_is_not_counted(tmp_path: Path) -> None:
+    """As records: the start ledger's path names the group and run, not its body."""
+    sweep = make_sweep(tmp_path, trials=2, concurrency=2)
+    run = control.start(sweep, SCHEDULER, {})["run"]
+    a, b = (g.id for g in sweep.groups)
+    body = json.loads(sweep.store.fs.cat_file(sweep.store._p("runs", run, "starts", f"{a}.1.json")))
+    sweep.store.fs.pipe_file(sweep.store._p("runs", run, "starts", f"{a}.2.json"),
+                             json.dumps({**body, "group": b}).encode())
+    with Catalog(sweep.store.url) as cat:
+        assert cat.query('SELECT "group", count(*) AS n FROM starts GROUP BY 1 ORDER BY 1').rows == [
+            (a, 1), (b, 1)]
+
+
 def test_retries_and_real_cost_per_completed_result(tmp_path: Path) -> None:
     root = tmp_path / "results"
     # 6 runs × 2 groups = 12 group runs; every 4th is preempted once (at a third of the time)
