@@ -93,8 +93,7 @@ class AwsSweep(pulumi.ComponentResource):
             f"{name}-id",
             AwsIdentitiesArgs(sweep=spec.name, results_bucket=self.bucket.results_bucket,
                               prefix=self.bucket.prefix, image=pullable, tags=tags,
-                              checkpoints=any(get_workload(g.workload).checkpoints(g.params)
-                                              for g in groups),
+                              checkpoints=spec.keeps_checkpoints(),
                               groups=[g.id for g in groups],
                               keys={g: account.apply(lambda a, g=g: keys_arn(region, a, spec.name, g))
                                     for g in self.key_parameters}),
