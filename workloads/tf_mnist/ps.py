@@ -9,11 +9,9 @@ steps and to checkpoint, then evaluates on the test set.
 
 A worker lost mid-run is not something TF reports: the coordinator quietly reschedules its
 steps on the other workers (the attempt would be stored as complete with a fraction of the
-throughput) or, with one worker, waits for it forever; a worker lost while the chief builds
-the model and the workers' datasets can leave that build waiting forever too. So from the
-moment every task answers until training ends, the chief watches the workers' service ports
-itself (`PeerWatch`): when one stops answering it notes why and sends itself SIGTERM, and
-the attempt ends as preempted (with `stop_reason` "worker lost: …" on what it measured).
+throughput) or, with one worker, waits for it forever. So the chief watches the workers'
+service ports itself (`PeerWatch`): when one stops answering it notes why and sends itself
+SIGTERM, and the attempt is stored as preempted with `stop_reason` "worker lost: …".
 """
 
 from __future__ import annotations
@@ -24,7 +22,6 @@ import signal
 import socket
 import threading
 from collections import Counter
-from types import SimpleNamespace
 
 from spotbench.member import MemberContext
 from workloads.tf_mnist.descriptor import TfMnistParams
@@ -41,7 +38,7 @@ WATCH_MISSES = 2  # consecutive refused connections before a worker counts as lo
 
 
 class PeerWatch:
-    """Polls TCP connects to the workers while it is entered; on a lost one, SIGTERM to self."""
+    """Polls TCP connects to the workers during training; on a lost one, SIGTERM to self."""
 
     def __init__(self, addresses: dict[str, str], every: float = WATCH_EVERY_S):
         self.addresses, self.every = addresses, every
@@ -122,39 +119,12 @@ class ChiefTrainer:
         cluster = cluster_spec(self.ctx)
         wait_for_peers(cluster["ps"] + cluster["worker"],
                        timeout=float(os.environ.get(PEER_TIMEOUT_ENV, 600)))
-        log.info("every ps and worker answers: building the model and the workers' datasets")
-        # a worker lost from here on ends the attempt, also while TF builds (which can then
-        # wait for that worker forever): the watch runs until training is over
-        workers = {f"worker {i}": a for i, a in enumerate(cluster["worker"])}
-        with PeerWatch(workers) as self.watch:
-            b = self._build(tf, m)
-            warmup = effective_warmup(p.warmup_steps, p.steps - b.start)
-            timer = StepTimer(first_step=b.start, warmup=warmup)
-            meta = base_metadata(p, tasks=len(self.ctx.members), tf_version=tf.__version__,
-                                 threads=self.threads)
-            meta.update(resumed_from_step=b.start, steps_redone=b.redone,
-                        examples_per_step=p.batch_size, sync="async SGD, one worker batch per step")
-            self.outcome = Outcome(timer, examples_per_step=p.batch_size, metadata=meta,
-                                   worker_steps=Counter())
-            points = sync_points(b.start, p.steps, warmup=warmup, every=sync_every(p.steps),
-                                 checkpoint_every=p.checkpoint_every)
-            log.info("training steps %d..%d (warm-up %d, %d workers, sync points %s…)",
-                     b.start + 1, p.steps, warmup, p.workers, points[:4])
-            timer.start()
-            self._train(b.coordinator, b.train_step, b.iterator, timer, points, b.start,
-                        b.checkpoint, b.step_var)
-        self.outcome.accuracy, self.outcome.loss = m.evaluate(b.model, self.data.x_test, self.data.y_test)
-        return self.outcome
-
-    def _build(self, tf, m) -> SimpleNamespace:
-        """The strategy over the cluster, the model on the ps (restored from a checkpoint
-        when there is one), each worker's dataset and the training step."""
-        p = self.params
         resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
         strategy = tf.distribute.ParameterServerStrategy(resolver)
         coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
         reclaim_sigterm()
         model, step_var, checkpoint, start, redone = m.build_and_restore(strategy, self.checkpoints)
+
         x, y, batch, lr = self.data.x_train, self.data.y_train, p.batch_size, p.learning_rate
 
         def dataset_fn() -> tf.data.Dataset:
@@ -173,9 +143,23 @@ class ChiefTrainer:
             strategy.run(replica_fn, args=(images, labels))
             return tf.distribute.coordinator.experimental_get_current_worker_index()
 
-        return SimpleNamespace(coordinator=coordinator, model=model, step_var=step_var,
-                               checkpoint=checkpoint, start=start, redone=redone,
-                               iterator=iterator, train_step=train_step)
+        warmup = effective_warmup(p.warmup_steps, p.steps - start)
+        timer = StepTimer(first_step=start, warmup=warmup)
+        meta = base_metadata(p, tasks=len(self.ctx.members), tf_version=tf.__version__, threads=self.threads)
+        meta.update(resumed_from_step=start, steps_redone=redone, examples_per_step=batch,
+                    sync="async SGD, one worker batch per step")
+        self.outcome = Outcome(timer, examples_per_step=batch, metadata=meta, worker_steps=Counter())
+        points = sync_points(start, p.steps, warmup=warmup, every=sync_every(p.steps),
+                             checkpoint_every=p.checkpoint_every)
+        log.info("training steps %d..%d (warm-up %d, %d workers, sync points %s…)", start + 1, p.steps,
+                 warmup, p.workers, points[:4])
+        timer.start()
+        step = start
+        workers = {f"worker {i}": a for i, a in enumerate(cluster["worker"])}
+        with PeerWatch(workers) as self.watch:
+            step = self._train(coordinator, train_step, iterator, timer, points, step, checkpoint, step_var)
+        self.outcome.accuracy, self.outcome.loss = m.evaluate(model, self.data.x_test, self.data.y_test)
+        return self.outcome
 
     def _train(self, coordinator, train_step, iterator, timer, points, step, checkpoint, step_var) -> int:
         p = self.params
