@@ -231,14 +231,13 @@ def _run_on_cpu(pid: int, seconds: float, timeout: float) -> None:
         time.sleep(0.1)
 
 
-def test_parameter_server_losing_a_worker_is_not_stored_as_complete(tmp_path):
-    """2 workers, one killed mid-run: TF's coordinator would quietly carry on with the other
-    (a fraction of the throughput stored as a normal result); the chief's watch ends the
-    attempt as preempted, naming the lost worker, and still stops the group."""
+def _kill_a_worker_mid_run(tmp_path, workers: int, index: int) -> tuple:
+    """A ps/worker group of `workers` training; worker `index` SIGKILLed after a few steps.
+    Returns (group, done calls, stored records, seconds from the kill until the chief ended)."""
     url = f"file://{tmp_path}/results"
     store = ResultStore(url)
     store.open_run()
-    group = group_for({"strategy": "parameter_server", "workers": 2, "ps": 1, **TINY,
+    group = group_for({"strategy": "parameter_server", "workers": workers, "ps": 1, **TINY,
                        "steps": 100_000, "warmup_steps": 2})
     with DoneServer() as done:
         cluster = Cluster(group, url, done.url, tmp_path / "logs", {"SPOTBENCH_TF_SYNC_EVERY": "3"})
@@ -246,13 +245,20 @@ def test_parameter_server_losing_a_worker_is_not_stored_as_complete(tmp_path):
             cluster.start()
             _train_a_few_steps(cluster)
             killed = time.monotonic()
-            cluster.proc("worker", 1).send_signal(signal.SIGKILL)
+            cluster.proc("worker", index).send_signal(signal.SIGKILL)
             assert cluster.wait(cluster.proc("chief"), 60) == 143, cluster.log_text()
             detected_s = time.monotonic() - killed
         finally:
             cluster.stop()
-        assert [c["group"] for c in done.calls] == [group.id] and all("started_at" in c for c in done.calls)
-    records = store.read()
+    return group, done.calls, store.read(), detected_s
+
+
+def test_parameter_server_losing_a_worker_is_not_stored_as_complete(tmp_path):
+    """2 workers, one killed mid-run: TF's coordinator would quietly carry on with the other
+    (a fraction of the throughput stored as a normal result); the chief's watch ends the
+    attempt as preempted, naming the lost worker, and still stops the group."""
+    group, calls, records, detected_s = _kill_a_worker_mid_run(tmp_path, workers=2, index=1)
+    assert [c["group"] for c in calls] == [group.id] and all("started_at" in c for c in calls)
     assert records and all(r.preempted for r in records)
     reason = _by_metric(records)["steps"][0].metadata["stop_reason"]
     assert reason.startswith("worker lost: worker 1"), reason
@@ -265,24 +271,8 @@ def test_parameter_server_losing_its_only_worker_ends_the_attempt_not_the_deadli
     coordinator to reschedule on, so `join()` would wait forever (until the deadline stop).
     The chief gives up within seconds, stores what it measured as preempted naming the lost
     worker, and stops the group."""
-    url = f"file://{tmp_path}/results"
-    store = ResultStore(url)
-    store.open_run()
-    group = group_for({"strategy": "parameter_server", "workers": 1, "ps": 1, **TINY,
-                       "steps": 100_000, "warmup_steps": 2})
-    with DoneServer() as done:
-        cluster = Cluster(group, url, done.url, tmp_path / "logs", {"SPOTBENCH_TF_SYNC_EVERY": "3"})
-        try:
-            cluster.start()
-            _train_a_few_steps(cluster)
-            killed = time.monotonic()
-            cluster.proc("worker").send_signal(signal.SIGKILL)
-            assert cluster.wait(cluster.proc("chief"), 60) == 143, cluster.log_text()
-            detected_s = time.monotonic() - killed
-        finally:
-            cluster.stop()
-        assert [c["group"] for c in done.calls] == [group.id] and all("started_at" in c for c in done.calls)
-    records = store.read()
+    group, calls, records, detected_s = _kill_a_worker_mid_run(tmp_path, workers=1, index=0)
+    assert [c["group"] for c in calls] == [group.id] and all("started_at" in c for c in calls)
     assert records and all(r.preempted for r in records)
     by = _by_metric(records)
     reason = by["steps"][0].metadata["stop_reason"]
