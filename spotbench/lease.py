@@ -240,8 +240,8 @@ def _precondition_failed(exc: BaseException) -> bool:
     return code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (409, 412)
 
 
-class S3Objects:
-    """Conditional requests through s3fs's own client (its credentials and endpoint)."""
+class _BucketObjects:
+    """Objects of a bucket filesystem (s3fs, gcsfs), addressed as its `bucket/key` paths."""
 
     def __init__(self, fs: Any):
         self.fs = fs
@@ -249,6 +249,10 @@ class S3Objects:
     def _split(self, path: str) -> tuple[str, str]:
         bucket, key, _ = self.fs.split_path(path)
         return bucket, key
+
+
+class S3Objects(_BucketObjects):
+    """Conditional requests through s3fs's own client (its credentials and endpoint)."""
 
     def _put(self, path: str, body: bytes, **condition: str) -> str | None:
         bucket, key = self._split(path)
@@ -294,15 +298,8 @@ class S3Objects:
         return True
 
 
-class GcsObjects:
+class GcsObjects(_BucketObjects):
     """Conditional requests through gcsfs's own session (its credentials and endpoint)."""
-
-    def __init__(self, fs: Any):
-        self.fs = fs
-
-    def _split(self, path: str) -> tuple[str, str]:
-        bucket, key, _ = self.fs.split_path(path)
-        return bucket, key
 
     def _upload(self, path: str, body: bytes, generation: str) -> str | None:
         bucket, key = self._split(path)
