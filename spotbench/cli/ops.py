@@ -200,7 +200,6 @@ def _access(
     cfg = AccessConfig(
         known_hosts=known_hosts or local_state(spec.name, root).dir / "known_hosts",
         user=user, key_filename=key, via=via, jump=jump, port=port,  # type: ignore[arg-type]
-        gcp_zone=spec.zone, aws_region=spec.region,
         **get_provider(spec.cloud).access_options(spec, via),
     )
     overrides = dict(h.split("=", 1) for h in hosts or [])

@@ -250,7 +250,8 @@ class GcpProvider(Provider):
         }
 
     def access_options(self, spec: SweepSpec, via: str) -> dict[str, Any]:
-        return {"gcp_project": project_of(spec)} if via == "iap" else {}
+        # `gcloud compute start-iap-tunnel` needs the instance's project and zone
+        return {"gcp_project": project_of(spec), "gcp_zone": spec.zone} if via == "iap" else {}
 
     def post_done(self, ctx: MemberContext, body: dict, timeout: float) -> requests.Response:
         import requests

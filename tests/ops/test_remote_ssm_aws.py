@@ -70,3 +70,40 @@ def test_exec_via_ssm_on_aws_reaches_the_instance_in_the_sweeps_region(tmp_path,
     assert argv[argv.index("--document-name") + 1] == "AWS-StartSSHSession"
     assert argv[argv.index("--parameters") + 1] == f"portNumber={sshd.port}"
     assert argv[argv.index("--region") + 1] == "eu-west-1"  # the sweep's, not the profile's
+
+
+def test_exec_via_ssm_through_the_cli_on_an_aws_spec(tmp_path, sshd, monkeypatch):
+    """The same session through `spotbench exec --via ssm`: the CLI and the provider once both
+    passed `aws_region`, so every `ssh|exec|collect --via ssm` on an AWS spec raised TypeError."""
+    from typer.testing import CliRunner
+
+    from spotbench.cli import app
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "aws"
+    fake.write_text(FAKE_AWS.format(python=sys.executable))
+    fake.chmod(0o755)
+    log = tmp_path / "ssm.log"
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_SSM_LOG", str(log))
+    monkeypatch.setenv("FAKE_SSM_PORT", str(sshd.port))
+    spec_file = tmp_path / "sx.yaml"
+    spec_file.write_text("name: sx\ncloud: aws\nregion: eu-west-1\nworkload: {name: osu}\n"
+                         "matrix: {machine_type: [c5n.large]}\n")
+    group = load_spec(spec_file).plan()[0]
+    kind, key = (sshd.dir / "host_key.pub").read_text().split()[:2]
+    known = tmp_path / "known_hosts"
+    ids = [f"{INSTANCE[:-1]}{n}" for n in range(len(group.members))]  # one instance a member
+    known.write_text("".join(f"[{i}]:{sshd.port} {kind} {key}\n" for i in ids))
+    hosts = [a for m, i in zip(group.members, ids) for a in ("--host", f"{m.name}={i}:{sshd.port}")]
+    result = CliRunner().invoke(app, [
+        "exec", "--spec", str(spec_file), "--via", "ssm", "--known-hosts", str(known),
+        "--user", getpass.getuser(), "--key", str(sshd.user_key), *hosts, group.id, "--",
+        "echo", "cli-ok"])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 0, result.output
+    assert result.output.count("cli-ok") == len(ids), result.output
+    for line in log.read_text().splitlines():
+        argv = json.loads(line)
+        assert argv[3] in ids and argv[argv.index("--region") + 1] == "eu-west-1"
