@@ -114,6 +114,19 @@ AWS_GPU_FAMILIES: dict[str, str] = {  # family → the GPU its types carry
 # Cluster placement groups do not take burstable T2 instances.
 AWS_NO_CLUSTER = frozenset({"t2"})
 
+# ---- CPU architecture and GPU vendor ------------------------------------------------------
+# spotbench boots x86_64 images (COS `cos-stable`, the ECS-optimized AL2023 x86_64 AMI) and
+# builds its workload images for the builder's x86_64; its GPU image is CUDA. So an Arm
+# machine, or a GPU that is not NVIDIA's, would fail at create time or at `exec`: refused here.
+# GCP: the Arm series end in `a` after their generation (T2A Ampere Altra, C4A/N4A Axion):
+# cloud.google.com/compute/docs/instances/arm-on-compute. EC2: the attribute letter `g` after
+# the generation means AWS Graviton (c7g, m6gd, g5g, hpc7g):
+# docs.aws.amazon.com/ec2/latest/instancetypes/instance-type-names.html
+GCP_ARM_SERIES = re.compile(r"^[a-z]\d+a$")
+AWS_GRAVITON = re.compile(r"^[a-z]+\d+[a-z\-]*g[a-z\-]*$")
+IMAGE_ARCHITECTURE = "x86_64"
+GPU_VENDOR = "nvidia"  # the GPU image is CUDA; other vendors' GPUs get no driver or runtime
+
 
 Verdict = Literal["known", "unlisted", "bad"]
 
@@ -225,7 +238,29 @@ class CloudCatalog:
 
     def check_machine_type(self, machine_type: str, priced: set[str]) -> Check:
         """`priced`: the machine types the price catalog has rows for (any region)."""
+        arch = self.architecture(machine_type)
+        if arch != IMAGE_ARCHITECTURE:
+            return Check("bad", f"{machine_type} is an {arch} machine ({self.arm_name}); spotbench's "
+                         f"boot and workload images are {IMAGE_ARCHITECTURE} only: choose an "
+                         f"{IMAGE_ARCHITECTURE} type such as {self.machine_example!r}")
+        return self.check_name(machine_type, priced)
+
+    def check_name(self, machine_type: str, priced: set[str]) -> Check:
         raise NotImplementedError
+
+    arm_name = ""
+
+    def architecture(self, machine_type: str) -> str:
+        """The CPU architecture of `machine_type`'s family: `x86_64` or `arm64`."""
+        return IMAGE_ARCHITECTURE
+
+    @staticmethod
+    def gpu_vendor_check(accelerator: str) -> Check | None:
+        vendor = accelerator.split("-", 1)[0]
+        if vendor != GPU_VENDOR:
+            return Check("bad", f"{accelerator} is a {vendor} GPU; spotbench's GPU image runs CUDA "
+                         f"and needs an {GPU_VENDOR} GPU")
+        return None
 
     def check_accelerator(self, machine_type: str, accelerator: str, count: int) -> Check:
         """Can `machine_type` carry `count` × `accelerator`?"""
@@ -248,11 +283,16 @@ class GcpCatalog(CloudCatalog):
     def region_of(self, zone: str) -> str:
         return zone.rsplit("-", 1)[0]
 
+    arm_name = "GCP Arm: Ampere Altra or Axion"
+
     @staticmethod
     def series(machine_type: str) -> str:
         return machine_type.split("-", 1)[0].lower()
 
-    def check_machine_type(self, machine_type: str, priced: set[str]) -> Check:
+    def architecture(self, machine_type: str) -> str:
+        return "arm64" if GCP_ARM_SERIES.match(self.series(machine_type)) else IMAGE_ARCHITECTURE
+
+    def check_name(self, machine_type: str, priced: set[str]) -> Check:
         if machine_type in priced:
             return KNOWN
         hint = did_you_mean(machine_type, priced)
@@ -277,6 +317,8 @@ class GcpCatalog(CloudCatalog):
             hint = did_you_mean(accelerator, GCP_GPUS, cutoff=0.9)
             if hint:
                 return Check("bad", "unknown GCP accelerator" + hint)
+            if (other_vendor := self.gpu_vendor_check(accelerator)) is not None:
+                return other_vendor
             return Check("unlisted", f"accelerator {accelerator!r} is not in spotbench's "
                          f"{CATALOG_DATE} GPU list (a newer GPU?)")
         if series in GCP_BUNDLED_GPUS:
@@ -322,11 +364,16 @@ class AwsCatalog(CloudCatalog):
     def region_of(self, zone: str) -> str:
         return zone[:-1]
 
+    arm_name = "AWS Graviton"
+
     @staticmethod
     def family(machine_type: str) -> str:
         return machine_type.split(".", 1)[0].lower()
 
-    def check_machine_type(self, machine_type: str, priced: set[str]) -> Check:
+    def architecture(self, machine_type: str) -> str:
+        return "arm64" if AWS_GRAVITON.match(self.family(machine_type)) else IMAGE_ARCHITECTURE
+
+    def check_name(self, machine_type: str, priced: set[str]) -> Check:
         if machine_type in priced:
             return KNOWN
         hint = did_you_mean(machine_type, priced)
@@ -347,7 +394,7 @@ class AwsCatalog(CloudCatalog):
                          f"with the instance type ({', '.join(sorted(AWS_GPU_FAMILIES))})")
         if accelerator != carried:
             return Check("bad", f"EC2 {family} instances carry {carried}, not {accelerator}")
-        return KNOWN
+        return self.gpu_vendor_check(accelerator) or KNOWN
 
     def check_placement(self, machine_type: str, placement: str, spot: bool) -> Check:
         if placement == "none":

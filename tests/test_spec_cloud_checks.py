@@ -174,3 +174,33 @@ def test_warnings_are_available_to_callers():
                       "matrix": {"machine_type": ["n2-standard-128"]}})
     fields = [p for p, _, _ in spec_warnings(spec)]
     assert fields == ["matrix.machine_type[0]", "schedule"]
+
+
+# ---- CPU architecture and GPU vendor: the images are x86_64 and the GPU image is CUDA ----
+@pytest.mark.parametrize("machine", ["c7g.large", "t4g.micro", "m6gd.xlarge", "hpc7g.4xlarge",
+                                     "c8g.large"])
+def test_aws_graviton_types_are_refused_as_arm64(tmp_path, machine):
+    refused(aws(tmp_path, machine=machine), f"matrix.machine_type[0] = '{machine}'", "arm64",
+            "AWS Graviton", "x86_64 only")
+
+
+@pytest.mark.parametrize("machine", ["t2a-standard-4", "c4a-standard-8", "n4a-standard-2"])
+def test_gcp_arm_series_are_refused_as_arm64(tmp_path, machine):
+    refused(gcp(tmp_path, machine=machine), f"matrix.machine_type[0] = '{machine}'", "arm64")
+
+
+def test_an_arm_role_machine_type_is_refused_too(tmp_path):
+    extra = "role_machine_types: {peer: c7g.large}"
+    refused(aws(tmp_path, extra=extra), "role_machine_types.peer", "arm64")
+
+
+@pytest.mark.parametrize("machine", ["c7i.large", "c6in.large", "c7a.large", "m5zn.large",
+                                     "g4dn.xlarge"])
+def test_aws_x86_types_with_g_in_their_name_still_plan(tmp_path, machine):
+    res = aws(tmp_path, machine=machine)
+    assert res.exit_code == 0, res.stderr
+
+
+def test_a_gpu_that_is_not_nvidia_is_refused(tmp_path):
+    res = aws(tmp_path, machine="g4ad.xlarge", extra="  accelerator: [amd-radeon-v520]")
+    refused(res, "matrix.accelerator", "amd GPU", "CUDA")
