@@ -23,7 +23,9 @@ Contract of `RecordingMocks.new_resource` (what a program may rely on under mock
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import os
 import runpy
 import sys
 from collections.abc import Callable
@@ -111,7 +113,20 @@ def _computed(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
         "privateKeyPem": f"-----BEGIN PRIVATE KEY-----\n{fake_key}\n-----END",
         "publicKeyPem": f"-----BEGIN PUBLIC KEY-----\n{fake_key}\n-----END",
         **(_ed25519_pair() if typ == TLS_PRIVATE_KEY else {}),
+        **(_random_id(inputs) if typ == RANDOM_ID else {}),
     }
+
+
+RANDOM_ID = "random:index/randomId:RandomId"
+
+
+def _random_id(inputs: dict[str, Any]) -> dict[str, str]:
+    """pulumi_random's RandomId: new random bytes each time the resource is created (kept
+    in the stack's state by later updates, which a mock run never has)."""
+    raw = os.urandom(int(inputs.get("byteLength") or 8))
+    b64 = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return {"hex": raw.hex(), "b64Url": b64, "b64Std": base64.b64encode(raw).decode(),
+            "dec": str(int.from_bytes(raw, "big"))}
 
 
 _CALLS: dict[str, dict[str, Any]] = {

@@ -4,22 +4,22 @@
   may read the sweep's results and create objects named for its own group only
   (bucket.py), read its own group's ssh keys in Secret Manager (secrets.py), invoke `done`
   (functions.py), replace and delete its own group's checkpoints when the workload keeps
-  them (`spotbench_<sweep>.ckpt`, bound per group in bucket.py), and on the project
+  them (`spotbench_<sweep>_<tag>.ckpt`, bound per group in bucket.py), and on the project
   `roles/artifactregistry.reader` and
   `roles/logging.logWriter` (an image may live in any repository). One account per group
   is what lets IAM tell the groups apart: a VM of one group holds no credential that can
   write another group's results or read its keys.
 - Scheduler account: only `roles/run.invoker` on `start` and `stop` (functions.py).
 - Function account: two custom roles with exactly the compute permissions the
-  start/stop/done code paths call: `spotbench_<sweep>` (get/start/stop) bound with an IAM
+  start/stop/done code paths call: `spotbench_<sweep>_<tag>` (get/start/stop) bound with an IAM
   condition on the sweep's instance names (`projects/P/zones/Z/instances/<sweep>--…`), so
   it cannot touch another sweep's VMs (sweep names cannot contain `--`: `bench--` does not
-  begin sweep `bench-gpu`'s `bench-gpu--…`), and `spotbench_<sweep>_list` (the project-level
+  begin sweep `bench-gpu`'s `bench-gpu--…`), and `spotbench_<sweep>_<tag>.list` (the project-level
   aggregated list and zone-operation polling, which IAM conditions cannot scope to names);
   plus the results prefix (bucket.py) and `roles/iam.serviceAccountUser` on each member
   account only (starting an instance that runs as a service account requires
   `iam.serviceAccounts.actAs` on it).
-- Operators (`gcp.operators` in the spec): `spotbench_<sweep>_ops` (list/get instances,
+- Operators (`gcp.operators` in the spec): `spotbench_<sweep>_<tag>.ops` (list/get instances,
   read/pause/resume/run the sweep's scheduler jobs), read access to the results prefix
   (bucket.py) and `roles/iap.tunnelResourceAccessor` on each member VM (vms.py).
 """
@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_gcp as gcp
+import pulumi_random
 
 from spotbench.labels import name_prefix
 
@@ -64,11 +65,18 @@ CHECKPOINT_PERMISSIONS = ("storage.objects.create", "storage.objects.delete")
 VM_PROJECT_ROLES = ("roles/artifactregistry.reader", "roles/logging.logWriter")
 
 
-def custom_role_id(sweep: str, suffix: str = "") -> str:
-    """`spotbench_<sweep>[.<suffix>]`, `-` read as `_` (role ids allow `[a-zA-Z0-9_.]`).
-    The suffix follows a `.`, which no sweep name holds: with `_` sweep `a-b`'s `list` role
-    and sweep `a-b-list`'s own role were one id."""
-    return "spotbench_" + sweep.replace("-", "_") + (f".{suffix}" if suffix else "")
+def custom_role_id(sweep: str, suffix: str = "", stack_tag: str = "") -> str:
+    """`spotbench_<sweep>[_<stack tag>][.<suffix>]`, `-` read as `_` (role ids allow
+    `[a-zA-Z0-9_.]`, at most 64: a sweep name has at most 24 characters). The suffix follows
+    a `.`, which no sweep name holds: with `_` sweep `a-b`'s `list` role and sweep
+    `a-b-list`'s own role were one id. The stack tag is random per stack (`ROLE_TAG`): GCP
+    keeps a deleted custom role's id for 37 days, so a sweep torn down and deployed again
+    within that time needs new ids (docs/platform.md, naming and deletion)."""
+    tag = f"_{stack_tag}" if stack_tag else ""
+    return "spotbench_" + sweep.replace("-", "_") + tag + (f".{suffix}" if suffix else "")
+
+
+ROLE_TAG_BYTES = 3  # 6 hex characters: a new value per stack, kept across `pulumi up`s
 
 
 def instances_condition(project: str, zone: str, sweep: str) -> dict[str, str]:
@@ -146,6 +154,9 @@ class GcpIdentities(pulumi.ComponentResource):
             for gid in args.groups
         }
         fn_member = self.function.email.apply(lambda e: f"serviceAccount:{e}")
+        # created with the stack, kept by every later `pulumi up`, new after a destroy
+        self.role_tag = pulumi_random.RandomId(f"{name}-role-tag", byte_length=ROLE_TAG_BYTES,
+                                        keepers={"sweep": args.sweep}, opts=child)
         self.role = self._role(name, args, "", "start/stop", FUNCTION_COMPUTE_PERMISSIONS,
                                "get, start and stop the sweep's instances; nothing else", child)
         self._grant(f"{name}-function-compute", args, self.role, fn_member, child,
@@ -189,13 +200,12 @@ class GcpIdentities(pulumi.ComponentResource):
             "role": self.role.name,
         })
 
-    @staticmethod
-    def _role(name: str, args: GcpIdentitiesArgs, suffix: str, what: str,
+    def _role(self, name: str, args: GcpIdentitiesArgs, suffix: str, what: str,
               permissions: tuple[str, ...], description: str,
               child: pulumi.ResourceOptions) -> gcp.projects.IAMCustomRole:  # fmt: skip
         return gcp.projects.IAMCustomRole(
             f"{name}-{suffix or 'function'}-role",
-            role_id=custom_role_id(args.sweep, suffix),
+            role_id=self.role_tag.hex.apply(lambda tag: custom_role_id(args.sweep, suffix, tag)),
             title=f"spotbench {args.sweep} {what}",
             description=description,
             permissions=list(permissions),

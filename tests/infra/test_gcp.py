@@ -232,13 +232,20 @@ def test_compact_placement():
 
 
 # ---- identities, functions, scheduler ---------------------------------------------------
+def _untagged(role: str) -> str:
+    """A custom role id without its per-stack tag (`spotbench_s_1a2b3c.list` → `spotbench_s.list`)."""
+    return re.sub(r"_[0-9a-f]{6}(?=\.|$)", "", role)
+
+
 def test_custom_roles_are_exactly_start_stop_and_list(osu):
-    roles = {r.inputs["roleId"]: r.inputs for r in osu.of_type("gcp:projects/iAMCustomRole:IAMCustomRole")}
+    roles = {_untagged(r.inputs["roleId"]): r.inputs
+             for r in osu.of_type("gcp:projects/iAMCustomRole:IAMCustomRole")}
     assert sorted(roles["spotbench_gcp_osu"]["permissions"]) == [
         "compute.instances.get", "compute.instances.start", "compute.instances.stop"]
     assert sorted(roles["spotbench_gcp_osu.list"]["permissions"]) == [
         "compute.instances.list", "compute.zoneOperations.get", "compute.zoneOperations.list"]
-    bindings = {b.inputs["role"]: b.inputs for b in osu.of_type("gcp:projects/iAMMember:IAMMember")}
+    bindings = {_untagged(b.inputs["role"]): b.inputs
+                for b in osu.of_type("gcp:projects/iAMMember:IAMMember")}
     scoped = bindings["projects/proj-1/roles/spotbench_gcp_osu"]["condition"]["expression"]
     assert scoped == 'resource.name.startsWith("projects/proj-1/zones/us-central1-a/instances/gcp-osu--")'
     assert "condition" not in bindings["projects/proj-1/roles/spotbench_gcp_osu.list"]
