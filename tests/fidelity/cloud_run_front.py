@@ -3,6 +3,10 @@
 What Google does to a request before it reaches a gen2 function's container, as its docs say
 (sources: docs/platform.md, "Front ends and auth headers"):
 
+- ingress: the function's declared `ingressSettings`; the front has two listeners, `url`
+  (internal: the project's VPC networks, Cloud Scheduler of the same project) and
+  `internet_url` (anything else). `ALLOW_INTERNAL_ONLY` answers the internet 404 and
+  forwards nothing;
 - the token: of `X-Serverless-Authorization` when the request has it, else of
   `Authorization` (only that one is checked; the other is forwarded untouched). It must be a
   Google-signed ID token (here: signed by the test's Google key, certificates served by
@@ -164,13 +168,17 @@ class CloudRunFront:
     backends: dict[str, str]  # entry → backend base URL
     log: list[tuple[str, str, int, str]] = field(default_factory=list)  # (entry, account, status, reason)
     forwarded: list[dict[str, str]] = field(default_factory=list)  # headers the functions got
-    _server: ThreadingHTTPServer | None = None
+    _servers: dict[str, ThreadingHTTPServer] = field(default_factory=dict)  # origin → listener
     _session: requests.Session = field(default_factory=requests.Session)
 
     @property
     def url(self) -> str:
-        assert self._server is not None
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        """The front as the project's VPC networks and Google services reach it (internal)."""
+        return f"http://127.0.0.1:{self._servers['internal'].server_address[1]}"
+
+    @property
+    def internet_url(self) -> str:
+        return f"http://127.0.0.1:{self._servers['internet'].server_address[1]}"
 
     def url_for(self, service_url: str) -> str:
         """Where this front answers for a function URL (the front's own host)."""
@@ -181,26 +189,29 @@ class CloudRunFront:
 
     def start(self) -> CloudRunFront:
         outer = self
+        for origin in ("internal", "internet"):
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+            class Handler(BaseHTTPRequestHandler):
+                protocol_version = "HTTP/1.1"
+                internal = origin == "internal"
 
-            def do_POST(self) -> None:  # noqa: N802 - stdlib name
-                outer._handle(self)
+                def do_POST(self) -> None:  # noqa: N802 - stdlib name
+                    outer._handle(self, internal=self.internal)
 
-            do_GET = do_POST  # noqa: N815
+                do_GET = do_POST  # noqa: N815
 
-            def log_message(self, *args: Any) -> None:
-                pass
+                def log_message(self, *args: Any) -> None:
+                    pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
+            server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+            threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+            self._servers[origin] = server
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+        for server in self._servers.values():
+            server.shutdown()
+            server.server_close()
 
     # -- what Google checks -----------------------------------------------------------------
     def _entry(self, path: str) -> str | None:
@@ -228,10 +239,14 @@ class CloudRunFront:
             return Decision(403, f"{account} lacks run.routes.invoke"), name, account
         return Decision(0), name, account
 
-    def _handle(self, req: BaseHTTPRequestHandler) -> None:
+    def _handle(self, req: BaseHTTPRequestHandler, *, internal: bool) -> None:
         entry = self._entry(req.path)
         if entry is None:
             return _answer(req, 404, b"no such service")
+        ingress = self.deployment.function(entry)["serviceConfig"].get("ingressSettings", "ALLOW_ALL")
+        if not internal and ingress != "ALLOW_ALL":
+            self.log.append((entry, "", 404, f"ingress {ingress}"))
+            return _answer(req, 404, b"not found")
         length = int(req.headers.get("Content-Length") or 0)
         if length > MAX_REQUEST_BYTES:
             req.close_connection = True

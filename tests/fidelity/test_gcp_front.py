@@ -180,3 +180,21 @@ def test_gcp_front_refuses_what_google_refuses(world, case):
                          headers={"Authorization": f"Bearer {tok}"})
     assert resp.status_code == 401, resp.text
     assert json.dumps(world.front.log[-1]).count("done") == 1
+
+
+@pytest.mark.security
+def test_gcp_functions_are_not_reachable_from_the_internet_even_with_a_valid_token(world):
+    """Ingress as declared: a caller outside the project's networks holding a member's
+    genuine token (stolen, say) never reaches `done`; nor the scheduler's, `start`."""
+    dep = world.dep
+    name = dep.instances[0]["name"]
+    seen = len(world.front.forwarded)
+    for entry, tok in (("done", vm_identity_token(dep, name, world.ids[name], dep.service_url("done"))),
+                       ("start", service_account_token(
+                           dep.job("start")["httpTarget"]["oidcToken"]["serviceAccountEmail"],
+                           dep.service_url("start")))):
+        path = world.front.url_for(dep.service_url(entry)).removeprefix(world.front.url)
+        resp = requests.post(world.front.internet_url + path, json={}, timeout=60,
+                             headers={"Authorization": f"Bearer {tok}"})
+        assert resp.status_code == 404, (entry, resp.status_code)
+    assert len(world.front.forwarded) == seen
