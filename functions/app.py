@@ -10,6 +10,8 @@ Environment (every value has this one source, set by Pulumi or the local runner)
     SPOTBENCH_STATE_DIR        local: the sweep's state folder (cloud.db, secret)
     SPOTBENCH_GRACE_S          local: SIGTERM → SIGKILL grace period (default 30)
     SPOTBENCH_AUDIENCE         gcp: this function's URL (ID-token audience)
+    SPOTBENCH_GCP_FRONT        gcp: `cloud-run` when deployed behind Cloud Run's front end,
+                               which verifies tokens and strips their signature (infra sets it)
     SPOTBENCH_SCHEDULER_ACCOUNTS  gcp: comma-separated service accounts allowed start/stop
     SPOTBENCH_MEMBER_ACCOUNTS  gcp: JSON run group id → the account its VMs run as (done)
     SPOTBENCH_GCP_CERTS_URL    gcp: Google's ID-token certificates URL override (tests)

@@ -3,6 +3,7 @@
 Deployed as three functions with entry points `start`, `stop`, `done`; the local cloud
 serves `router`, which dispatches on the path (`/start`, `/stop`, `/done`). Every request
 is authenticated first, its body validated, and answered with JSON — never a stack trace.
+Bodies over the cap never reach the app whole, on any server (`functions/http_guard.py`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import logging
 import flask
 import functions_framework
 
+from functions import http_guard
 from functions.app import (
     MAX_BODY_BYTES,
     BadBody,
@@ -26,6 +28,9 @@ from spotbench.auth import Forbidden, Unauthorized, Unavailable
 
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
 log = logging.getLogger("spotbench.functions")
+
+if flask.has_app_context():  # functions-framework imports this module inside create_app's
+    http_guard.install(flask.current_app, MAX_BODY_BYTES)  # app: cap bodies, JSON errors
 
 _config: FunctionConfig | None = None
 

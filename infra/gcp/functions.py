@@ -7,8 +7,11 @@ Nobody is `allUsers`: `roles/run.invoker` goes to the scheduler account on start
 the member accounts on done, on each function's Cloud Run service only. Ingress is
 `ALLOW_INTERNAL_ONLY` for all three: VMs reach `done` through the VPC (Private Google
 Access), and Cloud Scheduler in the same project counts as internal for Cloud Run ingress,
-so start/stop need no public path either. Each function also verifies the caller's token
-itself (`SPOTBENCH_AUDIENCE` = its own URL).
+so start/stop need no public path either. Cloud Run's front end is the token verifier
+(signature, audience, expiry, `run.invoker`); it strips the signature before the request
+reaches the function, which — told so by `SPOTBENCH_GCP_FRONT=cloud-run` — reads the claims
+it checked and checks issuer, audience (`SPOTBENCH_AUDIENCE` = its own URL), expiry and
+the caller's identity again (`spotbench.auth.gcp_front`, docs/security.md).
 
 Builds run as the sweep's own build service account (new projects no longer give the
 default Cloud Build account the roles a function build needs): `roles/logging.logWriter`
@@ -32,6 +35,7 @@ import pulumi_gcp as gcp
 from infra.function_source import function_source
 from infra.gcp.bucket import prefix_condition
 from infra.gcp.identity import account_id
+from spotbench.auth.gcp_front import CLOUD_RUN, FRONT_ENV
 from spotbench.plan import sweep_labels
 from spotbench.spec import SweepSpec
 
@@ -119,6 +123,9 @@ class GcpFunctions(pulumi.ComponentResource):
                         "SPOTBENCH_RESULTS_URL": args.results_url,
                         "SPOTBENCH_GCP_PROJECT": args.project,
                         "SPOTBENCH_AUDIENCE": self.urls[entry],
+                        # Cloud Run's front end checks the token and run.invoker, then strips
+                        # the signature: the function reads the claims it checked
+                        FRONT_ENV: CLOUD_RUN,
                         "SPOTBENCH_SCHEDULER_ACCOUNTS": args.scheduler_account,
                         # done: a VM's token must carry its own group's account
                         "SPOTBENCH_MEMBER_ACCOUNTS": members_json,

@@ -8,10 +8,13 @@ Two kinds of callers reach the functions:
   `audience=<function URL>&format=full`; Google adds the VM's identity under
   `google.compute_engine` (instance_name, zone, project_id, …) → `Caller("member", name)`.
 
-Every token is checked for signature (Google's certificates), audience, expiry and issuer.
-A missing or invalid token raises `Unauthorized` (401); a valid token of someone who may not
-call (another project's VM, an unknown account) raises `Forbidden` (403). Whether a member
-VM belongs to the sweep is the control logic's check (it looks the instance up by labels).
+Every token is checked for signature (Google's certificates), audience, expiry and issuer —
+or, behind Cloud Run's front end (the deployed functions), which checks the signature and
+`run.invoker` and then strips the signature, for audience, expiry and issuer only
+(`spotbench.auth.gcp_front`). A missing or invalid token raises `Unauthorized` (401); a
+valid token of someone who may not call (another project's VM, an unknown account) raises
+`Forbidden` (403). Whether a member VM belongs to the sweep is the control logic's check (it
+looks the instance up by labels).
 """
 
 from __future__ import annotations
@@ -34,10 +37,18 @@ except ImportError:  # pragma: no cover - pyjwt absent: only x509 certificate di
     PyJWTError = ValueError  # type: ignore[misc,assignment]
 
 from spotbench.auth import Caller, Forbidden, Unauthorized, Unavailable
+from spotbench.auth.gcp_front import (
+    CLOCK_SKEW_S,
+    CLOUD_RUN,
+    FRONT_ENV,
+    GOOGLE_ISSUERS,
+    bearer,
+    checked_token,
+    forwarded_claims,
+    signature_removed,
+)
 
-GOOGLE_ISSUERS = frozenset({"accounts.google.com", "https://accounts.google.com"})
 GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v1/certs"
-CLOCK_SKEW_S = 10  # tolerated clock difference for iat/exp
 _MAX_CERTS_AGE_S = 3600.0
 
 
@@ -85,20 +96,29 @@ def identify(
     request: google.auth.transport.Request | None = None,
     certs_url: str | None = None,
     member_accounts: Collection[str] | Mapping[str, str] | None = None,
+    front: str | None = None,
 ) -> GcpIdentity:
     """Like `caller_from_headers`, also returning the VM's zone/project/instance id.
 
     `member_accounts`, when given: instance name → the only service account that VM may run
-    as (its group's), or a collection of accounts any member VM may run as.
+    as (its group's), or a collection of accounts any member VM may run as. `front`: the
+    deployment's `SPOTBENCH_GCP_FRONT` — `cloud-run` when the function runs behind Cloud
+    Run's front end, the only case a token whose signature Google removed is taken.
     """
     if not audience or not project:
         raise ValueError(
             "GCP token verification needs the expected audience (the function URL, "
             "SPOTBENCH_AUDIENCE) and the project (SPOTBENCH_GCP_PROJECT)"
         )
-    claims = verify_claims(
-        bearer_token(headers), audience=audience, request=request, certs_url=certs_url
-    )
+    token = checked_token(headers)
+    if not signature_removed(token):
+        claims = verify_claims(token, audience=audience, request=request, certs_url=certs_url)
+    elif front == CLOUD_RUN:
+        claims = forwarded_claims(token, audience=audience)
+    else:
+        raise Unauthorized(
+            "the ID token's signature was removed (Cloud Run's front end does that once it "
+            f"has checked it), but this function is not deployed behind it ({FRONT_ENV})")
     return identity_from_claims(
         claims, scheduler_accounts=scheduler_accounts, project=project,
         member_accounts=member_accounts,
@@ -110,12 +130,7 @@ def bearer_token(headers: Mapping[str, str]) -> str:
     value = headers.get("Authorization") or headers.get("authorization")
     if value is None:
         value = next((v for k, v in headers.items() if k.lower() == "authorization"), None)
-    if not value:
-        raise Unauthorized("missing Authorization header: send 'Authorization: Bearer <ID token>'")
-    match = re.fullmatch(r"\s*Bearer\s+(\S+)\s*", value, flags=re.IGNORECASE)
-    if not match:
-        raise Unauthorized("Authorization header must be 'Bearer <ID token>'")
-    return match.group(1)
+    return bearer(value)
 
 
 def verify_claims(

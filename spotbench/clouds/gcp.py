@@ -6,7 +6,8 @@ the driver (`gce`), the schedule control (`gcp_scheduler`), the orphan finder
 
 Environment: `SPOTBENCH_GCP_PROJECT` (else the spec's `gcp.project`, else
 `GOOGLE_CLOUD_PROJECT`), `SPOTBENCH_GCP_API_ENDPOINT` (a local endpoint in tests);
-functions also read `SPOTBENCH_AUDIENCE` and `SPOTBENCH_SCHEDULER_ACCOUNTS`.
+functions also read `SPOTBENCH_AUDIENCE`, `SPOTBENCH_SCHEDULER_ACCOUNTS` and
+`SPOTBENCH_GCP_FRONT` (`cloud-run`: behind Cloud Run's front end, `spotbench.auth.gcp_front`).
 """
 
 from __future__ import annotations
@@ -223,6 +224,7 @@ class GcpProvider(Provider):
             project=env.get("SPOTBENCH_GCP_PROJECT") or settings.spec.gcp.project or "",
             member_accounts=member_accounts(settings.spec, env.get("SPOTBENCH_MEMBER_ACCOUNTS", "")),
             certs_url=env.get("SPOTBENCH_GCP_CERTS_URL") or None,
+            front=env.get("SPOTBENCH_GCP_FRONT") or None,
         ).caller
 
     def schedule(self, spec: SweepSpec, root: Path | str | None = None, **options: Any) -> GcpSchedule:

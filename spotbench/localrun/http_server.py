@@ -12,7 +12,10 @@ The same app and server class `functions-framework` runs (`create_app`, its
 - request line, header count and header size are limited (functions-framework turns the
   line limit off): too large → JSON 414/431;
 - gunicorn's own error pages (400, 414, 431, …) are JSON `{"error": …}` like every answer
-  of the functions, and never repeat what the client sent (a header may hold a token).
+  of the functions, and never repeat what the client sent (a header may hold a token);
+- a declared body over `MAX_BODY_BYTES` is answered 413 before the app runs, unread, and
+  the connection closed (the app's own guard, functions/http_guard.py, caps lower and also
+  bounds chunked bodies; functions-framework would otherwise read every body whole).
 
 On Cloud Functions Google's front end does this before the request reaches the function.
 """
@@ -30,6 +33,9 @@ from gunicorn.workers.gthread import ThreadWorker
 REQUEST_READ_S = 5.0  # from a request's first byte to its last
 WRITE_S = 30.0  # a client that does not read its answer
 THREADS = 16
+# The server's own bound on a declared body, whatever the app: refused before the app runs
+# (the functions cap theirs lower, functions/http_guard.py; Cloud Run's is 32 MiB).
+MAX_BODY_BYTES = 1024 * 1024
 LIMITS = {"limit_request_line": 4094, "limit_request_fields": 50, "limit_request_field_size": 8190}
 
 _REASONS = {
@@ -128,6 +134,14 @@ class BoundedThreadWorker(ThreadWorker):
         conn.sock.new_request()
         return super().handle(conn)
 
+    def handle_request(self, req, conn):
+        length = next((v for k, v in req.headers if k == "CONTENT-LENGTH"), "")
+        if length.strip().isdigit() and int(length) > MAX_BODY_BYTES:
+            self.log.info("refused a %s-byte body from %s", length.strip(), (conn.client or ("?",))[0])
+            write_json_error(conn.sock, 413, "Request Entity Too Large")
+            return False  # closed, the body unread
+        return super().handle_request(req, conn)
+
     def handle_error(self, req, client, addr, exc) -> None:
         if isinstance(exc, RequestTimeout):
             self.log.info("closed a connection from %s: %s", (addr or ("?",))[0], exc)
@@ -137,23 +151,6 @@ class BoundedThreadWorker(ThreadWorker):
                 pass
             return
         super().handle_error(req, client, addr, exc)
-
-
-def json_errors(app) -> None:
-    """Flask's own answers (functions-framework's /favicon.ico and /robots.txt 404s, a 405,
-    an unhandled error) as JSON too."""
-    import flask
-    from werkzeug.exceptions import HTTPException, InternalServerError
-
-    def answer(exc: Exception):
-        if not isinstance(exc, HTTPException):
-            app.logger.exception("unhandled error", exc_info=exc)
-            exc = InternalServerError()
-        body = json.dumps({"error": (exc.name or "error").lower()})
-        return flask.Response(body, status=exc.code or 500, mimetype="application/json")
-
-    app.register_error_handler(HTTPException, answer)
-    app.register_error_handler(Exception, answer)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -167,8 +164,8 @@ def main(argv: list[str] | None = None) -> None:
     from functions_framework import create_app
     from functions_framework._http import create_server
 
-    app = create_app(args.target, args.source, "http")
-    json_errors(app)
+    app = create_app(args.target, args.source, "http")  # functions/main.py adds its guard:
+    # bodies capped before anything reads them, Flask's own errors in JSON (functions/http_guard.py)
     create_server(app, False, worker_class="spotbench.localrun.http_server.BoundedThreadWorker", threads=THREADS,
                   **LIMITS).run(args.host, args.port)
 

@@ -258,3 +258,58 @@ def test_certificates_are_cached_and_outages_are_not_401(certs):
 
 def test_bearer_token_parsing():
     assert bearer_token({"AUTHORIZATION": "bearer abc.def.ghi"}) == "abc.def.ghi"
+
+
+# ---- behind Cloud Run's front end: the signature is gone, the claims are still checked ----
+def stripped(claims: dict[str, Any]) -> str:
+    """A token as Cloud Run's front end forwards it, once it has checked it."""
+    head, payload, _ = token(claims).split(".")
+    return f"{head}.{payload}.SIGNATURE_REMOVED_BY_GOOGLE"
+
+
+def behind_front(tok: str, front: str | None = "cloud-run", **headers: str) -> Caller:
+    return identify({"Authorization": f"Bearer {tok}", **headers}, audience=AUD,
+                    scheduler_accounts=[SCHEDULER], project=PROJECT, front=front,
+                    certs_url="http://127.0.0.1:9/unreachable").caller  # fmt: skip
+
+
+def test_a_function_behind_the_front_takes_the_claims_it_checked():
+    assert behind_front(stripped(scheduler_claims())) == Caller("scheduler", SCHEDULER)
+    assert behind_front(stripped(vm_claims())).kind == "member"
+    with pytest.raises(Forbidden, match="other-proj"):  # the identity checks all still apply
+        behind_front(stripped(vm_claims(project="other-proj")))
+
+
+@pytest.mark.security
+def test_a_stripped_token_is_refused_unless_the_deployment_says_it_runs_behind_the_front():
+    with pytest.raises(Unauthorized, match="SPOTBENCH_GCP_FRONT"):
+        behind_front(stripped(scheduler_claims()), front=None)
+
+
+@pytest.mark.security
+@pytest.mark.parametrize(("claims", "why"), [
+    ({"aud": "https://europe-west4-proj.cloudfunctions.net/start"}, "wrong audience"),
+    ({"iat": 1, "exp": 2}, "expired"),
+    ({"iat": int(time.time()) + 3600}, "not valid yet"),
+    ({"iss": "https://evil.example"}, "issuer"),
+    ({"exp": "tomorrow"}, "malformed"),
+], ids=["audience", "expired", "future", "issuer", "malformed"])
+def test_a_stripped_token_is_still_checked_for_what_google_signed(claims, why):
+    with pytest.raises(Unauthorized, match=why):
+        behind_front(stripped({**scheduler_claims(), **claims}))
+
+
+@pytest.mark.security
+def test_garbage_behind_the_front_is_unauthorized_and_not_echoed():
+    with pytest.raises(Unauthorized) as err:
+        behind_front("s3cr3t.s3cr3t.SIGNATURE_REMOVED_BY_GOOGLE")
+    assert "s3cr3t" not in str(err.value)
+
+
+@pytest.mark.security
+def test_the_token_cloud_run_checked_is_x_serverless_authorization_when_sent():
+    """Cloud Run checks only X-Serverless-Authorization when a request has it and forwards
+    Authorization untouched: claims there are nobody's word."""
+    forged = stripped({**vm_claims(), "email": "victim@proj.iam.gserviceaccount.com"})
+    caller = behind_front(forged, **{"X-Serverless-Authorization": f"Bearer {stripped(scheduler_claims())}"})
+    assert caller == Caller("scheduler", SCHEDULER)
