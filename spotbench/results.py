@@ -300,6 +300,13 @@ class ResultStore:
                 data = fh.read(MAX_ATTEMPT_BYTES + 1)
         except FileNotFoundError:
             return None
+        return self.parse_attempt(path, data)
+
+    def parse_attempt(self, path: str, data: bytes) -> list[Result] | None:
+        """`load_attempt` of bytes already read (at most MAX_ATTEMPT_BYTES + 1 of them)."""
+        if self._owner(path) is None:
+            log.warning("skipped %s: not an attempt file (<group>.<n>.jsonl)", path)
+            return None
         if len(data) > MAX_ATTEMPT_BYTES:
             log.warning("skipped %s: more than %d bytes (an attempt may store at most that)",
                         path, MAX_ATTEMPT_BYTES)
