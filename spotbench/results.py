@@ -50,7 +50,7 @@ from typing import Any, TypeVar
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from spotbench.lease import LEASE_TTL_S, LEASE_WAIT_S, lease_for
 
@@ -133,6 +133,29 @@ class Result(BaseModel):
     billed_s: float | None = Field(default=None, ge=0)
     cost_usd: float | None = Field(default=None, ge=0)
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("metadata")
+    @classmethod
+    def _known_metadata(cls, meta: dict[str, Any]) -> dict[str, Any]:
+        """The metadata keys readers compute with (report, costs) have their type."""
+        for key, kind in _METADATA_TYPES.items():
+            value = meta.get(key)
+            if value is None:
+                continue
+            if kind == "count" and not (isinstance(value, int) and not isinstance(value, bool)
+                                        and 0 <= value <= 1 << 53):
+                raise ValueError(f"metadata {key} must be a whole number ≥ 0")
+            if kind == "text" and not (isinstance(value, str) and len(value) <= MAX_NAME_LEN):
+                raise ValueError(f"metadata {key} must be a string of at most {MAX_NAME_LEN} characters")
+            if kind == "names" and not (isinstance(value, list) and len(value) <= 1024 and all(
+                    isinstance(v, str) and len(v) <= MAX_NAME_LEN for v in value)):
+                raise ValueError(f"metadata {key} must be a list of names")
+        return meta
+
+
+_METADATA_TYPES = {"members": "count", "size_bytes": "count", "cpu_count": "count",
+                   "host_cores": "count", "accelerator_count": "count", "placement": "text",
+                   "member_types": "names"}
 
 
 class RunInfo(BaseModel):

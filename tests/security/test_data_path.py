@@ -234,3 +234,21 @@ def test_history_and_market_leave_flagged_attempts_out(tmp_path: Path) -> None:
     assert row["completed"] == 1 and row["contaminated"] == 1 and row["preempted"] == 0
     latency = [s for s in hist.series if s.metric == "latency"]
     assert latency and all(v == 1.0 for s in latency for v in s.values)
+
+
+def test_metadata_readers_compute_with_is_typed(tmp_path: Path) -> None:
+    """`member_types: 5` or a dict `placement` in a record broke the report and re-pricing
+    (TypeError): such a record is not valid, so no reader sees it."""
+    from spotbench.costs import annotate
+    from spotbench.report.data import frame
+
+    sweep = gcp_sweep(tmp_path, trials=1)
+    run = control.start(sweep, SCHEDULER, now=T0)["run"]
+    (a,) = sweep.groups
+    for meta in ({"member_types": 5}, {"placement": {"x": 1}}, {"members": "many"},
+                 {"size_bytes": -1}):
+        write(sweep, run, f"{a.id}.1.jsonl", [record(run, a.id, metadata=meta),
+                                              record(run, a.id, metadata={"size_bytes": 8})])
+        rows = sweep.store.read(run)
+        assert [r.metadata for r in rows] == [{"size_bytes": 8}]
+        assert len(frame(annotate(rows, load_catalog()))) == 1
