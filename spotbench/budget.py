@@ -2,7 +2,11 @@
 
     reason = check_budget(spec, store, active, group, now)   # None = go ahead
 
-spent     = the stored cost of every group run so far (each run counted once);
+spent     = every launch of the sweep so far, from control's own ledger (launch → the end control
+            recorded; no end yet: until now, at most its deadline), × the catalog price of the
+            group's machines. Costs inside the stored records are the member's word and are
+            never read here (a negative or NaN one would lift the cap), nor are records at all
+            (a group writing 10^5 lines cannot make a budget check big);
 committed = every instance running now, priced for its whole deadline (its results, and so
             its cost, are not stored yet; we do not know how long it has left, so we take
             the most it can run before the deadline stop);
@@ -15,11 +19,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from spotbench.clouds import get_provider
 from spotbench.clouds.base import ACTIVE, Instance
-from spotbench.costs import Catalog, MissingPrice, group_costs, load_catalog
+from spotbench.costs import Catalog, MissingPrice, billed_seconds, load_catalog
 from spotbench.estimate import group_cost_usd, group_hourly, member_cost_usd
+from spotbench.ledger import launches_of
 from spotbench.plan import RunGroup
-from spotbench.results import ResultStore
+from spotbench.results import ResultStore, utcnow
 from spotbench.spec import SweepSpec
 
 __all__ = ["check_budget", "budget_status", "spent_usd", "committed_usd"]
@@ -29,11 +35,32 @@ def _catalog(prices: Catalog | str | None) -> Catalog:
     return prices if isinstance(prices, Catalog) else load_catalog(prices)
 
 
-def spent_usd(store: ResultStore) -> tuple[float, int]:
-    """(USD spent by stored group runs, how many stored runs have no cost)."""
-    costs = group_costs(store.read())
-    unknown = sum(1 for c in costs.values() if c is None)
-    return sum(c for c in costs.values() if c is not None), unknown
+def spent_usd(spec: SweepSpec, store: ResultStore, catalog: Catalog, active: list[Instance],
+              now: datetime | None = None) -> tuple[float, int]:
+    """(USD spent by every launch in the ledger, launches of groups this spec does not price).
+
+    A running group's current launch is left to `committed_usd` (priced there for its whole
+    deadline). A launch with no recorded end counts until now, at most its deadline + boot.
+    """
+    now = now or utcnow()
+    by_id = {g.id: g for g in spec.plan()}
+    running = {inst.group() for inst in active if inst.state in ACTIVE}
+    most_s = spec.deadline.total_seconds() + get_provider(spec.cloud).boot_s
+    total, unknown = 0.0, 0
+    for launch in launches_of(store):
+        group = by_id.get(launch.group)
+        if group is None:  # a group of an earlier spec: not priced here
+            unknown += 1
+            continue
+        current = launch.ended is None and launch.next_at is None
+        if current and launch.group in running:
+            continue
+        seconds = (launch.end(now) - launch.at).total_seconds()
+        if launch.ended is None:
+            seconds = min(seconds, most_s)
+        machine, gpu = group_hourly(spec, group, catalog)
+        total += (machine + gpu) * billed_seconds(seconds) / 3600
+    return total, unknown
 
 
 def committed_usd(spec: SweepSpec, active: list[Instance], catalog: Catalog,
@@ -66,14 +93,15 @@ def check_budget(spec: SweepSpec, store: ResultStore, active: list[Instance], gr
     try:
         catalog = _catalog(prices)
         group_hourly(spec, group, catalog)  # fail early, naming the missing row
-        spent, unknown = spent_usd(store)
+        spent, unknown = spent_usd(spec, store, catalog, active, now)
         committed = committed_usd(spec, active, catalog, exclude_group=group.id)
         this = group_cost_usd(spec, group, catalog, spec.deadline.total_seconds())
     except MissingPrice as exc:
         return f"budget check for {group.id} cannot price it: {exc}"
     total = spent + committed + this
     if total > spec.budget + 1e-9:
-        note = f" ({unknown} stored runs have no price and count as 0)" if unknown else ""
+        note = (f" ({unknown} launches of groups no longer in the spec count as 0)"
+                if unknown else "")
         return (
             f"budget {spec.budget:.2f} USD would be exceeded by group {group.id}: spent "
             f"{spent:.4f}{note} + running {committed:.4f} + this group up to its deadline "
@@ -86,7 +114,11 @@ def budget_status(spec: SweepSpec, store: ResultStore, active: list[Instance],
                   prices: Catalog | str | None = None) -> dict[str, float | int | None]:
     """For `spotbench status`: budget, spent, committed (USD) and runs without a price."""
     catalog = _catalog(prices)
-    spent, unknown = spent_usd(store)
+    try:
+        spent: float | None
+        spent, unknown = spent_usd(spec, store, catalog, active)
+    except MissingPrice:
+        spent, unknown = None, 0
     try:
         committed: float | None = committed_usd(spec, active, catalog)
     except MissingPrice:

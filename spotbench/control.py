@@ -23,7 +23,9 @@ half-restarted), and only as a whole: if the cloud cannot run one member (capaci
 the members that did start are stopped again and the group stays pending. A group whose
 member ended with an error while the others run is broken: the next action stops it.
 Stored attempts that ran while more groups ran than `max_concurrency` allows are flagged
-contaminated: they do not count as complete and the report leaves them out.
+contaminated: they do not count as complete and the report leaves them out. When an attempt
+ran is control's own ledger (`spotbench.ledger`: its launch, and the end control recorded when
+it stopped the group or first saw it stopped), never the times inside the group's records.
 
 A run is over when every group has stored a complete result, or at the stop tick;
 pending groups of a closed run wait for the next start tick (e.g. after a budget raise).
@@ -46,6 +48,7 @@ from spotbench.clouds import get_provider
 from spotbench.clouds.base import ACTIVE, Cloud, ErrorKind, Instance, State
 from spotbench.plan import GROUP_LABEL, RunGroup, sweep_labels
 from spotbench.lease import Busy
+from spotbench.ledger import Launch, attributed, launches_of, note_ends
 from spotbench.results import ResultStore, StoreError, utcnow
 from spotbench.spec import SweepSpec
 
@@ -166,7 +169,7 @@ def start(sweep: Sweep, caller: Caller, body: Any = None, now: datetime | None =
                         "started": [], "running": [], "refused": [], "pending": 0, "gave_up": []}
             run = sweep.store.open_run(now, tick=tick)
         completed, states = _completed(sweep, run.run), group_states(sweep)
-        broken = _stop_broken_groups(sweep, states, completed)
+        broken = _stop_broken_groups(sweep, run.run, states, completed, now)
         out = {"action": "start", "run": run.run,
                **_launch_pending(sweep, run.run, now, states=states, completed=completed)}
     return {**out, "broken": broken} if broken else out
@@ -188,6 +191,9 @@ def stop(sweep: Sweep, caller: Caller, body: Any = None, now: datetime | None = 
         stopped = _names(inst for sel in selectors for inst in sweep.cloud.stop(sel))
         out: dict[str, Any] = {"action": "stop", "reason": req.reason, "stopped": stopped}
         if req.groups is None:
+            for info in sweep.store.runs():
+                if info.closed_at is None:
+                    note_ends(sweep.store, info.run, {g.id for g in sweep.groups}, now)
             closed = sweep.store.close_open_runs(reason=req.reason, now=now)
             if closed:
                 out["run"] = closed[-1]
@@ -196,6 +202,7 @@ def stop(sweep: Sweep, caller: Caller, body: Any = None, now: datetime | None = 
             return out
         run = sweep.store.current_run()
         if run is not None:
+            note_ends(sweep.store, run.run, set(req.groups), now)
             out["run"] = run.run
             out.update(_launch_pending(sweep, run.run, now))
     log.info("stop (%s): %d instances", req.reason, len(stopped))
@@ -227,7 +234,8 @@ def done(sweep: Sweep, caller: Caller, body: Any = None, now: datetime | None = 
         out: dict[str, Any] = {"action": "done", "group": own_group, "stopped": stopped}
         if run is not None:
             out["run"] = run.run
-            _flag_contaminated(sweep, run.run)
+            note_ends(sweep.store, run.run, {own_group}, now)
+            _flag_contaminated(sweep, run.run, now)
             out.update(_launch_pending(sweep, run.run, now, finished={own_group}, states=states))
     log.info("done from %s: stopped group %s", caller.name, own_group)
     return out
@@ -292,8 +300,8 @@ def broken(insts: list[Instance]) -> bool:
                     for i in insts))
 
 
-def _stop_broken_groups(sweep: Sweep, states: dict[str, list[Instance]],
-                        completed: set[str]) -> list[str]:
+def _stop_broken_groups(sweep: Sweep, run: str, states: dict[str, list[Instance]],
+                        completed: set[str], now: datetime | None) -> list[str]:
     """Stop groups that lost a member (the survivors cannot finish alone and would bill until
     the deadline; the group is retried whole once all its members are stopped), and groups
     that stored a complete result but are still running (their `done` was lost)."""
@@ -311,6 +319,8 @@ def _stop_broken_groups(sweep: Sweep, states: dict[str, list[Instance]],
             names = {i.name for i in after}
             states[gid] = [*after, *(i for i in insts if i.name not in names)]
             found.append(gid)
+    if found:
+        note_ends(sweep.store, run, set(found), now)
     return found
 
 
@@ -318,20 +328,27 @@ def _completed(sweep: Sweep, run: str) -> set[str]:
     return sweep.store.completed_groups(run)
 
 
-def _flag_contaminated(sweep: Sweep, run: str) -> list[str]:
-    """Flag stored attempts that ran while more groups ran than the concurrency limit."""
+def _flag_contaminated(sweep: Sweep, run: str, now: datetime | None = None) -> list[str]:
+    """Flag stored attempts that ran while more groups ran than the concurrency limit. When
+    each ran comes from control's ledger (launch → end), not from the records' own times:
+    a group cannot make others look contaminated by writing times."""
     limit = sweep.spec.max_concurrency
     if limit is None:
         return []
+    now = now or utcnow()
     flagged = []
+    launches = launches_of(sweep.store, run)
     attempts = sweep.store.attempts(run)
     flags = sweep.store.flags(run)
+    owners = attributed(launches, attempts)
     for a in attempts:
-        if a.preempted or a.key in flags:
+        mine = owners.get(a.key)
+        if a.preempted or a.key in flags or mine is None:
             continue
-        overlapping = [b for b in attempts if b.group != a.group
-                       and b.started_at < a.ended_at and a.started_at < b.ended_at]
-        peak = 1 + _peak(overlapping, a)
+        start, end = mine.at, mine.end(now)
+        overlapping = [b for b in launches if b.group != a.group
+                       and b.at < end and start < b.end(now)]
+        peak = 1 + _peak(overlapping, start, end, now)
         if peak > limit:
             reason = (f"{peak} groups ran at once (max_concurrency {limit}): "
                       + ", ".join(sorted({b.group for b in overlapping})))
@@ -341,10 +358,10 @@ def _flag_contaminated(sweep: Sweep, run: str) -> list[str]:
     return flagged
 
 
-def _peak(intervals: list[Any], within: Any) -> int:
-    """Most of `intervals` running at one instant inside `within`."""
-    events = sorted([(max(b.started_at, within.started_at), 1) for b in intervals]
-                    + [(min(b.ended_at, within.ended_at), -1) for b in intervals],
+def _peak(launches: list[Launch], start: datetime, end: datetime, now: datetime) -> int:
+    """Most of `launches` running at one instant inside [start, end]."""
+    events = sorted([(max(b.at, start), 1) for b in launches]
+                    + [(min(b.end(now), end), -1) for b in launches],
                     key=lambda e: (e[0], e[1]))
     peak = current = 0
     for _, step in events:
@@ -386,6 +403,9 @@ def _launch_pending(
         gid for gid, insts in states.items()
         if gid not in finished and any(i.state in ACTIVE for i in insts)
     }
+    # groups whose members all ended on their own (crashed, preempted): their launch is over
+    note_ends(store, run, {gid for gid, insts in states.items()
+                           if not any(i.state in ACTIVE for i in insts)}, now)
     active = holding - completed
     pending = [g for g in sweep.groups if g.id not in completed | active]
     exhausted = [g.id for g in pending if store.launch_count(run, g.id) >= MAX_LAUNCHES_PER_RUN]

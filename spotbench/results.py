@@ -18,11 +18,18 @@ Layout under the results URL (any fsspec URL: file://, gs://, s3://, memory://):
     runs/<run>/flags/<group>.<attempt>.json  an attempt found contaminated (why), kept apart
                                            from the records, which are never rewritten
     runs/<run>/launches/<group>.<n>        one per start of the group (its time)
+    runs/<run>/ends/<group>.<n>.json       when control stopped launch n, or saw it stopped,
+                                           and which attempt files the group had then
     control.lock                           the control lease while a function acts
                                            (spotbench.lease; absent when nobody does)
 
 Storage failures (read-only, full, unreachable) raise `StoreError` naming the URL and the
 cause, so the functions can answer 503 and the runner can say what to fix.
+
+What a group writes is data, never trusted: every reader bounds what it reads (bytes and
+records per attempt file), skips a file or line it cannot parse with a warning naming it,
+and never raises it into control. Times and costs inside records are the member's word:
+control takes attempt intervals and spend from its own ledger (`spotbench.ledger`).
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import functools
 import json
 import logging
 import posixpath
+import re
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -42,7 +50,7 @@ from typing import Any, TypeVar
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from spotbench.lease import LEASE_TTL_S, LEASE_WAIT_S, lease_for
 
@@ -50,6 +58,15 @@ log = logging.getLogger("spotbench.results")
 
 
 T = TypeVar("T")
+
+# Bounds on one attempt file (what a group may store per attempt; `WorkloadRun` stops
+# recording at MAX_RECORDS, a reader skips a file past either bound, with a warning).
+MAX_RECORDS = 10_000
+MAX_ATTEMPT_BYTES = 16 << 20
+MAX_NAME_LEN = 128  # a metric name (it names files and columns of the report)
+MAX_UNIT_LEN = 32
+_ATTEMPT_FILE = re.compile(r"^(?P<group>[^/.]+)\.(?P<n>[0-9]{1,6})\.jsonl$")
+_WARNED_LINES = 3  # bad lines named per file; the rest are counted
 
 
 class StoreError(RuntimeError):
@@ -91,7 +108,10 @@ def run_id_lengths() -> tuple[int, int]:
 
 
 class Result(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """One value. Numbers are finite (JSON has no inf/NaN: they would come back as null and
+    refuse to load); costs and billed time are never negative; names are bounded."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     sweep: str
     run: str
@@ -99,9 +119,9 @@ class Result(BaseModel):
     trial: int
     params: dict[str, Any] = Field(default_factory=dict)
     workload: str
-    metric: str
+    metric: str = Field(min_length=1, max_length=MAX_NAME_LEN)
     value: float
-    unit: str
+    unit: str = Field(max_length=MAX_UNIT_LEN)
     cloud: str
     machine_type: str
     accelerator: str | None = None
@@ -110,9 +130,32 @@ class Result(BaseModel):
     preempted: bool = False
     started_at: datetime
     ended_at: datetime
-    billed_s: float | None = None
-    cost_usd: float | None = None
+    billed_s: float | None = Field(default=None, ge=0)
+    cost_usd: float | None = Field(default=None, ge=0)
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("metadata")
+    @classmethod
+    def _known_metadata(cls, meta: dict[str, Any]) -> dict[str, Any]:
+        """The metadata keys readers compute with (report, costs) have their type."""
+        for key, kind in _METADATA_TYPES.items():
+            value = meta.get(key)
+            if value is None:
+                continue
+            if kind == "count" and not (isinstance(value, int) and not isinstance(value, bool)
+                                        and 0 <= value <= 1 << 53):
+                raise ValueError(f"metadata {key} must be a whole number ≥ 0")
+            if kind == "text" and not (isinstance(value, str) and len(value) <= MAX_NAME_LEN):
+                raise ValueError(f"metadata {key} must be a string of at most {MAX_NAME_LEN} characters")
+            if kind == "names" and not (isinstance(value, list) and len(value) <= 1024 and all(
+                    isinstance(v, str) and len(v) <= MAX_NAME_LEN for v in value)):
+                raise ValueError(f"metadata {key} must be a list of names")
+        return meta
+
+
+_METADATA_TYPES = {"members": "count", "size_bytes": "count", "cpu_count": "count",
+                   "host_cores": "count", "accelerator_count": "count", "placement": "text",
+                   "member_types": "names"}
 
 
 class RunInfo(BaseModel):
@@ -125,12 +168,11 @@ class RunInfo(BaseModel):
 
 @dataclass(frozen=True)
 class Attempt:
-    """One stored group run, as its first record tells."""
+    """One stored group run (file): whether its records say preempted. When it ran is not
+    here: the records' own times are the member's word (`spotbench.ledger` has control's)."""
 
     group: str
     attempt: int
-    started_at: datetime
-    ended_at: datetime
     preempted: bool
 
     @property
@@ -247,14 +289,19 @@ class ResultStore:
         return sorted(self._glob(self._p("runs", run, f"{group}.*.jsonl")))
 
     @staticmethod
-    def _owner(path: str) -> tuple[str, str]:
-        """(run, group) a records file belongs to, from its path `runs/<run>/<group>.<n>.jsonl`:
-        the path is what the group's identity may write (bucket IAM), the body is not."""
+    def _owner(path: str) -> tuple[str, str, int] | None:
+        """(run, group, attempt) a records file belongs to, from its path
+        `runs/<run>/<group>.<n>.jsonl` (the path is what the group's identity may write, the
+        body is not); None for any other name under a group's prefix (`<group>.x.jsonl`)."""
         run_dir, name = path.rsplit("/", 2)[-2:]
-        return run_dir, name.removesuffix(".jsonl").rsplit(".", 1)[0]
+        m = _ATTEMPT_FILE.match(name)
+        return (run_dir, m["group"], int(m["n"])) if m else None
 
     def _trusted(self, path: str, record: dict[str, Any]) -> bool:
-        run, group = self._owner(path)
+        owner = self._owner(path)
+        if owner is None:
+            return False
+        run, group, _ = owner
         if record.get("group") == group and record.get("run") == run:
             return True
         log.warning("rejected %s: its records claim group %r of run %r, its path says group %r "
@@ -262,23 +309,68 @@ class ResultStore:
                     record.get("run"), group, run)
         return False
 
+    def load_attempt(self, path: str) -> list[Result] | None:
+        """The records of one attempt file, read bounded (MAX_ATTEMPT_BYTES, MAX_RECORDS).
+        None, with a warning naming the file, when it cannot count as an attempt: a name
+        that is not `<group>.<n>.jsonl`, too big, records claiming another group or run. A
+        line that is not a valid `Result` (not JSON, null or non-finite values, bad times) is
+        skipped with a warning naming the file and line; the others are kept."""
+        if self._owner(path) is None:
+            log.warning("skipped %s: not an attempt file (<group>.<n>.jsonl)", path)
+            return None
+        try:
+            with self.fs.open(path, "rb") as fh:
+                data = fh.read(MAX_ATTEMPT_BYTES + 1)
+        except FileNotFoundError:
+            return None
+        return self.parse_attempt(path, data)
+
+    def parse_attempt(self, path: str, data: bytes) -> list[Result] | None:
+        """`load_attempt` of bytes already read (at most MAX_ATTEMPT_BYTES + 1 of them)."""
+        if self._owner(path) is None:
+            log.warning("skipped %s: not an attempt file (<group>.<n>.jsonl)", path)
+            return None
+        if len(data) > MAX_ATTEMPT_BYTES:
+            log.warning("skipped %s: more than %d bytes (an attempt may store at most that)",
+                        path, MAX_ATTEMPT_BYTES)
+            return None
+        lines = [(n, line) for n, line in enumerate(data.splitlines(), 1) if line.strip()]
+        if len(lines) > MAX_RECORDS:
+            log.warning("skipped %s: %d records (an attempt may store at most %d)", path,
+                        len(lines), MAX_RECORDS)
+            return None
+        records, bad = [], 0
+        for n, line in lines:
+            try:
+                records.append(Result.model_validate_json(line))
+            except (ValidationError, ValueError) as exc:
+                bad += 1
+                if bad <= _WARNED_LINES:
+                    why = str(exc).splitlines()
+                    log.warning("skipped %s:%d: not a valid record (%s)", path, n,
+                                "; ".join(why[1:3]) or why[0])
+        if bad > _WARNED_LINES:
+            log.warning("skipped %d more invalid line(s) of %s", bad - _WARNED_LINES, path)
+        if not all(self._trusted(path, r.model_dump(include={"group", "run"})) for r in records):
+            return None
+        return records
+
     @_store_errors
     def read(self, run: str | None = None) -> list[Result]:
-        """Every stored record (of `run`); a file whose records disagree with its path is
-        skipped and logged. Records of a contaminated attempt come back preempted with
+        """Every stored record (of `run`); a file or line that cannot be used is skipped and
+        logged (`load_attempt`). Records of a contaminated attempt come back preempted with
         metadata `contaminated` (why), so no average takes them in."""
         pattern = self._p("runs", run or "*", "*.jsonl")
         out: list[Result] = []
         flags: dict[str, dict[str, str]] = {}
         for path in sorted(self._glob(pattern)):
+            records = self.load_attempt(path)
+            if not records:
+                continue
             run_dir, name = path.rsplit("/", 2)[-2:]
             if run_dir not in flags:
                 flags[run_dir] = self.flags(run_dir)
             why = flags[run_dir].get(name.removesuffix(".jsonl"))
-            with self.fs.open(path, "rt") as fh:
-                records = [Result.model_validate_json(line) for line in fh if line.strip()]
-            if not all(self._trusted(path, r.model_dump(include={"group", "run"})) for r in records):
-                continue
             if why:
                 records = [r.model_copy(update={"preempted": True,
                                                 "metadata": {**r.metadata, "contaminated": why}})
@@ -295,23 +387,16 @@ class ResultStore:
 
     @_store_errors
     def attempts(self, run: str) -> list[Attempt]:
-        """Every stored attempt of `run` (from each file's first record). The group is the
-        one the file's path names; a file whose records claim another is left out."""
+        """Every stored attempt of `run` that holds at least one valid record. The group is
+        the one the file's path names; a file that cannot be used is left out (logged)."""
         out = []
         for path in sorted(self._glob(self._p("runs", run, "*.jsonl"))):
-            with self.fs.open(path, "rt") as fh:
-                first = fh.readline()
-            if not first.strip():
+            records = self.load_attempt(path)
+            owner = self._owner(path)
+            if not records or owner is None:
                 continue
-            record = json.loads(first)
-            if not self._trusted(path, record):
-                continue
-            out.append(Attempt(
-                group=self._owner(path)[1], attempt=int(path.rsplit(".", 2)[-2]),
-                started_at=datetime.fromisoformat(record["started_at"]),
-                ended_at=datetime.fromisoformat(record["ended_at"]),
-                preempted=bool(record.get("preempted")),
-            ))
+            out.append(Attempt(group=owner[1], attempt=owner[2],
+                               preempted=any(r.preempted for r in records)))
         return out
 
     @_store_errors
@@ -324,12 +409,15 @@ class ResultStore:
     def flags(self, run: str) -> dict[str, str]:
         """`<group>.<attempt>` → why it is contaminated. The key is the flag's path
         (`flags/<group>.<attempt>.json`, what control writes); a body that names another
-        attempt is left out, as records that disagree with their path are."""
+        attempt, or cannot be read, is left out (logged), as records that disagree with
+        their path are."""
         out = {}
         for path in self._glob(self._p("runs", run, "flags", "*.json")):
             key = path.rsplit("/", 1)[-1].removesuffix(".json")
-            data = json.loads(self.fs.cat_file(path))
-            if f"{data.get('group')}.{data.get('attempt')}" != key:
+            data = _json_object(self.fs, path)
+            if data is None:
+                continue
+            if f"{data.get('group')}.{data.get('attempt')}" != key or not isinstance(data.get("reason"), str):
                 log.warning("rejected flag %s: it names %s.%s", path, data.get("group"),
                             data.get("attempt"))
                 continue
@@ -376,11 +464,47 @@ class ResultStore:
     @_store_errors
     def launches(self, run: str, group: str) -> list[datetime]:
         """When `group` was started in `run`, each launch in order (its attempts' starts)."""
-        return [self._launch_time(run, group, n) for n in range(1, self.launch_count(run, group) + 1)]
+        times = [self._launch_time(run, group, n) for n in range(1, self.launch_count(run, group) + 1)]
+        return [t for t in times if t is not None]
 
-    def _launch_time(self, run: str, group: str, n: int) -> datetime:
-        return datetime.fromisoformat(self.fs.cat_file(
-            self._p("runs", run, "launches", f"{group}.{n}")).decode())
+    def _launch_time(self, run: str, group: str, n: int) -> datetime | None:
+        path = self._p("runs", run, "launches", f"{group}.{n}")
+        return _time(_small(self.fs, path), path)
+
+    @_store_errors
+    def launch_ledger(self, run: str | None = None) -> dict[tuple[str, str], dict[str, Any]]:
+        """Control's own ledger of `run` (None: every run), one listing per kind:
+        (run, group) → {"launches": {n: when}, "ends": {n: {"at": when, "stored": [n, …]}}}.
+        Unreadable entries are left out, logged."""
+        out: dict[tuple[str, str], dict[str, Any]] = {}
+        for kind, suffix in (("launches", ""), ("ends", ".json")):
+            for path in self._glob(self._p("runs", run or "*", kind, "*")):
+                run_dir, _, name = path.rsplit("/", 3)[-3:]
+                group, _, n = name.removesuffix(suffix).rpartition(".")
+                if not group or not n.isdigit():
+                    continue
+                entry = out.setdefault((run_dir, group), {"launches": {}, "ends": {}})
+                raw = _small(self.fs, path)
+                if kind == "launches":
+                    when = _time(raw, path)
+                    if when is not None:
+                        entry["launches"][int(n)] = when
+                    continue
+                data = _json_object(self.fs, path, raw)
+                when = _time(str(data.get("at", "")).encode(), path) if data else None
+                stored = data.get("stored") if data else None
+                if when is not None:
+                    entry["ends"][int(n)] = {"at": when, "stored": [
+                        a for a in (stored if isinstance(stored, list) else []) if isinstance(a, int)]}
+        return out
+
+    @_store_errors
+    def record_end(self, run: str, group: str, launch: int, now: datetime | None = None) -> None:
+        """Note that launch `launch` of `group` is over (control stopped it, or saw it
+        stopped), with the attempt files the group has stored by now (theirs, or earlier)."""
+        stored = sorted(o[2] for o in map(self._owner, self._group_files(run, group)) if o)
+        body = json.dumps({"at": (now or utcnow()).isoformat(), "stored": stored}).encode()
+        self._write_whole(self._p("runs", run, "ends", f"{group}.{launch}.json"), body)
 
     # ---- the control lease ----------------------------------------------------------
     @contextlib.contextmanager
@@ -405,7 +529,9 @@ class ResultStore:
     def runs(self) -> list[RunInfo]:
         infos = []
         for path in sorted(self._glob(self._p("runs", "*", "run.json"))):
-            info = RunInfo.model_validate_json(self.fs.cat_file(path))
+            info = _run_info(self.fs, path)
+            if info is None:
+                continue
             if info.closed_at is None:
                 info = self._closed_by_marker(path.rsplit("/", 1)[0], info)
             infos.append(info)
@@ -455,7 +581,7 @@ class ResultStore:
     @_store_errors
     def close_run(self, run: str, reason: str, now: datetime | None = None) -> RunInfo:
         path = self._p("runs", run, "run.json")
-        info = RunInfo.model_validate_json(self.fs.cat_file(path))
+        info = _run_info(self.fs, path) or RunInfo(run=run, opened_at=now or utcnow())
         if info.closed_at is None:
             info = info.model_copy(update={"closed_at": now or utcnow(), "reason": reason})
             try:
@@ -474,3 +600,47 @@ class ResultStore:
                 closed.append(info.run)
         return closed
 
+
+
+# ---- reading control's small files (bounded; a bad one is logged, never raised) ----------
+_SMALL = 64 << 10
+
+
+def _small(fs: Any, path: str) -> bytes:
+    try:
+        with fs.open(path, "rb") as fh:
+            return fh.read(_SMALL + 1)
+    except FileNotFoundError:
+        return b""
+
+
+def _json_object(fs: Any, path: str, raw: bytes | None = None) -> dict[str, Any] | None:
+    raw = _small(fs, path) if raw is None else raw
+    try:
+        if len(raw) > _SMALL:
+            raise ValueError(f"more than {_SMALL} bytes")
+        data = json.loads(raw)
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+    except (ValueError, UnicodeDecodeError) as exc:
+        log.warning("skipped %s: %s", path, exc)
+        return None
+    return data
+
+
+def _time(raw: bytes, path: str) -> datetime | None:
+    try:
+        when = datetime.fromisoformat(raw.decode().strip())
+    except (ValueError, UnicodeDecodeError):
+        log.warning("skipped %s: not a time", path)
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def _run_info(fs: Any, path: str) -> RunInfo | None:
+    raw = _small(fs, path)
+    try:
+        return RunInfo.model_validate_json(raw)
+    except ValidationError as exc:
+        log.warning("skipped %s: not a run ledger entry (%s)", path, exc.errors()[0]["msg"])
+        return None

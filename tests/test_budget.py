@@ -28,6 +28,9 @@ def spec(budget: float | None):
 
 
 def stored(store: ResultStore, group: str, seconds: float) -> None:
+    """A group run of `seconds` as control's ledger has it (launch → end), and its records."""
+    store.record_launch("r1", group, T0)
+    store.record_end("r1", group, 1, T0 + timedelta(seconds=seconds))
     recs = [
         Result(sweep="b", run="r1", group=group, trial=1, workload="osu", metric=m, value=1.0,
                unit="us", cloud="gcp", machine_type="n1-standard-2", zone="us-central1-a",

@@ -348,21 +348,15 @@ def test_concurrent_starts_and_dones_never_exceed_the_limit(tmp_path: Path) -> N
 
 
 def test_attempts_that_ran_over_the_limit_are_flagged_and_retried(tmp_path: Path) -> None:
-    from datetime import timedelta
-
+    """Overlap is judged on control's ledger (launch → end), not on the records' times."""
     sweep = make_sweep(tmp_path)  # local: one group at a time
-    run = control.start(sweep, SCHEDULER)["run"]
+    run = control.start(sweep, SCHEDULER)["run"]  # launches a
     a, b = sweep.groups[0], sweep.groups[1]
-    t0 = utcnow()
-
-    def stored(group, start, end):
-        sweep.store.write_group(run, group.id, [Result(
-            sweep="c", run=run, group=group.id, trial=1, workload="osu", metric="latency",
-            value=3.5, unit="us", cloud="memory", machine_type="local",
-            started_at=t0 + timedelta(seconds=start), ended_at=t0 + timedelta(seconds=end))])
-
-    stored(a, 0, 10)
-    stored(b, 5, 15)  # overlapped a: both ran at once on a sweep that allows one
+    # b started beside a (what a lost lock would let happen): its launch is in the ledger
+    sweep.store.record_launch(run, b.id)
+    sweep.cloud.start(b.labels)
+    store_result(sweep, run, a.id)
+    store_result(sweep, run, b.id)
     control.done(sweep, Caller("member", a.members[0].name), {"group": a.id})
     assert sweep.store.completed_groups(run) == set()  # neither counts: both are retried
     rows = sweep.store.read(run)

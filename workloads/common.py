@@ -13,6 +13,11 @@ exits with code 143; with `call_done=True` (the member that stores: OSU launcher
 it also calls `done` first, so the rest of the group does not bill until its deadline.
 Records are written once: after `finish()` a SIGTERM just exits.
 
+Values are refused where they are produced: `record` logs and drops a non-finite number
+(JSON has no inf/NaN; it would be stored as null and refuse to load), a name past
+`MAX_NAME_LEN`, and every record past `MAX_RECORDS` per attempt (the count dropped goes on
+the stored records as `dropped_records`), so a command printing 10^6 values stays bounded.
+
 A store that cannot be written (read-only, full) is retried briefly; if it still fails the
 records are printed to the log as JSON lines (nothing measured is lost without a trace),
 `finish` raises `StoreError`, and the caller still calls `done`.
@@ -21,6 +26,7 @@ records are printed to the log as JSON lines (nothing measured is lost without a
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import sys
@@ -32,7 +38,9 @@ from typing import Any
 
 from spotbench.done_client import call_done
 from spotbench.member import EXIT_OUTSIDE_RUN, MemberContext
-from spotbench.results import Result, ResultStore, StoreError, utcnow
+from spotbench.results import (
+    MAX_NAME_LEN, MAX_RECORDS, MAX_UNIT_LEN, Result, ResultStore, StoreError, utcnow,
+)
 from spotbench.retries import retry_scale
 
 STORE_ATTEMPTS = 3
@@ -54,6 +62,7 @@ class WorkloadRun:
         self.records: list[Result] = []
         self._raw: dict[str, str | bytes] = {}
         self.stored_path: str | None = None
+        self.dropped = 0  # values refused by `record` (non-finite, bad name, past MAX_RECORDS)
 
     @classmethod
     def from_env(cls) -> WorkloadRun:
@@ -66,7 +75,14 @@ class WorkloadRun:
             raise RuntimeError(f"no run is open in {self.store.url}: start groups through the start function")
         return current.run
 
-    def record(self, metric: str, value: float, unit: str, **metadata: Any) -> Result:
+    def record(self, metric: str, value: float, unit: str, **metadata: Any) -> Result | None:
+        """Keep one value; None (logged) when it is refused: see the module's docstring."""
+        why = _refused(metric, value, unit, len(self.records))
+        if why:
+            self.dropped += 1
+            if self.dropped <= 3:
+                log.warning("value %.80r refused: %s", metric, why)
+            return None
         now = utcnow()
         result = Result(
             sweep=self.ctx.sweep, run=self.run_id, group=self.ctx.group, trial=self.ctx.trial,
@@ -88,6 +104,9 @@ class WorkloadRun:
         if self.stored_path is not None:
             return self.stored_path
         ended = utcnow()
+        if self.dropped:
+            log.warning("%d value(s) refused in this attempt", self.dropped)
+            metadata = {**metadata, "dropped_records": self.dropped}
         records = [
             r.model_copy(update={"preempted": preempted or r.preempted, "ended_at": ended,
                                  "metadata": {**r.metadata, **metadata}})
@@ -95,6 +114,7 @@ class WorkloadRun:
         ]
         if not records and preempted:  # keep a trace that this group ran and was cut short
             marker = self.record("preempted", 1.0, "flag", reason="stopped before any value", **metadata)
+            assert marker is not None
             records = [marker.model_copy(update={"preempted": True, "ended_at": ended})]
         records = _priced(records, [p.machine_type or self.ctx.machine_type for p in self.ctx.members])
         for attempt_no in range(1, STORE_ATTEMPTS + 1):
@@ -189,3 +209,20 @@ def _priced(records: list[Result], member_types: list[str]) -> list[Result]:
         log.warning("cost not computed: %s", exc)
         note = f"cost not computed: {exc}"
         return [r.model_copy(update={"metadata": {**r.metadata, "cost_note": note}}) for r in records]
+
+
+def _refused(metric: str, value: float, unit: str, kept: int) -> str | None:
+    """Why a value cannot be stored, or None."""
+    if kept >= MAX_RECORDS:
+        return f"an attempt stores at most {MAX_RECORDS} values"
+    try:
+        finite = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    except OverflowError:
+        finite = False
+    if not finite:
+        return f"{str(value)[:40]!r} is not a finite number"
+    if not isinstance(metric, str) or not 0 < len(metric) <= MAX_NAME_LEN:
+        return f"a metric name has 1 to {MAX_NAME_LEN} characters"
+    if not isinstance(unit, str) or len(unit) > MAX_UNIT_LEN:
+        return f"a unit has at most {MAX_UNIT_LEN} characters"
+    return None

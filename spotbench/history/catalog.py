@@ -6,13 +6,21 @@
 Tables, loaded when the catalogue is opened (all timestamps UTC, as TIMESTAMP):
 
     records    one row per stored value: the `Result` fields (params and metadata as JSON)
-               plus `attempt` (the n of <group>.<n>.jsonl) and `path` (runs/<run>/<file>)
+               plus `attempt` (the n of <group>.<n>.jsonl), `path` (runs/<run>/<file>) and
+               `contaminated` (why control flagged the attempt, runs/<run>/flags/; its
+               records then read as preempted, as `ResultStore.read` returns them)
     attempts   (a view) one row per stored group attempt (file): run, group, attempt, preempted,
-               started_at, ended_at, billed_s, cost_usd, machine/zone/accelerator, values
+               started_at, ended_at, billed_s, cost_usd, machine/zone/accelerator, values,
+               contaminated
     runs       the run ledger: run, opened_at, closed_at, reason
+    flags      attempts control flagged contaminated: run, group, attempt, reason
     starts     one row per start request (runs/<run>/starts/): at, machine_type, accelerator,
                zone, members, failed (members the cloud could not run), capacity (of them,
                typed as capacity errors), typed (failures with a typed kind), detail
+
+Everything a group wrote is data, never trusted: each attempt file is read as
+`ResultStore.load_attempt` reads it (bounded, a bad line or file skipped with a warning), and
+only valid records reach DuckDB, so a malformed line never becomes a DuckDB error.
 
 The JSONL files stay the source of truth. `compact(run)` writes one Parquet file per closed
 run (runs/<run>/records.parquet) holding the same rows; the catalogue then reads the Parquet
@@ -33,7 +41,9 @@ from typing import Any
 import duckdb
 from fsspec.implementations.local import LocalFileSystem
 
-from spotbench.results import Result, ResultStore, RunInfo, StartRecord
+from pydantic import ValidationError
+
+from spotbench.results import MAX_ATTEMPT_BYTES, Result, ResultStore, RunInfo, StartRecord
 
 log = logging.getLogger("spotbench.history")
 
@@ -128,26 +138,33 @@ class Catalog:
     def _files(self) -> dict[str, list[str]]:
         """Store files under runs/ by kind: jsonl, parquet, ledger (one listing)."""
         runs_dir = self.store._p("runs")
+        self.sizes: dict[str, int] = {}
         if self.local:  # os.scandir: fsspec's local listing costs ~10x more per file
             found = []
             for d in _scandir(runs_dir):
                 if d.is_dir():
-                    entries = _scandir(d.path)
-                    found += [e.path for e in entries]
+                    for e in _scandir(d.path):
+                        found.append(e.path)
+                        if e.name.endswith(".jsonl"):
+                            self.sizes[e.path] = _size(e)
                     found += [e.path for e in _scandir(f"{d.path}/starts")]
+                    found += [e.path for e in _scandir(f"{d.path}/flags")]
         else:
             try:
-                found = self.fs.find(runs_dir)
+                listed = self.fs.find(runs_dir, detail=True)
             except FileNotFoundError:
-                found = []
-        out: dict[str, list[str]] = {"jsonl": [], "parquet": [], "ledger": [], "starts": []}
+                listed = {}
+            found = list(listed)
+            self.sizes = {p: int(info.get("size") or 0) for p, info in listed.items()}
+        out: dict[str, list[str]] = {"jsonl": [], "parquet": [], "ledger": [], "starts": [],
+                                     "flags": []}
         prefix = runs_dir.rstrip("/") + "/"
         for path in sorted(found):
             rel = path[len(prefix):] if path.startswith(prefix) else path
             parts = rel.split("/")
-            if len(parts) == 3 and parts[1] == "starts" and parts[2].endswith(".json"):
-                out["starts"].append(path)
-            if len(parts) != 2:  # raw output, launches/, flags/ …
+            if len(parts) == 3 and parts[1] in ("starts", "flags") and parts[2].endswith(".json"):
+                out[parts[1]].append(path)
+            if len(parts) != 2:  # raw output, launches/ …
                 continue
             name = parts[1]
             if name.endswith(".jsonl"):
@@ -163,25 +180,33 @@ class Catalog:
         return {p.rsplit("/", 2)[-2] for p in self._files()["parquet"]}
 
     def _jsonl_file(self, paths: list[str]) -> str:
-        """Every record of `paths` in one local NDJSON file, each with its `path` (DuckDB reads
-        one big file far faster than thousands of small ones)."""
+        """Every valid record of `paths` in one local NDJSON file, each with its `path`
+        (DuckDB reads one big file far faster than thousands of small ones). Files and lines
+        are checked as `ResultStore.load_attempt` checks them; a file past
+        MAX_ATTEMPT_BYTES is skipped before it is fetched."""
         fd, tmp = tempfile.mkstemp(suffix=".jsonl", prefix="spotbench-catalog-")
+        big = [p for p in paths if self.sizes.get(p, 0) > MAX_ATTEMPT_BYTES]
+        for path in big:
+            log.warning("skipped %s: more than %d bytes (an attempt may store at most that)",
+                        path, MAX_ATTEMPT_BYTES)
+        paths = [p for p in paths if p not in set(big)]
         with os.fdopen(fd, "wb") as out:
             for i in range(0, len(paths), self.BATCH):
                 chunk = paths[i:i + self.BATCH]
-                contents = self._cat(chunk)
+                contents = self._cat(chunk, limit=MAX_ATTEMPT_BYTES + 1)
                 for path in chunk:
+                    records = self.store.parse_attempt(path, contents[path]) or []
                     prefix = b'{"path":' + json.dumps(self._rel(path)).encode() + b","
-                    for line in contents[path].splitlines():
-                        line = line.strip()
-                        if line.startswith(b"{"):
-                            out.write(prefix + line[1:] + b"\n")
+                    for r in records:
+                        out.write(prefix + r.model_dump_json().encode()[1:] + b"\n")
         return tmp
 
-    def _cat(self, paths: list[str]) -> dict[str, bytes]:
+    def _cat(self, paths: list[str], limit: int = 1 << 20) -> dict[str, bytes]:
+        """The first `limit` bytes of each of `paths` (a missing file: empty)."""
         if self.local:
-            return {p: Path(p).read_bytes() for p in paths}
-        return self.fs.cat(paths) if len(paths) > 1 else {paths[0]: self.fs.cat(paths[0])}
+            return {p: _head(p, limit) for p in paths}
+        got = self.fs.cat(paths, on_error="return") if len(paths) > 1 else {paths[0]: self.fs.cat(paths[0])}
+        return {p: (v[:limit] if isinstance(v, bytes) else b"") for p, v in got.items()}
 
     # ---- tables -----------------------------------------------------------------------
     def _load(self) -> None:
@@ -207,7 +232,14 @@ class Catalog:
         # Parquet stays on disk: queries read only the columns and row groups they need
         union = (f" UNION ALL BY NAME SELECT * FROM read_parquet({_sql_list(parquet)})"
                  if parquet else "")
-        self.con.execute(f"CREATE VIEW records AS SELECT * FROM jsonl_records{union}")
+        self.con.execute(f"CREATE VIEW stored_records AS SELECT * FROM jsonl_records{union}")
+        self._load_flags(files["flags"])
+        self.con.execute("""
+            CREATE VIEW records AS
+            SELECT r.* REPLACE (r.preempted OR f.reason IS NOT NULL AS preempted),
+                   f.reason AS contaminated
+            FROM stored_records r LEFT JOIN flags f USING (run, "group", attempt)
+        """)
         self.con.execute("""
             CREATE OR REPLACE VIEW attempts AS
             SELECT run, "group", attempt, any_value(sweep) AS sweep, any_value(workload) AS workload,
@@ -218,7 +250,8 @@ class Catalog:
                    min(started_at) AS started_at, max(ended_at) AS ended_at,
                    max(billed_s) AS billed_s, max(cost_usd) AS cost_usd,
                    max(TRY_CAST(json_extract(metadata, '$.members') AS INTEGER)) AS members,
-                   count(*) AS "values", any_value(path) AS path
+                   count(*) AS "values", any_value(path) AS path,
+                   any_value(contaminated) AS contaminated
             FROM records GROUP BY run, "group", attempt
         """)
         self.con.execute("DROP TABLE IF EXISTS runs")
@@ -228,7 +261,11 @@ class Catalog:
             contents = self._cat(files["ledger"])
             rows = []
             for path in files["ledger"]:
-                info = RunInfo.model_validate_json(contents[path])
+                try:
+                    info = RunInfo.model_validate_json(contents[path])
+                except ValidationError as exc:
+                    log.warning("skipped %s: not a run ledger entry (%s)", path, exc.errors()[0]["msg"])
+                    continue
                 rows.append((info.run, _naive(info.opened_at), _naive(info.closed_at), info.reason))
             self.con.executemany("INSERT INTO runs VALUES (?, ?, ?, ?)", rows)
 
@@ -240,7 +277,11 @@ class Catalog:
             contents = self._cat(files["starts"])
             rows = []
             for path in files["starts"]:
-                st = StartRecord.model_validate_json(contents[path])
+                try:
+                    st = StartRecord.model_validate_json(contents[path])
+                except ValidationError as exc:
+                    log.warning("skipped %s: not a start record (%s)", path, exc.errors()[0]["msg"])
+                    continue
                 run, _, name = path.rsplit("/", 3)[-3:]
                 if (st.run, st.group) != (run, name.removesuffix(".json").rsplit(".", 1)[0]):
                     log.warning("rejected start record %s: it names group %s of run %s",
@@ -250,6 +291,21 @@ class Catalog:
                              st.members, len(st.failed), sum(k == "capacity" for k in st.errors.values()),
                              len(st.errors), "; ".join(f"{k}: {v}" for k, v in st.failed.items())))
             self.con.executemany("INSERT INTO starts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+    def _load_flags(self, paths: list[str]) -> None:
+        """`flags`: (run, group, attempt, reason) of every attempt control flagged
+        contaminated, read as `ResultStore.flags` reads them (the path names the attempt)."""
+        self.con.execute("DROP TABLE IF EXISTS flags")
+        self.con.execute('CREATE TABLE flags (run VARCHAR, "group" VARCHAR, attempt INTEGER, '
+                         'reason VARCHAR)')
+        rows = []
+        for run in sorted({p.rsplit("/", 3)[-3] for p in paths}):
+            for key, reason in self.store.flags(run).items():
+                group, _, n = key.rpartition(".")
+                if n.isdigit():
+                    rows.append((run, group, int(n), reason))
+        if rows:
+            self.con.executemany("INSERT INTO flags VALUES (?, ?, ?, ?)", rows)
 
     def _reject_forged(self) -> None:
         """Drop files whose records claim another group or run than their path: the path is
@@ -293,12 +349,27 @@ class Catalog:
             n = self.con.execute("SELECT count(*) FROM records WHERE run = $run", {"run": run}).fetchone()[0]
             if not n:
                 return None
-            self.con.execute(f"COPY (SELECT * FROM records WHERE run = $run ORDER BY path) "
+            self.con.execute(f"COPY (SELECT * FROM stored_records WHERE run = $run ORDER BY path) "
                              f"TO '{tmp}' (FORMAT parquet)", {"run": run})
             self.store._write_whole(target, Path(tmp).read_bytes())  # whole, as every file
         finally:
             Path(tmp).unlink(missing_ok=True)
         return target
+
+
+def _size(entry: os.DirEntry) -> int:
+    try:
+        return entry.stat().st_size
+    except OSError:
+        return 0
+
+
+def _head(path: str, limit: int) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(limit)
+    except OSError:
+        return b""
 
 
 def _scandir(path: str) -> list[os.DirEntry]:

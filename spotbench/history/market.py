@@ -6,7 +6,8 @@
 Every figure comes from what the store holds (nothing assumed):
 
 - `preemptions_per_vm_hour`: preempted attempts ÷ VM-hours of every attempt (attempt time ×
-  its members). A stored `preempted` also covers a deadline stop or a lost peer: on a cloud
+  its members). Attempts control flagged contaminated are not preemptions: they are counted
+  apart (`contaminated`), and never as completed. A stored `preempted` also covers a deadline stop or a lost peer: on a cloud
   these are nearly all reclaims, on the local cloud they are what a test injected.
 - `failed_starts_per_start`, `capacity_failures_per_start`: start requests (the start ledger,
   runs/<run>/starts/) where a member did not run, and those the cloud typed as capacity
@@ -35,11 +36,13 @@ def market(cat: Catalog) -> list[dict[str, Any]]:
         WITH a AS (
             SELECT coalesce(zone, '') AS zone, machine_type, coalesce(accelerator, '') AS accelerator,
                    run, "group", attempt, preempted, cost_usd, started_at, ended_at,
+                   contaminated IS NOT NULL AS flagged,
                    epoch(ended_at - started_at) * coalesce(members, 1) AS vm_s
             FROM attempts
         ), per AS (
             SELECT zone, machine_type, accelerator, count(*) AS attempts,
-                   count(*) FILTER (WHERE preempted) AS preempted, sum(vm_s) / 3600 AS vm_hours,
+                   count(*) FILTER (WHERE preempted AND NOT flagged) AS preempted,
+                   count(*) FILTER (WHERE flagged) AS contaminated, sum(vm_s) / 3600 AS vm_hours,
                    sum(cost_usd) AS cost_all, count(cost_usd) = count(*) AS priced,
                    sum(cost_usd) FILTER (WHERE NOT preempted) AS cost_ok
             FROM a GROUP BY ALL
@@ -80,6 +83,7 @@ def market(cat: Catalog) -> list[dict[str, Any]]:
             "zone": r["zone"] or None, "machine_type": r["machine_type"],
             "accelerator": r["accelerator"] or None,
             "attempts": r["attempts"], "completed": completed, "preempted": r["preempted"],
+            "contaminated": r["contaminated"],
             "vm_hours": r["vm_hours"],
             "preemptions_per_vm_hour": r["preempted"] / r["vm_hours"] if r["vm_hours"] else None,
             "starts": starts,

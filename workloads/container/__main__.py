@@ -89,8 +89,9 @@ def execute(run: WorkloadRun, params: ContainerParams, results_dir: Path) -> int
 def record_stopped(run: WorkloadRun, text: str, results_dir: Path) -> None:
     """What a command cut short had reported (stored as preempted by the caller)."""
     run.raw("stdout.txt", text)
-    found, _ = metrics.from_folder(results_dir)
-    _record(run, found + metrics.from_stdout(text), interrupted="stopped")
+    found, problems = metrics.from_folder(results_dir)
+    found += metrics.from_stdout(text, problems)
+    _record(run, found, interrupted="stopped")
 
 
 def record_reported(run: WorkloadRun, text: str, results_dir: Path, code: int) -> None:
@@ -98,7 +99,7 @@ def record_reported(run: WorkloadRun, text: str, results_dir: Path, code: int) -
     under `results_dir`; `exit_code` alone when it reported nothing."""
     run.raw("stdout.txt", text)
     found, problems = metrics.from_folder(results_dir)
-    found += metrics.from_stdout(text)
+    found += metrics.from_stdout(text, problems)
     if problems:
         log.warning("ignored %d malformed metric line(s):\n%s", len(problems), "\n".join(problems))
         run.raw("problems.txt", "\n".join(problems) + "\n")

@@ -9,7 +9,9 @@ stdout line (the whole line, surrounding spaces ignored):
     latency=1.9 us          name: letters, digits, `_ . - /`; value: a number; unit: optional
 
 Anything else is ignored (a command prints what it likes); a line that looks like a JSON
-metric but is not valid is reported as a problem, never silently dropped.
+metric but is not valid is reported as a problem, never silently dropped. So is a value
+that is not finite (`throughput=1e999` is inf: JSON cannot hold it), a name longer than
+`MAX_NAME_LEN` or a unit longer than `MAX_UNIT_LEN`, and every value past `MAX_RECORDS`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from spotbench.results import MAX_NAME_LEN, MAX_RECORDS, MAX_UNIT_LEN
 
 STDOUT_LINE = re.compile(
     r"^\s*(?P<name>[A-Za-z_][A-Za-z0-9_.\-/]*)\s*=\s*"
@@ -36,13 +40,32 @@ class Metric:
     labels: dict[str, Any] = field(default_factory=dict)
 
 
-def from_stdout(text: str) -> list[Metric]:
+def from_stdout(text: str, problems: list[str] | None = None) -> list[Metric]:
+    """The `name=value unit` lines of `text`; a refused one is added to `problems`
+    (`stdout:<line>: what is wrong`)."""
     out = []
-    for line in text.splitlines():
+    for n, line in enumerate(text.splitlines(), 1):
         m = STDOUT_LINE.match(line)
-        if m:
+        if not m:
+            continue
+        why = _bounds(m["name"], float(m["value"]), m["unit"] or "")
+        if why is None and len(out) >= MAX_RECORDS:
+            why = f"more than {MAX_RECORDS} values"
+        if why is None:
             out.append(Metric(m["name"], float(m["value"]), m["unit"] or ""))
+        elif problems is not None and len(problems) < 100:
+            problems.append(f"stdout:{n}: {why}")
     return out
+
+
+def _bounds(name: str, value: float, unit: str) -> str | None:
+    if not math.isfinite(value):
+        return f"'value' must be a finite number, got {value!r}"
+    if len(name) > MAX_NAME_LEN:
+        return f"'metric' must have at most {MAX_NAME_LEN} characters, got {len(name)}"
+    if len(unit) > MAX_UNIT_LEN:
+        return f"'unit' must have at most {MAX_UNIT_LEN} characters, got {len(unit)}"
+    return None
 
 
 def from_json_line(line: str) -> Metric:
@@ -56,11 +79,18 @@ def from_json_line(line: str) -> Metric:
     name, value = obj.get("metric"), obj.get("value")
     if not isinstance(name, str) or not name:
         raise ValueError("'metric' must be a non-empty string")
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ValueError(f"'value' must be a finite number, got {value!r}")
+    try:
+        finite = not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
+    except OverflowError:  # an integer too large for a float
+        finite = False
+    if not finite:
+        raise ValueError(f"'value' must be a finite number, got {str(value)[:40]!r}")
     unit, labels = obj.get("unit", ""), obj.get("labels", {})
     if not isinstance(unit, str):
         raise ValueError(f"'unit' must be a string, got {unit!r}")
+    why = _bounds(name, float(value), unit)
+    if why:
+        raise ValueError(why)
     if not isinstance(labels, dict):
         raise ValueError(f"'labels' must be an object, got {labels!r}")
     return Metric(name, float(value), unit, labels)
@@ -72,11 +102,16 @@ def from_folder(folder: Path) -> tuple[list[Metric], list[str]]:
     metrics: list[Metric] = []
     problems: list[str] = []
     for path in sorted(folder.rglob("*.jsonl")):
-        for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                metrics.append(from_json_line(line))
-            except ValueError as exc:
-                problems.append(f"{path.relative_to(folder)}:{n}: {exc}")
+        with path.open(errors="replace") as fh:
+            for n, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                if len(metrics) >= MAX_RECORDS:
+                    problems.append(f"{path.relative_to(folder)}:{n}: more than {MAX_RECORDS} values")
+                    return metrics, problems
+                try:
+                    metrics.append(from_json_line(line))
+                except ValueError as exc:
+                    if len(problems) < 100:
+                        problems.append(f"{path.relative_to(folder)}:{n}: {exc}")
     return metrics, problems
