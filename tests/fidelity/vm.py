@@ -90,7 +90,8 @@ DOCKERD_NAT = f"""*nat
 -A POSTROUTING -s {DOCKER_BRIDGE} ! -o docker0 -j MASQUERADE
 COMMIT
 """
-# COS paths that are executable although under /var (and stateless ones: /var/lib/cloud)
+# COS's executable, stateful folders under the noexec /var (/var/lib/cloud, executable and
+# stateless, is a tmpfs of its own)
 COS_EXEC_VAR = ("/var/lib/google", "/var/lib/docker", "/var/lib/toolbox")
 
 
