@@ -8,7 +8,8 @@ instead of one `docker run`:
    → exit `EXIT_OUTSIDE_RUN`, the unit powers the VM off; else the run's id goes to DIR/run;
 2. the user's image with its command, `DIR/results` mounted (mode 0777: it may run as any
    uid), stdout and stderr to `DIR/stdout.txt`, its own env file (the spec's `env` and
-   `SPOTBENCH_RESULTS_DIR`, never the member context);
+   `SPOTBENCH_RESULTS_DIR`, never the member context), on docker's bridge with the
+   metadata server out of its reach (`SHIELD`: no cloud identity);
 3. DIR handed to the runner's uid, then the runner: `collect DIR --exit-code N` reads the
    metrics as the local cloud does (workloads/container/metrics.py), stores them and calls
    `done`; `--stopped` when the VM was being stopped meanwhile (stored as preempted).
@@ -56,6 +57,17 @@ def user_step(group: RunGroup, explicit_image: str | None) -> UserStep | None:
 
 RUNNER_VOLUMES = (f"{DIR}:{DIR}",)  # the runner reads and writes DIR
 USER_VOLUMES = (f"{RESULTS}:{RESULTS}",)  # the user's image sees its results folder only
+# The user's image runs on docker's default bridge, not the host's network, and the host
+# rejects its connections to the metadata server (GCE's, and EC2's IMDS, whose hop limit of
+# 2 would otherwise answer a bridged container too): the VM's cloud identity (its group's
+# service account / instance role) stays with spotbench's runner on the host network. DNS
+# (GCE's resolver is 169.254.169.254:53) still passes. DOCKER-USER is the chain Docker
+# leaves to its users, ahead of its own rules; iptables rules last until the next reboot,
+# so the script adds the rule before each run of the user's image.
+USER_NETWORK = "bridge"
+METADATA_IP = "169.254.169.254"
+SHIELD = (f"DOCKER-USER -i docker+ -d {METADATA_IP}/32 -p tcp ! --dport 53 "
+          "-j REJECT --reject-with tcp-reset")
 
 
 def write_files(step: UserStep, *, runner: list[str], user: list[str]) -> list[dict[str, str]]:
@@ -104,6 +116,12 @@ chmod 0777 "$dir/results"
 chown {IMAGE_UID}:{IMAGE_GID} "$dir"
 step {run} check "$dir" || exit "$code"
 if [ "$stopped" = 1 ]; then exit 143; fi
+# your image gets no cloud identity: the host rejects its connections to the metadata server
+if ! iptables -w -C {SHIELD} 2>/dev/null && ! iptables -w -I {SHIELD.replace("DOCKER-USER", "DOCKER-USER 1", 1)}; then
+  echo "spotbench: cannot keep your image from the metadata server; not running it" >&2
+  systemctl poweroff
+  exit 1
+fi
 # the command is passed literally: a `$` in it expands inside your container, not here
 # shellcheck disable=SC2016
 step {" ".join(user)} >"$dir/stdout.txt" 2>&1

@@ -117,8 +117,9 @@ mkdir -p {shlex.quote(ssh_dir)}
 
 
 def docker_command(image: str, *, gpu: bool, ssh: bool, name: str = CONTAINER,
-                   env: str = ENV_FILE, volumes: tuple[str, ...] = ()) -> list[str]:
-    cmd = ["/usr/bin/docker", "run", "--rm", "--name", name, "--network", "host",
+                   env: str = ENV_FILE, volumes: tuple[str, ...] = (),
+                   network: str = "host") -> list[str]:
+    cmd = ["/usr/bin/docker", "run", "--rm", "--name", name, "--network", network,
            "--stop-timeout", str(STOP_TIMEOUT_S), "--env-file", env]
     if ssh:
         cmd += ["--volume", f"{SSH_DIR}:{SSH_DIR_IN_CONTAINER}:ro"]
@@ -170,7 +171,8 @@ def user_data(*, image: str, env: Mapping[str, str], gpu: bool = False,
         files += ui.write_files(
             user, runner=docker_command(image, gpu=False, ssh=False, volumes=ui.RUNNER_VOLUMES),
             user=docker_command(user.image, gpu=gpu, ssh=False, name=ui.CONTAINER,
-                                env=ui.ENV_FILE, volumes=ui.USER_VOLUMES))
+                                env=ui.ENV_FILE, volumes=ui.USER_VOLUMES,
+                                network=ui.USER_NETWORK))
     ecr = ecr_registry(image)
     if ecr:
         files.append({"path": ECR_LOGIN, "permissions": "0700", "content": ecr_login_script(*ecr)})

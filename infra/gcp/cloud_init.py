@@ -6,21 +6,26 @@ ssh public keys when given — the private ones are fetched from Secret Manager 
 never written into the metadata — and a systemd unit that — on every boot, since COS re-applies
 cloud-init's write_files/runcmd on each boot (its /etc is not persistent) — installs the
 GPU driver (`cos-extensions install gpu`) when a GPU is attached, then runs the workload
-image with `docker run --network host --env-file …`. `docker run` stays in the foreground,
+image with `docker run --network host --env-file …`. COS's host file system and firewall
+shape it (docs/platform.md, "The boot image"): `/var` is noexec, so the unit runs its
+scripts through `/bin/sh`; the host firewall admits only ssh, so the unit opens it to the
+group's peers at every start (`host_firewall`). `docker run` stays in the foreground,
 so the ACPI shutdown of a preemption reaches the workload as SIGTERM (GCE allows ~30 s).
 Not `gce-container-declaration` (deprecated).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import yaml
 
 from spotbench.image_ref import check_image
 
 from infra import user_image as ui
+from infra.gcp.network import IAP_RANGE
 from infra.keys import FETCH_KEYS_PREAMBLE, SSH_DIR_IN_CONTAINER, SshKeys, key_owner_command, ssh_files
 from infra.units import env_file, workload_unit
 
@@ -33,6 +38,7 @@ METADATA_TOKEN = ("http://metadata.google.internal/computeMetadata/v1/instance/"
 SECRET_MANAGER = "https://secretmanager.googleapis.com/v1"
 UNIT = "spotbench.service"
 CONTAINER = "spotbench"
+IPTABLES = "/sbin/iptables"
 
 
 class _Dumper(yaml.SafeDumper):
@@ -48,8 +54,9 @@ _Dumper.add_representer(str, _str)
 
 
 def docker_command(image: str, *, gpu_count: int, ssh: bool, name: str = CONTAINER,
-                   env: str = ENV_FILE, volumes: tuple[str, ...] = ()) -> list[str]:
-    cmd = ["/usr/bin/docker", "run", "--rm", "--name", name, "--network", "host",
+                   env: str = ENV_FILE, volumes: tuple[str, ...] = (),
+                   network: str = "host") -> list[str]:
+    cmd = ["/usr/bin/docker", "run", "--rm", "--name", name, "--network", network,
            "--stop-timeout", "25", "--env-file", env]
     if ssh:
         cmd += ["--volume", f"{SSH_DIR}:{SSH_DIR_IN_CONTAINER}:ro"]
@@ -102,11 +109,30 @@ mkdir -p {shlex.quote(ssh_dir)}
 {fetches}"""
 
 
+def host_firewall(peers: Sequence[str], operator_ports: Sequence[str]) -> list[str]:
+    """ExecStartPre commands opening COS's host firewall to what the group needs. COS drops
+    every inbound connection but ssh on 22 (and replies), and `docker run --network host`
+    puts the workload behind it; rules made with iptables last until the next reboot, so
+    the unit adds them at each start: TCP and UDP from each peer of the group, any port
+    (MPI and TF listen on ephemeral ports), as the group's VPC rule does, and the operator's
+    ports other than 22 (an MPI workload's sshd) from IAP's forwarding range."""
+    lines = []
+    for peer in peers:
+        address = ipaddress.ip_address(peer)  # lands in a root unit: an address, nothing else
+        for protocol in ("tcp", "udp"):
+            lines.append(f"{IPTABLES} -w -A INPUT -s {address}/32 -p {protocol} -j ACCEPT")
+    ports = [str(int(p)) for p in operator_ports if str(p) != "22"]  # 22: open on COS
+    if ports:
+        lines.append(f"{IPTABLES} -w -A INPUT -s {IAP_RANGE} -p tcp -m multiport "
+                     f"--dports {','.join(ports)} -j ACCEPT")
+    return lines
+
+
 def _unit(image: str, *, gpu_count: int, ssh: bool, user: ui.UserStep | None = None,
-          fetch: bool = False) -> str:
+          fetch: bool = False, firewall: Sequence[str] = ()) -> str:
     images = [image] + ([user.image] if user else [])
     registries = sorted({i.split("/", 1)[0] for i in images if "/" in i})
-    pre = []
+    pre = list(firewall)
     if gpu_count:
         pre += ["/usr/bin/cos-extensions install gpu",
                 "/bin/mount --bind /var/lib/nvidia /var/lib/nvidia",
@@ -115,8 +141,8 @@ def _unit(image: str, *, gpu_count: int, ssh: bool, user: ui.UserStep | None = N
         if registry.endswith(("pkg.dev", "gcr.io")):
             pre.append("/usr/bin/docker-credential-gcr configure-docker "
                        f"--registries={shlex.quote(registry)}")
-    if fetch:
-        pre.append(FETCH_KEYS)
+    if fetch:  # /var is noexec on COS: through its interpreter
+        pre.append(f"/bin/sh {FETCH_KEYS}")
     if ssh:
         pre.append(key_owner_command(SSH_DIR))
     pre.append(f"-/usr/bin/docker rm -f {CONTAINER}")
@@ -130,12 +156,15 @@ def _unit(image: str, *, gpu_count: int, ssh: bool, user: ui.UserStep | None = N
 def user_data(
     *, image: str, env: Mapping[str, str], gpu_count: int = 0, ssh: SshKeys | None = None,
     user: ui.UserStep | None = None, secrets: Mapping[str, str] | None = None,
+    peers: Sequence[str] = (), operator_ports: Sequence[str] = (),
 ) -> str:
     """The `#cloud-config` document for one member (`image` must be a valid OCI reference:
     it lands in a root systemd unit). `user`: the user's own image runs the command first
     and `image` (spotbench's runner) checks and collects around it (infra/user_image.py).
     With `secrets` (key file name → Secret Manager resource name) the private keys are
-    fetched at boot instead of written here."""
+    fetched at boot instead of written here. `peers`: the other members' addresses and
+    `operator_ports` the ports operators reach through IAP, which the host firewall opens
+    (`host_firewall`)."""
     check_image(image)
     files = [{"path": ENV_FILE, "permissions": "0600", "owner": "root", "content": env_file(env)}]
     if ssh:
@@ -147,10 +176,12 @@ def user_data(
         files += ui.write_files(
             user, runner=docker_command(image, gpu_count=0, ssh=False, volumes=ui.RUNNER_VOLUMES),
             user=docker_command(user.image, gpu_count=gpu_count, ssh=False, name=ui.CONTAINER,
-                                env=ui.ENV_FILE, volumes=ui.USER_VOLUMES))
+                                env=ui.ENV_FILE, volumes=ui.USER_VOLUMES,
+                                network=ui.USER_NETWORK))
     files.append({"path": f"/etc/systemd/system/{UNIT}", "permissions": "0644",
                   "content": _unit(image, gpu_count=gpu_count, ssh=ssh is not None, user=user,
-                                   fetch=bool(ssh and secrets))})
+                                   fetch=bool(ssh and secrets),
+                                   firewall=host_firewall(peers, operator_ports))})
     doc = {
         "write_files": files,
         "runcmd": ["systemctl daemon-reload", f"systemctl start --no-block {UNIT}"],

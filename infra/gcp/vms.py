@@ -18,7 +18,7 @@ import pulumi_gcp as gcp
 from infra.members import member_contexts, workload_env
 from infra.gcp.cloud_init import user_data
 from infra.gcp.functions import GCSFS_ENV
-from infra.gcp.network import group_tag
+from infra.gcp.network import group_tag, ssh_ports
 from infra.user_image import user_step
 from spotbench.plan import RunGroup
 from spotbench.spec import SweepSpec
@@ -125,7 +125,8 @@ class GcpRunGroup(pulumi.ComponentResource):
             return {
                 n: user_data(image=args.image, env={**ctx.to_env(), **extra},
                              gpu_count=gpu, ssh=keys, user=user_step(group, spec.image),
-                             secrets=args.secrets)
+                             secrets=args.secrets, operator_ports=ssh_ports(group.workload),
+                             peers=[p.host for p in ctx.members if p.name != n])
                 for n, ctx in contexts.items()
             }
 

@@ -30,7 +30,7 @@ def lab_dir() -> Iterator[Path]:
     """A temporary folder the image's uid can traverse (pytest's tmp is 0700 root)."""
     if os.geteuid() != 0:
         pytest.skip("the boot lab needs root (network namespaces, mounts, setpriv)")
-    need_tools("ip", "unshare", "setpriv", "nft")
+    need_tools("ip", "unshare", "setpriv", "nft", "iptables", "iptables-restore")
     path = Path(tempfile.mkdtemp(prefix="spotbench-fidelity-"))
     path.chmod(0o755)
     yield path

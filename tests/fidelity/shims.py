@@ -4,13 +4,15 @@
   `run_unit` with systemd's semantics for ExecStartPre (`-` ignores failure), ExecStart,
   ExecStopPost (`$EXIT_STATUS` …), `Environment=`, and SIGTERM on stop.
 - `docker`: `rm -f`, `login` and `run`. `run` accepts exactly the flags the boot path uses,
+  spotbench's images on `--network host` only, a user's image also on docker's default
+  bridge (its own network namespace behind docker0 and the host's iptables, `bridge`),
   resolves the image to its `images/<name>/Dockerfile`, and starts the image's ENTRYPOINT
   module from this checkout (the image's /app) as the Dockerfile's `USER` uid (setpriv),
   in its own mount namespace with the `--volume`s bound (read-only when `:ro`), the image's
   /etc/passwd user, `--env-file` verbatim and the image's ENV. A user's image (one that
   knows nothing of spotbench, listed in `STATE/user-images` by the test) runs the command
   given after it as a process, as `nobody` (uid 65534: not the spotbench images' uid), with
-  the same mounts and `--env-file` only.
+  the same mounts, `--env-file` only, and its own (real) curl.
 - `docker-credential-gcr configure-docker --registries=HOST`: COS's Artifact Registry
   helper; `docker run` of a private image (pkg.dev, ECR) fails unless its registry was
   configured or `docker login` got the password ECR issues.
@@ -138,8 +140,15 @@ def run_unit(state: Path, unit: str) -> int:
 
     def run(phase: str, command: str, extra: dict[str, str] | None = None) -> int:
         argv, ignore = _argv(command, env)
-        proc = subprocess.Popen(argv, env={**env, **(extra or {})}, stdout=log, stderr=log,
-                                stdin=subprocess.DEVNULL)
+        try:
+            proc = subprocess.Popen(argv, env={**env, **(extra or {})}, stdout=log,
+                                    stderr=log, stdin=subprocess.DEVNULL)
+        except OSError as exc:  # what systemd logs and records (status 203/EXEC)
+            log.write(f"{unit}: Failed to execute {argv[0]}: {exc.strerror}\n")
+            log.flush()
+            record(state, program="systemd", unit=unit, phase=phase, argv=argv, rc=203,
+                   exec_error=exc.strerror)
+            return 0 if ignore else 203
         if phase == "main":
             main_proc.append(proc)
         rc = proc.wait()
@@ -296,8 +305,10 @@ def docker(state: Path, argv: list[str]) -> int:
     if dockerfile is None and not (user_image and run["command"]):
         print(f"Unable to find image '{run['image']}' (no images/<name>/Dockerfile)", file=sys.stderr)
         return 125
-    if run.get("network") != "host":
-        print("docker shim: the workload needs --network host", file=sys.stderr)
+    network = run.get("network", "bridge")
+    if network not in ("host", "bridge") or (network != "host" and not user_image):
+        print(f"docker shim: --network {network}: spotbench's images need --network host, "
+              "a user's image runs on host or docker's default bridge", file=sys.stderr)
         return 125
     if run["gpus"] and not Path("/dev/nvidia0").exists():
         print('docker: Error response from daemon: could not select device driver "" with '
@@ -323,10 +334,52 @@ def docker(state: Path, argv: list[str]) -> int:
         env.pop("PYTHONPATH")
     spec = {"run": run, "image": cfg, "env": env}
     (state / "container.json").write_text(json.dumps(spec))
-    os.execvpe("unshare", ["unshare", "--mount", "--propagation", "private", sys.executable,
-                           "-m", "tests.fidelity.shims", "container", str(state)],
-               {"PATH": SYSTEMD_PATH, "PYTHONPATH": str(REPO)})
+    unshare = ["unshare", "--mount", "--propagation", "private"]
+    if network == "bridge":  # its own network namespace, plugged into docker0 once it has it
+        unshare.append("--net")
+        subprocess.Popen([sys.executable, "-m", "tests.fidelity.shims", "bridge", str(state),
+                          str(os.getpid())], env={"PATH": SYSTEMD_PATH, "PYTHONPATH": str(REPO)},
+                         start_new_session=True, stdout=subprocess.DEVNULL)
+    os.execvpe("unshare", [*unshare, sys.executable, "-m", "tests.fidelity.shims", "container",
+                           str(state)], {"PATH": SYSTEMD_PATH, "PYTHONPATH": str(REPO)})
     return 127
+
+
+BRIDGE_IP, BRIDGE_GATEWAY = "172.17.0.2", "172.17.0.1"  # docker0 (tests/fidelity/vm.py)
+
+
+def bridge(pid: int, timeout: float = 20) -> int:
+    """dockerd's part of `--network bridge`: once process `pid` (the container, after its
+    `unshare --net`) has its own network namespace, a veth pair from docker0 into it."""
+    own = os.stat("/proc/self/ns/net").st_ino
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if os.stat(f"/proc/{pid}/ns/net").st_ino != own:
+                break
+        except FileNotFoundError:
+            return 1
+        if time.monotonic() > deadline:
+            return 1
+        time.sleep(0.02)
+    host = f"sbv{pid}"[:15]
+    subprocess.run(["ip", "link", "add", host, "type", "veth", "peer", "name", "eth0", "netns",
+                    str(pid)], check=True)
+    subprocess.run(["ip", "link", "set", host, "master", "docker0", "up"], check=True)
+    return 0
+
+
+def _bridge_inside(timeout: float = 20) -> None:
+    """The container's side of docker0: its address and the gateway as default route."""
+    deadline = time.monotonic() + timeout
+    while subprocess.run(["ip", "link", "show", "eth0"], capture_output=True).returncode:
+        if time.monotonic() > deadline:
+            raise SystemExit("docker shim: the bridge never plugged eth0 in")
+        time.sleep(0.02)
+    for argv in (["link", "set", "lo", "up"], ["addr", "add", f"{BRIDGE_IP}/16", "dev", "eth0"],
+                 ["link", "set", "eth0", "up"],
+                 ["route", "add", "default", "via", BRIDGE_GATEWAY]):
+        subprocess.run(["ip", *argv], check=True)
 
 
 def expose_interpreter(state: Path) -> None:
@@ -357,6 +410,13 @@ def container(state: Path) -> int:
     run, image = spec["run"], spec["image"]
     uid = image["uid"]
     user = image["user"]
+    if run.get("network", "bridge") == "bridge":
+        _bridge_inside()
+    # a container has a root file system of its own, writable and executable (the host's may
+    # be read-only, its /var noexec: COS); the volumes keep their host mounts' flags, as bind
+    # mounts do
+    for path, flags in (("/", "rw"), ("/var", "exec")):
+        subprocess.run(["mount", "-o", f"remount,bind,{flags}", path], capture_output=True)
     subprocess.run(["mount", "-t", "tmpfs", "tmpfs", "/home"], check=True)
     home = Path(f"/home/{user}")
     home.mkdir()
@@ -373,6 +433,11 @@ def container(state: Path) -> int:
         if mode == ["ro"]:
             subprocess.run(["mount", "-o", "remount,bind,ro", dst], check=True)
     if image.get("user_image"):  # the command as given, as a process
+        # the image ships its own curl (here: the real one, not this VM's shim)
+        for shim_dir in ("/usr/bin", "/usr/local/bin"):
+            if Path(shim_dir, "curl").exists():
+                subprocess.run(["mount", "--bind", str(state / "lower-usrbin" / "curl"),
+                                f"{shim_dir}/curl"], check=True)
         os.chdir("/")
         os.execvpe("setpriv", ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                                "--", *run["command"]], spec["env"])
@@ -469,4 +534,6 @@ if __name__ == "__main__":
         sys.exit(run_unit(Path(sys.argv[2]), sys.argv[3]))
     if sys.argv[1] == "container":
         sys.exit(container(Path(sys.argv[2])))
+    if sys.argv[1] == "bridge":
+        sys.exit(bridge(int(sys.argv[3])))
     sys.exit(2)

@@ -299,6 +299,45 @@ def test_old_member_ports_hang_the_osu_group_gcp(gcp_osu_old_rules):
     assert not [r for r in g["store"].read(g["run"].run) if r.metric in ("latency", "bibw")]
 
 
+def _without_host_rules(text: str) -> str:
+    """The cloud-config without the unit's iptables lines: COS's host firewall as it ships."""
+    lines = [line for line in text.splitlines(keepends=True) if "/sbin/iptables" not in line]
+    assert len(lines) < len(text.splitlines(keepends=True)), "no host firewall rules rendered"
+    return "".join(lines)
+
+
+@pytest.fixture(scope="module")
+def gcp_osu_closed_host(boots):
+    return boots.result("gcp_osu_closed_host")
+
+
+def test_cos_host_firewall_as_shipped_hangs_the_osu_group_gcp(gcp_osu_closed_host):
+    """The same boot without the rules the unit adds: COS's host firewall (ssh on 22 only)
+    drops the peer's sshd on 2222 and MPI's ports although the VPC rules allow them, so
+    nothing is measured and done is not called within 25 s."""
+    g = gcp_osu_closed_host
+    assert g["finished"] is None and g["done"] == [], g["journal"]
+    assert not [r for r in g["store"].read(g["run"].run) if r.metric in ("latency", "bibw")]
+
+
+def test_the_unit_opens_the_host_firewall_to_its_peers_only_gcp(gcp_osu):
+    """Each member's unit opens TCP and UDP from its peer's address and the operator's
+    ports from IAP's range, before anything else starts, at every boot."""
+    for r in gcp_osu["group"]:
+        peer = next(m.host for m in r.ctx.members if m.name != r.name)
+        pre = r.unit["ExecStartPre"]
+        rules = [c for c in pre if c.startswith("/sbin/iptables")]
+        assert pre[:len(rules)] == rules == [
+            f"/sbin/iptables -w -A INPUT -s {peer}/32 -p tcp -j ACCEPT",
+            f"/sbin/iptables -w -A INPUT -s {peer}/32 -p udp -j ACCEPT",
+            "/sbin/iptables -w -A INPUT -s 35.235.240.0/20 -p tcp -m multiport --dports 2222 "
+            "-j ACCEPT"]
+        vm = gcp_osu["vms"][r.ctx.role]
+        runs = [c for c in vm.calls("systemd") if c["phase"] == "pre" and "/sbin/iptables" in
+                c["argv"][0]]
+        assert len(runs) == 3 * vm.boots and all(c["rc"] == 0 for c in runs), runs
+
+
 def _debug_print(g):  # pragma: no cover - used when a boot fails
     for role, text in g["journal"].items():
         print(f"===== {role}\n{text[-6000:]}")
@@ -622,6 +661,9 @@ BOOTS: dict[str, tuple[str, Callable[..., Callable[[], dict]]]] = {
     "gcp_osu_old_rules": ("light", lambda d: osu_boot(
         "gcp", "examples/gcp-osu.yaml", d, rules=_old_member_rules, timeout=25, tag="-old",
         outside=False)),
+    "gcp_osu_closed_host": ("light", lambda d: osu_boot(
+        "gcp", "examples/gcp-osu.yaml", d, edit=_without_host_rules, timeout=25,
+        tag="-closed", outside=False)),
     "gcp_osu": ("heavy", lambda d: osu_boot("gcp", "examples/gcp-osu.yaml", d)),
     "aws_osu": ("heavy", lambda d: osu_boot("aws", "examples/aws-osu.yaml", d)),
     "gcp_rootkeys": ("light", rootkeys_boot),

@@ -3,7 +3,8 @@ on both clouds: the rendered cloud-config / user-data is valid; booted outside a
 off without running the user's image; inside a run the user's image runs the command (as
 another uid, without the member context), then spotbench's runner image stores what it
 printed and wrote and calls `done`; a VM stopped while the command runs stores what it had,
-as preempted (GCP; the script is the same on AWS)."""
+as preempted (GCP; the script is the same on AWS). The command also asks the metadata server
+for the VM's token (`ATTACK`) and must get none, while the runner keeps the VM's identity."""
 
 from __future__ import annotations
 
@@ -12,18 +13,27 @@ import time
 import pytest
 
 from spotbench.images import IMAGE_UID
-from tests.fidelity import boot
+from tests.fidelity import boot, hub
 from tests.fidelity.conftest import need_tools
 from tests.infra.conftest import MOCKS
 
 pytestmark = pytest.mark.fidelity
 
 USER_IMAGE = "docker.io/library/busybox:1.36"  # a public image: no spotbench inside
+# the attack (issue #24 item 10): the VM's cloud identity from the metadata server, as GCE's
+# access token, then as EC2's IMDSv2 session token (the first step to the role's credentials)
+ATTACK = ("t=0; "
+          "curl -fsS -m 5 -H 'Metadata-Flavor: Google' "
+          "http://169.254.169.254/computeMetadata/v1/instance/service-accounts/default/token "
+          ">/dev/null && t=1; "
+          "curl -fsS -m 5 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' "
+          "http://169.254.169.254/latest/api/token >/dev/null && t=1; "
+          "echo metadata_token=$t")
 FAST = ("echo latency=1.5 us; "
         "echo '{\"metric\": \"ops\", \"value\": 7, \"unit\": \"ops/s\", \"labels\": {\"n\": 2}}' "
         "> \"$SPOTBENCH_RESULTS_DIR/out.jsonl\"; "
         "if [ -n \"${SPOTBENCH_CONTEXT:-}\" ]; then echo context_visible=1; "
-        "else echo context_visible=0; fi; echo uid=$(id -u); echo greeting=$GREETING")
+        "else echo context_visible=0; fi; echo uid=$(id -u); echo greeting=$GREETING; " + ATTACK)
 SLOW = "echo warmup=2 s; sleep 60; echo never=1"
 
 
@@ -124,7 +134,8 @@ def _check_ran_stored_and_done(g: dict, member: boot.Rendered) -> None:
     records = [r for r in g["store"].read(g["run"].run) if r.group == member.ctx.group]
     got = {r.metric: (r.value, r.unit) for r in records}
     assert got == {"latency": (1.5, "us"), "ops": (7.0, "ops/s"), "context_visible": (0.0, ""),
-                   "uid": (65534.0, ""), "greeting": (42.0, "")}, g["journal"][-3000:]
+                   "uid": (65534.0, ""), "greeting": (42.0, ""),
+                   "metadata_token": (0.0, "")}, g["journal"][-3000:]
     assert next(r for r in records if r.metric == "ops").metadata["labels"] == {"n": 2}
     assert not any(r.preempted for r in records)
     raw = [f for f in boot.files(g["store"]) if member.ctx.group in f and f.endswith("stdout.txt")]
@@ -133,6 +144,26 @@ def _check_ran_stored_and_done(g: dict, member: boot.Rendered) -> None:
 
 def test_the_user_image_runs_the_command_and_the_runner_stores_and_calls_done_gcp(user_image_boot):
     _check_ran_stored_and_done(user_image_boot, user_image_boot["fast"])
+
+
+def _check_no_identity(g: dict, member: boot.Rendered) -> None:
+    """The user's command asked the metadata server for the VM's token and got none (its
+    stdout, stored by the runner), while the runner, on the host network, still got the
+    VM's identity for `done` (GCP: the ID token; AWS: IMDSv2 credentials)."""
+    raw = next(f for f in boot.files(g["store"])
+               if member.ctx.group in f and f.endswith("stdout.txt"))
+    stdout = (boot.Path(g["store"].root) / raw).read_text()
+    assert "metadata_token=0" in stdout, stdout
+    user_run = g["docker"][1]
+    assert user_run["network"] == "bridge", user_run  # not the host's network
+    assert len(g["done"]) == 1 and g["done"][0]["client"] == member.ctx.me.host
+
+
+@pytest.mark.security
+def test_the_users_command_gets_no_cloud_identity_but_the_runner_keeps_it_gcp(user_image_boot):
+    g = user_image_boot
+    _check_no_identity(g, g["fast"])
+    assert g["done"][0]["auth"] == f"Bearer {hub.GCP_TOKEN}"
 
 
 def test_a_vm_stopped_mid_command_stores_what_it_had_as_preempted_gcp(user_image_boot):
@@ -218,3 +249,10 @@ def test_the_user_image_runs_the_command_and_the_runner_stores_and_calls_done_aw
     assert g["done"][0]["client"] == g["member"].ctx.me.host
     # the runner comes from the stack's ECR repository: logged in with the instance role
     assert g["ecr"] and all(all(login.values()) for login in g["ecr"]), g["ecr"]
+
+
+@pytest.mark.security
+def test_the_users_command_gets_no_cloud_identity_but_the_runner_keeps_it_aws(aws_user_image_boot):
+    g = aws_user_image_boot
+    _check_no_identity(g, g["member"])
+    assert g["done"][0]["auth"].startswith("AWS4-HMAC-SHA256 Credential=ASIASIMULATEDKEY0001/")

@@ -8,7 +8,15 @@ What the VM sees, built from the state dir (`vm.json` says cloud, hostname, ip, 
 - `/var/lib` is the state dir's own (persistent) folder: `/var/lib/spotbench` is the VM's;
 - `/usr/bin` (and `/usr/local/bin`) are overlays holding the shims (`docker`, `systemctl`, `cos-extensions`,
   `docker-credential-gcr`) written by `boot.Lab`;
-- `/proc/sys/kernel/random/boot_id` is a fresh id per boot.
+- `/proc/sys/kernel/random/boot_id` is a fresh id per boot;
+- on gcp, Container-Optimized OS's file system (`cos_mounts`): `/var` and `/home` noexec
+  except COS's executable folders (`/var/lib/{google,docker,toolbox}`, `/var/lib/cloud`),
+  the root file system read-only;
+- its host firewall (`host_firewall`), rebuilt at each boot as a reboot does: on gcp COS's
+  INPUT policy (drop, except ESTABLISHED/RELATED, lo, ICMP and ssh on 22), on aws none
+  (AL2023 ships no host firewall rules); on both the network dockerd sets up when it starts
+  (`docker0` 172.17.0.1/16, FORWARD policy drop, the `DOCKER-USER` chain first in FORWARD,
+  masquerade of the bridge), so a container on docker's bridge reaches out through NAT.
 
 Then it does what cloud-init does with the user-data (write_files with their modes and
 owners, then runcmd as one `/bin/sh` script) — every boot on gcp (COS re-applies them),
@@ -52,6 +60,80 @@ def overlay(target: str, state: Path, name: str, fresh: bool) -> Path:
     return upper
 
 
+# COS: what `iptables -S` shows on a fresh boot (INPUT policy drop; ssh, ICMP, loopback and
+# replies to the host's own connections only); AL2023: no rules.
+COS_FILTER = """:INPUT DROP [0:0]
+:FORWARD DROP [0:0]
+:OUTPUT ACCEPT [0:0]
+-A INPUT -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
+-A INPUT -i lo -j ACCEPT
+-A INPUT -p icmp -j ACCEPT
+-A INPUT -p tcp -m tcp --dport 22 -j ACCEPT
+"""
+AL2023_FILTER = """:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+"""
+DOCKER_BRIDGE, DOCKER_GATEWAY = "172.17.0.0/16", "172.17.0.1"
+# what dockerd adds when it starts (bridge driver, iptables on): its user chain first
+DOCKERD_FILTER = """:DOCKER-USER - [0:0]
+-P FORWARD DROP
+-A FORWARD -j DOCKER-USER
+-A FORWARD -i docker0 ! -o docker0 -j ACCEPT
+-A FORWARD -o docker0 -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
+"""
+DOCKERD_NAT = f"""*nat
+:PREROUTING ACCEPT [0:0]
+:INPUT ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+:POSTROUTING ACCEPT [0:0]
+-A POSTROUTING -s {DOCKER_BRIDGE} ! -o docker0 -j MASQUERADE
+COMMIT
+"""
+# COS's executable, stateful folders under the noexec /var (/var/lib/cloud, executable and
+# stateless, is a tmpfs of its own)
+COS_EXEC_VAR = ("/var/lib/google", "/var/lib/docker", "/var/lib/toolbox")
+
+
+def host_firewall(cos: bool) -> None:
+    """The host's iptables as a fresh boot has them (the netns outlives a lab reboot, its
+    rules must not: `iptables-restore` replaces the whole tables), then dockerd's."""
+    base = COS_FILTER if cos else AL2023_FILTER
+    rules = "*filter\n" + base + DOCKERD_FILTER + "COMMIT\n" + DOCKERD_NAT
+    subprocess.run(["iptables-restore"], input=rules, text=True, check=True)
+    if subprocess.run(["ip", "link", "show", "docker0"], capture_output=True).returncode:
+        sh("ip", "link", "add", "docker0", "type", "bridge")
+        sh("ip", "addr", "add", f"{DOCKER_GATEWAY}/16", "dev", "docker0")
+    sh("ip", "link", "set", "docker0", "up")
+    Path("/proc/sys/net/ipv4/ip_forward").write_text("1\n")
+
+
+def remount(path: str, flags: str) -> None:
+    sh("mount", "--bind", path, path)
+    sh("mount", "-o", f"remount,bind,{flags}", path)
+
+
+def cos_mounts(state: Path) -> None:
+    """Container-Optimized OS's file system, in this boot's mount namespace: /var and /home
+    writable but noexec (stateful: the state dir's folders), COS's executable /var/lib
+    folders, /var/lib/cloud a fresh tmpfs (stateless), the root file system read-only.
+    /tmp stays as it is (the lab's own folders live there; COS's is a noexec tmpfs)."""
+    home = state / "home"
+    home.mkdir(exist_ok=True)
+    sh("mount", "--bind", str(home), "/home")
+    sh("mount", "-o", "remount,bind,noexec,nosuid,nodev", "/home")
+    remount("/var", "noexec,nosuid,nodev")
+    sh("mount", "--bind", str(state / "var-lib"), "/var/lib")
+    sh("mount", "-o", "remount,bind,noexec,nosuid,nodev", "/var/lib")
+    for path in COS_EXEC_VAR:
+        Path(path).mkdir(parents=True, exist_ok=True)
+        remount(path, "exec")
+    Path("/var/lib/cloud").mkdir(exist_ok=True)
+    sh("mount", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", "/var/lib/cloud")
+    remount("/tmp", "exec")  # a mount of its own, so it stays writable below
+    sh("mount", "-o", "remount,bind,ro", "/")
+
+
 def chown_by_name(path: Path, owner: str) -> None:
     """cloud-init's `owner: user[:group]` (names, resolved on the host)."""
     user, _, group = owner.partition(":")
@@ -87,7 +169,11 @@ def main(state: Path) -> int:
         hosts.write(f"{vm['ip']} {vm['hostname']}\n169.254.169.254 metadata.google.internal\n")
     varlib = state / "var-lib"
     varlib.mkdir(exist_ok=True)
-    sh("mount", "--bind", str(varlib), "/var/lib")
+    if gcp:
+        cos_mounts(state)
+    else:
+        sh("mount", "--bind", str(varlib), "/var/lib")
+    host_firewall(cos=gcp)
     lower = state / "lower-usrbin"  # the real programs, for shims that pass through (curl)
     lower.mkdir(exist_ok=True)
     sh("mount", "--bind", "/usr/bin", str(lower))

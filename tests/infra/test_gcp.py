@@ -160,7 +160,7 @@ def test_cloud_init_runs_image_with_member_context(osu):
             assert (f"fetch projects/proj-1/secrets/{group}-{suffix} /var/lib/spotbench/ssh/{key}"
                     in fetch.splitlines())
         pre = [l.split("=", 1)[1] for l in unit.splitlines() if l.startswith("ExecStartPre=")]
-        assert pre.index("/var/lib/spotbench/fetch-keys") < pre.index(
+        assert pre.index("/bin/sh /var/lib/spotbench/fetch-keys") < pre.index(
             "/bin/chown -R 1000:1000 /var/lib/spotbench/ssh")
         assert _file(doc, "/var/lib/spotbench/ssh/ssh_host_ed25519_key.pub").startswith("ssh-")
         assert doc["runcmd"][-1] == "systemctl start --no-block spotbench.service"
