@@ -74,6 +74,7 @@ class GcpRunGroupArgs:
     image: str
     ssh: pulumi.Output | None = None  # Output[SshKeys] (secret) for MPI workloads
     secrets: Mapping[str, str] | None = None  # key file → Secret Manager name (fetched at boot)
+    user_env_secret: str | None = None  # a `container` group's env file (fetched at boot)
     after: list[pulumi.Resource] = field(default_factory=list)  # e.g. the secrets and grants
 
 
@@ -125,7 +126,7 @@ class GcpRunGroup(pulumi.ComponentResource):
             return {
                 n: user_data(image=args.image, env={**ctx.to_env(), **extra},
                              gpu_count=gpu, ssh=keys, user=user_step(group, spec.image),
-                             secrets=args.secrets)
+                             secrets=args.secrets, user_env_secret=args.user_env_secret)
                 for n, ctx in contexts.items()
             }
 
