@@ -134,6 +134,15 @@ def test_aws_container_env_is_an_ssm_securestring_for_its_group_only_never_in_us
             assert allowed == mine, (role, name)
 
 
+@pytest.mark.fidelity
+def test_aws_an_env_larger_than_one_standard_parameter_is_refused_before_deploy():
+    from infra.aws.secrets import STANDARD_VALUE_MAX, EnvTooLarge, user_env_parameter
+
+    text = "A=" + "x" * (STANDARD_VALUE_MAX * 3 // 4) + "\n"
+    with pytest.raises(EnvTooLarge, match="shorten `env`"):
+        user_env_parameter("n", "s", "g", text, {}, pulumi.ResourceOptions())
+
+
 # ---- local: a real run --------------------------------------------------------------------
 BENCH = """
 import os
