@@ -3,6 +3,7 @@ unit around `docker run` and the `--env-file` it reads."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from spotbench.member import EXIT_OUTSIDE_RUN
@@ -40,9 +41,17 @@ def workload_unit(*, pre: list[str], start: list[str], home: str, timeout_stop_s
     return "\n".join(lines) + "\n"
 
 
+ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
 def env_file(env: Mapping[str, str]) -> str:
-    """`docker --env-file` text: KEY=VALUE per line, values verbatim (no quoting)."""
+    """`docker --env-file` text: KEY=VALUE per line, values verbatim (no quoting). Keys are
+    names (`[A-Za-z_][A-Za-z0-9_]*`), values one line without NUL: anything else could add
+    a line (a variable) to the file, so it is refused."""
     for key, value in env.items():
-        if "\n" in value or "=" in key:
-            raise ValueError(f"env {key!r}: keys cannot hold '=' and values cannot span lines")
+        if not isinstance(key, str) or not ENV_KEY.fullmatch(key):
+            raise ValueError(f"env key {key!r}: a name of letters, digits and '_', not starting "
+                             "with a digit")
+        if any(c in str(value) for c in "\n\r\x00"):
+            raise ValueError(f"env {key}: values cannot span lines or hold NUL")
     return "".join(f"{k}={v}\n" for k, v in env.items())

@@ -9,7 +9,10 @@ instead of one `docker run`:
 2. the user's image with its command, `DIR/results` mounted (mode 0777: it may run as any
    uid), stdout and stderr to `DIR/stdout.txt`, its own env file (the spec's `env` and
    `SPOTBENCH_RESULTS_DIR`, never the member context), on docker's bridge with the
-   metadata server out of its reach (`SHIELD`: no cloud identity);
+   metadata server out of its reach (`SHIELD`: no cloud identity). When the spec sets `env`
+   (secret: tokens, passwords) that file is not in the boot document — anyone allowed to
+   describe the instance reads those — but one secret per group (`env_file_text`, GCP
+   Secret Manager / AWS SSM SecureString), fetched at boot by the group's own identity;
 3. DIR handed to the runner's uid, then the runner: `collect DIR --exit-code N` reads the
    metrics as the local cloud does (workloads/container/metrics.py), stores them and calls
    `done`; `--stopped` when the VM was being stopped meanwhile (stored as preempted).
@@ -44,6 +47,15 @@ class UserStep:
     command: list[str]
     env: dict[str, str]
 
+    @property
+    def secret(self) -> bool:
+        """Whether the env holds the spec's own values (then it is fetched, not written)."""
+        return any(k != "SPOTBENCH_RESULTS_DIR" for k in self.env)
+
+    def env_file_text(self) -> str:
+        """The env file's content: what the group's secret holds."""
+        return env_file(self.env)
+
 
 def user_step(group: RunGroup, explicit_image: str | None) -> UserStep | None:
     """The group's user step (None: its workload's image is spotbench's alone)."""
@@ -71,13 +83,16 @@ SHIELD = (f"DOCKER-USER -i docker+ -d {METADATA_IP}/32 -p tcp ! --dport 53 "
 
 
 def write_files(step: UserStep, *, runner: list[str], user: list[str]) -> list[dict[str, str]]:
-    """cloud-init `write_files` entries: the user's env file and the script. `runner`, `user`:
-    the cloud's `docker run …` up to the image, for spotbench's runner (`RUNNER_VOLUMES`) and
-    for the user's image (name `CONTAINER`, env file `ENV_FILE`, `USER_VOLUMES`)."""
+    """cloud-init `write_files` entries: the user's env file (unless `step.secret`: the boot
+    fetches it) and the script. `runner`, `user`: the cloud's `docker run …` up to the image,
+    for spotbench's runner (`RUNNER_VOLUMES`) and for the user's image (name `CONTAINER`,
+    env file `ENV_FILE`, `USER_VOLUMES`)."""
     check_image(step.image)
     command = [shlex.quote(a) for a in step.command]
+    env = [] if step.secret else [
+        {"path": ENV_FILE, "permissions": "0600", "owner": "root", "content": step.env_file_text()}]
     return [
-        {"path": ENV_FILE, "permissions": "0600", "owner": "root", "content": env_file(step.env)},
+        *env,
         {"path": SCRIPT, "permissions": "0700", "owner": "root",
          "content": script(runner=runner, user=user + command)},
     ]

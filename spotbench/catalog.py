@@ -111,6 +111,62 @@ AWS_GPU_FAMILIES: dict[str, str] = {  # family → the GPU its types carry
     "g5g": "nvidia-t4g", "g6": "nvidia-l4", "p3": "nvidia-tesla-v100", "p3dn": "nvidia-tesla-v100",
     "p4d": "nvidia-a100", "p5": "nvidia-h100",
 }
+# GPUs per instance of the AWS GPU types (docs.aws.amazon.com/ec2/latest/instancetypes/ac.html).
+AWS_GPU_COUNTS: dict[str, int] = {
+    **{f"g4dn.{s}": 1 for s in ("xlarge", "2xlarge", "4xlarge", "8xlarge", "16xlarge")},
+    "g4dn.12xlarge": 4, "g4dn.metal": 8,
+    **{f"g4ad.{s}": 1 for s in ("xlarge", "2xlarge", "4xlarge")}, "g4ad.8xlarge": 2,
+    "g4ad.16xlarge": 4,
+    **{f"g5.{s}": 1 for s in ("xlarge", "2xlarge", "4xlarge", "8xlarge", "16xlarge")},
+    "g5.12xlarge": 4, "g5.24xlarge": 4, "g5.48xlarge": 8,
+    **{f"g5g.{s}": 1 for s in ("xlarge", "2xlarge", "4xlarge", "8xlarge")}, "g5g.16xlarge": 2,
+    "g5g.metal": 2,
+    **{f"g6.{s}": 1 for s in ("xlarge", "2xlarge", "4xlarge", "8xlarge", "16xlarge")},
+    "g6.12xlarge": 4, "g6.24xlarge": 4, "g6.48xlarge": 8,
+    "p3.2xlarge": 1, "p3.8xlarge": 4, "p3.16xlarge": 8, "p3dn.24xlarge": 8,
+    "p4d.24xlarge": 8, "p5.48xlarge": 8,
+}
+# G2 types carry L4s by size (cloud.google.com/compute/docs/gpus: G2 machine types); A2/A3
+# types name their count (`-<n>g`).
+GCP_G2_GPUS: dict[int, int] = {4: 1, 8: 1, 12: 1, 16: 1, 32: 1, 24: 2, 48: 4, 96: 8}
+GCP_A_GPU: dict[str, str] = {"a2-highgpu": "nvidia-tesla-a100", "a2-megagpu": "nvidia-tesla-a100",
+                             "a2-ultragpu": "nvidia-a100-80gb", "a3-highgpu": "nvidia-h100-80gb",
+                             "a3-megagpu": "nvidia-h100-mega-80gb"}
+UNKNOWN_COUNT = -1  # a GPU type whose count the catalog does not know (a newer size)
+
+
+def built_in_gpus(cloud: str, machine_type: str) -> tuple[str, int] | None:
+    """(GPU, count per VM) a machine type comes with, whatever the spec's `accelerator`
+    says; None when it has none. The count is `UNKNOWN_COUNT` for a type of a GPU family
+    the catalog has no size for (a guardrail then refuses rather than count 0)."""
+    mt = machine_type.lower()
+    if cloud == "gcp":
+        series, _, rest = mt.partition("-")
+        if series == "g2":
+            size = rest.rsplit("-", 1)[-1]
+            return "nvidia-l4", GCP_G2_GPUS.get(int(size), UNKNOWN_COUNT) if size.isdigit() else UNKNOWN_COUNT
+        if series in ("a2", "a3"):
+            m = re.match(r"^(?P<kind>[a-z0-9]+-[a-z]+)-(?P<n>\d+)g$", mt)
+            gpu = GCP_A_GPU.get(m.group("kind"), GCP_BUNDLED_GPUS[series][0]) if m else GCP_BUNDLED_GPUS[series][0]
+            return gpu, int(m.group("n")) if m else UNKNOWN_COUNT
+        return None
+    if cloud == "aws":
+        family = mt.split(".", 1)[0]
+        if family in AWS_GPU_FAMILIES or family.startswith(("p", "g")) and family[1:2].isdigit():
+            return AWS_GPU_FAMILIES.get(family, "unknown"), AWS_GPU_COUNTS.get(mt, UNKNOWN_COUNT)
+        return None
+    return None
+
+
+def vm_gpus(cloud: str, machine_type: str, accelerator: str | None, count: int) -> tuple[str | None, int]:
+    """(GPU, count) one VM of `machine_type` has: its built-in GPUs, else the attached
+    `count` × `accelerator` (GCP N1)."""
+    built_in = built_in_gpus(cloud, machine_type)
+    if built_in is not None:
+        return built_in
+    return (accelerator, count) if accelerator else (None, 0)
+
+
 # Cluster placement groups do not take burstable T2 instances.
 AWS_NO_CLUSTER = frozenset({"t2"})
 

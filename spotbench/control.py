@@ -47,7 +47,7 @@ from spotbench.auth import Caller, Forbidden
 from spotbench.clouds import get_provider
 from spotbench.clouds.base import ACTIVE, Cloud, ErrorKind, Instance, State
 from spotbench.plan import GROUP_LABEL, RunGroup, sweep_labels
-from spotbench.lease import Busy
+from spotbench.lease import Busy, fenced
 from spotbench.ledger import Launch, attributed, launches_of, note_ends
 from spotbench.results import ResultStore, StoreError, utcnow
 from spotbench.spec import SweepSpec
@@ -90,8 +90,24 @@ class Sweep:
         """The sweep's control lock: the cloud's own when it has one (the local cloud: a file
         lock beside its database), else the lease `control.lock` in the results store."""
         lock = getattr(self.cloud, "lock", None)
-        with lock() if lock is not None else self.store.lease("control", holder=action):
-            yield
+        with lock() if lock is not None else self.store.lease("control", holder=action) as held:
+            check = getattr(held, "check", None)
+            if check is None:  # an OS lock: its holder cannot lose it while alive
+                yield
+                return
+            cloud, store = self.cloud, self.store  # fenced: a holder that lost the lease stops
+            self.cloud = fenced(cloud, check, CLOUD_ACTIONS)
+            self.store = fenced(store, check, STORE_ACTIONS)
+            try:
+                yield
+            finally:
+                self.cloud, self.store = cloud, store
+
+
+# what changes the world: a lease holder checks it still holds the lease before each
+CLOUD_ACTIONS = frozenset({"start", "stop", "terminate", "delete"})
+STORE_ACTIONS = frozenset({"open_run", "close_run", "close_open_runs", "flag", "record_start",
+                           "record_launch", "forget_launch"})
 
 
 # ---- request bodies -------------------------------------------------------------------

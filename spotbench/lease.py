@@ -14,6 +14,12 @@ store's conditional requests, so exactly one caller holds it:
 - release: delete it, conditional on the version last written (someone who took over an
   expired lease keeps theirs).
 
+- fence: a holder whose lease was taken over (it stalled past `ttl_s`: a paused function,
+  a partition) must not act on what it read. `check()` reads the object and raises
+  `LeaseLost` (a `Busy`: the call is answered 503 and retried) unless it is still at the
+  version this holder last wrote; `fenced(obj, lease.check, methods)` calls it before each
+  mutating method of the cloud and the store (spotbench.control's lock).
+
 A caller that cannot get the lease within `wait_s` gets `Busy`, with the seconds after which
 a retry makes sense (the functions answer 503 + Retry-After). On a local folder the lease is
 an OS file lock (released by the kernel when its holder dies); `memory://` stores (tests)
@@ -49,6 +55,10 @@ class Busy(RuntimeError):
     def __init__(self, message: str, retry_after_s: int):
         super().__init__(message)
         self.retry_after_s = retry_after_s
+
+
+class LeaseLost(Busy):
+    """This holder's lease was taken over: it must stop acting (its reads are stale)."""
 
 
 @dataclass(frozen=True)
@@ -165,6 +175,18 @@ class Lease:
                     return
                 self._version = version
 
+    def check(self) -> None:
+        """Raise `LeaseLost` unless this caller still holds the lease: a renewal found it
+        taken over, or the object is no longer at the version this holder last wrote."""
+        with self._guard:
+            version = self._version
+            current = self.objects.read(self.path) if version is not None and not self.lost else None
+            if version is None or self.lost or current is None or current.version != version:
+                self.lost = True
+                raise LeaseLost(f"the sweep's control lock {self.path} is no longer held by "
+                                f"{self.holder} (taken over after it stalled for its TTL, "
+                                f"{self.ttl_s:g} s); nothing more is done, retry", 1)
+
     def release(self) -> None:
         self._stop.set()
         with self._guard:
@@ -187,6 +209,30 @@ def _holder(stored: Stored) -> str:
         return f"{data['holder']} since {data['at']}"
     except (ValueError, KeyError, TypeError):
         return f"another call (renewed at {stored.written:%H:%M:%S} UTC)"
+
+
+class _Fenced:
+    """`target` whose `methods` first call `check` (see `fenced`)."""
+
+    def __init__(self, target: Any, check: Callable[[], None], methods: frozenset[str]):
+        self._target, self._check, self._methods = target, check, methods
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._target, name)
+        if name not in self._methods or not callable(value):
+            return value
+
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            self._check()
+            return value(*args, **kwargs)
+
+        return guarded
+
+
+def fenced(target: Any, check: Callable[[], None], methods: frozenset[str] | set[str]) -> Any:
+    """`target` (a Cloud, a ResultStore) whose mutating `methods` call `check` (a lease's
+    `check`) before they act: a holder that lost the lease stops at its next action."""
+    return _Fenced(target, check, frozenset(methods))
 
 
 # ---- per store -----------------------------------------------------------------------------

@@ -1,16 +1,20 @@
 """Guardrails: what a team lead allows sweeps to ask for, checked before anything costs money.
 
-A policy is YAML, set once: a `spotbench-policy.yaml` file (found through
-`SPOTBENCH_POLICY`, else next to the spec, else in the current folder) and/or a `policy:`
-block in the spec itself. Every field is optional; a missing field allows anything:
+A policy is YAML, set once: `spotbench-policy.yaml` files and/or a `policy:` block in the
+spec itself. Every file found counts — the team's (`SPOTBENCH_POLICY`: a path, or the
+policy as JSON; and the current folder's) and the one next to the spec — merged with the
+spec's block so that each limit is the strictest of them: a spec's folder (which whoever
+writes the spec controls) can only tighten the team's policy, never replace it. Every
+field is optional; a missing field allows anything:
 
     clouds: [gcp]                      # allowed clouds
     regions: [us-central1, europe-west4]
-    machine_families: [n2, e2, g2]     # the part before the first '-' (GCP) or '.' (AWS)
-    accelerators: [nvidia-tesla-t4]    # [] forbids GPUs
+    machine_families: [n2, e2, g2]     # the part before the first '-' (GCP) or '.' (AWS), of
+                                       # every member's type (role_machine_types too)
+    accelerators: [nvidia-tesla-t4]    # [] forbids GPUs, attached or built into the type
     spot_only: true                    # provisioning must be spot/preemptible
     max_vms_per_group: 8
-    max_gpus_per_group: 4
+    max_gpus_per_group: 4              # counted from the catalog: a2/a3/g2, p*/g* types
     max_vms_per_sweep: 16              # VMs running at once (the largest concurrent footprint)
     max_gpus_per_sweep: 8
     max_deadline: 2h
@@ -33,6 +37,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from spotbench.catalog import UNKNOWN_COUNT, vm_gpus
 from spotbench.clouds.provider import get_provider
 from spotbench.plan import RunGroup
 from spotbench.spec import SweepSpec, parse_duration
@@ -95,31 +100,44 @@ def parse_policy(data: Any, origin: str) -> Policy:
         raise PolicyError(f"{origin}: {problems}") from None
 
 
+def _read_file(path: Path) -> Policy:
+    try:
+        return parse_policy(yaml.safe_load(path.read_text()), str(path))
+    except yaml.YAMLError as exc:
+        raise PolicyError(f"{path}: not valid YAML: {exc}") from None
+
+
+def _merge(policies: list[Policy | None]) -> Policy | None:
+    out: Policy | None = None
+    for policy in policies:
+        if policy is not None:
+            out = policy if out is None else out.merged(policy)
+    return out
+
+
 def load_policy(spec: SweepSpec, spec_path: Path | None = None,
                 env: Mapping[str, str] | None = None) -> Policy | None:  # fmt: skip
-    """The team policy (file or `SPOTBENCH_POLICY`) merged with the spec's `policy:`."""
+    """Every policy that applies, merged to the strictest: `SPOTBENCH_POLICY` (JSON or a
+    file), the current folder's file, the file next to the spec, the spec's `policy:`."""
     env = os.environ if env is None else env
-    team: Policy | None = None
+    found: list[Policy | None] = []
     raw = env.get(ENV)
     if raw and raw.lstrip().startswith("{"):
-        team = parse_policy(json.loads(raw), ENV)
-    else:
-        candidates = [Path(raw)] if raw else []
-        if spec_path is not None:
-            candidates.append(Path(spec_path).resolve().parent / POLICY_FILE)
-        candidates.append(Path.cwd() / POLICY_FILE)
-        path = next((p for p in candidates if p.is_file()), None)
-        if raw and path != Path(raw):
+        found.append(parse_policy(json.loads(raw), ENV))
+    elif raw:
+        if not Path(raw).is_file():
             raise PolicyError(f"{ENV}={raw}: no such policy file")
-        if path is not None:
-            try:
-                team = parse_policy(yaml.safe_load(path.read_text()), str(path))
-            except yaml.YAMLError as exc:
-                raise PolicyError(f"{path}: not valid YAML: {exc}") from None
-    inline = parse_policy(spec.policy, f"spec {spec.name}: policy") if spec.policy else None
-    if team is None:
-        return inline
-    return team.merged(inline)
+        found.append(_read_file(Path(raw)))
+    seen = {Path(raw).resolve()} if raw and not raw.lstrip().startswith("{") else set()
+    candidates = [Path.cwd() / POLICY_FILE]
+    if spec_path is not None:
+        candidates.append(Path(spec_path).resolve().parent / POLICY_FILE)
+    for path in candidates:
+        if path.is_file() and path.resolve() not in seen:
+            seen.add(path.resolve())
+            found.append(_read_file(path))
+    found.append(parse_policy(spec.policy, f"spec {spec.name}: policy") if spec.policy else None)
+    return _merge(found)
 
 
 def effective(spec: SweepSpec, spec_path: Path | None = None,
@@ -145,8 +163,22 @@ def family(machine_type: str) -> str:
     return machine_type.lower()
 
 
-def group_gpus(group: RunGroup) -> int:
-    return group.accelerator_count * len(group.members) if group.accelerator else 0
+def member_types(group: RunGroup) -> list[str]:
+    """Every member's machine type (a role's override, else the group's)."""
+    return [m.machine_type or group.machine_type for m in group.members]
+
+
+def member_gpus(group: RunGroup, cloud: str) -> list[tuple[str | None, int]]:
+    """(GPU, count) per member: its type's built-in GPUs (a2/a3/g2, EC2 p*/g*), else the
+    group's attached accelerator (GCE attaches it to every member)."""
+    return [vm_gpus(cloud, t, group.accelerator, group.accelerator_count) for t in member_types(group)]
+
+
+def group_gpus(group: RunGroup, cloud: str = "") -> int:
+    """GPUs of the whole group; `UNKNOWN_COUNT` when a member's type carries GPUs in a
+    number the catalog does not know."""
+    counts = [n for _, n in member_gpus(group, cloud)]
+    return UNKNOWN_COUNT if UNKNOWN_COUNT in counts else sum(counts)
 
 
 def concurrent_footprint(spec: SweepSpec, groups: list[RunGroup], size: Any) -> int:
@@ -173,12 +205,19 @@ def violations(spec: SweepSpec, policy: Policy | None) -> list[str]:
     if provider.location:  # clouds with places (not the local one)
         region = spec.region or (provider.region_of_zone(spec.zone) if spec.zone else None)
         allowed("region", region, policy.regions, "regions")
-    for mt in sorted({g.machine_type for g in groups}):
+    for mt in sorted({t for g in groups for t in [g.machine_type, *member_types(g)]}):
         if policy.machine_families is not None and family(mt) not in policy.machine_families:
             out.append(f"machine type {mt!r} (family {family(mt)}): the policy allows machine "
                        f"families {', '.join(policy.machine_families) or 'none'}")
-    for acc in sorted({g.accelerator for g in groups if g.accelerator}):
+    gpus_of = {g.id: group_gpus(g, spec.cloud) for g in groups}
+    for acc in sorted({gpu for g in groups for gpu, n in member_gpus(g, spec.cloud) if gpu and n}):
         allowed("accelerator", acc, policy.accelerators, "accelerators")
+    capped = policy.max_gpus_per_group is not None or policy.max_gpus_per_sweep is not None
+    unknown = sorted({t for g in groups for t in member_types(g)
+                      if vm_gpus(spec.cloud, t, None, 0)[1] == UNKNOWN_COUNT})
+    if capped and unknown:
+        out.append(f"machine type {', '.join(unknown)}: carries GPUs in a number spotbench's "
+                   "catalog does not know, and the policy caps GPUs; use a listed size")
     if policy.spot_only and not spec.spot:
         out.append(f"provisioning {spec.provisioning!r}: the policy allows spot VMs only "
                    "(provisioning: spot)")
@@ -186,14 +225,14 @@ def violations(spec: SweepSpec, policy: Policy | None) -> list[str]:
         if policy.max_vms_per_group is not None and len(g.members) > policy.max_vms_per_group:
             out.append(f"group {g.id}: {len(g.members)} VMs; the policy allows "
                        f"{policy.max_vms_per_group} per group")
-        if policy.max_gpus_per_group is not None and group_gpus(g) > policy.max_gpus_per_group:
-            out.append(f"group {g.id}: {group_gpus(g)} GPUs; the policy allows "
+        if policy.max_gpus_per_group is not None and gpus_of[g.id] > policy.max_gpus_per_group:
+            out.append(f"group {g.id}: {gpus_of[g.id]} GPUs; the policy allows "
                        f"{policy.max_gpus_per_group} per group")
     vms = concurrent_footprint(spec, groups, lambda g: len(g.members))
     if policy.max_vms_per_sweep is not None and vms > policy.max_vms_per_sweep:
         out.append(f"{vms} VMs at once (concurrency {spec.max_concurrency or 'all groups'}); the "
                    f"policy allows {policy.max_vms_per_sweep} per sweep: set `concurrency` lower")
-    gpus = concurrent_footprint(spec, groups, group_gpus)
+    gpus = concurrent_footprint(spec, groups, lambda g: max(gpus_of[g.id], 0))
     if policy.max_gpus_per_sweep is not None and gpus > policy.max_gpus_per_sweep:
         out.append(f"{gpus} GPUs at once; the policy allows {policy.max_gpus_per_sweep} per sweep: "
                    "set `concurrency` lower")

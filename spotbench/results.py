@@ -509,7 +509,7 @@ class ResultStore:
     # ---- the control lease ----------------------------------------------------------
     @contextlib.contextmanager
     def lease(self, name: str, *, holder: str, ttl_s: float = LEASE_TTL_S,
-              wait_s: float = LEASE_WAIT_S) -> Iterator[None]:
+              wait_s: float = LEASE_WAIT_S) -> Iterator[Any]:
         """Hold `<root>/<name>.lock` (spotbench.lease): one holder at a time, whichever
         machine it runs on. Raises `spotbench.lease.Busy` when another keeps it past `wait_s`,
         StoreError when the store cannot be asked."""
@@ -520,7 +520,7 @@ class ResultStore:
         except OSError as exc:
             raise StoreError(f"results store {self.url}: the {name} lock failed: {exc}") from exc
         try:
-            yield
+            yield lease  # `check()`: a holder fences its actions (spotbench.control)
         finally:
             lease.__exit__(None, None, None)
 

@@ -44,6 +44,11 @@ class Images:
     gpu: str | None = None
 
 
+# The local cloud hands a user-image workload's `env(params)` to its member in this process
+# variable (JSON); the member context carries the params with secret values masked.
+USER_ENV = "SPOTBENCH_USER_ENV"
+
+
 @dataclass(frozen=True)
 class UserImage:
     """A workload whose spec `image:` is the user's own and may know nothing of spotbench.

@@ -94,3 +94,57 @@ def test_many_callers_never_hold_it_at_once():
     for t in threads:
         t.join()
     assert peak[0] == 1 and sorted(entries) == list(range(6))
+
+
+# ---- a holder that lost the lease stops acting (issue 24: 9) ---------------------------------
+@pytest.mark.security
+def test_a_holder_whose_lease_was_taken_over_fails_its_check():
+    from spotbench.lease import LeaseLost
+
+    clock = Clock()
+    objects = MemoryObjects(clock)
+    stalled = Lease(objects, "l", holder="start", ttl_s=60, wait_s=0, clock=clock)
+    stalled.acquire()
+    stalled.check()  # held: passes
+    stalled._stop.set()  # paused (a frozen function instance): no renewals
+    clock.now += timedelta(seconds=61)
+    taker = Lease(objects, "l", holder="done", ttl_s=60, wait_s=0, clock=clock)
+    taker.acquire()
+    with pytest.raises(LeaseLost, match="no longer held by start"):
+        stalled.check()
+    assert isinstance(LeaseLost("x", 1), Busy)  # answered 503 + Retry-After
+    taker.check()
+    taker.release()
+
+
+@pytest.mark.security
+def test_control_stops_acting_once_its_lease_is_taken_over():
+    """A start tick stalls after its first launch; another call takes the lease over. The
+    stalled tick must launch nothing more (each cloud/store action checks the lease)."""
+    from spotbench import control
+    from spotbench.lease import MEMORY, LeaseLost
+    from spotbench.results import ResultStore
+    from spotbench.spec import load_spec
+    from spotbench.clouds.base import State
+    from tests.test_control import SCHEDULER, MemoryCloud
+
+    spec = load_spec({"name": "fence", "workload": {"name": "osu"}, "trials": 3, "concurrency": 3})
+    groups = spec.plan()
+    cloud = MemoryCloud(groups)
+    sweep = control.Sweep(spec=spec, cloud=cloud, store=ResultStore("memory://fence-test/r"),
+                          groups=groups)
+    real_start = cloud.start
+
+    def start_then_stall(labels):
+        out = real_start(labels)
+        path = next(p for p in MEMORY.objects if p.endswith("fence-test/r/control.lock"))
+        held = MEMORY.objects[path]
+        MEMORY.replace(path, b'{"holder": "another call"}', held.version)  # taken over
+        return out
+
+    cloud.start = start_then_stall
+    with pytest.raises(LeaseLost):
+        control.start(sweep, SCHEDULER, {})
+    assert cloud.start_calls == 1, "the stalled holder launched more groups after losing the lease"
+    running = [i for i in cloud.instances.values() if i.state == State.RUNNING]
+    assert len({i.labels["spotbench-group"] for i in running}) == 1

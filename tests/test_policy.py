@@ -25,6 +25,11 @@ POLICY = {
 }
 
 
+def _aws(**over) -> dict:
+    spec = {k: v for k, v in _gcp(**over).items() if k != "gcp"}
+    return {**spec, "cloud": "aws", "region": "us-east-1", "zone": None, **over}
+
+
 def _gcp(**over) -> dict:
     base = {"name": "g", "cloud": "gcp", "zone": "us-central1-a", "gcp": {"project": "p"},
             "workload": {"name": "tf-mnist", "workers": 2},
@@ -118,3 +123,61 @@ def test_guardrail_start_function_refuses_a_deployed_sweep_edited_past_its_polic
            "SPOTBENCH_POLICY": json.dumps({"max_vms_per_group": 1})}
     status, body = handle("start", {}, Caller("scheduler", "sched"), FunctionConfig(env))
     assert status == 403 and body["violations"][0].endswith("allows 1 per group")
+
+
+# ---- attacks on the guardrails (issue 24: 5) ------------------------------------------------
+@pytest.mark.security
+def test_guardrail_every_members_machine_type_is_checked():
+    """`role_machine_types` put a worker on a family the policy forbids."""
+    spec = load_spec(_gcp(matrix={"machine_type": ["e2-standard-4"]},
+                          role_machine_types={"worker": "a2-highgpu-8g"}))
+    lines = violations(spec, Policy(machine_families=["e2"]))
+    assert any("'a2-highgpu-8g' (family a2)" in line for line in lines), lines
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("cloud,machine,gpu,count", [
+    ("gcp", "g2-standard-48", "nvidia-l4", 4), ("gcp", "a2-highgpu-2g", "nvidia-tesla-a100", 2),
+    ("aws", "p4d.24xlarge", "nvidia-a100", 8), ("aws", "g5.12xlarge", "nvidia-a10g", 4)])
+def test_guardrail_gpus_built_into_a_machine_type_are_counted(cloud, machine, gpu, count):
+    make = _gcp if cloud == "gcp" else _aws
+    spec = load_spec(make(matrix={"machine_type": [machine]},
+                          workload={"name": "tf-mnist", "workers": 1}, concurrency=1))
+    members = len(spec.plan()[0].members)
+    lines = violations(spec, Policy(max_gpus_per_group=0, max_gpus_per_sweep=1, accelerators=[]))
+    text = "\n".join(lines)
+    assert f"{count * members} GPUs; the policy allows 0 per group" in text, lines
+    assert f"{count * members} GPUs at once" in text, lines
+    assert f"accelerator {gpu!r}" in text, lines
+
+
+@pytest.mark.security
+def test_guardrail_a_gpu_type_of_unknown_size_is_refused_under_a_gpu_cap():
+    spec = load_spec(_aws(matrix={"machine_type": ["p5.4xlarge"]}))
+    lines = violations(spec, Policy(max_gpus_per_sweep=64))
+    assert any("p5.4xlarge" in line and "does not know" in line for line in lines), lines
+
+
+@pytest.mark.security
+def test_guardrail_a_policy_beside_the_spec_only_tightens_the_teams(tmp_path, monkeypatch):
+    """The spec's folder holds a permissive `spotbench-policy.yaml`: the team's (current
+    folder, or SPOTBENCH_POLICY) still applies."""
+    team, mine = tmp_path / "team", tmp_path / "mine"
+    team.mkdir()
+    mine.mkdir()
+    (team / POLICY_FILE).write_text(yaml.safe_dump({"machine_families": ["e2"], "max_vms_per_group": 2}))
+    (mine / POLICY_FILE).write_text(yaml.safe_dump({"machine_families": ["e2", "n1", "a2"],
+                                                    "max_vms_per_group": 100, "max_deadline": "2h"}))
+    spec_file = mine / "s.yaml"
+    spec_file.write_text(yaml.safe_dump(_gcp()))
+    spec = load_spec(spec_file)
+    monkeypatch.delenv("SPOTBENCH_POLICY", raising=False)
+    monkeypatch.chdir(team)
+    policy = load_policy(spec, spec_file, env={})
+    assert policy.machine_families == ["e2"] and policy.max_vms_per_group == 2
+    assert policy.max_deadline is not None  # the spec folder's own tightening still counts
+    monkeypatch.chdir(tmp_path)  # the team's file named by SPOTBENCH_POLICY
+    policy = load_policy(spec, spec_file, env={"SPOTBENCH_POLICY": str(team / POLICY_FILE)})
+    assert policy.machine_families == ["e2"] and policy.max_vms_per_group == 2
+    _, problems = effective(spec, spec_file, env={"SPOTBENCH_POLICY": str(team / POLICY_FILE)})
+    assert any("family n1" in p for p in problems), problems

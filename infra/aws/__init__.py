@@ -27,9 +27,10 @@ from infra.aws.instances import (
 )
 from infra.aws.network import AwsNetwork, AwsNetworkArgs
 from infra.aws.registry import AwsRegistry
-from infra.aws.secrets import group_key_parameters, keys_arn
+from infra.aws.secrets import USER_ENV, group_key_parameters, keys_arn, user_env_parameter
 from infra.aws.scheduler import AwsScheduler, AwsSchedulerArgs, schedule_pair
 from infra.keys import group_known_hosts, mpi_keys
+from infra.user_image import user_step
 from spotbench.images import registry_images, resolve_image
 from spotbench.plan import sweep_labels
 from spotbench.workload import get_workload
@@ -83,6 +84,11 @@ class AwsSweep(pulumi.ComponentResource):
             self.key_parameters = {
                 g.id: group_key_parameters(f"{name}-keys", spec.name, g.id, mpi.groups[g.id],
                                            tags, child) for g in groups}
+        for g in groups:  # a container group's env (secret values): its role only, like keys
+            step = user_step(g, spec.image)
+            if step is not None and step.secret:
+                self.key_parameters.setdefault(g.id, {})[USER_ENV] = user_env_parameter(
+                    f"{name}-env", spec.name, g.id, step.env_file_text(), tags, child)
         region = spec.region
         # the members may pull the spec's image, or any of the stack's repositories (a user's
         # image runs beside the stack's runner: public, or in the stack's registry)

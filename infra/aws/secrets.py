@@ -1,4 +1,5 @@
-"""A run group's ssh private keys in SSM Parameter Store, for its members only.
+"""A run group's ssh private keys — and a `container` group's env file — in SSM Parameter
+Store, for its members only.
 
 User-data is readable by anyone allowed `ec2:DescribeInstanceAttribute` and, on the VM, by
 any process that reaches IMDS: it carries the public key files only. Each private key
@@ -49,3 +50,27 @@ def group_key_parameters(name: str, sweep: str, group: str, keys: pulumi.Output[
             description=f"spotbench {sweep}: ssh {file} of group {group} (base64)",
             tags=tags, opts=opts)
     return out
+
+
+USER_ENV = "user.env"  # a container group's env file (the spec's `env`), beside its keys
+STANDARD_VALUE_MAX = 4096  # characters of a Standard-tier parameter's value (base64 here)
+
+
+class EnvTooLarge(ValueError):
+    """The container env does not fit one Standard-tier SSM parameter."""
+
+
+def user_env_parameter(name: str, sweep: str, group: str, text: str, tags: dict[str, str],
+                       opts: pulumi.ResourceOptions) -> aws.ssm.Parameter:
+    """The group's env file as a SecureString under its own path (the same grant as its
+    keys: only its member role reads it), fetched at boot by the unit's `fetch-keys` step."""
+    value = encode(text)
+    if len(value) > STANDARD_VALUE_MAX:
+        raise EnvTooLarge(f"group {group}: the container env is {len(text.encode())} bytes; one SSM "
+                          f"Standard parameter holds {STANDARD_VALUE_MAX} characters of base64 "
+                          "(about 3 KiB of env): shorten `env` (or pass large values as files)")
+    return aws.ssm.Parameter(
+        f"{name}-{group}-{USER_ENV}", name=f"{keys_path(sweep, group)}/{USER_ENV}",
+        type="SecureString", value=pulumi.Output.secret(value), tier="Standard",
+        description=f"spotbench {sweep}: the container env of group {group} (base64)",
+        tags=tags, opts=opts)

@@ -31,6 +31,7 @@ from spotbench.image_ref import check_image
 from infra import user_image as ui
 from infra.keys import FETCH_KEYS_PREAMBLE, SSH_DIR_IN_CONTAINER, SshKeys, key_owner_command, private_keys, ssh_files
 from infra.units import env_file, workload_unit
+from infra.aws.secrets import USER_ENV
 
 STATE_DIR = "/var/lib/spotbench"
 ENV_FILE = f"{STATE_DIR}/env"
@@ -80,7 +81,8 @@ printf '%s' "$answer" | sed -n 's/.*"authorizationToken" *: *"\\([^"]*\\)".*/\\1
 """
 
 
-def fetch_keys_script(region: str, parameters: Mapping[str, str], ssh_dir: str = SSH_DIR) -> str:
+def fetch_keys_script(region: str, parameters: Mapping[str, str], ssh_dir: str = SSH_DIR,
+                      files: Mapping[str, str] | None = None) -> str:
     """Put the group's private keys (`parameters`: file name → SSM parameter holding it,
     base64) into the key folder, 0600, with the instance role: GetParameter WithDecryption
     signed by curl --aws-sigv4. A key already there is kept (the disk outlives a stop).
@@ -91,6 +93,9 @@ def fetch_keys_script(region: str, parameters: Mapping[str, str], ssh_dir: str =
     fetches = "".join(
         f"fetch {shlex.quote(name)} {shlex.quote(f'{ssh_dir}/{file}')}\n"
         for file, name in sorted(parameters.items()))
+    # `files`: absolute path → parameter (a `container` group's env file, infra/user_image.py)
+    fetches += "".join(f"fetch {shlex.quote(name)} {shlex.quote(path)}\n"
+                       for path, name in sorted((files or {}).items()))
     return f"""#!/bin/sh
 # The run group's ssh private keys from SSM Parameter Store (written by spotbench's
 # user-data; the keys themselves are never in user-data). IMDSv2 credentials + SSM
@@ -130,14 +135,16 @@ def docker_command(image: str, *, gpu: bool, ssh: bool, name: str = CONTAINER,
     return cmd + [shlex.quote(check_image(image))]
 
 
-def unit(image: str, *, gpu: bool, ssh: bool, user: ui.UserStep | None = None) -> str:
+def unit(image: str, *, gpu: bool, ssh: bool, user: ui.UserStep | None = None,
+         fetch: bool = False) -> str:
     not_first_boot = f"! /usr/bin/cmp -s /proc/sys/kernel/random/boot_id {FIRST_BOOT}"
     pre = [f"/bin/sh -c {shlex.quote(not_first_boot)}"]
     ecr = ecr_registry(image)
     if ecr:
         pre.append(f"/bin/sh {ECR_LOGIN}")
-    if ssh:
+    if ssh or fetch:
         pre.append(f"/bin/sh {FETCH_KEYS}")
+    if ssh:
         pre.append(key_owner_command(SSH_DIR))
     pre.append(f"-/usr/bin/docker rm -f {CONTAINER}")
     start = docker_command(image, gpu=gpu, ssh=ssh)
@@ -157,16 +164,20 @@ def user_data(*, image: str, env: Mapping[str, str], gpu: bool = False,
     collects around it (infra/user_image.py); the ECR login is `image`'s registry's, so the
     user's image is public or in that registry. `ssh`: the group's keys, whose public files
     are written here and whose private keys the boot fetches from the SSM parameters under
-    `key_parameters` = (region, parameter path) (infra/aws/secrets.py)."""
+    `key_parameters` = (region, parameter path) (infra/aws/secrets.py); so does a `user`
+    env with secret values (`user.secret`: the parameter `<path>/user.env`)."""
     check_image(image)
     files = [{"path": ENV_FILE, "permissions": "0600", "owner": "root", "content": env_file(env)}]
-    if ssh:
-        if key_parameters is None:
-            raise ValueError("ssh keys need key_parameters: private keys never go in user-data")
+    fetched = user is not None and user.secret
+    if (ssh or fetched) and key_parameters is None:
+        raise ValueError("ssh keys and a secret env need key_parameters: they never go in user-data")
+    if ssh or fetched:
         region, path = key_parameters
-        files += ssh_files(SSH_DIR, ssh, private=False)
+        if ssh:
+            files += ssh_files(SSH_DIR, ssh, private=False)
         files.append({"path": FETCH_KEYS, "permissions": "0700", "content": fetch_keys_script(
-            region, {file: f"{path}/{file}" for file in private_keys(ssh)})})
+            region, {file: f"{path}/{file}" for file in private_keys(ssh)} if ssh else {},
+            files={ui.ENV_FILE: f"{path}/{USER_ENV}"} if fetched else None)})
     if user:
         files += ui.write_files(
             user, runner=docker_command(image, gpu=False, ssh=False, volumes=ui.RUNNER_VOLUMES),
@@ -177,7 +188,8 @@ def user_data(*, image: str, env: Mapping[str, str], gpu: bool = False,
     if ecr:
         files.append({"path": ECR_LOGIN, "permissions": "0700", "content": ecr_login_script(*ecr)})
     files.append({"path": f"/etc/systemd/system/{UNIT}", "permissions": "0644",
-                  "content": unit(image, gpu=gpu, ssh=ssh is not None, user=user)})
+                  "content": unit(image, gpu=gpu, ssh=ssh is not None, user=user,
+                                  fetch=bool(fetched))})
     doc = {
         "write_files": files,
         "runcmd": [

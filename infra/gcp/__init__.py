@@ -19,10 +19,11 @@ from infra.gcp.functions import GcpFunctions, GcpFunctionsArgs
 from infra.gcp.identity import GcpIdentities, GcpIdentitiesArgs
 from infra.gcp.network import GcpNetwork, GcpNetworkArgs
 from infra.gcp.registry import GcpRegistry
-from infra.gcp.secrets import GroupSecrets
+from infra.gcp.secrets import GroupEnvSecret, GroupSecrets
 from infra.gcp.scheduler import GcpScheduler, GcpSchedulerArgs, cron_pair
 from infra.gcp.vms import GcpRunGroup, GcpRunGroupArgs
 from infra.keys import group_known_hosts, mpi_keys
+from infra.user_image import user_step
 from spotbench.clouds.gcp import region_of_zone, too_many_groups
 from spotbench.images import resolve_image
 from spotbench.workload import get_workload
@@ -117,6 +118,12 @@ class GcpSweep(pulumi.ComponentResource):
                               keys=keys, account=member_accounts[gid], opts=child)
             for gid, keys in (mpi.groups.items() if mpi else ())
         }
+        steps = {g.id: user_step(g, spec.image) for g in groups}
+        self.env_secrets = {  # a container group's env (secret values), its account only
+            gid: GroupEnvSecret(f"{name}-{gid}-env", project=project, sweep=spec.name, group=gid,
+                                text=step.env_file_text(), account=member_accounts[gid], opts=child)
+            for gid, step in steps.items() if step is not None and step.secret
+        }
         self.groups = {
             g.id: GcpRunGroup(
                 g.id,
@@ -126,7 +133,9 @@ class GcpSweep(pulumi.ComponentResource):
                     vm_account=member_accounts[g.id], results_url=self.bucket.url,
                     done_url=urls["done"], ssh=mpi.groups[g.id] if mpi else None,
                     secrets=self.secrets[g.id].names if mpi else None,
-                    after=self.secrets[g.id].resources if mpi else [],
+                    user_env_secret=self.env_secrets[g.id].name if g.id in self.env_secrets else None,
+                    after=[*(self.secrets[g.id].resources if mpi else []),
+                           *(self.env_secrets[g.id].resources if g.id in self.env_secrets else [])],
                     image=resolve_image(spec.image, self.registry.url, g.workload,
                                         gpu=bool(g.accelerator)),
                 ),

@@ -71,7 +71,8 @@ def docker_command(image: str, *, gpu_count: int, ssh: bool, name: str = CONTAIN
     return cmd + [shlex.quote(check_image(image))]
 
 
-def fetch_keys_script(secrets: Mapping[str, str], ssh_dir: str = SSH_DIR) -> str:
+def fetch_keys_script(secrets: Mapping[str, str], ssh_dir: str = SSH_DIR,
+                      files: Mapping[str, str] | None = None) -> str:
     """The boot step that puts the group's private keys in `ssh_dir`, 0600: an access token
     of the VM's service account from the metadata server, then each secret's latest version
     (`secrets`: key file name → secret resource name) from Secret Manager's REST API, whose
@@ -80,6 +81,9 @@ def fetch_keys_script(secrets: Mapping[str, str], ssh_dir: str = SSH_DIR) -> str
     billing, until `max_run_duration`)."""
     fetches = "".join(f"fetch {shlex.quote(name)} {shlex.quote(f'{ssh_dir}/{key_file}')}\n"
                       for key_file, name in sorted(secrets.items()))
+    # `files`: absolute path → secret (a `container` group's env file, infra/user_image.py)
+    fetches += "".join(f"fetch {shlex.quote(name)} {shlex.quote(path)}\n"
+                       for path, name in sorted((files or {}).items()))
     return f"""#!/bin/sh
 # spotbench: this run group's ssh private keys, from Secret Manager (only the group's
 # service account may read them), into {ssh_dir} (mode 0600; the unit then gives them to
@@ -157,21 +161,28 @@ def user_data(
     *, image: str, env: Mapping[str, str], gpu_count: int = 0, ssh: SshKeys | None = None,
     user: ui.UserStep | None = None, secrets: Mapping[str, str] | None = None,
     peers: Sequence[str] = (), operator_ports: Sequence[str] = (),
+    user_env_secret: str | None = None,
 ) -> str:
     """The `#cloud-config` document for one member (`image` must be a valid OCI reference:
     it lands in a root systemd unit). `user`: the user's own image runs the command first
     and `image` (spotbench's runner) checks and collects around it (infra/user_image.py).
     With `secrets` (key file name → Secret Manager resource name) the private keys are
-    fetched at boot instead of written here. `peers`: the other members' addresses and
-    `operator_ports` the ports operators reach through IAP, which the host firewall opens
-    (`host_firewall`)."""
+    fetched at boot instead of written here; `user_env_secret` (the Secret Manager name of
+    the user's env file, required when `user.secret`) likewise. `peers`: the other members'
+    addresses and `operator_ports` the ports operators reach through IAP, which the host
+    firewall opens (`host_firewall`)."""
     check_image(image)
+    if user is not None and user.secret and not user_env_secret:
+        raise ValueError("the user's env holds secret values: give user_env_secret (they never "
+                         "go in the metadata)")
+    fetched = {ui.ENV_FILE: user_env_secret} if user is not None and user.secret else {}
     files = [{"path": ENV_FILE, "permissions": "0600", "owner": "root", "content": env_file(env)}]
     if ssh:
         files += ssh_files(SSH_DIR, ssh, private=not secrets)
-    if ssh and secrets:
+    if (ssh and secrets) or fetched:
         files.append({"path": FETCH_KEYS, "permissions": "0700", "owner": "root",
-                      "content": fetch_keys_script(secrets)})
+                      "content": fetch_keys_script(secrets if ssh and secrets else {},
+                                                   files=fetched)})
     if user:
         files += ui.write_files(
             user, runner=docker_command(image, gpu_count=0, ssh=False, volumes=ui.RUNNER_VOLUMES),
@@ -180,7 +191,7 @@ def user_data(
                                 network=ui.USER_NETWORK))
     files.append({"path": f"/etc/systemd/system/{UNIT}", "permissions": "0644",
                   "content": _unit(image, gpu_count=gpu_count, ssh=ssh is not None, user=user,
-                                   fetch=bool(ssh and secrets),
+                                   fetch=bool(ssh and secrets) or bool(fetched),
                                    firewall=host_firewall(peers, operator_ports))})
     doc = {
         "write_files": files,

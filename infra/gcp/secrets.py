@@ -1,4 +1,5 @@
-"""A run group's ssh private keys in Secret Manager, readable by that group's account only.
+"""A run group's ssh private keys — and a `container` group's env file — in Secret Manager,
+readable by that group's account only.
 
 One secret per group and key (`<group id>-login`, `<group id>-host`; group ids begin with
 their sweep's name and `--`, so they are unique in the project), its single version holding
@@ -69,3 +70,36 @@ class GroupSecrets(pulumi.ComponentResource):
             self.names[key_file] = secret_name(project, group, key_file)
             self.resources += [secret, version, grant]
         self.register_outputs({"secrets": dict(self.names)})
+
+
+ENV_SUFFIX = "env"
+
+
+def env_secret_id(group: str) -> str:
+    return f"{group}-{ENV_SUFFIX}"
+
+
+class GroupEnvSecret(pulumi.ComponentResource):
+    """A `container` group's env file (the spec's `env`: tokens, passwords) as one secret,
+    `<group id>-env`, readable by the group's member account only; the boot fetches it
+    (cloud_init.py) instead of reading it from the metadata. `name`: its resource name."""
+
+    def __init__(self, name: str, *, project: str, sweep: str, group: str, text: str,
+                 account: pulumi.Input[str], opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("spotbench:gcp:GroupEnvSecret", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        secret = gcp.secretmanager.Secret(
+            f"{name}-{ENV_SUFFIX}", secret_id=env_secret_id(group), project=project,
+            replication={"auto": {}}, labels=sweep_labels(sweep), opts=child)
+        version = gcp.secretmanager.SecretVersion(
+            f"{name}-{ENV_SUFFIX}-v",
+            secret=secret.secret_id.apply(lambda sid: f"projects/{project}/secrets/{sid}"),
+            secret_data=pulumi.Output.secret(text), opts=child)
+        grant = gcp.secretmanager.SecretIamMember(
+            f"{name}-{ENV_SUFFIX}-accessor", project=project, secret_id=secret.secret_id,
+            role=ACCESSOR_ROLE,
+            member=pulumi.Output.from_input(account).apply(lambda e: f"serviceAccount:{e}"),
+            opts=child)
+        self.name = f"projects/{project}/secrets/{env_secret_id(group)}"
+        self.resources: list[pulumi.Resource] = [secret, version, grant]
+        self.register_outputs({"secret": self.name})

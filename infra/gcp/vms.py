@@ -74,6 +74,7 @@ class GcpRunGroupArgs:
     image: str
     ssh: pulumi.Output | None = None  # Output[SshKeys] (secret) for MPI workloads
     secrets: Mapping[str, str] | None = None  # key file → Secret Manager name (fetched at boot)
+    user_env_secret: str | None = None  # a `container` group's env file (fetched at boot)
     after: list[pulumi.Resource] = field(default_factory=list)  # e.g. the secrets and grants
 
 
@@ -126,7 +127,8 @@ class GcpRunGroup(pulumi.ComponentResource):
                 n: user_data(image=args.image, env={**ctx.to_env(), **extra},
                              gpu_count=gpu, ssh=keys, user=user_step(group, spec.image),
                              secrets=args.secrets, operator_ports=ssh_ports(group.workload),
-                             peers=[p.host for p in ctx.members if p.name != n])
+                             peers=[p.host for p in ctx.members if p.name != n],
+                             user_env_secret=args.user_env_secret)
                 for n, ctx in contexts.items()
             }
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import psutil
 
-from spotbench._private import FILE_MODE as PRIVATE_FILE_MODE
+from spotbench._private import FILE_MODE as PRIVATE_FILE_MODE, trusted_path
 
 BUSY_TIMEOUT_S = 30.0
 
@@ -82,7 +82,9 @@ def connect(path: str | Path) -> sqlite3.Connection:
     """A connection in autocommit mode (transactions are explicit), WAL, busy timeout.
 
     The database is created 0600 before SQLite opens it (its -wal/-shm files take that mode):
-    member tokens are in the instances' env."""
+    member tokens are in the instances' env. Every folder above it is checked first, at each
+    connection (`trusted_path`): a swapped parent would hand us another user's instances."""
+    trusted_path(path)
     _create_private(Path(path))
     conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
     conn.row_factory = sqlite3.Row

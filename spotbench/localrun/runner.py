@@ -22,6 +22,7 @@ Faults it handles (see docs/architecture.md, "Faults"):
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import os
@@ -48,6 +49,7 @@ from spotbench.member import MemberContext
 from spotbench.plan import RunGroup, sweep_labels
 from spotbench.results import ResultStore, StoreError
 from spotbench.spec import SweepSpec
+from spotbench.workload import USER_ENV
 
 log = logging.getLogger("spotbench.run")
 
@@ -122,6 +124,8 @@ def deploy(spec: SweepSpec, state: LocalState, cloud: LocalCloud, done_url: str,
             )
             env = {**ctx.to_env(), "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
                    "PYTHONUNBUFFERED": "1"}
+            if group.descriptor.user_image is not None:  # secret values: not in the context
+                env[USER_ENV] = json.dumps(group.descriptor.user_image.env(group.params))
             specs.append(LocalInstanceSpec(
                 name=member.name, labels=group.member_labels(member),
                 command=[sys.executable, "-m", group.descriptor.module],

@@ -18,7 +18,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from spotbench._private import FILE_MODE, private_dir, write_private
+from spotbench._private import FILE_MODE, private_dir, trusted_path, write_private
 
 
 def state_root(root: Path | str | None = None) -> Path:
@@ -31,13 +31,18 @@ class LocalState:
         self.sweep = sweep
         self.dir = private_dir(state_root(root) / sweep)
 
+    def _path(self, name: str) -> Path:
+        """A state file's path, after checking (again) that nobody else can swap a folder
+        above it since the state was opened (`trusted_path`)."""
+        return trusted_path(self.dir / name)
+
     @property
     def db_path(self) -> Path:
-        return self.dir / "cloud.db"
+        return self._path("cloud.db")
 
     def secret(self) -> str:
         """The sweep's secret, made on first use and kept (0600) for later processes."""
-        path = self.dir / "secret"
+        path = self._path("secret")
         if not path.exists():
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
             with os.fdopen(fd, "w") as fh:
@@ -45,11 +50,11 @@ class LocalState:
         return path.read_text().strip()
 
     def _read(self, name: str) -> dict[str, Any]:
-        path = self.dir / name
+        path = self._path(name)
         return json.loads(path.read_text()) if path.exists() else {}
 
     def _write(self, name: str, data: dict[str, Any]) -> None:
-        write_private(self.dir / name, json.dumps(data, indent=2, default=str))
+        write_private(self._path(name), json.dumps(data, indent=2, default=str))
 
     @property
     def functions(self) -> dict[str, Any]:

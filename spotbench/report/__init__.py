@@ -12,10 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import matplotlib
 import pandas as pd
 
 from spotbench.report import data, cost, history, reference as reference_mod
 from spotbench.report._doc import Document, Para, to_html, to_markdown
+from spotbench.report.escape import out_folder_name, write_csv
 from spotbench.results import ResultStore
 from spotbench.workload import registry
 
@@ -36,13 +38,14 @@ class ReportPaths:
 
 
 def default_out_dir(results_url: str) -> Path:
-    """`reports/<sweep>` (the sweep named in the records, else the URL's last part)."""
-    try:
-        records = ResultStore(results_url).read()
-    except FileNotFoundError:
-        records = []
-    name = records[0].sweep if records else results_url.rstrip("/").rsplit("/", 1)[-1]
-    return Path("reports") / name
+    """`reports/<name>`, the name from the URL the user gave (its last part, made one safe
+    path segment). Never from a record: a record's `sweep` is whatever a VM wrote."""
+    return Path("reports") / out_folder_name(results_url.rstrip("/").rsplit("/", 1)[-1] or "results")
+
+
+# Labels are data (metric names and units from records): matplotlib's mathtext would parse
+# `$…$` in them, and a malformed formula raises. Plots show text as it is.
+PLAIN_TEXT = {"text.parse_math": False, "text.usetex": False}
 
 
 def write_report(
@@ -77,22 +80,29 @@ def write_report(
         f"{df['group'].nunique()} groups · clouds: {', '.join(sorted(df['cloud'].unique()))}."
     ))
 
+    problems = df.attrs.get("problems") or []
+    if problems:
+        shown = problems[:20] + ([f"… and {len(problems) - 20} more"] if len(problems) > 20 else [])
+        doc.add(Para(f"Ignored {len(problems)} malformed value(s) in the records: " + "; ".join(shown)))
+
     pngs: list[Path] = []
     exports: list[pd.DataFrame] = []
-    for add_section in _sections():
-        p, e = add_section(df, doc, out_dir, reference=reference, prices=prices, base=base,
-                           results_url=results_url, baseline=baseline)
-        pngs += p
-        exports += e
+    with matplotlib.rc_context(PLAIN_TEXT):
+        for add_section in _sections():
+            p, e = add_section(df, doc, out_dir, reference=reference, prices=prices, base=base,
+                               results_url=results_url, baseline=baseline)
+            pngs += p
+            exports += e
 
     md = out_dir / "report.md"
     md.write_text(to_markdown(doc, out_dir))
     page = out_dir / "report.html"
     page.write_text(to_html(doc))
     summary_csv = out_dir / "summary.csv"
-    (pd.concat(exports, ignore_index=True) if exports else pd.DataFrame()).to_csv(summary_csv, index=False)
+    summary = pd.concat(exports, ignore_index=True) if exports else pd.DataFrame()
+    write_csv(summary, summary_csv)
     records_csv = out_dir / "records.csv"
-    df.drop(columns=["config", "sample"]).to_csv(records_csv, index=False)
+    write_csv(df.drop(columns=["config", "sample"]), records_csv)
     return ReportPaths(markdown=md, html=page, csv=summary_csv, png=pngs, records_csv=records_csv)
 
 

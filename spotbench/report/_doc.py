@@ -2,16 +2,21 @@
 
 Sections are built once from the data (headings, paragraphs, tables, images) so the two
 outputs never disagree. Tables are pandas DataFrames already formatted as strings.
+All text in a Document is plain text (much of it from records): each renderer escapes it
+for its format (`html.escape`; `escape.md_text` for Markdown), so no value adds markup.
 """
 
 from __future__ import annotations
 
 import base64
 import html
+from urllib.parse import quote
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+
+from spotbench.report.escape import md_cell, md_text
 
 
 @dataclass
@@ -75,25 +80,26 @@ def _missing(value: object) -> bool:
 
 
 def to_markdown(doc: Document, out_dir: Path) -> str:
-    lines = [f"# {doc.title}", ""]
+    lines = [f"# {md_text(doc.title)}", ""]
     for block in doc.blocks:
         if isinstance(block, Heading):
-            lines += ["#" * block.level + " " + block.text, ""]
+            lines += ["#" * block.level + " " + md_text(block.text), ""]
         elif isinstance(block, Para):
-            lines += [block.text, ""]
+            lines += [md_text(block.text), ""]
         elif isinstance(block, TableBlock):
             header, rows = _flat(block.frame)
             if block.caption:
-                lines += [f"*{block.caption}*", ""]
-            lines.append("| " + " | ".join(header) + " |")
+                lines += [f"*{md_text(block.caption)}*", ""]
+            lines.append("| " + " | ".join(md_cell(h) for h in header) + " |")
             lines.append("|" + "|".join("---" for _ in header) + "|")
-            lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
+            lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
             lines.append("")
         elif isinstance(block, Image):
             rel = block.path.relative_to(out_dir) if block.path.is_relative_to(out_dir) else block.path
-            lines += [f"![{block.caption}]({rel.as_posix()})", ""]
+            target = "/".join(quote(part) for part in rel.parts)
+            lines += [f"![{md_text(block.caption)}]({target})", ""]
             if block.caption:
-                lines += [f"*{block.caption}*", ""]
+                lines += [f"*{md_text(block.caption)}*", ""]
     return "\n".join(lines)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from spotbench.clouds import get_provider
+from spotbench.report.meta import FIELDS, read_meta
 from spotbench.results import Result
 
 # Parameters that never distinguish configurations in a table.
@@ -20,15 +21,21 @@ _IGNORED_PARAMS = {"name", "dataset_url"}
 
 
 def frame(records: list[Result]) -> pd.DataFrame:
+    """`df.attrs["problems"]`: one line per metadata value skipped for its type."""
     rows = []
+    problems: list[str] = []
     for r in records:
         row = r.model_dump()
-        meta = row.get("metadata") or {}
+        meta, bad = read_meta(row.get("metadata") or {})
+        problems += [f"{r.group} {r.metric}: {p}" for p in bad]
+        raw = row.get("metadata") if isinstance(row.get("metadata"), dict) else {}
+        row["metadata"] = {**raw, **meta, **{k: None for k in FIELDS if k in raw and k not in meta}}
         row["size_bytes"] = meta.get("size_bytes")
         row["cpu_count"] = meta.get("cpu_count", meta.get("host_cores"))
         row["members"] = meta.get("members")
         rows.append(row)
     df = pd.DataFrame(rows)
+    df.attrs["problems"] = problems
     if df.empty:
         return df
     df["config"] = _config_labels(df)
@@ -50,7 +57,7 @@ def varying_params(df: pd.DataFrame) -> list[str]:
 
 def _config_labels(df: pd.DataFrame) -> pd.Series:
     varying = varying_params(df)
-    placements = df["metadata"].map(lambda m: (m or {}).get("placement", "none"))
+    placements = df["metadata"].map(lambda m: (m or {}).get("placement") or "none")
     show_placement = placements.nunique() > 1
     labels = []
     for idx, row in df.iterrows():

@@ -17,6 +17,7 @@ import pandas as pd  # noqa: E402
 from spotbench.history.changepoints import DEFAULT_MAX_PVALUE  # noqa: E402
 from spotbench.history.trends import History, Series, size_text  # noqa: E402
 from spotbench.report._doc import Document, Heading, Image, Para, TableBlock  # noqa: E402
+from spotbench.report.escape import file_stem  # noqa: E402
 
 SAME_WITHIN = 0.05  # |change| below this is shown as "≈" in the comparison table
 
@@ -93,8 +94,7 @@ def _plots(hist: History, out_dir: Path) -> list[Path]:
             ax.legend(fontsize=7)
         fig.autofmt_xdate()
         fig.tight_layout()
-        slug = "".join(c if c.isalnum() else "_" for c in f"{group[0].metric}_{size or ''}").strip("_")
-        png = out_dir / f"history_{slug}.png"
+        png = out_dir / f"history_{file_stem(group[0].metric, size or '')}.png"
         fig.savefig(png, dpi=110)
         plt.close(fig)
         pngs.append(png)

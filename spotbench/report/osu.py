@@ -21,6 +21,7 @@ from spotbench.report.data import (  # noqa: E402
     SPREAD_FLAG_CV, fmt, fmt_cv, size_label, spread, trial_counts,
 )
 from spotbench.report._doc import Document, Heading, Image, Para, TableBlock  # noqa: E402
+from spotbench.report.escape import file_stem  # noqa: E402
 
 METRICS = {
     "latency": ("Latency", "µs", "lower is better"),
@@ -172,7 +173,7 @@ def section(df: pd.DataFrame, doc: Document, out_dir: Path) -> tuple[list[Path],
                 + ". Treat these averages with care; more trials or a quieter machine help."
             ))
         if plottable(table):
-            path = plot(table, metric, out_dir / f"osu_{metric}.png")
+            path = plot(table, metric, out_dir / f"osu_{file_stem(metric)}.png")
             pngs.append(path)
             doc.add(Image(path, f"OSU {metric} vs message size (average line; grey dots = trials)"))
         else:

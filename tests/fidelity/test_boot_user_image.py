@@ -13,7 +13,7 @@ import time
 import pytest
 
 from spotbench.images import IMAGE_UID
-from tests.fidelity import boot, hub
+from tests.fidelity import aws_ssm, boot, hub
 from tests.fidelity.conftest import need_tools
 from tests.infra.conftest import MOCKS
 
@@ -75,10 +75,12 @@ def user_image_boot(lab_dir):
     rendered, rows = boot.render(spec, MOCKS)
     by_cmd = {r.ctx.params["command"][-1]: r for r in rendered}
     fast, slow = by_cmd[FAST], by_cmd[SLOW]
+    secrets = boot.secret_store(MOCKS.declared)  # the spec's env: fetched, never in metadata
     work = lab_dir / "user-image"
     store = boot.shared_results(work, IMAGE_UID)
     out: dict = {"fast": fast, "store": store, "rows": rows}
     with boot.Lab(work) as lab:
+        lab.serve_secrets(secrets)
         vms = {key: _vm(lab, r, store) for key, r in (("fast", fast), ("slow", slow))}
         out["outside"] = _boot_outside_a_run(lab, vms["fast"], store)  # creation boot: no run
         out.update(_boot_in_a_run(lab, vms["fast"], store))
@@ -103,7 +105,7 @@ def test_user_image_cloud_config_is_valid_gcp(user_image_boot):
     assert not boot.schema_errors(r.user_data), boot.schema_errors(r.user_data)
     scripts = [boot.shell_of(r)] + [f["content"] for f in r.doc["write_files"]
                                      if f["content"].startswith("#!/bin/sh")]
-    assert len(scripts) == 2  # the unit's lines and the user-image script
+    assert len(scripts) == 3  # the unit's lines, the user-image script, fetch-keys (the env)
     for script in scripts:
         assert not boot.shellcheck_errors(script), (script, boot.shellcheck_errors(script))
 
@@ -219,10 +221,12 @@ def aws_user_image_boot(lab_dir):
         matrix={"machine_type": ["c5.large"]})
     rendered, _ = boot.render(spec, MOCKS)
     [member] = rendered
+    parameters = aws_ssm.parameter_store(MOCKS.declared, member.env["AWS_REGION"])  # the env
     work = lab_dir / "user-image-aws"
     store = boot.shared_results(work, IMAGE_UID)
     out: dict = {"member": member, "store": store}
     with boot.Lab(work) as lab:
+        lab.serve_secrets(parameters)
         vm = _vm(lab, member, store)
         lab.boot(vm)  # creation boot: installs only, runs nothing
         out["creation"] = {"status": lab.wait(vm, 60), "docker": _docker_runs(vm),

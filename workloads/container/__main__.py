@@ -20,6 +20,7 @@ the group still has a result to show (and is not started again and again).
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import signal
@@ -31,6 +32,8 @@ from pathlib import Path
 from spotbench.member import MemberContext
 from workloads.common import Preempted, WorkloadRun, exit_if_outside_run
 from workloads.container import metrics
+from spotbench.workload import USER_ENV
+from workloads.container import descriptor
 from workloads.container.descriptor import ContainerParams
 
 log = logging.getLogger("spotbench.container")
@@ -58,9 +61,12 @@ def _record(run: WorkloadRun, found: list[metrics.Metric], **meta: object) -> No
         run.record(m.metric, m.value, m.unit, labels=dict(m.labels), **meta)
 
 
-def execute(run: WorkloadRun, params: ContainerParams, results_dir: Path) -> int:
-    """Run the command to its end (or a SIGTERM); record its metrics; return its exit code."""
-    env = {**os.environ, **params.env, "SPOTBENCH_RESULTS_DIR": str(results_dir)}
+def execute(run: WorkloadRun, params: ContainerParams, results_dir: Path,
+            user_env: dict[str, str] | None = None) -> int:
+    """Run the command to its end (or a SIGTERM); record its metrics; return its exit code.
+    `user_env`: the spec's `env` in clear (default: `params.env`'s values)."""
+    given = user_env if user_env is not None else descriptor.user_env(params)
+    env = {**os.environ, **given, "SPOTBENCH_RESULTS_DIR": str(results_dir)}
     log.info("running: %s", " ".join(params.command))
     try:
         proc = subprocess.Popen(params.command, env=env, stdout=subprocess.PIPE,
@@ -118,13 +124,25 @@ def _finish_and_done(run: WorkloadRun) -> None:
         log.error("done call failed (the group stops at its deadline): %s", exc)
 
 
+def _user_env() -> dict[str, str]:
+    """The spec's `env` the local cloud handed over (`USER_ENV`), taken out of this
+    process's environment (the context holds the params with the values masked)."""
+    raw = os.environ.pop(USER_ENV, "")
+    try:
+        given = json.loads(raw) if raw else {}
+    except ValueError:
+        given = {}
+    return {str(k): str(v) for k, v in given.items()} if isinstance(given, dict) else {}
+
+
 def main() -> int:
     exit_if_outside_run(MemberContext.from_env())
+    user_env = _user_env()
     run = WorkloadRun.from_env()
     params = ContainerParams.model_validate(run.ctx.params)
     with run.preemptible():
         with tempfile.TemporaryDirectory(prefix="spotbench-container-") as tmp:
-            code = execute(run, params, Path(tmp))
+            code = execute(run, params, Path(tmp), user_env)
         _finish_and_done(run)
     return 0 if code == 0 else 1
 

@@ -1,14 +1,26 @@
 """The `container` workload: one member runs the user's command; metrics come from what
-it writes (see `workloads/container/__init__.py`)."""
+it writes (see `workloads/container/__init__.py`).
+
+The command's `env` is treated as secret (API tokens, passwords): its values are
+`SecretStr`s, so every serialised form of the params — the member context in GCE metadata
+or EC2 user-data, records, `records.csv`, the functions' `SPOTBENCH_SPEC` — holds
+`**********`; the values reach the command only through `user_env(params)`: on a cloud VM
+from Secret Manager / SSM at boot (infra/user_image.py), locally through the member's own
+process environment (`USER_ENV`).
+"""
 
 from __future__ import annotations
 
+import re
 import shlex
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 
 from spotbench.workload import Images, Params, UserImage, Workload
+
+ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # what `docker --env-file` and a shell take
+ENV_VALUE_FORBIDDEN = ("\n", "\r", "\x00")  # one env-file line per variable
 
 
 class ContainerParams(Params):
@@ -19,7 +31,24 @@ class ContainerParams(Params):
         min_length=1,
         description="what to run: a list of arguments, or one string split like a shell does",
     )
-    env: dict[str, str] = Field(default_factory=dict, description="extra environment for it")
+    env: dict[str, SecretStr] = Field(
+        default_factory=dict,
+        description="extra environment for it (secret: never stored in metadata, records or reports)")
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, v: object) -> object:
+        if not isinstance(v, dict):
+            return v
+        for key, value in v.items():
+            if not isinstance(key, str) or not ENV_KEY.match(key):
+                raise ValueError(f"env key {key!r}: a name of letters, digits and '_', not "
+                                 "starting with a digit (like API_TOKEN)")
+            text = value.get_secret_value() if isinstance(value, SecretStr) else value
+            if isinstance(text, str) and any(c in text for c in ENV_VALUE_FORBIDDEN):
+                raise ValueError(f"env {key}: a value cannot hold a line break or NUL (one "
+                                 "line per variable in the container's env file)")
+        return v
 
     @field_validator("command", mode="before")
     @classmethod
@@ -30,6 +59,11 @@ class ContainerParams(Params):
             except ValueError as exc:
                 raise ValueError(f"cannot split the command like a shell: {exc}") from None
         return v
+
+
+def user_env(params: ContainerParams) -> dict[str, str]:
+    """The command's environment, values in clear (for the boot's secret and the member)."""
+    return {k: v.get_secret_value() for k, v in params.env.items()}
 
 
 def roles(params: ContainerParams) -> list[tuple[str, int]]:
@@ -45,7 +79,7 @@ WORKLOAD = Workload(
     images=Images(),  # no default: the spec's `image:` is the benchmark
     # on a cloud VM the spec's image runs the command as it is; images/runner collects
     user_image=UserImage(runner="runner", command=lambda p: list(p.command),
-                         env=lambda p: dict(p.env)),
+                         env=user_env),
     report="workloads.container.report:section",
     description=ContainerParams.__doc__ or "",
 )

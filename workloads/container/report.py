@@ -18,13 +18,14 @@ import pandas as pd  # noqa: E402
 
 from spotbench.report.data import fmt  # noqa: E402
 from spotbench.report._doc import Document, Heading, Image, Para, TableBlock  # noqa: E402
+from spotbench.report.escape import file_stem  # noqa: E402
 
 WORKLOAD = "container"
 
 
 def _labels(meta: object) -> str:
-    labels = (meta or {}).get("labels") if isinstance(meta, dict) else None
-    if not labels:
+    labels = meta.get("labels") if isinstance(meta, dict) else None
+    if not labels or not isinstance(labels, dict):  # a label set is a mapping; else none
         return ""
     return ", ".join(f"{k}={json.dumps(v) if not isinstance(v, str) else v}" for k, v in sorted(labels.items()))
 
@@ -73,8 +74,7 @@ def section(df: pd.DataFrame, doc: Document, out_dir: Path) -> tuple[list[Path],
         doc.add(TableBlock(shown, f"{metric}: average, min and max over complete trials, how many "
                                   "there are, and runs cut short (not in the average)."))
         if table["average"].notna().any():
-            safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in metric)
-            path = plot(table, metric, unit, out_dir / f"container_{safe}.png")
+            path = plot(table, metric, unit, out_dir / f"container_{file_stem(metric)}.png")
             pngs.append(path)
             doc.add(Image(path, f"{metric} per configuration"))
         else:

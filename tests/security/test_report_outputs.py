@@ -1,0 +1,112 @@
+"""Attacks on the report through values a VM (or a user's container) stored: every one is
+data, never markup, a formula, a path or a type the report trusts (issue 24: 4, 7, 8)."""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from spotbench.cli import app
+from spotbench.report import default_out_dir, write_report
+from tests.report.conftest import rec, store  # noqa: F401 - the store fixture
+
+pytestmark = pytest.mark.security
+
+CONTAINER = {"name": "container", "command": ["bench"]}
+
+
+def _container(**kw):
+    base = dict(workload="container", params=CONTAINER, metric="events_per_s", value=5.0,
+                unit="ev/s", group="c-t1")
+    return rec(**{**base, **kw})
+
+
+def _store(store, records, group="c-t1"):
+    store.write_group("r1", group, records)
+
+
+def test_a_records_sweep_name_does_not_choose_where_the_report_is_written(store, tmp_path, monkeypatch):
+    """`sweep` is an absolute path / `..`: the default output folder is named from the URL."""
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    victim = tmp_path / "victim"
+    for i, sweep in enumerate((str(victim), "../../victim2")):
+        _store(store, [_container(sweep=sweep, group=f"c-t{i}")], group=f"c-t{i}")
+    out = default_out_dir(store.url)
+    assert out == Path("reports") / "results", out
+    result = CliRunner().invoke(app, ["report", store.url])
+    assert result.exit_code == 0, result.output
+    assert not victim.exists() and not (tmp_path / "victim2").exists()
+    assert (work / "reports" / "results" / "report.md").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results", "work"]
+
+
+def test_mathtext_in_a_unit_or_metric_does_not_crash_the_report(store, tmp_path):
+    _store(store, [_container(unit=r"$\frac{$", metric=r"m$\sqrt{$")])
+    paths = write_report(store.url, tmp_path / "out")
+    assert paths.png, "the plot is drawn with the text as it is"
+
+
+def test_a_300_character_metric_name_gets_a_bounded_file_name(store, tmp_path):
+    long_a, long_b = "a" * 300, "a" * 299 + "b"
+    _store(store, [_container(metric=long_a), _container(metric=long_b), _container(metric="../../x")])
+    paths = write_report(store.url, tmp_path / "out")
+    assert len(paths.png) == 3 and len({p.name for p in paths.png}) == 3
+    for png in paths.png:
+        assert png.parent == tmp_path / "out" and len(png.name) <= 100, png
+
+
+@pytest.mark.parametrize("meta", [{"member_types": 5}, {"member_types": [1, {"a": 2}]},
+                                  {"placement": {"a": 1}}, {"placement": ["x"]},
+                                  {"members": "x", "size_bytes": {"a": 1}}])
+def test_a_wrongly_typed_metadata_value_is_skipped_and_reported(store, tmp_path, meta):
+    _store(store, [_container(metadata=meta)])
+    _store(store, [_container(value=6.0, group="c-t2", metadata={"placement": "spread"})], group="c-t2")
+    md = write_report(store.url, tmp_path / "out").markdown.read_text()
+    assert "events" in md
+    assert "ignored" in md.lower() and next(iter(meta)) in md
+
+
+def test_markdown_injection_from_records_is_escaped(store, tmp_path):
+    evil = "<script>alert(1)</script>"
+    _store(store, [_container(metric=f"x{evil}", unit="ms\n# Injected heading\n[link](http://e)"),
+                   _container(metric="- item", machine_type="<img src=x onerror=alert(1)>")])
+    md = write_report(store.url, tmp_path / "out").markdown.read_text()
+    assert "<script" not in md and "<img" not in md
+    assert not re.search(r"^#+ Injected", md, re.M)
+    assert "](http://e)" not in md.replace("\\]", "")
+    assert not any(line.startswith("- item") for line in md.splitlines())
+    # the text itself is still there, escaped
+    assert "&lt;script&gt;" in md and "Injected heading" in md
+
+
+def test_formula_cells_in_the_csvs_are_neutralised(store, tmp_path):
+    formulas = ["=HYPERLINK(\"http://e\",\"x\")", "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(A1)",
+                "\t=1", "\r=1"]
+    for i, f in enumerate(formulas):
+        _store(store, [_container(metric=f, unit=f, value=-1.5, machine_type=f, group=f"c-t{i + 1}")],
+               group=f"c-t{i + 1}")
+    paths = write_report(store.url, tmp_path / "out")
+    for path in (paths.records_csv, paths.csv):
+        with open(path, newline="") as fh:
+            cells = [c for row in csv.reader(fh) for c in row]
+        bad = [c for c in cells if c.startswith(("=", "+", "@", "\t", "\r"))
+               or (c.startswith("-") and not _number(c))]
+        assert not bad, (path.name, bad)
+    with open(paths.records_csv, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert {r["value"] for r in rows} == {"-1.5"}, "numbers stay numbers"
+    assert {r["metric"] for r in rows} == {"'" + f for f in formulas}
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
