@@ -78,10 +78,38 @@ def status(
                       f"next stop {sch.next_stop} {sch.detail}", highlight=False, markup=False)
     else:
         console.print(f"schedule: none (runs on demand) · {paused}", highlight=False, markup=False)
+    for g in report.groups:
+        if g.failure is not None:
+            err_console.print(styled("failed: ", "bold red", g.failure.line()), highlight=False)
+            if g.failure.stderr_tail:
+                err_console.print("  its stderr ends with:\n" + "\n".join(
+                    "    " + line for line in g.failure.stderr_tail.splitlines()),
+                    highlight=False, markup=False)
     if report.spend is not None:
-        console.print(f"spend: {report.spend}", highlight=False, markup=False)
+        console.print(spend_sentence(report.spend), highlight=False, markup=False)
     for note in report.notes:
         console.print(f"note: {note}", highlight=False, markup=False)
+
+
+def spend_sentence(spend: dict) -> str:
+    """`spend: 0.0123 USD spent, 0.0040 USD committed by running groups; budget 5 USD (…)`."""
+    def usd(v: object) -> str:
+        return f"{v:.4f} USD" if isinstance(v, int | float) else "unknown"
+
+    text = f"spend: {usd(spend.get('spent'))} spent"
+    if spend.get("committed") is None:
+        text += ", committed by running groups unknown (a machine type has no price)"
+    else:
+        text += f", {usd(spend.get('committed'))} committed by running groups"
+    budget = spend.get("budget")
+    if budget is None:
+        text += "; no budget set (add `budget: USD` to the spec to cap spend)"
+    else:
+        left = budget - (spend.get("spent") or 0) - (spend.get("committed") or 0)
+        text += f"; budget {budget:g} USD, {usd(max(left, 0.0))} left"
+    if spend.get("unpriced_runs"):
+        text += f"; {spend['unpriced_runs']} stored attempt(s) have no price and are not counted"
+    return text
 
 
 def _local_overview(root: Path | None, as_json: bool) -> None:

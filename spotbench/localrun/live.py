@@ -8,6 +8,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
 from spotbench.localrun.runner import Progress, RunOutcome, run_local
 from spotbench.spec import SweepSpec
@@ -18,6 +19,10 @@ console = Console()
 def _line(p: Progress) -> str:
     running = ", ".join(sorted(p.running)) or "-"
     return f"[bold]{len(p.completed)}/{p.total}[/] groups complete · {p.message} · running: {running}"
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + line for line in text.splitlines())
 
 
 def run_with_progress(spec: SweepSpec, *, on_schedule: bool, grace_s: float,
@@ -36,9 +41,18 @@ def run_with_progress(spec: SweepSpec, *, on_schedule: bool, grace_s: float,
         table.add_row(gid, "[green]complete[/]")
     for gid in outcome.incomplete:
         why = outcome.states.get(gid, "incomplete")
-        table.add_row(gid, f"[yellow]refused: {refused[gid]}[/]" if gid in refused
-                      else f"[red]incomplete: {why}[/]")
+        if gid in refused:
+            table.add_row(gid, Text(f"refused: {refused[gid]}", style="yellow"))
+        elif gid in outcome.failures:
+            table.add_row(gid, Text(f"failed: {outcome.failures[gid].reason}", style="red"))
+        else:
+            table.add_row(gid, Text(f"incomplete: {why}", style="red"))
     console.print(table, highlight=False)
+    for gid, failure in sorted(outcome.failures.items()):
+        console.print(Text(f"{gid} failed: {failure.reason}", style="bold red"), highlight=False)
+        if failure.stderr_tail:
+            console.print(Text("  its stderr ends with:\n" + _indent(failure.stderr_tail)),
+                          highlight=False)
     for fault in outcome.faults:
         console.print(f"[yellow]noticed:[/] {fault}", highlight=False)
     if outcome.error:

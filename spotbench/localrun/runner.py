@@ -37,6 +37,7 @@ from pathlib import Path
 import requests
 
 from spotbench import control
+from spotbench.failures import Failure, failures
 from spotbench.auth.local import member_token, scheduler_token
 from spotbench.clouds.base import ACTIVE, State
 from spotbench.clouds.local import LocalCloud, LocalInstanceSpec
@@ -85,6 +86,7 @@ class RunOutcome:
     states: dict[str, str] = field(default_factory=dict)  # group → complete/preempted/…
     faults: list[dict] = field(default_factory=list)  # what the runner noticed and did
     error: str | None = None  # why the run was cut short, if it was
+    failures: dict[str, Failure] = field(default_factory=dict)  # group → why its command failed
 
     @property
     def ok(self) -> bool:
@@ -188,21 +190,24 @@ def run_local(
                 state.functions = {}
     run_id = run_id or _newest_run(scheduler)
     completed = store.completed_groups(run_id) if run_id else set()
+    failed = {g: f for (_, g), f in failures(store.read(run_id)).items()} if run_id else {}
+    completed -= set(failed)  # stored and over, not retried, but no success
     refused = [r for a in scheduler.answers for r in a.get("refused", [])]
-    states = final_states(sweep, run_id, completed) if run_id else {}
+    states = final_states(sweep, run_id, completed, set(failed)) if run_id else {}
     errors = [a["error"] for a in scheduler.answers if a.get("error")]
     return RunOutcome(
         sweep=spec.name, run=run_id, results_url=results_url,
         completed=sorted(completed), incomplete=sorted({g.id for g in groups} - completed),
         refused=list({r["group"]: r for r in refused}.values()), state_dir=state.dir,
         answers=scheduler.answers, states=states, faults=faults,
-        error=error or (errors[-1] if errors else None),
+        error=error or (errors[-1] if errors else None), failures=failed,
     )
 
 
-def final_states(sweep: control.Sweep, run: str, completed: set[str]) -> dict[str, str]:
-    """Each group's end, in one word: complete, preempted, contaminated, failed (stored
-    nothing), gave up (kept failing), refused (budget) or not run."""
+def final_states(sweep: control.Sweep, run: str, completed: set[str],
+                 failed: frozenset[str] | set[str] = frozenset()) -> dict[str, str]:
+    """Each group's end, in one word: complete, preempted, contaminated, failed (its command
+    failed, or it stored nothing), gave up (kept failing), refused (budget) or not run."""
     store = sweep.store
     attempts = store.attempts(run)
     flags = store.flags(run)
@@ -210,7 +215,9 @@ def final_states(sweep: control.Sweep, run: str, completed: set[str]) -> dict[st
     for group in sweep.groups:
         mine = [a for a in attempts if a.group == group.id]
         launches = store.launch_count(run, group.id)
-        if group.id in completed:
+        if group.id in failed:
+            out[group.id] = "failed"
+        elif group.id in completed:
             out[group.id] = "complete"
         elif launches >= control.MAX_LAUNCHES_PER_RUN:
             out[group.id] = "gave up"

@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from spotbench.report import data, cost, history, reference as reference_mod
+from spotbench.report import failures as failures_section
 from spotbench.report._doc import Document, Para, to_html, to_markdown
 from spotbench.results import ResultStore
 from spotbench.workload import registry
@@ -76,6 +77,7 @@ def write_report(
         f"Results: {results_url} · runs: {', '.join(runs)} · {len(df)} values from "
         f"{df['group'].nunique()} groups · clouds: {', '.join(sorted(df['cloud'].unique()))}."
     ))
+    failures_section.section(df, doc)  # the banner: failed groups before any chart
 
     pngs: list[Path] = []
     exports: list[pd.DataFrame] = []

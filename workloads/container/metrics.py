@@ -1,12 +1,13 @@
-"""Read the numbers a user's command reports: JSON lines in its results folder, or
-`name=value unit` lines on its stdout.
+"""Read the numbers a user's command reports: JSON lines in its results folder, or on its
+stdout either `name=value unit` lines or JSON lines.
 
 JSON line (one object per line, in any `*.jsonl` file):
     {"metric": "latency", "value": 1.9, "unit": "us", "labels": {"size": 8}}
 `unit` and `labels` are optional; labels are kept with the value (the report shows them).
 
-stdout line (the whole line, surrounding spaces ignored):
+stdout line (the whole line, surrounding spaces ignored), either form:
     latency=1.9 us          name: letters, digits, `_ . - /`; value: a number; unit: optional
+    {"metric": "latency", "value": 1.9, "unit": "us"}     the JSON line above
 
 Anything else is ignored (a command prints what it likes); a line that looks like a JSON
 metric but is not valid is reported as a problem, never silently dropped.
@@ -37,12 +38,26 @@ class Metric:
 
 
 def from_stdout(text: str) -> list[Metric]:
-    out = []
-    for line in text.splitlines():
+    return stdout_metrics(text)[0]
+
+
+def stdout_metrics(text: str) -> tuple[list[Metric], list[str]]:
+    """Every metric on stdout (`name=value unit` lines and JSON metric lines), and the
+    problems (`stdout:line: what is wrong`) of lines that are JSON objects naming a `metric`
+    but are not valid metrics. Other JSON a command prints (logs) is ignored."""
+    out: list[Metric] = []
+    problems: list[str] = []
+    for n, line in enumerate(text.splitlines(), 1):
         m = STDOUT_LINE.match(line)
         if m:
             out.append(Metric(m["name"], float(m["value"]), m["unit"] or ""))
-    return out
+        elif line.strip().startswith("{"):
+            try:
+                out.append(from_json_line(line.strip()))
+            except ValueError as exc:
+                if '"metric"' in line:
+                    problems.append(f"stdout:{n}: {exc}")
+    return out, problems
 
 
 def from_json_line(line: str) -> Metric:
