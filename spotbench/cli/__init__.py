@@ -26,6 +26,25 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"spotbench {version('spotbench')}")
+        except PackageNotFoundError:  # a checkout on PYTHONPATH, not installed
+            typer.echo("spotbench (not installed: run `make setup`)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    show_version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                      help="print the version and exit"),
+) -> None:
+    """Benchmark sweeps on spot/preemptible VMs, priced and reported."""
+
+
 core.register(app)
 report_cli.register(app)
 estimate_cli.register(app)

@@ -49,3 +49,36 @@ def test_status_shows_a_failed_group_with_its_stderr_and_spend_as_a_sentence(loc
     spend = next(line for line in out.output.splitlines() if line.startswith("spend:"))
     assert "{" not in spend and "'" not in spend, spend
     assert "budget 5 USD" in spend and "left" in spend
+
+
+@pytest.mark.parametrize("cron, says", [
+    ("0 25 * * *", "the hour field '25' is out of range: 25 is not within 0-23"),
+    ("61 3 * * *", "the minute field '61' is out of range"),
+    ("0 3 * * 9", "the day-of-week field '9' is out of range"),
+    ("0 3 * *", "has 4 field(s), a cron has five"),
+])
+def test_a_bad_cron_names_the_field_that_is_wrong(tmp_path, cron, says):
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"name": "c", "cloud": "local", "schedule": {"cron": cron},
+                                    "workload": {"name": "container", "command": "true"}}))
+    out = CliRunner().invoke(app, ["plan", str(path)])
+    assert out.exit_code == 2 and says in out.output, out.output
+
+
+def test_a_missing_spec_file_is_a_sentence_not_a_repr(tmp_path):
+    out = CliRunner().invoke(app, ["plan", str(tmp_path / "nope.yaml")])
+    assert out.exit_code == 2 and "nope.yaml: file not found" in out.output
+    assert "PosixPath" not in out.output
+
+
+def test_version():
+    out = CliRunner().invoke(app, ["--version"])
+    assert out.exit_code == 0 and out.output.startswith("spotbench ") and out.output.strip()[-1].isdigit()
+
+
+def test_report_labels_show_env_and_commands_as_people_write_them():
+    from spotbench.report.data import param_text
+
+    assert param_text({"N": "1000000", "M": "2"}) == "M=2 N=1000000"
+    assert param_text(["python", "-c", "print('x=1')"]) == "python -c 'print('\"'\"'x=1'\"'\"')'"
+    assert param_text(4) == "4"
