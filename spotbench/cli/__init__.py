@@ -3,8 +3,12 @@
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
+from spotbench.cli import extras
+from spotbench.cli import _common
 from spotbench.cli import core
 from spotbench.cli import report as report_cli
 from spotbench.cli import estimate as estimate_cli
@@ -55,4 +59,13 @@ history_cli.register(app)
 
 
 def main() -> None:
-    app()
+    """The `spotbench` command: a missing optional install is one line saying which extra
+    to install (spotbench/cli/extras.py), never a traceback."""
+    try:
+        app()
+    except ModuleNotFoundError as exc:
+        why = extras.explain(exc, _common.current_cloud)
+        if why is None:
+            raise
+        _common.err_console.print(_common.styled("error: ", "bold red", why), highlight=False)
+        sys.exit(1)

@@ -14,7 +14,9 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from spotbench.cli._common import EXIT_BAD_INPUT, console, err_console, fail, spec_or_exit, styled, warn
+from spotbench.cli._common import (
+    EXIT_BAD_INPUT, console, credentials_or_exit, err_console, explained, fail, spec_or_exit, styled, warn,
+)
 
 schedule_app = typer.Typer(help="Pause, resume or fire now a sweep's start/stop pair.", no_args_is_help=True)
 
@@ -44,15 +46,16 @@ def status(
         _local_overview(root, as_json)
         return
     spec = spec_or_exit(spec_path)
+    credentials_or_exit(spec.cloud)
     cloud = control = None
     try:
         cloud = cloud_for(spec, root)
     except Exception as exc:  # noqa: BLE001 - status shows what it can
-        warn(str(exc), prefix=f"cannot reach {spec.cloud}: ")
+        warn(explained(exc), prefix=f"cannot reach {spec.cloud}: ")
     try:
         control = control_for(spec, root)
     except Exception as exc:  # noqa: BLE001
-        warn(str(exc), prefix="schedule state unavailable: ")
+        warn(explained(exc), prefix="schedule state unavailable: ")
     try:
         store = results_for(spec, results)
     except ValueError as exc:  # SettingMissing: only the deployed stack knows the bucket
@@ -131,11 +134,12 @@ def _schedule(spec_path: Path, action: str, root: Path | None) -> None:
     from spotbench.ops.schedule import control_for
 
     spec = spec_or_exit(spec_path)
+    credentials_or_exit(spec.cloud)
     try:
         control = control_for(spec, root)
         message = getattr(control, action)()
     except Exception as exc:  # noqa: BLE001 - one clear line, exit 1
-        fail(f"{action.replace('_', '-')} {spec.name}: {exc}")
+        fail(f"{action.replace('_', '-')} {spec.name}: {explained(exc)}")
     console.print(message, highlight=False, markup=False)
 
 
@@ -184,6 +188,7 @@ def teardown(
     which = cloud or (spec.cloud if spec else None)
     if which is None:
         fail("--all-sweeps without SPEC needs --cloud local|gcp|aws", 2)
+    credentials_or_exit(which)
     try:
         sweeper = sweeper_for(which, spec, root=root, project=project,
                               regions=[r.strip() for r in regions.split(",")] if regions else None)
