@@ -62,6 +62,10 @@ class RunError(RuntimeError):
     left running when it is raised."""
 
 
+class AlreadyRunning(RunError):
+    """Another live `spotbench run` steers this sweep: nothing was touched."""
+
+
 @dataclass
 class Progress:
     """What the runner reports while it waits (the CLI renders it with rich)."""
@@ -71,6 +75,7 @@ class Progress:
     running: set[str] = field(default_factory=set)
     message: str = ""
     run: str | None = None  # the run being watched
+    events: list[str] = field(default_factory=list)  # sentences to show once each (retries)
 
 
 @dataclass
@@ -171,7 +176,7 @@ def run_local(
     run_id: str | None = None
     error: str | None = None
     with server, _signals_interrupt():
-        state.functions = server.record()
+        state.functions = _recorded(server)
         try:
             scheduler.run(now=not on_schedule, on_schedule=on_schedule)
             run_id = _watch(sweep, scheduler, server, token, on_schedule, on_progress, faults)
@@ -237,11 +242,42 @@ def _newest_run(scheduler: LocalScheduler) -> str | None:
     return runs[-1] if runs else None
 
 
+def _recorded(server: FunctionsServer) -> dict:
+    """functions.json: the server, and this runner (pid, start time) that steers it."""
+    import psutil
+
+    return {**server.record(), "runner_pid": os.getpid(), "runner_ctime": psutil.Process().create_time()}
+
+
+def live_runner(recorded: dict) -> int | None:
+    """The pid of the `spotbench run` functions.json names, if that exact process still runs."""
+    import psutil
+
+    pid, ctime = recorded.get("runner_pid"), recorded.get("runner_ctime")
+    if not pid or pid == os.getpid():
+        return None
+    try:
+        proc = psutil.Process(int(pid))
+        alive = proc.status() != psutil.STATUS_ZOMBIE
+        same = ctime is None or abs(proc.create_time() - float(ctime)) <= 0.05
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
+        return None
+    return int(pid) if alive and same else None
+
+
 def _take_over_server(state: LocalState, faults: list[dict]) -> int | None:
     """A functions server left by a runner that was killed: stop it, and serve on its port
-    again so members it started can still reach `done`."""
+    again so members it started can still reach `done`. A runner still alive keeps its
+    server: this run stops with AlreadyRunning before touching anything."""
     recorded = state.functions
     proc = state.functions_process()
+    runner = live_runner(recorded) if proc is not None else None
+    if runner is not None:
+        raise AlreadyRunning(
+            f"{state.sweep} is already running: `spotbench run` pid {runner} steers it (functions "
+            f"server pid {proc.pid}, {recorded.get('url')}). Wait for it, stop it with Ctrl-C in its "
+            f"terminal or `kill {runner}` (its groups are stopped and the run closed), or watch it "
+            "with `spotbench status SPEC`.")
     if proc is not None:
         log.warning("a functions server of %s is still running (pid %d; its runner was killed): "
                     "stopping it and taking over its port", state.sweep, proc.pid)
@@ -314,7 +350,7 @@ def _watch(sweep: control.Sweep, scheduler: LocalScheduler, server: FunctionsSer
             log.error("the functions server exited (code %s): restarting it on port %d",
                       server.proc.returncode, server.port)
             server.restart()
-            scheduler.state.functions = server.record()
+            scheduler.state.functions = _recorded(server)
             faults.append({"fault": "functions server died", "action": "restarted",
                            "noticed_at": noticed, "restarted_in_s": round(time.time() - noticed, 3)})
         failed_stop = next((a for a in scheduler.answers if a.get("action") == "stop" and a.get("error")), None)
@@ -343,7 +379,10 @@ def _watch(sweep: control.Sweep, scheduler: LocalScheduler, server: FunctionsSer
                 overdue.append(gid)
                 started_at[gid] = math.inf
         if overdue:
-            log.warning("groups %s passed their deadline: stopping them", ", ".join(overdue))
+            for gid in overdue:
+                progress.events.append(overrun_sentence(gid, sweep.store.launch_count(run_id, gid),
+                                                        deadline_s))
+                log.info("%s", progress.events[-1])
             try:
                 scheduler.stop_tick(overdue, reason="group deadline")
             except requests.RequestException as exc:
@@ -389,6 +428,15 @@ def _watch(sweep: control.Sweep, scheduler: LocalScheduler, server: FunctionsSer
             if (not active and not answer.get("started") and not answer.get("running")
                     and not answer.get("stopping")):
                 return run_id  # nothing can start now (budget, or groups that keep failing)
+
+
+def overrun_sentence(group: str, attempt: int, deadline_s: float) -> str:
+    """`g1: attempt 1 of 3: deadline 10 s exceeded; stopped, attempt 2 of 3 follows`."""
+    most = control.MAX_LAUNCHES_PER_RUN
+    attempt = max(attempt, 1)
+    then = (f"stopped, attempt {attempt + 1} of {most} follows" if attempt < most
+            else "stopped; no attempt left in this run: the group gave up")
+    return f"{group}: attempt {attempt} of {most}: deadline {deadline_s:g} s exceeded; {then}"
 
 
 def _answer_error(exc: requests.RequestException) -> str:

@@ -4,6 +4,8 @@ opens with the failures, nothing is charted from them, and no failed group is re
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -27,9 +29,15 @@ def test_failed_commands_fail_the_run_loudly(tmp_path: Path) -> None:
     }
     path = tmp_path / "fails.yaml"
     path.write_text(yaml.safe_dump(spec))
-    proc = cli(tmp_path, "run", str(path), "--report-dir", str(tmp_path / "report"))
-    out, _ = proc.communicate(timeout=120)
+    proc = cli(tmp_path, "run", str(path), "--report-dir", str(tmp_path / "report"), "--json",
+               stderr=subprocess.PIPE)
+    stdout, out = proc.communicate(timeout=120)  # --json: the outcome on stdout, people's text on stderr
     assert proc.returncode == 3, out
+    outcome = json.loads(stdout)
+    assert outcome["ok"] is False and sorted(outcome["groups"].values()) == ["complete", "failed", "failed"]
+    tails = sorted(f["stderr_tail"] for f in outcome["failures"].values())
+    assert "fatal: no input.dat" in tails[1] and "No such file or directory" in tails[0]
+    assert outcome["report"]["markdown"].endswith("report.md")
     assert out.count("failed: the command exited with code 1") >= 1, out
     assert "fatal: no input.dat" in out  # the tail of its stderr
     assert "cannot run '/nonexistent/bench'" in out and "No such file or directory" in out
