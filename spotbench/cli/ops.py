@@ -130,35 +130,39 @@ def _local_overview(root: Path | None, as_json: bool) -> None:
 
 
 # ---- schedule --------------------------------------------------------------------------
-def _schedule(spec_path: Path, action: str, root: Path | None) -> None:
+def _schedule(spec_path: Path, action: str, root: Path | None, as_json: bool = False) -> None:
     from spotbench.ops.schedule import control_for
 
     spec = spec_or_exit(spec_path)
     credentials_or_exit(spec.cloud)
+    verb = action.replace("_", "-")
     try:
         control = control_for(spec, root)
         message = getattr(control, action)()
     except Exception as exc:  # noqa: BLE001 - one clear line, exit 1
-        fail(f"{action.replace('_', '-')} {spec.name}: {explained(exc)}")
+        fail(f"{verb} {spec.name}: {explained(exc)}")
+    if as_json:
+        typer.echo(json.dumps({"sweep": spec.name, "cloud": spec.cloud, "action": verb, "message": message}))
+        return
     console.print(message, highlight=False, markup=False)
 
 
 @schedule_app.command("pause")
-def schedule_pause(spec_path: Path = SpecArg, root: Path | None = RootOpt) -> None:
+def schedule_pause(spec_path: Path = SpecArg, root: Path | None = RootOpt, as_json: bool = JsonOpt) -> None:
     """Stop starting groups (the deadline stop still fires for running ones)."""
-    _schedule(spec_path, "pause", root)
+    _schedule(spec_path, "pause", root, as_json)
 
 
 @schedule_app.command("resume")
-def schedule_resume(spec_path: Path = SpecArg, root: Path | None = RootOpt) -> None:
+def schedule_resume(spec_path: Path = SpecArg, root: Path | None = RootOpt, as_json: bool = JsonOpt) -> None:
     """Let the start ticks fire again."""
-    _schedule(spec_path, "resume", root)
+    _schedule(spec_path, "resume", root, as_json)
 
 
 @schedule_app.command("run-now")
-def schedule_run_now(spec_path: Path = SpecArg, root: Path | None = RootOpt) -> None:
+def schedule_run_now(spec_path: Path = SpecArg, root: Path | None = RootOpt, as_json: bool = JsonOpt) -> None:
     """Fire the start tick now."""
-    _schedule(spec_path, "run_now", root)
+    _schedule(spec_path, "run_now", root, as_json)
 
 
 # ---- teardown --------------------------------------------------------------------------

@@ -4,6 +4,7 @@ the tail of its stderr, spend as a sentence, no Python reprs (issue #27, items 1
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 import yaml
@@ -82,3 +83,50 @@ def test_report_labels_show_env_and_commands_as_people_write_them():
     assert param_text({"N": "1000000", "M": "2"}) == "M=2 N=1000000"
     assert param_text(["python", "-c", "print('x=1')"]) == "python -c 'print('\"'\"'x=1'\"'\"')'"
     assert param_text(4) == "4"
+
+
+def _options(command, path=()):
+    if hasattr(command, "commands"):  # a group (typer vendors its own click)
+        for name, sub in command.commands.items():
+            yield from _options(sub, (*path, name))
+        return
+    for param in command.params:
+        if param.param_type_name == "option" and param.envvar:
+            yield " ".join(path), max(param.opts, key=len), param.envvar
+
+
+def test_one_environment_variable_name_per_setting():
+    import typer
+
+    names: dict[str, set[str]] = {}
+    for _, option, envvar in _options(typer.main.get_command(app)):
+        names.setdefault(option, set()).add(envvar)
+    assert {o: e for o, e in names.items() if len(e) > 1} == {}
+    assert names["--results"] == {"SPOTBENCH_RESULTS_URL"}  # as the functions call it
+
+
+def test_json_on_schedule(local_spec):
+    import json
+
+    out = CliRunner().invoke(app, ["schedule", "pause", str(local_spec), "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output) == {"sweep": "byo", "cloud": "local", "action": "pause",
+                                      "message": "byo: paused; start ticks are skipped, the deadline "
+                                                 "stop still fires"}
+
+
+def test_json_on_report_lists_files_and_failures(local_spec, tmp_path):
+    import json
+
+    spec = load_spec(local_spec)
+    store = ResultStore(spec.results_url())
+    run = store.open_run().run
+    group = spec.plan()[0].id
+    store.write_group(run, group, [_record(run, group, "failed", exit_code=2, failure="the command exited with code 2",
+                                           stderr_tail="usage: bench N")])
+    out = CliRunner().invoke(app, ["report", spec.results_url(), "--out", str(tmp_path / "rep"), "--json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert Path(data["markdown"]).is_file() and Path(data["html"]).is_file()
+    assert data["failures"] == [{"run": run, "group": group, "reason": "the command exited with code 2",
+                                 "exit_code": 2, "stderr_tail": "usage: bench N"}]
