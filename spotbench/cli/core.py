@@ -94,7 +94,8 @@ def run(
             code=EXIT_BAD_INPUT,
         )
     from spotbench.localrun.live import run_with_progress
-    from spotbench.localrun.runner import AlreadyRunning, RunError
+    from spotbench.localrun.runner import RunError
+    from spotbench.localrun.takeover import AlreadyRunning
 
     try:
         outcome, _ = run_with_progress(

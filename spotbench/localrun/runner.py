@@ -45,6 +45,7 @@ from spotbench.localrun.net import free_ports
 from spotbench.localrun.scheduler import LocalScheduler, post
 from spotbench.localrun.server import FunctionsServer
 from spotbench.localrun.state import LocalState
+from spotbench.localrun.takeover import recorded as _recorded, take_over_server
 from spotbench.member import MemberContext
 from spotbench.plan import RunGroup, sweep_labels
 from spotbench.results import ResultStore, StoreError
@@ -60,10 +61,6 @@ KICK_FAILURES_MAX = 3  # consecutive failed kicks (the store or the server keeps
 class RunError(RuntimeError):
     """The run cannot go on (results store unwritable, functions unreachable); nothing is
     left running when it is raised."""
-
-
-class AlreadyRunning(RunError):
-    """Another live `spotbench run` steers this sweep: nothing was touched."""
 
 
 @dataclass
@@ -167,7 +164,7 @@ def run_local(
         "SPOTBENCH_GRACE_S": str(grace_s),
     }
     faults: list[dict] = []
-    port = _take_over_server(state, faults)
+    port = take_over_server(state, faults)
     server = FunctionsServer(env, state.dir / "logs" / "functions.log", port=port).launch()
     cloud = LocalCloud(state.db_path, grace_s=grace_s, log_dir=state.dir / "logs")
     groups = deploy(spec, state, cloud, f"{server.url}/done", results_url, grace_s)
@@ -240,68 +237,6 @@ def final_states(sweep: control.Sweep, run: str, completed: set[str],
 def _newest_run(scheduler: LocalScheduler) -> str | None:
     runs = [a["run"] for a in scheduler.answers if a.get("run")]
     return runs[-1] if runs else None
-
-
-def _recorded(server: FunctionsServer) -> dict:
-    """functions.json: the server, and this runner (pid, start time) that steers it."""
-    import psutil
-
-    return {**server.record(), "runner_pid": os.getpid(), "runner_ctime": psutil.Process().create_time()}
-
-
-def live_runner(recorded: dict) -> int | None:
-    """The pid of the `spotbench run` functions.json names, if that exact process still runs."""
-    import psutil
-
-    pid, ctime = recorded.get("runner_pid"), recorded.get("runner_ctime")
-    if not pid or pid == os.getpid():
-        return None
-    try:
-        proc = psutil.Process(int(pid))
-        alive = proc.status() != psutil.STATUS_ZOMBIE
-        same = ctime is None or abs(proc.create_time() - float(ctime)) <= 0.05
-    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
-        return None
-    return int(pid) if alive and same else None
-
-
-def _take_over_server(state: LocalState, faults: list[dict]) -> int | None:
-    """A functions server left by a runner that was killed: stop it, and serve on its port
-    again so members it started can still reach `done`. A runner still alive keeps its
-    server: this run stops with AlreadyRunning before touching anything."""
-    recorded = state.functions
-    proc = state.functions_process()
-    runner = live_runner(recorded) if proc is not None else None
-    if runner is not None:
-        raise AlreadyRunning(
-            f"{state.sweep} is already running: `spotbench run` pid {runner} steers it (functions "
-            f"server pid {proc.pid}, {recorded.get('url')}). Wait for it, stop it with Ctrl-C in its "
-            f"terminal or `kill {runner}` (its groups are stopped and the run closed), or watch it "
-            "with `spotbench status SPEC`.")
-    if proc is not None:
-        log.warning("a functions server of %s is still running (pid %d; its runner was killed): "
-                    "stopping it and taking over its port", state.sweep, proc.pid)
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except Exception:  # noqa: BLE001 - psutil.TimeoutExpired
-            proc.kill()
-        faults.append({"fault": "orphaned functions server", "pid": proc.pid, "action": "stopped"})
-    port = recorded.get("port")
-    if port and _port_free(int(port)):
-        return int(port)
-    return None
-
-
-def _port_free(port: int) -> bool:
-    import socket
-
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 @contextlib.contextmanager

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from spotbench import control
-from spotbench.localrun import live, runner
+from spotbench.localrun import live, runner, takeover
 from spotbench.localrun.state import LocalState
 from spotbench.results import ResultStore
 from spotbench.spec import load_spec
@@ -98,14 +98,14 @@ def test_a_second_run_of_a_live_sweep_says_already_running(tmp_path: Path) -> No
         state.functions = {"url": "http://127.0.0.1:1", "port": 1, "pid": server.pid,
                            "ctime": psutil.Process(server.pid).create_time(),
                            "runner_pid": runner_proc.pid, "runner_ctime": runner_proc.create_time()}
-        with pytest.raises(runner.AlreadyRunning, match=rf"busy is already running: `spotbench run` pid "
+        with pytest.raises(takeover.AlreadyRunning, match=rf"busy is already running: `spotbench run` pid "
                                                           rf"{runner_proc.pid}.*kill {runner_proc.pid}"):
-            runner._take_over_server(state, [])
+            takeover.take_over_server(state, [])
         assert server.poll() is None  # its server was left alone
         # the runner gone (killed): its leftover server is taken over as before
         state.functions = {**state.functions, "runner_pid": 2**22 + 7}
         faults: list[dict] = []
-        runner._take_over_server(state, faults)
+        takeover.take_over_server(state, faults)
         assert server.wait(timeout=10) is not None and faults[0]["fault"] == "orphaned functions server"
     finally:
         server.kill()
