@@ -1,8 +1,16 @@
 # The two set-up commands of the README: `make demo` and `make test`.
 # Both create .venv on first use; everything they need is installed from here.
+# A cloud's commands need its extras: `make setup CLOUD=gcp` or `make setup CLOUD=aws`
+# (spotbench/cli/extras.py says the same when one is missing).
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
+CLOUD  ?=
+CLOUD_EXTRAS_gcp := gcp,infra,ops
+CLOUD_EXTRAS_aws := aws,infra,ops
+ifneq ($(filter-out gcp aws,$(CLOUD)),)
+$(error CLOUD=$(CLOUD): choose CLOUD=gcp or CLOUD=aws (or leave it out for the local cloud))
+endif
 export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: demo test setup setup-dev sshd boot-tools clean bench lambda-layer images history-demo
@@ -19,9 +27,14 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 $(VENV)/.installed-dev: $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	$(BIN)/python -m workloads.osu.cbuild   # the C OSU harness, with the mpich wheel's mpicc
-	touch $@ $(VENV)/.installed
+	touch $@ $(VENV)/.installed $(VENV)/.installed-gcp $(VENV)/.installed-aws
 
-setup: $(VENV)/.installed          ## runtime install (local cloud, OSU, report)
+$(VENV)/.installed-gcp $(VENV)/.installed-aws: $(VENV)/.installed-%: $(VENV)/.installed pyproject.toml
+	$(BIN)/pip install --quiet -e '.[$(CLOUD_EXTRAS_$*)]'
+	touch $@
+
+setup: $(VENV)/.installed $(if $(CLOUD),$(VENV)/.installed-$(CLOUD))  ## runtime install (local cloud, OSU, report); CLOUD=gcp|aws adds that cloud's extras
+	@echo "installed in $(VENV): run commands as $(BIN)/spotbench, or \`source $(BIN)/activate\` first"
 setup-dev: $(VENV)/.installed-dev sshd boot-tools   ## everything the test suite needs
 
 sshd:                              ## openssh-server for the ssh/fabric tests
@@ -44,8 +57,8 @@ test: setup-dev                    ## the whole suite (pytest's exit 5 = no test
 bench: setup-dev                   ## figures in JSON (see bench/README.md)
 	@for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f; done
 
-lambda-layer: setup-dev            ## third-party deps of the AWS Lambdas (before `pulumi up` on aws)
-	$(BIN)/python -m infra.aws.layer build/lambda-layer
+lambda-layer: $(VENV)/.installed   ## third-party deps of the AWS Lambdas (before `pulumi up` on aws): the aws extra, as wheels
+	$(BIN)/python infra/aws/layer.py build/lambda-layer
 
 images:                            ## build images/* and push them: make images REGISTRY=… [TAG=latest]
 	@bash scripts/build_images.sh "$(REGISTRY)" "$(or $(TAG),latest)"

@@ -17,8 +17,32 @@ from datetime import datetime, timedelta
 
 from croniter import croniter
 
+
 class CronShiftError(ValueError):
     pass
+
+
+_FIELDS = (("minute", 0, 59), ("hour", 0, 23), ("day-of-month", 1, 31), ("month", 1, 12),
+           ("day-of-week", 0, 7))
+_SHAPE = "minute hour day-of-month month day-of-week, e.g. '0 3 * * *' for 03:00 daily"
+
+
+def cron_problem(cron: str) -> str | None:
+    """What is wrong with a five-field cron, naming the field (None when it is valid)."""
+    parts = cron.split()
+    if len(parts) != 5:
+        return f"has {len(parts)} field(s), a cron has five: {_SHAPE}"
+    for part, (name, lo, hi) in zip(parts, _FIELDS):
+        for item in part.split(","):
+            base, _, step = item.partition("/")
+            if step and not step.isdigit():
+                return f"the {name} field {part!r}: the step {step!r} is not a whole number"
+            for bound in [] if base in ("*", "?") else base.split("-"):
+                if bound.isdigit() and not lo <= int(bound) <= hi:
+                    return f"the {name} field {part!r} is out of range: {bound} is not within {lo}-{hi}"
+    if not croniter.is_valid(cron):
+        return f"is not a valid cron expression ({_SHAPE})"
+    return None
 
 
 def _field(values: list) -> str:

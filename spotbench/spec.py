@@ -15,7 +15,6 @@ from typing import Annotated, Any, Literal, Union
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
-from croniter import croniter
 from pydantic import (
     Field,
     TypeAdapter,
@@ -27,6 +26,7 @@ from pydantic import (
 from spotbench._spec_errors import _MISSING as _NO_VALUE
 from spotbench._spec_errors import SpecError, problems_from_validation
 from spotbench.clouds.provider import get_provider
+from spotbench.cron import cron_problem
 from spotbench.image_ref import check_image
 from spotbench.labels import NAME_SEPARATOR
 from spotbench.plan import RunGroup
@@ -85,8 +85,9 @@ class Schedule(_Strict):
     @field_validator("cron")
     @classmethod
     def _valid_cron(cls, v: str) -> str:
-        if len(v.split()) != 5 or not croniter.is_valid(v):
-            raise ValueError("not a five-field cron expression (minute hour day month weekday)")
+        problem = cron_problem(v)
+        if problem:
+            raise ValueError(problem)
         return v
 
     @field_validator("timezone")
@@ -354,11 +355,12 @@ def _load(source: str | Path | dict[str, Any], *, origin: str | None,
         try:
             text = spec_yaml.read_text(path)
         except FileNotFoundError:
-            raise SpecError(where, [("", source, "file not found")]) from None
+            raise SpecError(where, [("", _NO_VALUE, "file not found (give a sweep spec's path, "
+                                                    "e.g. examples/osu-local.yaml)")]) from None
         except IsADirectoryError:
-            raise SpecError(where, [("", source, "is a directory, not a spec file")]) from None
+            raise SpecError(where, [("", _NO_VALUE, "is a directory, not a spec file")]) from None
         except OSError as exc:
-            raise SpecError(where, [("", source, f"cannot read: {exc.strerror}")]) from None
+            raise SpecError(where, [("", _NO_VALUE, f"cannot read: {exc.strerror}")]) from None
         except spec_yaml.SpecYamlError as exc:
             raise SpecError(where, [("", _NO_VALUE, str(exc))]) from None
         try:

@@ -40,8 +40,8 @@ def write_spec(tmp_path: Path, name: str, trials: int, **workload) -> Path:
 def cli(tmp_path: Path, *args: str, **kw) -> subprocess.Popen:
     env = {**os.environ, "SPOTBENCH_STATE_ROOT": str(tmp_path / "state"),
            "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "SPOTBENCH_GRACE_S": "5"}
-    return subprocess.Popen([str(BIN / "spotbench"), *args], env=env, cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+    kw = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, **kw}
+    return subprocess.Popen([str(BIN / "spotbench"), *args], env=env, cwd=tmp_path, text=True, **kw)
 
 
 def test_run_two_member_osu_sweep_and_report(tmp_path: Path) -> None:

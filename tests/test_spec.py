@@ -29,7 +29,7 @@ def problems(data: dict) -> str:
     [
         ({"cloud": "azure"}, "cloud = 'azure': not allowed; choose one of 'local', 'gcp' or 'aws'"),
         ({"trials": 0}, "trials = 0: Input should be greater than or equal to 1"),
-        ({"schedule": {"cron": "61 * * *"}}, "schedule.cron = '61 * * *': not a five-field cron"),
+        ({"schedule": {"cron": "61 * * *"}}, "schedule.cron = '61 * * *': has 4 field(s), a cron has five"),
         ({"schedule": {"cron": "0 3 * * *", "timezone": "Mars/Base"}}, "unknown IANA time zone"),
         ({"matrix": {"machine_type": []}}, "matrix.machine_type is empty"),
         ({"matrix": {"colour": ["red"]}}, "matrix.colour is not a matrix key"),

@@ -1,6 +1,7 @@
 """The Lambda layer: the functions' third-party dependencies, for the Lambda runtime.
 
-`python -m infra.aws.layer [DIR]` (what `make lambda-layer` runs) installs
+`python infra/aws/layer.py [DIR]` (what `make lambda-layer` runs; as a script it needs only
+the base install, not Pulumi, which `python -m infra.aws.layer` would import) installs
 `infra.requirements.requirements_txt("aws")` (derived from pyproject.toml) into `DIR/python` (default `build/lambda-layer`) as
 binary wheels for `RUNTIME` on x86_64 Linux. boto3 is resolved together with s3fs, so the
 layer's boto3/botocore are the versions aiobotocore pins (the runtime's own boto3 would not

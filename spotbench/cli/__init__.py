@@ -3,8 +3,12 @@
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
+from spotbench.cli import extras
+from spotbench.cli import _common
 from spotbench.cli import core
 from spotbench.cli import report as report_cli
 from spotbench.cli import estimate as estimate_cli
@@ -26,6 +30,25 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"spotbench {version('spotbench')}")
+        except PackageNotFoundError:  # a checkout on PYTHONPATH, not installed
+            typer.echo("spotbench (not installed: run `make setup`)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    show_version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                      help="print the version and exit"),
+) -> None:
+    """Benchmark sweeps on spot/preemptible VMs, priced and reported."""
+
+
 core.register(app)
 report_cli.register(app)
 estimate_cli.register(app)
@@ -36,4 +59,13 @@ history_cli.register(app)
 
 
 def main() -> None:
-    app()
+    """The `spotbench` command: a missing optional install is one line saying which extra
+    to install (spotbench/cli/extras.py), never a traceback."""
+    try:
+        app()
+    except ModuleNotFoundError as exc:
+        why = extras.explain(exc, _common.current_cloud)
+        if why is None:
+            raise
+        _common.err_console.print(_common.styled("error: ", "bold red", why), highlight=False)
+        sys.exit(1)

@@ -14,12 +14,14 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from spotbench.cli import extras
 from spotbench.spec import SpecError, SweepSpec, load_spec, spec_warnings
 
 console = Console()
 err_console = Console(stderr=True, soft_wrap=True)
 
 EXIT_BAD_INPUT = 2
+current_cloud: str | None = None  # the cloud of the spec this command loaded (install hints)
 
 
 def styled(prefix: str, style: str, message: str) -> Text:
@@ -44,7 +46,30 @@ def spec_or_exit(path: Path) -> SweepSpec:
     for field, value, message in spec_warnings(spec):
         shown = SpecError(str(path), [(field, value, message)]).render()
         warn(shown)
+    global current_cloud
+    current_cloud = spec.cloud
     return spec
+
+
+def explained(exc: BaseException, cloud: str | None = None) -> str:
+    """A missing extra as what to install (spotbench/cli/extras.py); any other error as it is."""
+    return extras.explain(exc, cloud or current_cloud) or str(exc)
+
+
+def credentials_or_exit(cloud: str) -> None:
+    """Before calling `cloud`: its extra is installed and this machine has credentials, or
+    one line saying what to do and exit 1 — never the SDKs' retries and tracebacks."""
+    from spotbench.clouds import get_provider
+
+    missing = extras.sdk_missing(cloud)
+    if missing:
+        fail(missing)
+    try:
+        problem = get_provider(cloud).credentials_problem()
+    except ModuleNotFoundError as exc:
+        fail(explained(exc, cloud))
+    if problem:
+        fail(f"{cloud}: {problem}")
 
 
 def fail(message: str, code: int = 1) -> None:

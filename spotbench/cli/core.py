@@ -66,6 +66,8 @@ def run(
         help="where the report goes (default: reports/<sweep>)",
     ),
     no_report: bool = typer.Option(False, "--no-report", help="skip writing the report"),
+    as_json: bool = typer.Option(False, "--json",
+                                 help="print the outcome as JSON on stdout (progress goes to stderr)"),
 ) -> None:
     """Run SPEC on the local cloud: deploy, fire the start tick, wait, write the report.
 
@@ -73,9 +75,14 @@ def run(
     by the real functions-framework server on 127.0.0.1; results go to the spec's results
     URL. Ctrl-C (or SIGTERM) stops every group (nothing is left running).
 
-    Exit codes: 0 every group complete; 3 a group ended incomplete (preempted, failed,
+    A group whose command cannot start, exits non-zero or reports no metric is `failed`
+    (the tail of its stderr is shown) and is not retried in this run; a group over its
+    deadline is stopped and retried, each attempt announced, up to 3 attempts per run.
+
+    Exit codes: 0 every group complete; 3 a group ended incomplete (failed, preempted,
     over its deadline, refused by the budget) or the run was cut short (results store
-    unwritable, functions unreachable); 130 interrupted (Ctrl-C, SIGTERM, SIGHUP); 2 bad input.
+    unwritable, functions unreachable); 1 another `spotbench run` of this sweep is live;
+    130 interrupted (Ctrl-C, SIGTERM, SIGHUP); 2 bad input.
     """
     from spotbench.clouds import get_provider
 
@@ -88,12 +95,15 @@ def run(
         )
     from spotbench.localrun.live import run_with_progress
     from spotbench.localrun.runner import RunError
+    from spotbench.localrun.takeover import AlreadyRunning
 
     try:
-        outcome = run_with_progress(
-            spec, on_schedule=on_schedule, grace_s=grace,
+        outcome, _ = run_with_progress(
+            spec, on_schedule=on_schedule, grace_s=grace, as_json=as_json,
             report_dir=None if no_report else (report_dir or Path("reports") / spec.name),
         )
+    except AlreadyRunning as exc:
+        fail(str(exc), code=1)
     except RunError as exc:
         fail(str(exc), code=EXIT_INCOMPLETE)
     except KeyboardInterrupt:

@@ -15,7 +15,7 @@ from spotbench.cli._common import EXIT_BAD_INPUT, console, fail, spec_or_exit
 
 SpecArg = typer.Argument(..., help="sweep spec (YAML); its `results` URL is read", metavar="SPEC")
 ResultsOpt = typer.Option(
-    None, "--results", envvar="SPOTBENCH_RESULTS",
+    None, "--results", envvar="SPOTBENCH_RESULTS_URL",
     help="read this results URL (file://, gs://, s3://) instead of the spec's",
 )
 

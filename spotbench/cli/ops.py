@@ -14,7 +14,9 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from spotbench.cli._common import EXIT_BAD_INPUT, console, err_console, fail, spec_or_exit, styled, warn
+from spotbench.cli._common import (
+    EXIT_BAD_INPUT, console, credentials_or_exit, err_console, explained, fail, spec_or_exit, styled, warn,
+)
 
 schedule_app = typer.Typer(help="Pause, resume or fire now a sweep's start/stop pair.", no_args_is_help=True)
 
@@ -44,15 +46,16 @@ def status(
         _local_overview(root, as_json)
         return
     spec = spec_or_exit(spec_path)
+    credentials_or_exit(spec.cloud)
     cloud = control = None
     try:
         cloud = cloud_for(spec, root)
     except Exception as exc:  # noqa: BLE001 - status shows what it can
-        warn(str(exc), prefix=f"cannot reach {spec.cloud}: ")
+        warn(explained(exc), prefix=f"cannot reach {spec.cloud}: ")
     try:
         control = control_for(spec, root)
     except Exception as exc:  # noqa: BLE001
-        warn(str(exc), prefix="schedule state unavailable: ")
+        warn(explained(exc), prefix="schedule state unavailable: ")
     try:
         store = results_for(spec, results)
     except ValueError as exc:  # SettingMissing: only the deployed stack knows the bucket
@@ -78,10 +81,38 @@ def status(
                       f"next stop {sch.next_stop} {sch.detail}", highlight=False, markup=False)
     else:
         console.print(f"schedule: none (runs on demand) · {paused}", highlight=False, markup=False)
+    for g in report.groups:
+        if g.failure is not None:
+            err_console.print(styled("failed: ", "bold red", g.failure.line()), highlight=False)
+            if g.failure.stderr_tail:
+                err_console.print("  its stderr ends with:\n" + "\n".join(
+                    "    " + line for line in g.failure.stderr_tail.splitlines()),
+                    highlight=False, markup=False)
     if report.spend is not None:
-        console.print(f"spend: {report.spend}", highlight=False, markup=False)
+        console.print(spend_sentence(report.spend), highlight=False, markup=False)
     for note in report.notes:
         console.print(f"note: {note}", highlight=False, markup=False)
+
+
+def spend_sentence(spend: dict) -> str:
+    """`spend: 0.0123 USD spent, 0.0040 USD committed by running groups; budget 5 USD (…)`."""
+    def usd(v: object) -> str:
+        return f"{v:.4f} USD" if isinstance(v, int | float) else "unknown"
+
+    text = f"spend: {usd(spend.get('spent'))} spent"
+    if spend.get("committed") is None:
+        text += ", committed by running groups unknown (a machine type has no price)"
+    else:
+        text += f", {usd(spend.get('committed'))} committed by running groups"
+    budget = spend.get("budget")
+    if budget is None:
+        text += "; no budget set (add `budget: USD` to the spec to cap spend)"
+    else:
+        left = budget - (spend.get("spent") or 0) - (spend.get("committed") or 0)
+        text += f"; budget {budget:g} USD, {usd(max(left, 0.0))} left"
+    if spend.get("unpriced_runs"):
+        text += f"; {spend['unpriced_runs']} stored attempt(s) have no price and are not counted"
+    return text
 
 
 def _local_overview(root: Path | None, as_json: bool) -> None:
@@ -99,34 +130,39 @@ def _local_overview(root: Path | None, as_json: bool) -> None:
 
 
 # ---- schedule --------------------------------------------------------------------------
-def _schedule(spec_path: Path, action: str, root: Path | None) -> None:
+def _schedule(spec_path: Path, action: str, root: Path | None, as_json: bool = False) -> None:
     from spotbench.ops.schedule import control_for
 
     spec = spec_or_exit(spec_path)
+    credentials_or_exit(spec.cloud)
+    verb = action.replace("_", "-")
     try:
         control = control_for(spec, root)
         message = getattr(control, action)()
     except Exception as exc:  # noqa: BLE001 - one clear line, exit 1
-        fail(f"{action.replace('_', '-')} {spec.name}: {exc}")
+        fail(f"{verb} {spec.name}: {explained(exc)}")
+    if as_json:
+        typer.echo(json.dumps({"sweep": spec.name, "cloud": spec.cloud, "action": verb, "message": message}))
+        return
     console.print(message, highlight=False, markup=False)
 
 
 @schedule_app.command("pause")
-def schedule_pause(spec_path: Path = SpecArg, root: Path | None = RootOpt) -> None:
+def schedule_pause(spec_path: Path = SpecArg, root: Path | None = RootOpt, as_json: bool = JsonOpt) -> None:
     """Stop starting groups (the deadline stop still fires for running ones)."""
-    _schedule(spec_path, "pause", root)
+    _schedule(spec_path, "pause", root, as_json)
 
 
 @schedule_app.command("resume")
-def schedule_resume(spec_path: Path = SpecArg, root: Path | None = RootOpt) -> None:
+def schedule_resume(spec_path: Path = SpecArg, root: Path | None = RootOpt, as_json: bool = JsonOpt) -> None:
     """Let the start ticks fire again."""
-    _schedule(spec_path, "resume", root)
+    _schedule(spec_path, "resume", root, as_json)
 
 
 @schedule_app.command("run-now")
-def schedule_run_now(spec_path: Path = SpecArg, root: Path | None = RootOpt) -> None:
+def schedule_run_now(spec_path: Path = SpecArg, root: Path | None = RootOpt, as_json: bool = JsonOpt) -> None:
     """Fire the start tick now."""
-    _schedule(spec_path, "run_now", root)
+    _schedule(spec_path, "run_now", root, as_json)
 
 
 # ---- teardown --------------------------------------------------------------------------
@@ -156,6 +192,7 @@ def teardown(
     which = cloud or (spec.cloud if spec else None)
     if which is None:
         fail("--all-sweeps without SPEC needs --cloud local|gcp|aws", 2)
+    credentials_or_exit(which)
     try:
         sweeper = sweeper_for(which, spec, root=root, project=project,
                               regions=[r.strip() for r in regions.split(",")] if regions else None)

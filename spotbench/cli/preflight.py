@@ -14,8 +14,10 @@ def preflight(
     spec_path: Path = typer.Argument(..., help="sweep spec (YAML)", metavar="SPEC"),
     as_json: bool = typer.Option(False, "--json", help="print the problems as JSON"),
 ) -> None:
-    """Check SPEC against its cloud before `pulumi up`: credentials, APIs, quota, budget.
+    """Check SPEC against its cloud before `pulumi up`: installs, tools, credentials, APIs, quota, budget.
 
+    First what this machine lacks: the cloud's extras (`make setup CLOUD=gcp|aws`) and the
+    tools its walkthrough runs (pulumi, gcloud or aws, docker).
     Checks the credentials, the enabled APIs, the machine types and accelerators in the
     zone/region, spot quota for the largest number of VMs and GPUs running at once, the
     team's guardrails and the budget for one run.
@@ -30,11 +32,17 @@ def preflight(
     from spotbench.preflight import Problem
     from spotbench.preflight import preflight as run
 
+    from spotbench.cli import extras
+
     spec = spec_or_exit(spec_path)
-    try:
-        problems = run(spec, spec_path, dict(os.environ))
-    except SettingMissing as exc:
-        problems = [Problem("settings", str(exc), "add it to the spec or the environment")]
+    # first what this machine lacks: an extra missing stops the cloud's checks (they import it)
+    found = extras.missing(spec.cloud)
+    problems = [Problem(m.check, m.message, m.fix) for m in found]
+    if not any(m.check == "extras" for m in found):
+        try:
+            problems += run(spec, spec_path, dict(os.environ))
+        except SettingMissing as exc:
+            problems.append(Problem("settings", str(exc), "add it to the spec or the environment"))
     if as_json:
         typer.echo(json.dumps([p.to_dict() for p in problems], indent=2))
     elif problems:

@@ -38,6 +38,7 @@ def report(
         None, "--baseline", envvar="SPOTBENCH_REPORT_BASELINE", metavar="RUN",
         help="run id the History section compares the latest run with [default: each series' first run]",
     ),
+    as_json: bool = typer.Option(False, "--json", help="print the written files and failed groups as JSON"),
 ) -> None:
     """Write Markdown, a self-contained HTML page, PNG plots and CSV for RESULTS_URL."""
     from spotbench.report import NoResults, default_out_dir, write_report
@@ -53,11 +54,30 @@ def report(
         fail(str(exc))
     except ValueError as exc:  # bad reference/prices/base input
         fail(str(exc), EXIT_BAD_INPUT)
+    if as_json:
+        _print_json(url, paths)
+        return
     typer.echo(f"report:   {paths.markdown}")
     typer.echo(f"html:     {paths.html}")
     typer.echo(f"csv:      {paths.csv}")
     for png in paths.png:
         typer.echo(f"plot:     {png}")
+
+
+def _print_json(url: str, paths) -> None:  # noqa: ANN001 - ReportPaths
+    import json
+
+    from spotbench.failures import failures
+    from spotbench.results import ResultStore
+
+    failed = failures(ResultStore(url).read())
+    typer.echo(json.dumps({
+        "results": url, "markdown": str(paths.markdown), "html": str(paths.html), "csv": str(paths.csv),
+        "records_csv": str(paths.records_csv) if paths.records_csv else None,
+        "png": [str(p) for p in paths.png],
+        "failures": [{"run": f.run, "group": f.group, "reason": f.reason, "exit_code": f.exit_code,
+                      "stderr_tail": f.stderr_tail} for f in failed.values()],
+    }, indent=2))
 
 
 def register(app: typer.Typer) -> None:

@@ -43,6 +43,16 @@ class AwsProvider(Provider):
     free_tier = {"scheduler jobs": 14_000_000, "functions (invocations)": 1_000_000,
                  "functions (GB-seconds)": 400_000}
 
+    setup_extras = "aws,infra,ops"
+    needs_modules = {"aws": ("boto3", "s3fs"), "infra": ("pulumi", "pulumi_aws", "pulumi_tls")}
+    tools = (
+        ("pulumi", "`pulumi up`", "https://www.pulumi.com/docs/install/"),
+        ("aws", "`aws configure` or `aws sso login`",
+         "https://docs.aws.amazon.com/cli/latest/userguide/getting-started-install.html"),
+        ("docker", "`make images`", "https://docs.docker.com/engine/install/"),
+    )
+    double_env = "AWS_ENDPOINT_URL"
+
     def region_of_zone(self, zone: str) -> str:
         return region_of_zone(zone)
 
@@ -70,6 +80,11 @@ class AwsProvider(Provider):
     def cloud(self, spec: SweepSpec, env: Mapping[str, str] | None = None, *,
               root: Path | str | None = None, state_dir: Path | None = None) -> AwsCloud:
         return self.driver(region=spec.region, endpoint_url=env_of(env).get("AWS_ENDPOINT_URL") or None)
+
+    def credentials_problem(self, env: Mapping[str, str] | None = None) -> str | None:
+        from spotbench.clouds.credentials import aws_problem
+
+        return aws_problem(env_of(env))
 
     def preflight(self, spec: SweepSpec, env: Mapping[str, str] | None = None) -> list:
         from spotbench.clouds.aws_preflight import check

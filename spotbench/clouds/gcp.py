@@ -188,6 +188,17 @@ class GcpProvider(Provider):
     free_tier = {"scheduler jobs": 3, "functions (invocations)": 2_000_000,
                  "functions (GB-seconds)": 400_000}
 
+    setup_extras = "gcp,infra,ops"
+    needs_modules = {"gcp": ("google.cloud.compute_v1", "google.cloud.scheduler_v1", "gcsfs"),
+                     "infra": ("pulumi", "pulumi_gcp", "pulumi_tls")}
+    tools = (
+        ("pulumi", "`pulumi up`", "https://www.pulumi.com/docs/install/"),
+        ("gcloud", "`gcloud auth application-default login` and `gcloud services enable`",
+         "https://cloud.google.com/sdk/docs/install"),
+        ("docker", "`make images`", "https://docs.docker.com/engine/install/"),
+    )
+    double_env = "SPOTBENCH_GCP_API_ENDPOINT"
+
     def region_of_zone(self, zone: str) -> str:
         return region_of_zone(zone)
 
@@ -231,6 +242,12 @@ class GcpProvider(Provider):
         from spotbench.clouds.gcp_scheduler import GcpSchedule
 
         return GcpSchedule.for_spec(spec, **options)
+
+    def credentials_problem(self, env: Mapping[str, str] | None = None) -> str | None:
+        from spotbench.clouds.credentials import gcp_problem
+
+        env = env_of(env)
+        return None if env.get("SPOTBENCH_GCP_API_ENDPOINT") else gcp_problem(env)
 
     def preflight(self, spec: SweepSpec, env: Mapping[str, str] | None = None) -> list:
         from spotbench.clouds.gcp_preflight import check

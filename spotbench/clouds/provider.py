@@ -156,6 +156,17 @@ class Provider:
         """The orphan finder teardown uses (every spotbench-labelled object of the cloud)."""
         raise NotImplementedError(f"cloud {self.name!r} has no orphan finder")
 
+    # what its operator commands need on this machine (spotbench/cli/extras.py says how)
+    setup_extras: str = ""  # `make setup CLOUD=<name>` installs '.[<setup_extras>]'
+    needs_modules: dict[str, tuple[str, ...]] = {}  # extra → modules its commands import
+    tools: tuple[tuple[str, str, str], ...] = ()  # (command, the step that runs it, install URL)
+    double_env: str | None = None  # env var aiming commands at a local double (no deploy tools then)
+
+    def credentials_problem(self, env: Mapping[str, str] | None = None) -> str | None:
+        """Why this machine cannot call the cloud (no credentials), in one line with the fix;
+        None when it can, or when the cloud needs none (local)."""
+        return None
+
     def preflight(self, spec: SweepSpec, env: Mapping[str, str] | None = None) -> list[Problem]:
         """What the cloud says is missing before `pulumi up` (spotbench/preflight.py):
         credentials, APIs, machine types, quota. Nothing to check by default."""

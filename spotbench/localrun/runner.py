@@ -38,6 +38,7 @@ from pathlib import Path
 import requests
 
 from spotbench import control
+from spotbench.failures import Failure, failures
 from spotbench.auth.local import member_token, scheduler_token
 from spotbench.clouds.base import ACTIVE, State
 from spotbench.clouds.local import LocalCloud, LocalInstanceSpec
@@ -45,6 +46,7 @@ from spotbench.localrun.net import free_ports
 from spotbench.localrun.scheduler import LocalScheduler, post
 from spotbench.localrun.server import FunctionsServer
 from spotbench.localrun.state import LocalState
+from spotbench.localrun.takeover import recorded as _recorded, take_over_server
 from spotbench.member import MemberContext
 from spotbench.plan import RunGroup, sweep_labels
 from spotbench.results import ResultStore, StoreError
@@ -72,6 +74,7 @@ class Progress:
     running: set[str] = field(default_factory=set)
     message: str = ""
     run: str | None = None  # the run being watched
+    events: list[str] = field(default_factory=list)  # sentences to show once each (retries)
 
 
 @dataclass
@@ -87,6 +90,7 @@ class RunOutcome:
     states: dict[str, str] = field(default_factory=dict)  # group → complete/preempted/…
     faults: list[dict] = field(default_factory=list)  # what the runner noticed and did
     error: str | None = None  # why the run was cut short, if it was
+    failures: dict[str, Failure] = field(default_factory=dict)  # group → why its command failed
 
     @property
     def ok(self) -> bool:
@@ -164,7 +168,7 @@ def run_local(
         "SPOTBENCH_GRACE_S": str(grace_s),
     }
     faults: list[dict] = []
-    port = _take_over_server(state, faults)
+    port = take_over_server(state, faults)
     server = FunctionsServer(env, state.dir / "logs" / "functions.log", port=port).launch()
     cloud = LocalCloud(state.db_path, grace_s=grace_s, log_dir=state.dir / "logs")
     groups = deploy(spec, state, cloud, f"{server.url}/done", results_url, grace_s)
@@ -173,7 +177,7 @@ def run_local(
     run_id: str | None = None
     error: str | None = None
     with server, _signals_interrupt():
-        state.functions = server.record()
+        state.functions = _recorded(server)
         try:
             scheduler.run(now=not on_schedule, on_schedule=on_schedule)
             run_id = _watch(sweep, scheduler, server, token, on_schedule, on_progress, faults)
@@ -192,21 +196,24 @@ def run_local(
                 state.functions = {}
     run_id = run_id or _newest_run(scheduler)
     completed = store.completed_groups(run_id) if run_id else set()
+    failed = {g: f for (_, g), f in failures(store.read(run_id)).items()} if run_id else {}
+    completed -= set(failed)  # stored and over, not retried, but no success
     refused = [r for a in scheduler.answers for r in a.get("refused", [])]
-    states = final_states(sweep, run_id, completed) if run_id else {}
+    states = final_states(sweep, run_id, completed, set(failed)) if run_id else {}
     errors = [a["error"] for a in scheduler.answers if a.get("error")]
     return RunOutcome(
         sweep=spec.name, run=run_id, results_url=results_url,
         completed=sorted(completed), incomplete=sorted({g.id for g in groups} - completed),
         refused=list({r["group"]: r for r in refused}.values()), state_dir=state.dir,
         answers=scheduler.answers, states=states, faults=faults,
-        error=error or (errors[-1] if errors else None),
+        error=error or (errors[-1] if errors else None), failures=failed,
     )
 
 
-def final_states(sweep: control.Sweep, run: str, completed: set[str]) -> dict[str, str]:
-    """Each group's end, in one word: complete, preempted, contaminated, failed (stored
-    nothing), gave up (kept failing), refused (budget) or not run."""
+def final_states(sweep: control.Sweep, run: str, completed: set[str],
+                 failed: frozenset[str] | set[str] = frozenset()) -> dict[str, str]:
+    """Each group's end, in one word: complete, preempted, contaminated, failed (its command
+    failed, or it stored nothing), gave up (kept failing), refused (budget) or not run."""
     store = sweep.store
     attempts = store.attempts(run)
     flags = store.flags(run)
@@ -214,7 +221,9 @@ def final_states(sweep: control.Sweep, run: str, completed: set[str]) -> dict[st
     for group in sweep.groups:
         mine = [a for a in attempts if a.group == group.id]
         launches = store.launch_count(run, group.id)
-        if group.id in completed:
+        if group.id in failed:
+            out[group.id] = "failed"
+        elif group.id in completed:
             out[group.id] = "complete"
         elif launches >= control.MAX_LAUNCHES_PER_RUN:
             out[group.id] = "gave up"
@@ -232,37 +241,6 @@ def final_states(sweep: control.Sweep, run: str, completed: set[str]) -> dict[st
 def _newest_run(scheduler: LocalScheduler) -> str | None:
     runs = [a["run"] for a in scheduler.answers if a.get("run")]
     return runs[-1] if runs else None
-
-
-def _take_over_server(state: LocalState, faults: list[dict]) -> int | None:
-    """A functions server left by a runner that was killed: stop it, and serve on its port
-    again so members it started can still reach `done`."""
-    recorded = state.functions
-    proc = state.functions_process()
-    if proc is not None:
-        log.warning("a functions server of %s is still running (pid %d; its runner was killed): "
-                    "stopping it and taking over its port", state.sweep, proc.pid)
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except Exception:  # noqa: BLE001 - psutil.TimeoutExpired
-            proc.kill()
-        faults.append({"fault": "orphaned functions server", "pid": proc.pid, "action": "stopped"})
-    port = recorded.get("port")
-    if port and _port_free(int(port)):
-        return int(port)
-    return None
-
-
-def _port_free(port: int) -> bool:
-    import socket
-
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 @contextlib.contextmanager
@@ -311,7 +289,7 @@ def _watch(sweep: control.Sweep, scheduler: LocalScheduler, server: FunctionsSer
             log.error("the functions server exited (code %s): restarting it on port %d",
                       server.proc.returncode, server.port)
             server.restart()
-            scheduler.state.functions = server.record()
+            scheduler.state.functions = _recorded(server)
             faults.append({"fault": "functions server died", "action": "restarted",
                            "noticed_at": noticed, "restarted_in_s": round(time.time() - noticed, 3)})
         failed_stop = next((a for a in scheduler.answers if a.get("action") == "stop" and a.get("error")), None)
@@ -340,7 +318,10 @@ def _watch(sweep: control.Sweep, scheduler: LocalScheduler, server: FunctionsSer
                 overdue.append(gid)
                 started_at[gid] = math.inf
         if overdue:
-            log.warning("groups %s passed their deadline: stopping them", ", ".join(overdue))
+            for gid in overdue:
+                progress.events.append(overrun_sentence(gid, sweep.store.launch_count(run_id, gid),
+                                                        deadline_s))
+                log.info("%s", progress.events[-1])
             try:
                 scheduler.stop_tick(overdue, reason="group deadline")
             except requests.RequestException as exc:
@@ -386,6 +367,15 @@ def _watch(sweep: control.Sweep, scheduler: LocalScheduler, server: FunctionsSer
             if (not active and not answer.get("started") and not answer.get("running")
                     and not answer.get("stopping")):
                 return run_id  # nothing can start now (budget, or groups that keep failing)
+
+
+def overrun_sentence(group: str, attempt: int, deadline_s: float) -> str:
+    """`g1: attempt 1 of 3: deadline 10 s exceeded; stopped, attempt 2 of 3 follows`."""
+    most = control.MAX_LAUNCHES_PER_RUN
+    attempt = max(attempt, 1)
+    then = (f"stopped, attempt {attempt + 1} of {most} follows" if attempt < most
+            else "stopped; no attempt left in this run: the group gave up")
+    return f"{group}: attempt {attempt} of {most}: deadline {deadline_s:g} s exceeded; {then}"
 
 
 def _answer_error(exc: requests.RequestException) -> str:

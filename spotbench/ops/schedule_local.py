@@ -11,11 +11,32 @@ from pathlib import Path
 import requests
 
 from spotbench.auth.local import scheduler_token
+from spotbench.control import MAX_LAUNCHES_PER_RUN as MAX_TRIES
 from spotbench.ops.context import local_state
 
 
 class NoFunctionsServer(RuntimeError):
     pass
+
+
+def start_answer(body: dict) -> str:
+    """The start function's answer as a sentence (`--json` shows it whole)."""
+    run = body.get("run", "?")
+    if body.get("closed"):
+        return f"run {run} is already closed; nothing started"
+    parts = [f"run {run}"]
+    started = body.get("started") or []
+    parts.append(f"started {len(started)} group(s)" + (f" ({', '.join(started)})" if started else ""))
+    for key, words in (("running", "still running"), ("stopping", "still stopping")):
+        if body.get(key):
+            parts.append(f"{len(body[key])} {words}")
+    if body.get("pending"):
+        parts.append(f"{body['pending']} waiting for a free slot")
+    for refused in body.get("refused") or []:
+        parts.append(f"{refused.get('group')} refused: {refused.get('reason')}")
+    if body.get("gave_up"):
+        parts.append(f"gave up on {', '.join(body['gave_up'])} (failed {MAX_TRIES} times)")
+    return "; ".join(parts)
 
 
 class LocalSchedule:
@@ -49,8 +70,7 @@ class LocalSchedule:
             raise NoFunctionsServer(f"the functions server at {url} is not running; {hint}") from None
         if reply.status_code != 200:
             raise RuntimeError(f"start answered {reply.status_code}: {reply.text.strip()}")
-        body = reply.json()
-        return f"{self.sweep}: start fired now: {body}"
+        return f"{self.sweep}: start fired now: {start_answer(reply.json())}"
 
     def state(self) -> tuple[bool | None, str, dict[str, str]]:
         paused = bool(self.local.schedule["paused"])

@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from spotbench.clouds import ACTIVE, Cloud, Instance, State
+from spotbench.failures import Failure, failures
 from spotbench.ops.schedule import ScheduleControl, ScheduleInfo, describe
 from spotbench.plan import RunGroup, sweep_labels
 from spotbench.results import Result, ResultStore, RunInfo
@@ -45,6 +46,7 @@ class GroupStatus:
     deadline: datetime | None = None
     last_result: str | None = None
     last_result_at: datetime | None = None
+    failure: Failure | None = None  # its newest stored attempt failed: why, and its stderr's tail
 
 
 @dataclass
@@ -112,6 +114,10 @@ def _last_results(results: list[Result]) -> dict[str, tuple[str, datetime]]:
     out = {}
     for group, rs in newest.items():
         first = rs[0]
+        failed = next(iter(failures(rs).values()), None)
+        if failed is not None:
+            out[group] = (f"FAILED: {failed.reason}", first.ended_at)
+            continue
         text = f"{first.metric}={first.value:g} {first.unit}"
         if len(rs) > 1:
             text += f" (+{len(rs) - 1} more)"
@@ -138,7 +144,8 @@ def _spend(spec: SweepSpec, store: ResultStore, found: list[Instance], notes: li
 
 
 def _group(group: RunGroup, found: list[Instance], store: ResultStore, run: RunInfo | None,
-           last: dict[str, tuple[str, datetime]], spec: SweepSpec, now: datetime) -> GroupStatus:
+           last: dict[str, tuple[str, datetime]], spec: SweepSpec, now: datetime,
+           fails: dict[tuple[str, str], Failure]) -> GroupStatus:
     by_name = {member_name(i): i for i in found}
     members = []
     for m in group.members:
@@ -153,6 +160,7 @@ def _group(group: RunGroup, found: list[Instance], store: ResultStore, run: RunI
     launched = _launched_at(store, run, group.id)
     active = any(m.state in (State.PENDING, State.RUNNING, State.STOPPING) for m in members)
     text, at = last.get(group.id, (None, None))
+    failed = next((f for (_, g), f in fails.items() if g == group.id), None)
     return GroupStatus(
         id=group.id,
         trial=group.trial,
@@ -165,6 +173,7 @@ def _group(group: RunGroup, found: list[Instance], store: ResultStore, run: RunI
         deadline=launched + spec.deadline if launched and active else None,
         last_result=text,
         last_result_at=at,
+        failure=failed,
     )
 
 
@@ -188,11 +197,15 @@ def sweep_status(
     for inst in found:
         by_group.setdefault(inst.group() or "", []).append(inst)
     try:
-        last = _last_results(store.read())
+        records = store.read()
     except Exception as exc:  # noqa: BLE001
         notes.append(f"could not read results at {store.url}: {exc}")
-        last = {}
-    groups = [_group(g, by_group.pop(g.id, []), store, run, last, spec, now) for g in spec.plan()]
+        records = []
+    last = _last_results(records)
+    newest_run = run.run if run else max((r.run for r in records), default=None)
+    fails = {k: f for k, f in failures(records).items() if k[0] == newest_run}
+    groups = [_group(g, by_group.pop(g.id, []), store, run, last, spec, now, fails)
+              for g in spec.plan()]
     for gid, insts in sorted(by_group.items()):  # groups the plan no longer has: orphans
         notes.append(
             f"{len(insts)} instance(s) of group {gid or '?'} are not in the plan "

@@ -16,6 +16,7 @@ import matplotlib
 import pandas as pd
 
 from spotbench.report import data, cost, history, reference as reference_mod
+from spotbench.report import failures as failures_section
 from spotbench.report._doc import Document, Para, to_html, to_markdown
 from spotbench.report.escape import out_folder_name, write_csv
 from spotbench.results import ResultStore
@@ -79,6 +80,7 @@ def write_report(
         f"Results: {results_url} · runs: {', '.join(runs)} · {len(df)} values from "
         f"{df['group'].nunique()} groups · clouds: {', '.join(sorted(df['cloud'].unique()))}."
     ))
+    failures_section.section(df, doc)  # the banner: failed groups before any chart
 
     problems = df.attrs.get("problems") or []
     if problems:

@@ -8,6 +8,7 @@ parameter that varies across the records, e.g. `n1-standard-2 · workers=4`), `s
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Any
 
 import pandas as pd
@@ -70,9 +71,20 @@ def _config_labels(df: pd.DataFrame) -> pd.Series:
             parts.append(f"placement={placements[idx]}")
         for key in varying:
             if key in row["params"] and key != "workers":
-                parts.append(f"{key}={row['params'][key]}")
+                parts.append(f"{key}={param_text(row['params'][key])}")
         labels.append(" · ".join(parts))
     return pd.Series(labels, index=df.index)
+
+
+def param_text(value: Any) -> str:
+    """A parameter as a person writes it: `N=1000000 M=2` for a dict (env), a command as a
+    shell line, never a Python repr."""
+    if isinstance(value, dict):
+        return " ".join(f"{k}={param_text(v)}" for k, v in sorted(value.items())) or "none"
+    if isinstance(value, list | tuple):
+        return shlex.join(str(v) for v in value) if all(isinstance(v, str) for v in value) \
+            else ", ".join(param_text(v) for v in value)
+    return str(value)
 
 
 def _other_types(row: pd.Series) -> str:

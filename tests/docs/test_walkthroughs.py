@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -68,3 +69,136 @@ def test_every_make_target_exists(doc: Path):
     dry = subprocess.run(["make", "-n", "images", "REGISTRY=r.example/x"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert dry.returncode == 0 and "build_images.sh" in dry.stdout, dry.stderr
+
+
+# ---- the README and a guide, run as a new user would, on a fresh install -------------------
+PLACEHOLDERS = {"SPEC", "GROUP", "RESULTS_URL", "PCT", "KEY=VALUE"}
+NEEDS_ACCOUNT = re.compile(r"no (GCP|AWS) credentials on this machine")
+
+
+def _is_template(line: str) -> bool:
+    """`spotbench schedule pause|resume|run-now SPEC`, `teardown SPEC [--yes]`: not runnable."""
+    try:
+        args = shlex.split(line)
+    except ValueError:  # a fragment of a longer shell line
+        return True
+    return any(a in PLACEHOLDERS or "|" in a or a.startswith("[") or "$(" in a for a in args)
+
+
+def _fresh_copy(dest: Path) -> Path:
+    """The checkout's files (tracked and new, not ignored) in `dest`: a fresh clone, no .venv."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, check=True,
+                           capture_output=True, text=True).stdout.split("\n")
+    for name in filter(None, files):
+        src = ROOT / name
+        if src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            (dest / name).write_bytes(src.read_bytes())
+            (dest / name).chmod(src.stat().st_mode)
+    return dest
+
+
+def _user_env(home: Path) -> dict[str, str]:
+    """A new user's shell: no venv on PATH, no PYTHONPATH, no cloud credentials; pip's
+    configuration and its cache kept, so installs reuse the wheels already downloaded."""
+    import os
+
+    path = [p for p in os.environ["PATH"].split(":") if ".venv" not in p]
+    keep = {k: v for k, v in os.environ.items()
+            if k.startswith(("PIP_", "LANG", "LC_", "SSL_", "REQUESTS_CA", "AWS_CA_BUNDLE"))}
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    return {**keep, "PATH": ":".join(path), "HOME": str(home),
+            "PIP_CACHE_DIR": os.environ.get("PIP_CACHE_DIR", str(cache / "pip")),
+            "AWS_EC2_METADATA_DISABLED": "true", "COLUMNS": "120"}
+
+
+def _tour(doc: Path) -> list[str]:
+    """The doc's shell lines in order: `make …`, `. .venv/bin/activate`, `spotbench …`."""
+    out, block = [], False
+    for line in doc.read_text().splitlines():
+        if line.strip().startswith("```"):
+            block = not block
+            continue
+        text = line.strip().split(" #")[0].strip()
+        if block and text.startswith(("make ", "spotbench ", ". .venv/bin/activate")) \
+                and not text.endswith("\\"):
+            out.append(text)
+    return out
+
+
+@pytest.mark.slow
+def test_readme_then_the_gcp_guide_on_a_fresh_install(tmp_path: Path):
+    """Every README command in order on a fresh clone with only the documented install
+    steps (`make test` aside: it is this suite), then docs/gcp.md's up to the first step that
+    needs a cloud account (`preflight`): each succeeds, or (a cloud command) fails with one
+    line saying what to install or log in to, never a traceback."""
+    repo = _fresh_copy(tmp_path / "spotbench")
+    (tmp_path / "home").mkdir()
+    env = _user_env(tmp_path / "home")
+    ran: list[str] = []
+
+    def step(line: str) -> tuple[int, str]:
+        shell = f". .venv/bin/activate && {line}" if line.startswith("spotbench") else line
+        proc = subprocess.run(["bash", "-c", shell], cwd=repo, env=env, capture_output=True,
+                              text=True, timeout=900)
+        out = proc.stdout + proc.stderr
+        ran.append(line)
+        assert "Traceback" not in out, f"`{line}`:\n{out}"
+        return proc.returncode, out
+
+    def ok_or_one_line(line: str) -> str:
+        """It works, or it says in one line (preflight: one line per problem) what to install."""
+        code, out = step(line)
+        lines = [x for x in out.splitlines() if x.strip()]
+        said = "make setup CLOUD=" in out and (len(lines) == 1 or all(x.startswith("✗ ") for x in lines))
+        assert code == 0 or said, f"`{line}` exited {code}:\n{out}"
+        return out
+
+    readme = [line for line in _tour(ROOT / "README.md") if not _is_template(line)]
+    assert readme[:3] == ["make demo", "make test", ". .venv/bin/activate"], readme[:3]
+    out = ok_or_one_line("make demo")  # the README's first command, on a machine without .venv
+    assert "report:" in out and (repo / ".venv/bin/spotbench").exists()
+    for line in readme[3:]:
+        if not line.startswith(("spotbench run ", ". .venv")):  # the demo just ran the run
+            ok_or_one_line(line)
+    assert {"spotbench plan examples/osu-local.yaml", "spotbench report results/osu-local"} <= set(ran)
+
+    guide = [line for line in _tour(ROOT / "docs/gcp.md") if not _is_template(line)]
+    assert guide[:2] == ["make setup CLOUD=gcp", ". .venv/bin/activate"], guide[:3]
+    for line in guide:
+        if line.startswith((". .venv", "make images")):
+            continue
+        if line.startswith("spotbench preflight"):  # the first step that needs a cloud account
+            code, out = step(line)
+            problems = [x for x in out.splitlines() if x.strip()]
+            assert code == 1 and problems and all(x.startswith("✗ ") for x in problems), out
+            break
+        ok_or_one_line(line)
+    else:
+        pytest.fail(f"docs/gcp.md has no preflight step: {ran}")
+    assert "spotbench preview examples/gcp-osu.yaml" in ran, ran
+
+
+def test_make_installs_one_cloud_and_builds_the_layer_without_the_test_toolchain(tmp_path: Path):
+    def dry(*args: str) -> str:
+        proc = subprocess.run(["make", "-n", *args, f"VENV={tmp_path}/v"], cwd=ROOT,
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    assert "pip install --quiet -e '.[gcp,infra,ops]'" in dry("setup", "CLOUD=gcp")
+    assert "pip install --quiet -e '.[aws,infra,ops]'" in dry("setup", "CLOUD=aws")
+    assert "[gcp" not in dry("setup") and "[aws" not in dry("setup")
+    layer = dry("lambda-layer")
+    assert "[dev]" not in layer and "ensure_boot_tools" not in layer and "ensure_sshd" not in layer
+    assert "infra/aws/layer.py" in layer
+    bad = subprocess.run(["make", "-n", "setup", "CLOUD=azure"], cwd=ROOT, capture_output=True, text=True)
+    assert bad.returncode != 0 and "choose CLOUD=gcp or CLOUD=aws" in bad.stderr
+    # the layer's script needs neither Pulumi nor boto3 in the venv that builds it
+    code = ("import runpy, sys\n"
+            "for m in ('pulumi', 'pulumi_aws', 'boto3'): sys.modules[m] = None\n"
+            "sys.argv = ['layer.py']\n"
+            "ns = runpy.run_path('infra/aws/layer.py', run_name='not_main')\n"
+            "print(ns['requirements_txt']('aws'))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "boto3" in out.stdout, out.stderr

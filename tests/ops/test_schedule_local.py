@@ -39,14 +39,19 @@ def test_run_now_posts_start_as_the_scheduler(tmp_path):
             caller = caller_from_headers(headers, secret)
         except Unauthorized as exc:
             return 401, {"error": str(exc)}
-        return 200, {"action": path.strip("/"), "caller": caller.kind, "launched": ["g1"]}
+        if caller.kind != "scheduler":
+            return 403, {"error": f"not the scheduler: {caller.kind}"}
+        return 200, {"action": path.strip("/"), "run": "r1", "started": ["g1"], "running": [],
+                     "refused": [{"group": "g2", "reason": "budget 1 USD is spent"}], "pending": 0}
 
     with LocalHttp(handle) as http:
         state.functions = {"url": http.url, "pid": 0}
         message = LocalSchedule("osu", root=tmp_path).run_now()
         (method, path, _, body), = http.calls
         assert (method, path) == ("POST", "/start") and "tick" in body
-        assert "'caller': 'scheduler'" in message
+        # a sentence, not the answer's dict (this asserted the repr before issue #27)
+        assert message == ("osu: start fired now: run r1; started 1 group(s) (g1); "
+                           "g2 refused: budget 1 USD is spent")
         (tmp_path / "osu" / "secret").write_text("another-secret")  # wrong token → refused
         with pytest.raises(RuntimeError, match="401"):
             LocalSchedule("osu", root=tmp_path).run_now()

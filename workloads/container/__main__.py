@@ -12,9 +12,11 @@ and writes the run's id to DIR/run; `collect` reads what the command left in DIR
 (`--stopped`: the VM was being stopped, so it is stored as preempted and `done` is not called).
 
 A SIGTERM (preemption, deadline) stops the command's whole process group and stores what it
-had reported so far, marked preempted. A command that exits non-zero keeps its metrics with
-`exit_code` in their metadata; one that reported nothing stores an `exit_code` value, so
-the group still has a result to show (and is not started again and again).
+had reported so far, marked preempted. A command that cannot start, exits non-zero or
+reports no metric **failed**: what it did report is kept with `exit_code` and `failure` in
+its metadata (never averaged or charted), plus one `failed` marker with the reason and the
+tail of its stderr (`spotbench.failures`); the group ends `failed` and is not retried in
+this run (the same command fails the same way).
 """
 
 from __future__ import annotations
@@ -27,8 +29,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
+from spotbench import failures
 from spotbench.member import MemberContext
 from workloads.common import Preempted, WorkloadRun, exit_if_outside_run
 from workloads.container import metrics
@@ -63,33 +67,45 @@ def _record(run: WorkloadRun, found: list[metrics.Metric], **meta: object) -> No
 
 def execute(run: WorkloadRun, params: ContainerParams, results_dir: Path,
             user_env: dict[str, str] | None = None) -> int:
-    """Run the command to its end (or a SIGTERM); record its metrics; return its exit code.
-    `user_env`: the spec's `env` in clear (default: `params.env`'s values)."""
+    """Run the command to its end (or a SIGTERM); record its metrics; return its exit code
+    (127 when it cannot be started). `user_env`: the spec's `env` in clear (default:
+    `params.env`'s values)."""
     given = user_env if user_env is not None else descriptor.user_env(params)
     env = {**os.environ, **given, "SPOTBENCH_RESULTS_DIR": str(results_dir)}
     log.info("running: %s", " ".join(params.command))
     try:
         proc = subprocess.Popen(params.command, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, errors="replace",
+                                stderr=subprocess.PIPE, text=True, errors="replace",
                                 start_new_session=True)
-    except OSError as exc:  # not found, not executable: say so as the result
-        log.error("cannot run %s: %s", params.command[0], exc)
-        run.raw("stdout.txt", f"cannot run {params.command!r}: {exc}\n")
-        run.record("exit_code", 127.0, "code", error=str(exc))
+    except OSError as exc:  # not found, not executable: the attempt failed
+        why = f"cannot run {params.command[0]!r}: {exc.strerror or exc}"
+        log.error("%s", why)
+        record_reported(run, "", results_dir, 127, stderr=f"{why}\n", reason=why)
         return 127
     lines: list[str] = []
+    errors: list[str] = []
+    assert proc.stdout is not None and proc.stderr is not None
+    copier = threading.Thread(target=_copy, args=(proc.stderr, errors, sys.stderr), daemon=True)
+    copier.start()
     try:
-        assert proc.stdout is not None
         for line in proc.stdout:
             lines.append(line)
             sys.stdout.write(line)  # the member's log shows the command's output
         code = proc.wait()
+        copier.join(timeout=5)
     except Preempted:
         _stop(proc)
         record_stopped(run, "".join(lines), results_dir)
         raise
-    record_reported(run, "".join(lines), results_dir, code)
+    record_reported(run, "".join(lines), results_dir, code, stderr="".join(errors))
     return code
+
+
+def _copy(stream, into: list[str], echo) -> None:  # noqa: ANN001 - text streams
+    """The command's stderr, kept and shown in the member's log as it comes."""
+    for line in stream:
+        into.append(line)
+        echo.write(line)
 
 
 def record_stopped(run: WorkloadRun, text: str, results_dir: Path) -> None:
@@ -100,20 +116,38 @@ def record_stopped(run: WorkloadRun, text: str, results_dir: Path) -> None:
     _record(run, found, interrupted="stopped")
 
 
-def record_reported(run: WorkloadRun, text: str, results_dir: Path, code: int) -> None:
+NO_METRIC = ("the command exited 0 but reported no metric: print `name=value unit` or a JSON "
+             "line {\"metric\": …, \"value\": …} on stdout, or write JSON lines to "
+             "$SPOTBENCH_RESULTS_DIR/*.jsonl")
+
+
+def record_reported(run: WorkloadRun, text: str, results_dir: Path, code: int, *,
+                    stderr: str = "", reason: str | None = None) -> None:
     """What a command that exited with `code` reported: its stdout `text` and the JSON lines
-    under `results_dir`; `exit_code` alone when it reported nothing."""
+    under `results_dir`. Exit code ≠ 0, or no metric at all, is a failure: one `failed`
+    marker with the reason and the tail of `stderr` (of `text` when stderr is empty, as on a
+    cloud VM where the unit writes both to one file)."""
     run.raw("stdout.txt", text)
+    if stderr:
+        run.raw("stderr.txt", stderr)
     found, problems = metrics.from_folder(results_dir)
     found += metrics.from_stdout(text, problems)
     if problems:
         log.warning("ignored %d malformed metric line(s):\n%s", len(problems), "\n".join(problems))
         run.raw("problems.txt", "\n".join(problems) + "\n")
+    if reason is None and code:
+        reason = f"the command exited with code {code}"
+    elif reason is None and not found:
+        reason = NO_METRIC
     meta: dict[str, object] = {"exit_code": code} if code else {}
+    if reason:
+        meta[failures.FAILURE_KEY] = reason
     _record(run, found, **meta)
-    if not found:
-        log.warning("the command reported no metric (exit code %d)", code)
-        run.record("exit_code", float(code), "code")
+    if reason:
+        tail = failures.tail(stderr if stderr.strip() else text)
+        log.error("this attempt failed: %s%s", reason, f"; stderr ends:\n{tail}" if tail else "")
+        run.record(failures.FAILED_METRIC, 1.0, failures.FAILED_UNIT, exit_code=code,
+                   **{failures.FAILURE_KEY: reason, failures.TAIL_KEY: tail})
 
 
 def _finish_and_done(run: WorkloadRun) -> None:

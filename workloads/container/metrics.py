@@ -1,12 +1,13 @@
-"""Read the numbers a user's command reports: JSON lines in its results folder, or
-`name=value unit` lines on its stdout.
+"""Read the numbers a user's command reports: JSON lines in its results folder, or on its
+stdout either `name=value unit` lines or JSON lines.
 
 JSON line (one object per line, in any `*.jsonl` file):
     {"metric": "latency", "value": 1.9, "unit": "us", "labels": {"size": 8}}
 `unit` and `labels` are optional; labels are kept with the value (the report shows them).
 
-stdout line (the whole line, surrounding spaces ignored):
+stdout line (the whole line, surrounding spaces ignored), either form:
     latency=1.9 us          name: letters, digits, `_ . - /`; value: a number; unit: optional
+    {"metric": "latency", "value": 1.9, "unit": "us"}     the JSON line above
 
 Anything else is ignored (a command prints what it likes); a line that looks like a JSON
 metric but is not valid is reported as a problem, never silently dropped. So is a value
@@ -41,21 +42,42 @@ class Metric:
 
 
 def from_stdout(text: str, problems: list[str] | None = None) -> list[Metric]:
-    """The `name=value unit` lines of `text`; a refused one is added to `problems`
-    (`stdout:<line>: what is wrong`)."""
-    out = []
+    """The metrics on stdout (`stdout_metrics`); refused lines are added to `problems`."""
+    found, why = stdout_metrics(text)
+    if problems is not None:
+        problems.extend(why)
+    return found
+
+
+def stdout_metrics(text: str) -> tuple[list[Metric], list[str]]:
+    """Every metric on stdout (`name=value unit` lines and JSON metric lines), and the
+    problems (`stdout:line: what is wrong`) of refused ones: out of bounds (`_bounds`), past
+    `MAX_RECORDS`, or JSON objects naming a `metric` that are not valid metrics. Other JSON a
+    command prints (logs) is ignored."""
+    out: list[Metric] = []
+    problems: list[str] = []
     for n, line in enumerate(text.splitlines(), 1):
         m = STDOUT_LINE.match(line)
-        if not m:
-            continue
-        why = _bounds(m["name"], float(m["value"]), m["unit"] or "")
-        if why is None and len(out) >= MAX_RECORDS:
-            why = f"more than {MAX_RECORDS} values"
-        if why is None:
-            out.append(Metric(m["name"], float(m["value"]), m["unit"] or ""))
-        elif problems is not None and len(problems) < 100:
+        why = None
+        if m:
+            why = _bounds(m["name"], float(m["value"]), m["unit"] or "")
+            if why is None and len(out) >= MAX_RECORDS:
+                why = f"more than {MAX_RECORDS} values"
+            if why is None:
+                out.append(Metric(m["name"], float(m["value"]), m["unit"] or ""))
+        elif line.strip().startswith("{") and '"metric"' in line:
+            try:
+                metric = from_json_line(line.strip())
+            except ValueError as exc:
+                why = str(exc)
+            else:
+                if len(out) >= MAX_RECORDS:
+                    why = f"more than {MAX_RECORDS} values"
+                else:
+                    out.append(metric)
+        if why is not None and len(problems) < 100:
             problems.append(f"stdout:{n}: {why}")
-    return out
+    return out, problems
 
 
 def _bounds(name: str, value: float, unit: str) -> str | None:

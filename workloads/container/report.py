@@ -16,6 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from spotbench.failures import is_failure  # noqa: E402
 from spotbench.report.data import fmt  # noqa: E402
 from spotbench.report._doc import Document, Heading, Image, Para, TableBlock  # noqa: E402
 from spotbench.report.escape import file_stem  # noqa: E402
@@ -59,6 +60,7 @@ def plot(table: pd.DataFrame, metric: str, unit: str, path: Path) -> Path:
 
 def section(df: pd.DataFrame, doc: Document, out_dir: Path) -> tuple[list[Path], list[pd.DataFrame]]:
     ours = df[df["workload"] == WORKLOAD]
+    ours = ours[~ours["metadata"].map(is_failure)]  # a failed attempt measured nothing (banner)
     if ours.empty:
         return [], []
     doc.add(Heading("Container benchmarks (your own command)"))

@@ -83,15 +83,18 @@ def test_execute_reads_both_sources_and_keeps_labels(tmp_path: Path):
 
 
 def test_a_failing_command_keeps_its_numbers_and_says_its_exit_code(tmp_path: Path):
+    # was: an `exit_code` value stored as a measurement; now a `failed` marker (issue #27)
     run = FakeRun()
     assert execute(run, _params("print('x=1 s'); raise SystemExit(3)"), tmp_path) == 3
-    assert run.records == [("x", 1.0, "s", {"labels": {}, "exit_code": 3})]
+    failure = "the command exited with code 3"
+    assert run.records[0] == ("x", 1.0, "s", {"labels": {}, "exit_code": 3, "failure": failure})
+    assert run.records[1][:3] == ("failed", 1.0, "flag")
     run = FakeRun()
     assert execute(run, _params("raise SystemExit(2)"), tmp_path) == 2
-    assert run.records == [("exit_code", 2.0, "code", {})]
+    assert [r[:3] for r in run.records] == [("failed", 1.0, "flag")]
     run = FakeRun()
     assert execute(run, ContainerParams(command=["/nonexistent/bench"]), tmp_path) == 127
-    assert run.records[0][:3] == ("exit_code", 127.0, "code")
+    assert run.records[0][:3] == ("failed", 1.0, "flag")
 
 
 def test_a_stop_kills_the_command_and_keeps_what_it_reported(tmp_path: Path, monkeypatch):

@@ -1,0 +1,103 @@
+"""Which optional install a missing module belongs to, said as what to run.
+
+The base install (`make setup`, `pip install spotbench`) runs the local cloud. A cloud's
+commands need its extras (pyproject.toml), installed with `make setup CLOUD=gcp|aws`, i.e.
+`pip install -e '.[<provider.setup_extras>]'`: `gcp`/`aws` the cloud SDKs (status, schedule,
+teardown, preflight, the results bucket), `infra` Pulumi (preview, teardown's `pulumi
+destroy`, `pulumi up`), `ops` ssh/exec/collect; `tf` is the TensorFlow workload's.
+`explain(exc)` turns a ModuleNotFoundError into one sentence; `missing(cloud)` lists what a
+cloud's commands need and this machine lacks (preflight); `sdk_missing(cloud)` is the
+cloud's own extra only (checked before any call to it).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from spotbench.clouds import PROVIDERS, get_provider
+
+# top-level module → the extra that installs it
+MODULE_EXTRA = {
+    "pulumi": "infra", "pulumi_gcp": "infra", "pulumi_aws": "infra", "pulumi_tls": "infra",
+    "google": "gcp", "gcsfs": "gcp",
+    "boto3": "aws", "botocore": "aws", "s3fs": "aws",
+    "fabric": "ops", "paramiko": "ops",
+    "tensorflow": "tf", "sklearn": "tf",
+}
+
+
+def _setups() -> dict[str, str]:
+    """cloud → the extras `make setup CLOUD=<cloud>` installs (clouds that have some)."""
+    return {name: p.setup_extras for name in PROVIDERS if (p := get_provider(name)).setup_extras}
+
+
+def install_hint(extra: str, cloud: str | None = None) -> str:
+    """`make setup CLOUD=gcp` in a checkout, `pip install 'spotbench[gcp,infra,ops]'` otherwise."""
+    setups = _setups()
+    clouds = [cloud] if cloud in setups and extra in setups[cloud].split(",") else [
+        c for c, extras in setups.items() if extra in extras.split(",")]
+    if not clouds:
+        return (f"`.venv/bin/pip install -e '.[{extra}]'` in a checkout "
+                f"(`make setup-dev` installs every extra), `pip install 'spotbench[{extra}]'` otherwise")
+    make = " or ".join(f"`make setup CLOUD={c}`" for c in clouds)
+    pip = " or ".join(f"'spotbench[{setups[c]}]'" for c in clouds)
+    return f"{make} in a checkout, `pip install {pip}` otherwise"
+
+
+def explain(exc: BaseException, cloud: str | None = None) -> str | None:
+    """One sentence for a module that an extra installs; None for any other error."""
+    if not isinstance(exc, ModuleNotFoundError) or not exc.name:
+        return None
+    top = exc.name.split(".")[0]
+    extra = MODULE_EXTRA.get(top)
+    if extra is None:
+        return None
+    return (f"this needs the `{extra}` extra ({top} is not installed): install it with "
+            f"{install_hint(extra, cloud)}")
+
+
+@dataclass(frozen=True)
+class Missing:
+    check: str  # "extras" | "tools"
+    message: str
+    fix: str
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package missing, or blocked in sys.modules
+        return False
+
+
+def sdk_missing(cloud: str) -> str | None:
+    """One sentence when `cloud`'s own extra (its SDKs) is not installed; None otherwise."""
+    absent = [m for m in get_provider(cloud).needs_modules.get(cloud, ()) if not _installed(m)]
+    if not absent:
+        return None
+    return (f"this needs the `{cloud}` extra ({', '.join(absent)} not installed): install it with "
+            f"{install_hint(cloud, cloud)}")
+
+
+def missing(cloud: str, env: Mapping[str, str] | None = None,
+            which: Callable[[str], str | None] = shutil.which) -> list[Missing]:
+    """The extras and tools `cloud`'s commands and walkthrough need and this machine lacks.
+    Tools are not needed when the commands are aimed at a local double (`double_env` set)."""
+    env = os.environ if env is None else env
+    provider = get_provider(cloud)
+    out = []
+    for extra, modules in provider.needs_modules.items():
+        absent = [m for m in modules if not _installed(m)]
+        if absent:
+            out.append(Missing("extras", f"the `{extra}` extra is not installed ({', '.join(absent)})",
+                               install_hint(extra, cloud)))
+    if provider.double_env and env.get(provider.double_env):
+        return out
+    for tool, step, url in provider.tools:
+        if which(tool) is None:
+            out.append(Missing("tools", f"`{tool}` is not on PATH; {step} needs it", f"install it: {url}"))
+    return out
