@@ -132,6 +132,7 @@ class Attempt:
     started_at: datetime
     ended_at: datetime
     preempted: bool
+    contaminated: str | None = None  # why the member found its own numbers untrustworthy (a stall)
 
     @property
     def key(self) -> str:
@@ -311,6 +312,7 @@ class ResultStore:
                 started_at=datetime.fromisoformat(record["started_at"]),
                 ended_at=datetime.fromisoformat(record["ended_at"]),
                 preempted=bool(record.get("preempted")),
+                contaminated=(record.get("metadata") or {}).get("contaminated"),
             ))
         return out
 

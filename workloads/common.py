@@ -14,8 +14,14 @@ it also calls `done` first, so the rest of the group does not bill until its dea
 Records are written once: after `finish()` a SIGTERM just exits.
 
 A store that cannot be written (read-only, full) is retried briefly; if it still fails the
-records are printed to the log as JSON lines (nothing measured is lost without a trace),
-`finish` raises `StoreError`, and the caller still calls `done`.
+records are printed to the log as JSON lines, once (nothing measured is lost without a
+trace), `finish` raises `StoreError`, and the caller still calls `done`.
+
+Every stored attempt says why it ended (metadata `stop_reason`: finished, SIGTERM, or what
+cut it short). A stall (`run.stalled(...)`: the workload's own loop saw no progress for
+longer than its threshold, or its clocks disagreed) makes the attempt contaminated: its
+records are stored preempted with metadata `contaminated` (why) and `stalls`, and flagged
+(`runs/<run>/flags/`), so no average takes them in and the group is retried.
 """
 
 from __future__ import annotations
@@ -54,6 +60,8 @@ class WorkloadRun:
         self.records: list[Result] = []
         self._raw: dict[str, str | bytes] = {}
         self.stored_path: str | None = None
+        self.stalls: list[dict[str, Any]] = []  # progress gaps seen during measurement
+        self._logged = False  # the records went to the log once (the store refused them)
 
     @classmethod
     def from_env(cls) -> WorkloadRun:
@@ -82,12 +90,37 @@ class WorkloadRun:
     def raw(self, name: str, text: str | bytes) -> None:
         self._raw[name] = text
 
+    def stalled(self, what: str, gap_s: float, **detail: Any) -> None:
+        """Note a stall during measurement: `what` made no progress for `gap_s` seconds (or
+        its clocks disagreed by that much). The attempt is then stored contaminated."""
+        stall = {"what": what, "gap_s": round(float(gap_s), 3), **detail}
+        log.warning("stall during measurement: %s", stall)
+        self.stalls.append(stall)
+
+    def contamination(self) -> str | None:
+        """Why this attempt's numbers cannot be trusted (None: they can)."""
+        if not self.stalls:
+            return None
+        worst = max(self.stalls, key=lambda s: s["gap_s"])
+        return (f"stalled: {worst['what']} made no progress for {worst['gap_s']:g} s during "
+                f"measurement ({len(self.stalls)} stall(s))")
+
     def finish(self, preempted: bool = False, **metadata: Any) -> str | None:
         """Store records and raw output once; later calls are no-ops. `metadata` (e.g. why
-        the attempt was cut short) goes on every record, the preempted marker included."""
+        the attempt was cut short) goes on every record, the preempted marker included.
+        Records the store refused are logged once; a later call raises StoreError again
+        without logging them a second time."""
         if self.stored_path is not None:
             return self.stored_path
+        if self._logged:
+            raise StoreError("results not stored; the records are in this member's log above")
         ended = utcnow()
+        metadata.setdefault("stop_reason", metadata.get("interrupted")
+                            or ("SIGTERM" if preempted else "finished"))
+        contaminated = self.contamination()
+        if contaminated:
+            preempted = True  # read back like a flagged attempt: no average takes it in
+            metadata = {**metadata, "contaminated": contaminated, "stalls": self.stalls}
         records = [
             r.model_copy(update={"preempted": preempted or r.preempted, "ended_at": ended,
                                  "metadata": {**r.metadata, **metadata}})
@@ -103,6 +136,7 @@ class WorkloadRun:
                 break
             except StoreError as exc:
                 if attempt_no == STORE_ATTEMPTS:
+                    self._logged = True
                     log.error("results NOT stored (%s); the %d records follow as JSON lines:\n%s",
                               exc, len(records), "".join(r.model_dump_json() + "\n" for r in records))
                     raise
@@ -110,6 +144,11 @@ class WorkloadRun:
                 time.sleep(STORE_RETRY_S * attempt_no * retry_scale())
         self.stored_path = path
         attempt = int(path.rsplit(".", 2)[-2])
+        if contaminated:
+            try:
+                self.store.flag(self.run_id, self.ctx.group, attempt, contaminated)
+            except (StoreError, OSError) as exc:  # the records say it too (metadata)
+                log.error("flag for attempt %d not stored: %s", attempt, exc)
         for name, text in self._raw.items():
             try:
                 self.store.write_raw(self.run_id, self.ctx.group, name, text, attempt=attempt)
@@ -142,7 +181,7 @@ class WorkloadRun:
             log.warning("SIGTERM: storing what was measured as preempted")
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             try:
-                self.finish(preempted=True)
+                self.finish(preempted=True, stop_reason="SIGTERM")
             except StoreError:
                 pass  # logged with the records; the group must still be stopped
             if call_done:  # the rest of the group must not bill until its deadline

@@ -214,7 +214,7 @@ def final_states(sweep: control.Sweep, run: str, completed: set[str]) -> dict[st
             out[group.id] = "complete"
         elif launches >= control.MAX_LAUNCHES_PER_RUN:
             out[group.id] = "gave up"
-        elif mine and mine[-1].key in flags:
+        elif mine and (mine[-1].key in flags or mine[-1].contaminated):
             out[group.id] = "contaminated"
         elif mine:
             out[group.id] = "preempted"

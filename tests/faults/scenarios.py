@@ -8,15 +8,18 @@ the fault until the control plane had acted on it), rc (exit of `spotbench run`)
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psutil
 import requests
 
 from tests.faults.harness import (
@@ -241,6 +244,72 @@ def duplicate_ticks_and_storm(root: Path, calls: int = 50) -> dict[str, Any]:
     }
 
 
+def _tree(pid: int) -> list[psutil.Process]:
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _signal_tree(procs: list[psutil.Process], sig: signal.Signals) -> None:
+    for proc in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.send_signal(sig)
+
+
+def unflagged_across(sw: FaultSweep, windows: list[tuple[datetime, datetime]]) -> int:
+    """Rows of stored attempts that ran across a fault window yet read back as complete
+    (neither preempted nor flagged): numbers taken across a stall, counted as normal."""
+    store, bad = sw.store, 0
+    for info in store.runs():
+        flags = store.flags(info.run)
+        for a in store.attempts(info.run):
+            if a.preempted or a.key in flags:
+                continue
+            if any(a.started_at < end and start < a.ended_at for start, end in windows):
+                path = store._p("runs", info.run, f"{a.key}.jsonl")
+                bad += sum(1 for line in store.fs.cat_file(path).decode().splitlines() if line.strip())
+    return bad
+
+
+FREEZE_S = 3.0  # longer than OSU's default stall_s (2 s)
+
+
+def osu_freeze(root: Path) -> dict[str, Any]:
+    """SIGSTOP the OSU peer's whole process tree (member, exec agent, MPI rank) for 3 s
+    mid-measurement, then SIGCONT: the attempt is stored contaminated (flagged, kept), the
+    group is retried within its budget and the retry completes."""
+    sw = FaultSweep(root, "ffreeze", trials=1, osu={"iterations": 40_000, "max_size": 1})
+    sw.run()
+    windows: list[tuple[datetime, datetime]] = []
+    try:
+        peer = wait_for(lambda: sw.running("peer"), 90, "a running peer")
+        pid = sw.pid_of(peer)
+        wait_for(lambda: any("osu_pt2pt" in " ".join(p.cmdline()) or "workloads.osu.harness" in
+                             " ".join(p.cmdline()) for p in _tree(pid) if p.is_running()),
+                 60, "the peer's MPI rank")
+        time.sleep(1.0)  # inside the first size's timed loop
+        frozen = _tree(pid)
+        began = datetime.now(UTC)
+        _signal_tree(frozen, signal.SIGSTOP)
+        time.sleep(FREEZE_S)
+        _signal_tree(frozen, signal.SIGCONT)
+        windows.append((began, datetime.now(UTC)))
+        sw.faults.append({"fault": f"SIGSTOP to the peer's process tree for {FREEZE_S:g} s",
+                          "detect_s": 0.0})
+        rc, out = sw.finish()
+    finally:
+        sw.kill_runner()
+    store = sw.store
+    attempts = []
+    for info in store.runs():
+        flags = store.flags(info.run)
+        attempts += [{"key": a.key, "preempted": a.preempted, "flag": flags.get(a.key),
+                      "contaminated": a.contaminated} for a in store.attempts(info.run)]
+    return _close(sw, rc, out, attempts=attempts, unflagged_contaminated=unflagged_across(sw, windows))
+
+
 # a store that stays read-only or full fails every retry: the same retries, 10x shorter pauses
 STORE_DOWN_RETRY_SCALE = 0.1
 
@@ -333,6 +402,7 @@ SCENARIOS = {
     "server_kill": server_kill,
     "deadline_overrun": deadline_overrun,
     "duplicate_ticks_and_storm": duplicate_ticks_and_storm,
+    "osu_freeze": osu_freeze,
     "readonly_store_at_start": readonly_store_at_start,
     "readonly_store": readonly_store,
     "full_store": full_store,

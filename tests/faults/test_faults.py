@@ -17,6 +17,7 @@ from tests.faults.scenarios import (
     duplicate_ticks_and_storm,
     full_store,
     member_kills,
+    osu_freeze,
     readonly_store,
     readonly_store_at_start,
     runner_sigkill_then_resume,
@@ -117,3 +118,16 @@ def test_a_full_results_disk_loses_no_row_and_still_closes_the_run(tmp_path: Pat
     assert f["rc"] == EXIT_INCOMPLETE, f["output"]
     assert f["open_runs"] == [], f  # a full disk no longer leaves the run open forever
     assert any(s.startswith("incomplete") for s in f["states"].values()), f
+
+
+def test_a_frozen_osu_peer_makes_its_attempt_contaminated_and_it_is_retried(tmp_path: Path) -> None:
+    """SIGSTOP of the peer's process tree mid-measurement (a stopped process still accepts
+    TCP connections: no watch of a socket sees it): the harness loops' heartbeat does."""
+    f = osu_freeze(tmp_path)
+    clean(f)
+    assert f["unflagged_contaminated"] == 0, f["attempts"]
+    first, *rest = f["attempts"]
+    assert first["preempted"] and first["flag"] and first["flag"].startswith("stalled"), f["attempts"]
+    assert first["contaminated"] == first["flag"]
+    assert rest and not rest[-1]["preempted"] and not rest[-1]["flag"], f["attempts"]
+    assert f["rc"] == 0 and set(f["states"].values()) == {"complete"}, f["output"]
