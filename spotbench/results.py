@@ -407,11 +407,22 @@ class ResultStore:
     def runs(self) -> list[RunInfo]:
         infos = []
         for path in sorted(self._glob(self._p("runs", "*", "run.json"))):
-            info = RunInfo.model_validate_json(self.fs.cat_file(path))
+            info = self._run_info(path)
             if info.closed_at is None:
                 info = self._closed_by_marker(path.rsplit("/", 1)[0], info)
             infos.append(info)
         return infos
+
+    def _run_info(self, path: str) -> RunInfo:
+        """One run.json; a corrupt one is a StoreError naming it and the fix."""
+        data = self.fs.cat_file(path)
+        try:
+            return RunInfo.model_validate_json(data)
+        except ValueError as exc:  # pydantic's ValidationError is a ValueError
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise StoreError(f"results store {self.url}: the run ledger {path} is corrupt ({why}): "
+                             "restore it, or remove its run folder (its results go with it), "
+                             "then run again") from None
 
     def _closed_by_marker(self, run_dir: str, info: RunInfo) -> RunInfo:
         markers = self._glob(f"{run_dir}/closed.*")
@@ -457,7 +468,7 @@ class ResultStore:
     @_store_errors
     def close_run(self, run: str, reason: str, now: datetime | None = None) -> RunInfo:
         path = self._p("runs", run, "run.json")
-        info = RunInfo.model_validate_json(self.fs.cat_file(path))
+        info = self._run_info(path)
         if info.closed_at is None:
             info = info.model_copy(update={"closed_at": now or utcnow(), "reason": reason})
             try:
