@@ -419,7 +419,8 @@ class ResultStore:
         try:
             return RunInfo.model_validate_json(data)
         except ValueError as exc:  # pydantic's ValidationError is a ValueError
-            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            errors = exc.errors() if hasattr(exc, "errors") else []
+            why = errors[0]["msg"] if errors else (str(exc) or type(exc).__name__)
             raise StoreError(f"results store {self.url}: the run ledger {path} is corrupt ({why}): "
                              "restore it, or remove its run folder (its results go with it), "
                              "then run again") from None

@@ -212,8 +212,11 @@ def run_local(
             raise
         except (RunError, StoreError, StateError, sqlite3.Error) as exc:
             error = state_failure(exc, state.db_path)
-            log.error("%s: stopping every group", error)
-            _stop_all(server, token, "runner error", faults)
+            if _unusable(error):  # the functions cannot act on it either: stopped below
+                log.info("%s: stopping every process of the sweep", error)
+            else:
+                log.error("%s: stopping every group", error)
+                _stop_all(server, token, "runner error", faults)
         finally:
             scheduler.shutdown()
             try:

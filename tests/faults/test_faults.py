@@ -11,13 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.harness import EXIT_INCOMPLETE
+from tests.faults.harness import EXIT_INCOMPLETE, GRACE_S
 from tests.faults.scenarios import (
     deadline_overrun,
     duplicate_ticks_and_storm,
     full_store,
+    STATE_FILES,
+    corrupt_run_ledger,
+    corrupt_state_file,
     member_kills,
     osu_freeze,
+    runner_sigkill_no_rerun,
+    state_disk_full,
     readonly_store,
     readonly_store_at_start,
     runner_sigkill_then_resume,
@@ -131,3 +136,47 @@ def test_a_frozen_osu_peer_makes_its_attempt_contaminated_and_it_is_retried(tmp_
     assert first["contaminated"] == first["flag"]
     assert rest and not rest[-1]["preempted"] and not rest[-1]["flag"], f["attempts"]
     assert f["rc"] == 0 and set(f["states"].values()) == {"complete"}, f["output"]
+
+
+def test_members_stop_at_deadline_plus_grace_with_no_runner_and_no_supervisor(tmp_path: Path) -> None:
+    """Runner and supervisors SIGKILLed, nobody runs it again: the host's deadline (coreutils
+    `timeout` around each member) ends the group at deadline + grace, not 40 s later."""
+    f = runner_sigkill_no_rerun(tmp_path)
+    clean(f)
+    assert f["faults"][0]["supervisors_killed"] == 2, f["faults"]
+    assert f["billing_tail_s"] is not None and f["billing_tail_s"] <= GRACE_S + 3, f["faults"]
+
+
+def _one_clear_message(out: str, path: str) -> None:
+    assert "Traceback" not in out, out
+    assert path in out.replace("\n", ""), out
+
+
+def test_a_corrupt_run_ledger_ends_the_run_with_its_name_and_the_next_run_does_not_hang(
+        tmp_path: Path) -> None:
+    f = corrupt_run_ledger(tmp_path)
+    clean(f)
+    assert f["rc"] == EXIT_INCOMPLETE and f["rc_again"] == EXIT_INCOMPLETE, f
+    for out in (f["output"], f["output_again"]):
+        _one_clear_message(out, "run.json")
+        assert "is corrupt" in out, out
+    assert "nothing was started" in f["output_again"], f["output_again"]
+    assert f["instances_on"] == []
+
+
+@pytest.mark.parametrize("name", STATE_FILES)
+def test_a_corrupt_state_file_is_named_with_its_fix_and_nothing_starts(tmp_path: Path, name: str) -> None:
+    f = corrupt_state_file(tmp_path, name)
+    clean(f)
+    assert f["rc"] == EXIT_INCOMPLETE, f["output"]
+    _one_clear_message(f["output"], name)
+    assert "nothing was started" in f["output"] and "remove" in f["output"], f["output"]
+    assert f["results"] == [], f
+
+
+def test_a_full_state_disk_ends_the_run_with_a_clear_error_and_no_orphan(tmp_path: Path) -> None:
+    f = state_disk_full(tmp_path)
+    clean(f)
+    assert f["rc"] == EXIT_INCOMPLETE, f["output"]
+    _one_clear_message(f["output"], "cloud.db")
+    assert "free space" in f["output"], f["output"]
