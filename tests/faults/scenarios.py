@@ -9,6 +9,7 @@ the fault until the control plane had acted on it), rc (exit of `spotbench run`)
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import signal
 import subprocess
@@ -440,6 +441,43 @@ def state_disk_full(root: Path) -> dict[str, Any]:
             "rows_lost": 0, "rows_duplicated": 0, "leaked": leaked}
 
 
+def stored_attempts(sw: FaultSweep) -> list[dict[str, Any]]:
+    """Every stored attempt: its file's number, the launches of its group, why it ended."""
+    store, out = sw.store, []
+    for info in store.runs():
+        for a in store.attempts(info.run):
+            path = store._p("runs", info.run, f"{a.key}.jsonl")
+            first = json.loads(store.fs.cat_file(path).decode().splitlines()[0])
+            out.append({"key": a.key, "attempt": a.attempt, "preempted": a.preempted,
+                        "launches": store.launch_count(info.run, a.group),
+                        "stop_reason": first["metadata"].get("stop_reason")})
+    return out
+
+
+def launcher_kills(root: Path) -> dict[str, Any]:
+    """SIGKILL to the launcher (it stores nothing), then SIGTERM to the retry's launcher:
+    the killed launch gets a marker attempt from the launch ledger (numbers in file names
+    match launches), the SIGTERMed one says SIGTERM, the third completes."""
+    sw = FaultSweep(root, "flaunch", trials=1, osu={"iterations": 20_000, "max_size": 1})
+    sw.run()
+
+    def measuring(launch: int) -> bool:  # the launch-th attempt's launcher runs mpiexec
+        runs = sw.store.runs()
+        inst = sw.running("launcher")
+        if not runs or inst is None or sw.store.launch_count(runs[-1].run, inst.group() or "") != launch:
+            return False
+        return any("mpiexec" in " ".join(p.cmdline()) for p in _tree(sw.pid_of(inst))[1:])
+
+    try:
+        for launch, sig in ((1, signal.SIGKILL), (2, signal.SIGTERM)):
+            wait_for(lambda launch=launch: measuring(launch), 90, f"launch {launch} measuring")
+            sw.kill_member("launcher", sig)
+        rc, out = sw.finish()
+    finally:
+        sw.kill_runner()
+    return _close(sw, rc, out, attempts=stored_attempts(sw))
+
+
 # a store that stays read-only or full fails every retry: the same retries, 10x shorter pauses
 STORE_DOWN_RETRY_SCALE = 0.1
 
@@ -533,6 +571,7 @@ SCENARIOS = {
     "deadline_overrun": deadline_overrun,
     "duplicate_ticks_and_storm": duplicate_ticks_and_storm,
     "osu_freeze": osu_freeze,
+    "launcher_kills": launcher_kills,
     "runner_sigkill_no_rerun": runner_sigkill_no_rerun,
     "corrupt_run_ledger": corrupt_run_ledger,
     **{f"corrupt_{name.split('.')[0]}": (lambda root, name=name: corrupt_state_file(root, name))

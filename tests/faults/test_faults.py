@@ -19,6 +19,7 @@ from tests.faults.scenarios import (
     STATE_FILES,
     corrupt_run_ledger,
     corrupt_state_file,
+    launcher_kills,
     member_kills,
     osu_freeze,
     runner_sigkill_no_rerun,
@@ -180,3 +181,15 @@ def test_a_full_state_disk_ends_the_run_with_a_clear_error_and_no_orphan(tmp_pat
     assert f["rc"] == EXIT_INCOMPLETE, f["output"]
     _one_clear_message(f["output"], "cloud.db")
     assert "free space" in f["output"], f["output"]
+
+
+def test_a_sigkilled_launcher_leaves_a_marker_and_every_attempt_says_why_it_ended(tmp_path: Path) -> None:
+    f = launcher_kills(tmp_path)
+    clean(f)
+    assert f["rc"] == 0 and set(f["states"].values()) == {"complete"}, f["output"]
+    attempts = f["attempts"]
+    assert [a["attempt"] for a in attempts] == [1, 2, 3] and attempts[-1]["launches"] == 3, attempts
+    killed, termed, done = attempts
+    assert killed["preempted"] and "SIGKILL" in killed["stop_reason"], attempts  # from the ledger
+    assert termed["preempted"] and termed["stop_reason"] == "SIGTERM", attempts
+    assert not done["preempted"] and done["stop_reason"] == "finished", attempts
