@@ -30,6 +30,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,6 +44,8 @@ from spotbench.retries import retry_scale
 
 STORE_ATTEMPTS = 3
 STORE_RETRY_S = 1.0
+HEARTBEAT_S = 0.25  # how often a `heartbeat()` thread ticks
+STALL_S = 5.0  # default stall threshold of a `heartbeat()` (a workload's loop may set its own)
 
 log = logging.getLogger("spotbench.workload")
 
@@ -96,6 +99,32 @@ class WorkloadRun:
         stall = {"what": what, "gap_s": round(float(gap_s), 3), **detail}
         log.warning("stall during measurement: %s", stall)
         self.stalls.append(stall)
+
+    @contextmanager
+    def heartbeat(self, what: str, stall_s: float = STALL_S, period: float = HEARTBEAT_S) -> Iterator[None]:
+        """Around a measurement whose loop the workload does not own (a user's command): a
+        thread of this process ticks every `period`; a tick that comes more than `stall_s`
+        late on the monotonic clock (this process was stopped) or whose monotonic and wall
+        clocks drifted apart by more than `stall_s` (the VM was paused) is a stall."""
+        stop = threading.Event()
+
+        def tick() -> None:
+            mono, wall = time.monotonic(), time.time()
+            while not stop.wait(period):
+                now_mono, now_wall = time.monotonic(), time.time()
+                late = now_mono - mono - period
+                skew = abs((now_wall - wall) - (now_mono - mono))
+                if late > stall_s or skew > stall_s:
+                    self.stalled(what, max(late, skew), loop_gap_s=round(late, 3), clock_skew_s=round(skew, 3))
+                mono, wall = now_mono, now_wall
+
+        thread = threading.Thread(target=tick, name="spotbench-heartbeat", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(timeout=2 * period + 1)
 
     def contamination(self) -> str | None:
         """Why this attempt's numbers cannot be trusted (None: they can)."""

@@ -97,3 +97,36 @@ def test_rows_the_store_refuses_are_logged_once(tmp_path: Path, caplog: pytest.L
             with pytest.raises(StoreError):
                 run.finish(preempted=preempted)
     assert sum("records follow as JSON lines" in r.message for r in caplog.records) == 1
+
+
+HEARTBEAT_CHILD = """
+import json, time
+from unittest import mock
+from workloads.common import WorkloadRun
+run = WorkloadRun.__new__(WorkloadRun)
+run.stalls = []
+print("ready", flush=True)
+with run.heartbeat("a command", stall_s=1.0, period=0.1):
+    time.sleep(4.0)
+print(json.dumps(run.stalls), flush=True)
+"""
+
+
+def test_a_heartbeat_thread_sees_its_process_stopped(tmp_path: Path) -> None:
+    """The container runner's heartbeat: SIGSTOP the process for 2 s mid-measurement."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-c", HEARTBEAT_CHILD], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    time.sleep(0.5)
+    os.kill(proc.pid, signal.SIGSTOP)
+    time.sleep(2.0)
+    os.kill(proc.pid, signal.SIGCONT)
+    out, _ = proc.communicate(timeout=30)
+    [stall] = json.loads(out.strip().splitlines()[-1])
+    assert stall["what"] == "a command" and stall["loop_gap_s"] > 1.5, stall

@@ -11,6 +11,9 @@ and writes the run's id to DIR/run; `collect` reads what the command left in DIR
 (`results/`, its `stdout.txt`) exactly as the local path does, stores it and calls `done`
 (`--stopped`: the VM was being stopped, so it is stored as preempted and `done` is not called).
 
+The runner's own heartbeat (`WorkloadRun.heartbeat`) watches the command's run: this
+process or its VM stopped for longer than the threshold makes the attempt contaminated.
+
 A SIGTERM (preemption, deadline) stops the command's whole process group and stores what it
 had reported so far, marked preempted. A command that exits non-zero keeps its metrics with
 `exit_code` in their metadata; one that reported nothing stores an `exit_code` value, so
@@ -74,10 +77,11 @@ def execute(run: WorkloadRun, params: ContainerParams, results_dir: Path) -> int
     lines: list[str] = []
     try:
         assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.append(line)
-            sys.stdout.write(line)  # the member's log shows the command's output
-        code = proc.wait()
+        with run.heartbeat(f"the runner of {params.command[0]!r}"):  # a stopped runner or VM
+            for line in proc.stdout:
+                lines.append(line)
+                sys.stdout.write(line)  # the member's log shows the command's output
+            code = proc.wait()
     except Preempted:
         _stop(proc)
         record_stopped(run, "".join(lines), results_dir)
