@@ -230,6 +230,8 @@ def run_local(
                 if state.functions.get("pid") == (server.proc.pid if server.proc else None):
                     state.functions = {}
     if error is not None and _unusable(error):
+        with contextlib.suppress(StoreError):  # the functions could not: close it here
+            store.close_open_runs(reason="local state unusable")
         raise RunError(f"{error}; every process of the sweep was stopped")
     run_id = run_id or _newest_run(scheduler)
     completed = store.completed_groups(run_id) if run_id else set()

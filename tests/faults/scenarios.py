@@ -328,7 +328,8 @@ def _sweep_gone_at(sw: FaultSweep, timeout: float) -> float | None:
 def runner_sigkill_no_rerun(root: Path, deadline_s: int = 12) -> dict[str, Any]:
     """SIGKILL to `spotbench run` and to every supervisor mid-group, and nobody runs it
     again: the members stop by themselves at their group's deadline + grace (the host's
-    deadline), not later. Billing tail: how long the last process outlived the deadline."""
+    deadline), not later. Billing tail: how long the last process outlived the deadline.
+    Only then is `spotbench run` run again: it continues the open run and closes it."""
     sw = FaultSweep(root, "fnorerun", trials=1, deadline=f"{deadline_s}s", osu=LONG_OSU)
     proc = sw.run()
     try:
@@ -343,15 +344,18 @@ def runner_sigkill_no_rerun(root: Path, deadline_s: int = 12) -> dict[str, Any]:
         group = sw.instances()[0].group()
         launched = sw.store.last_launch(run, group)
         gone = _sweep_gone_at(sw, deadline_s + GRACE_S + 60)
+        leaked = free_after(1, sw.leaked)
+        open_before = [r.run for r in sw.store.runs() if r.closed_at is None]
+        sw.run()
+        rc, out = sw.finish()
     finally:
         sw.kill_runner()
     assert launched is not None
     tail = None if gone is None else round(gone - launched.timestamp() - deadline_s, 2)
     sw.faults.append({"fault": "SIGKILL to spotbench run and every supervisor, no re-run",
                       "billed_after_deadline_s": tail, "supervisors_killed": len(supervisors)})
-    return {"faults": sw.faults, "rc": None, "states": {}, **sw.rows(),
-            "leaked": free_after(1, sw.leaked), "billing_tail_s": tail,
-            "open_runs": [r.run for r in sw.store.runs() if r.closed_at is None], "output": ""}
+    closed = _close(sw, rc, out, billing_tail_s=tail, open_before_rerun=open_before)
+    return {**closed, "leaked": leaked + closed["leaked"]}
 
 
 def _corrupt(path: Path, text: bytes = b"\x00garbage{") -> None:
@@ -438,7 +442,8 @@ def state_disk_full(root: Path) -> dict[str, Any]:
         (state / "filler").unlink(missing_ok=True)
         umount(state)
     return {"faults": sw.faults, "rc": rc, "output": out[-3000:], "states": summary_states(out),
-            "rows_lost": 0, "rows_duplicated": 0, "leaked": leaked}
+            "rows_lost": 0, "rows_duplicated": 0, "leaked": leaked,
+            "open_runs": [r.run for r in sw.store.runs() if r.closed_at is None]}
 
 
 def stored_attempts(sw: FaultSweep) -> list[dict[str, Any]]:

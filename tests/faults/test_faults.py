@@ -146,6 +146,7 @@ def test_members_stop_at_deadline_plus_grace_with_no_runner_and_no_supervisor(tm
     clean(f)
     assert f["faults"][0]["supervisors_killed"] == 2, f["faults"]
     assert f["billing_tail_s"] is not None and f["billing_tail_s"] <= GRACE_S + 3, f["faults"]
+    assert f["open_before_rerun"] and f["open_runs"] == [], f  # the next run closed it
 
 
 def _one_clear_message(out: str, path: str) -> None:
@@ -181,6 +182,7 @@ def test_a_full_state_disk_ends_the_run_with_a_clear_error_and_no_orphan(tmp_pat
     assert f["rc"] == EXIT_INCOMPLETE, f["output"]
     _one_clear_message(f["output"], "cloud.db")
     assert "free space" in f["output"], f["output"]
+    assert f["open_runs"] == [], f  # the results store is fine: the run is closed
 
 
 def test_a_sigkilled_launcher_leaves_a_marker_and_every_attempt_says_why_it_ended(tmp_path: Path) -> None:
