@@ -72,8 +72,13 @@ def host_deadline(command: list[str], max_run_s: float | None, grace: float) -> 
 
 
 def _say(msg: str) -> None:
+    """A note in the instance's log; a log that cannot be written (full disk) is skipped:
+    the supervisor's job is the workload, not its notes."""
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    print(f"[spotbench-local {stamp}] {msg}", flush=True)
+    try:
+        print(f"[spotbench-local {stamp}] {msg}", flush=True)
+    except OSError:
+        pass
 
 
 def _killpg(pgid: int, sig: signal.Signals) -> None:
