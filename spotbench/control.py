@@ -381,7 +381,8 @@ def _mark_silent_launches(sweep: Sweep, run: str, group: RunGroup, insts: list[I
                         metric="preempted", value=1.0, unit="flag", cloud=sweep.spec.cloud,
                         machine_type=group.machine_type, accelerator=group.accelerator,
                         preempted=True, started_at=launched, ended_at=launched,
-                        metadata={"stop_reason": why, "marker": "from the launch ledger"})
+                        metadata={"stop_reason": why, "marker": "from the launch ledger",
+                                  "members": len(group.members)})
         try:
             path = store.write_group(run, group.id, [record])
         except StoreError as exc:
