@@ -56,6 +56,10 @@ class StoreError(RuntimeError):
     """The results store could not be read or written (read-only, full, unreachable)."""
 
 
+class CorruptLedger(StoreError):
+    """A run ledger file (`runs/<run>/run.json`) is not what spotbench wrote."""
+
+
 def _store_errors(fn: Callable[..., T]) -> Callable[..., T]:
     @functools.wraps(fn)
     def wrapper(self: ResultStore, *args: Any, **kwargs: Any) -> T:
@@ -421,7 +425,7 @@ class ResultStore:
         except ValueError as exc:  # pydantic's ValidationError is a ValueError
             errors = exc.errors() if hasattr(exc, "errors") else []
             why = errors[0]["msg"] if errors else (str(exc) or type(exc).__name__)
-            raise StoreError(f"results store {self.url}: the run ledger {path} is corrupt ({why}): "
+            raise CorruptLedger(f"results store {self.url}: the run ledger {path} is corrupt ({why}): "
                              "restore it, or remove its run folder (its results go with it), "
                              "then run again") from None
 

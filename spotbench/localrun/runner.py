@@ -51,7 +51,7 @@ from spotbench.localrun.server import FunctionsServer
 from spotbench.localrun.state import LocalState, StateError
 from spotbench.member import MemberContext
 from spotbench.plan import RunGroup, sweep_labels
-from spotbench.results import ResultStore, StoreError
+from spotbench.results import CorruptLedger, ResultStore, StoreError
 from spotbench.spec import SweepSpec
 
 log = logging.getLogger("spotbench.run")
@@ -178,7 +178,7 @@ def run_local(
         state.schedule  # noqa: B018 - read: a corrupt file is named now, not mid-run
         cloud = LocalCloud(state.db_path, grace_s=grace_s, log_dir=state.dir / "logs")
     except (StoreError, StateError, sqlite3.Error) as exc:
-        _halt(state.db_path, grace_s)
+        halt(state.db_path, grace_s)
         raise RunError(f"{state_failure(exc, state.db_path)} (nothing was started)") from None
     token = scheduler_token(secret)
     env = {
@@ -195,12 +195,13 @@ def run_local(
         groups = deploy(spec, state, cloud, f"{server.url}/done", results_url, grace_s)
     except sqlite3.Error as exc:
         server.stop()
-        _halt(state.db_path, grace_s)
+        halt(state.db_path, grace_s)
         raise RunError(f"{state_failure(exc, state.db_path)} (nothing was started)") from None
     sweep = control.Sweep(spec=spec, cloud=cloud, store=store, groups=groups)
     scheduler = LocalScheduler(spec, state, server.url, token, run_window(spec, groups))
     run_id: str | None = None
     error: str | None = None
+    unusable = False  # the sweep's own state failed: no outcome can be read, only the error
     with server, _signals_interrupt():
         state.functions = server.record()
         try:
@@ -212,7 +213,8 @@ def run_local(
             raise
         except (RunError, StoreError, StateError, sqlite3.Error) as exc:
             error = state_failure(exc, state.db_path)
-            if _unusable(error):  # the functions cannot act on it either: stopped below
+            unusable = isinstance(exc, (StateError, sqlite3.Error, CorruptLedger))
+            if unusable:  # the functions cannot act on it either: stopped below
                 log.info("%s: stopping every process of the sweep", error)
             else:
                 log.error("%s: stopping every group", error)
@@ -222,14 +224,14 @@ def run_local(
             try:
                 _drain(cloud, spec, grace_s)
             except (sqlite3.Error, OSError) as exc:  # the table cannot be used: stop without it
-                error = error or state_failure(exc, state.db_path)
-                left = _halt(state.db_path, grace_s)
+                error, unusable = error or state_failure(exc, state.db_path), True
+                left = halt(state.db_path, grace_s)
                 faults.append({"fault": "instance table unusable", "detail": str(exc),
                                "action": "every process stopped without it", "left": left})
             with contextlib.suppress(StateError, OSError):
                 if state.functions.get("pid") == (server.proc.pid if server.proc else None):
                     state.functions = {}
-    if error is not None and _unusable(error):
+    if error is not None and unusable:
         with contextlib.suppress(StoreError):  # the functions could not: close it here
             store.close_open_runs(reason="local state unusable")
         raise RunError(f"{error}; every process of the sweep was stopped")
@@ -270,17 +272,6 @@ def final_states(sweep: control.Sweep, run: str, completed: set[str]) -> dict[st
         else:
             out[group.id] = "not run"
     return out
-
-
-def _unusable(error: str) -> bool:
-    """A run cut short by its own state (not a results store that fills up mid-run, which
-    still ends with the outcome table): nothing more can be read to report on."""
-    return "instance table" in error or "is corrupt" in error
-
-
-def _halt(db_path: Path, grace_s: float) -> list[str]:
-    """Stop every process of the sweep without its instance table; what is left (empty)."""
-    return halt(db_path, grace_s)
 
 
 def _newest_run(scheduler: LocalScheduler) -> str | None:
