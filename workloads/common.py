@@ -144,19 +144,20 @@ class WorkloadRun:
         if self._logged:
             raise StoreError("results not stored; the records are in this member's log above")
         ended = utcnow()
-        metadata.setdefault("stop_reason", metadata.get("interrupted")
-                            or ("SIGTERM" if preempted else "finished"))
+        # why it ended, unless the caller or the record says it (TF: "worker lost: …")
+        reason = {"stop_reason": metadata.get("interrupted") or ("SIGTERM" if preempted else "finished")}
         contaminated = self.contamination()
         if contaminated:
             preempted = True  # read back like a flagged attempt: no average takes it in
             metadata = {**metadata, "contaminated": contaminated, "stalls": self.stalls}
         records = [
             r.model_copy(update={"preempted": preempted or r.preempted, "ended_at": ended,
-                                 "metadata": {**r.metadata, **metadata}})
+                                 "metadata": {**reason, **r.metadata, **metadata}})
             for r in self.records
         ]
         if not records and preempted:  # keep a trace that this group ran and was cut short
-            marker = self.record("preempted", 1.0, "flag", reason="stopped before any value", **metadata)
+            marker = self.record("preempted", 1.0, "flag", reason="stopped before any value",
+                                 **{**reason, **metadata})
             records = [marker.model_copy(update={"preempted": True, "ended_at": ended})]
         records = _priced(records, [p.machine_type or self.ctx.machine_type for p in self.ctx.members])
         for attempt_no in range(1, STORE_ATTEMPTS + 1):
@@ -210,7 +211,7 @@ class WorkloadRun:
             log.warning("SIGTERM: storing what was measured as preempted")
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             try:
-                self.finish(preempted=True, stop_reason="SIGTERM")
+                self.finish(preempted=True)  # stop_reason: SIGTERM, unless a record says why
             except StoreError:
                 pass  # logged with the records; the group must still be stopped
             if call_done:  # the rest of the group must not bill until its deadline
