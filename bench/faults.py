@@ -1,12 +1,21 @@
 """Fault injection figures on the local cloud: the scenarios `tests/faults` asserts on
-(member SIGKILL/SIGTERM, runner SIGTERM, runner SIGKILL then resume, functions server
-SIGKILL, deadline overruns, 50 concurrent start/done + a repeated tick, a read-only and a
-full results store), run once each, with their figures.
+(member SIGKILL/SIGTERM, launcher SIGKILL/SIGTERM, runner SIGTERM, runner SIGKILL then
+resume, runner and supervisors SIGKILLed with no re-run, functions server SIGKILL, deadline
+overruns, 50 concurrent start/done + a repeated tick, a frozen (SIGSTOPped) OSU peer, a
+corrupt run ledger / cloud.db / secret / schedule, a full state disk, a read-only and a full
+results store), run once each, with their figures.
 
 Prints JSON:
 - `faults_injected`: how many faults were delivered;
 - `rows_lost`, `leaked_processes`: totals over every scenario (target 0 and 0);
 - `rows_duplicated`: total (target 0);
+- `rows_logged_not_stored`: rows a store refused that went to a member's log instead (each
+  counted once: kept, not lost);
+- `unflagged_contaminated_rows`: rows measured across a stall yet stored complete and
+  unflagged (target 0);
+- `open_runs`: runs a scenario left open (target 0);
+- `billing_tail_s_max`: longest a member ran past its group's deadline with no runner and no
+  supervisor left (target <= 10 s);
 - `billed_after_fault_s_max`: longest time any member kept running after a fault hit its
   group (member kills: until the whole group was off; deadline overruns: past the deadline);
 - `detect_s_max` / per-fault `detect_s`: seconds from a fault until the control plane acted
@@ -14,15 +23,20 @@ Prints JSON:
   (from the fault until `spotbench run` had stopped everything and exited 3);
 - `scenarios`: each scenario's exit code, group states and faults.
 The read-only and full-disk scenarios need root (mounts); without it they are listed as
-skipped. Run from the repository root: `python bench/faults.py`.
+skipped. Run from the repository root: `python bench/faults.py` (scenarios run three at a
+time, `--jobs N` to change it: about 5 minutes on two busy cores; `python bench/faults.py
+osu_freeze launcher_kills` runs only those).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,17 +45,39 @@ sys.path.insert(0, str(ROOT))
 from tests.faults.scenarios import SCENARIOS  # noqa: E402
 
 
+def _run(name: str) -> tuple[str, dict, float]:
+    with tempfile.TemporaryDirectory(prefix=f"spotbench-faults-{name}-") as tmp:
+        t0 = time.monotonic()
+        try:
+            figures = SCENARIOS[name](Path(tmp))
+        except Exception as exc:  # noqa: BLE001 - a broken scenario is a figure too
+            figures = {"error": f"{type(exc).__name__}: {exc}"}
+        return name, figures, time.monotonic() - t0
+
+
 def main() -> None:
     out: dict = {"faults_injected": 0, "rows_lost": 0, "leaked_processes": 0, "rows_duplicated": 0,
-                 "billed_after_fault_s_max": 0.0, "detect_s_max": 0.0, "scenarios": {}}
-    for name, scenario in SCENARIOS.items():
-        with tempfile.TemporaryDirectory(prefix=f"spotbench-faults-{name}-") as tmp:
-            t0 = time.monotonic()
-            try:
-                figures = scenario(Path(tmp))
-            except Exception as exc:  # noqa: BLE001 - a broken scenario is a figure too
-                out["scenarios"][name] = {"error": f"{type(exc).__name__}: {exc}"}
-                continue
+                 "rows_logged_not_stored": 0, "unflagged_contaminated_rows": 0, "open_runs": 0,
+                 "billing_tail_s_max": 0.0, "billed_after_fault_s_max": 0.0, "detect_s_max": 0.0,
+                 "scenario_errors": 0, "scenarios": {}}
+    ap = argparse.ArgumentParser(description="fault injection figures on the local cloud")
+    ap.add_argument("scenarios", nargs="*", help=f"only these (known: {', '.join(SCENARIOS)})")
+    ap.add_argument("--jobs", type=int, default=3, help="scenarios run at once (default 3)")
+    args = ap.parse_args()
+    unknown = sorted(set(args.scenarios) - set(SCENARIOS))
+    if unknown:
+        sys.exit(f"unknown scenarios {', '.join(unknown)}; known: {', '.join(SCENARIOS)}")
+    names = [n for n in SCENARIOS if not args.scenarios or n in args.scenarios]
+    t_all = time.monotonic()
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        done = {name: (figures, wall) for name, figures, wall in pool.map(_run, names)}
+    out["wall_s"] = round(time.monotonic() - t_all, 1)
+    for name in names:
+        figures, wall = done[name]
+        if "error" in figures:
+            out["scenarios"][name] = figures
+            out["scenario_errors"] += 1
+            continue
         if "skipped" in figures:
             out["scenarios"][name] = {"skipped": figures["skipped"]}
             continue
@@ -50,13 +86,19 @@ def main() -> None:
         out["rows_lost"] += figures.get("rows_lost", 0)
         out["rows_duplicated"] += figures.get("rows_duplicated", 0)
         out["leaked_processes"] += len(figures.get("leaked", []))
+        out["rows_logged_not_stored"] += figures.get("rows_logged_not_stored", 0)
+        out["unflagged_contaminated_rows"] += figures.get("unflagged_contaminated", 0)
+        out["open_runs"] += len(figures.get("open_runs", []))
         for f in faults:
+            if "SIGKILL to spotbench run and every supervisor" in f["fault"]:
+                tail = f.get("billed_after_deadline_s")
+                out["billing_tail_s_max"] = max(out["billing_tail_s_max"], math.inf if tail is None else tail)
             out["detect_s_max"] = max(out["detect_s_max"], f.get("detect_s") or 0.0)
             billed = f.get("billed_after_deadline_s", f.get("detect_s") if "to peer" in f["fault"]
                            or "to launcher" in f["fault"] else 0.0)
             out["billed_after_fault_s_max"] = max(out["billed_after_fault_s_max"], billed or 0.0)
-        keep = {k: v for k, v in figures.items() if k not in ("output",)}
-        out["scenarios"][name] = {**keep, "wall_s": round(time.monotonic() - t0, 1)}
+        keep = {k: v for k, v in figures.items() if k not in ("output", "output_again")}
+        out["scenarios"][name] = {**keep, "wall_s": round(wall, 1)}
     print(json.dumps(out, indent=2, default=str))
 
 

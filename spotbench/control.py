@@ -27,6 +27,11 @@ contaminated: they do not count as complete and the report leaves them out. When
 ran is control's own ledger (`spotbench.ledger`: its launch, and the end control recorded when
 it stopped the group or first saw it stopped), never the times inside the group's records.
 
+Every launch is an attempt that says why it ended: a launch that stored nothing (its
+launcher SIGKILLed, crashed, or its VM lost) gets a marker record from the launch ledger
+once its group is off, before the group is launched again, so attempt numbers in file names
+match the ledger (`_mark_silent_launches`).
+
 A run is over when every group has stored a complete result, or at the stop tick;
 pending groups of a closed run wait for the next start tick (e.g. after a budget raise).
 """
@@ -49,7 +54,7 @@ from spotbench.clouds.base import ACTIVE, Cloud, ErrorKind, Instance, State
 from spotbench.plan import GROUP_LABEL, RunGroup, sweep_labels
 from spotbench.lease import Busy, fenced
 from spotbench.ledger import Launch, attributed, launches_of, note_ends
-from spotbench.results import ResultStore, StoreError, utcnow
+from spotbench.results import Result, ResultStore, StoreError, utcnow
 from spotbench.spec import SweepSpec
 
 log = logging.getLogger("spotbench.control")
@@ -386,6 +391,42 @@ def _peak(launches: list[Launch], start: datetime, end: datetime, now: datetime)
     return peak
 
 
+def _mark_silent_launches(sweep: Sweep, run: str, group: RunGroup, insts: list[Instance],
+                          stored: set[int]) -> list[str]:
+    """Launches of `group` (now off) that stored nothing get a marker attempt: preempted, one
+    `preempted` flag record saying why it ended (the members' last words when known), started
+    at its launch time and zero long (its end is unknown: it never overlaps another attempt
+    in the contamination check)."""
+    store = sweep.store
+    if store.launch_count(run, group.id) <= len(stored):
+        return []
+    launches = store.launches(run, group.id)
+    written = []
+    for n, launched in enumerate(launches, start=1):
+        if n in stored:
+            continue
+        last = n == len(launches)
+        words = "; ".join(f"{i.member}: {i.error or i.state.value.lower()}"
+                          f"{' (' + i.detail + ')' if i.detail else ''}" for i in insts) if last else ""
+        why = f"ended without storing a result{': ' + words if words else ''}"
+        record = Result(sweep=sweep.spec.name, run=run, group=group.id, trial=group.trial,
+                        params=group.params.model_dump(), workload=group.workload,
+                        metric="preempted", value=1.0, unit="flag", cloud=sweep.spec.cloud,
+                        machine_type=group.machine_type, accelerator=group.accelerator,
+                        preempted=True, started_at=launched, ended_at=launched,
+                        metadata={"stop_reason": why, "marker": "from the launch ledger",
+                                  "members": len(group.members)})
+        try:
+            path = store.write_group(run, group.id, [record])
+        except StoreError as exc:
+            log.warning("marker for %s launch %d not stored: %s", group.id, n, exc)
+            break
+        log.warning("group %s launch %d stored nothing: marker %s", group.id, n, path)
+        written.append(path)
+        stored.add(int(path.rsplit(".", 2)[-2]))
+    return written
+
+
 def _record_start(sweep: Sweep, run: str, group: RunGroup, launched: list[Instance],
                   now: datetime | None) -> None:
     """The start ledger the spot-market statistics read (a member not running after the
@@ -434,6 +475,13 @@ def _launch_pending(
     running = [i for gid, insts in states.items() if gid not in finished
                for i in insts if i.state in ACTIVE]
     waiting = [g.id for g in pending if any(i.state in ACTIVE for i in states.get(g.id, []))]
+    off = [g for g in pending + [g for g in sweep.groups if g.id in exhausted] if g.id not in waiting]
+    if off:  # nothing of an off group's last launch can still store
+        stored: dict[str, set[int]] = {}
+        for a in store.attempts(run):
+            stored.setdefault(a.group, set()).add(a.attempt)
+        for group in off:
+            _mark_silent_launches(sweep, run, group, states.get(group.id, []), stored.get(group.id, set()))
     for group in pending:
         if len(started) >= slots:
             break

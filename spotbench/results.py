@@ -73,6 +73,10 @@ class StoreError(RuntimeError):
     """The results store could not be read or written (read-only, full, unreachable)."""
 
 
+class CorruptLedger(StoreError):
+    """A run ledger file (`runs/<run>/run.json`) is not what spotbench wrote."""
+
+
 def _store_errors(fn: Callable[..., T]) -> Callable[..., T]:
     @functools.wraps(fn)
     def wrapper(self: ResultStore, *args: Any, **kwargs: Any) -> T:
@@ -174,6 +178,7 @@ class Attempt:
     group: str
     attempt: int
     preempted: bool
+    contaminated: str | None = None  # why the member found its own numbers untrustworthy (a stall)
 
     @property
     def key(self) -> str:
@@ -396,7 +401,8 @@ class ResultStore:
             if not records or owner is None:
                 continue
             out.append(Attempt(group=owner[1], attempt=owner[2],
-                               preempted=any(r.preempted for r in records)))
+                               preempted=any(r.preempted for r in records),
+                               contaminated=_own_stall(records)))
         return out
 
     @_store_errors
@@ -526,11 +532,18 @@ class ResultStore:
 
     # ---- run ledger ----------------------------------------------------------------
     @_store_errors
-    def runs(self) -> list[RunInfo]:
+    def runs(self, strict: bool = False) -> list[RunInfo]:
+        """Every run's ledger entry. A corrupt `run.json` is skipped (logged) — control and
+        the readers act on the rest — or, `strict` (the local runner, whose own ledger it
+        is), a `CorruptLedger` naming the file and the fix."""
         infos = []
         for path in sorted(self._glob(self._p("runs", "*", "run.json"))):
             info = _run_info(self.fs, path)
             if info is None:
+                if strict:
+                    raise CorruptLedger(
+                        f"results store {self.url}: the run ledger {path} is corrupt: restore "
+                        "it, or remove its run folder (its results go with it), then run again")
                 continue
             if info.closed_at is None:
                 info = self._closed_by_marker(path.rsplit("/", 1)[0], info)
@@ -635,6 +648,16 @@ def _time(raw: bytes, path: str) -> datetime | None:
         log.warning("skipped %s: not a time", path)
         return None
     return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def _own_stall(records: list[Result]) -> str | None:
+    """Why a member found its own attempt untrustworthy (a stall it measured), if it did: a
+    group can only flag itself, never another."""
+    for record in records:
+        why = (record.metadata or {}).get("contaminated")
+        if why:
+            return str(why)[:200]
+    return None
 
 
 def _run_info(fs: Any, path: str) -> RunInfo | None:

@@ -19,8 +19,14 @@ Values are refused where they are produced: `record` logs and drops a non-finite
 the stored records as `dropped_records`), so a command printing 10^6 values stays bounded.
 
 A store that cannot be written (read-only, full) is retried briefly; if it still fails the
-records are printed to the log as JSON lines (nothing measured is lost without a trace),
-`finish` raises `StoreError`, and the caller still calls `done`.
+records are printed to the log as JSON lines, once (nothing measured is lost without a
+trace), `finish` raises `StoreError`, and the caller still calls `done`.
+
+Every stored attempt says why it ended (metadata `stop_reason`: finished, SIGTERM, or what
+cut it short). A stall (`run.stalled(...)`: the workload's own loop saw no progress for
+longer than its threshold, or its clocks disagreed) makes the attempt contaminated: its
+records are stored preempted with metadata `contaminated` (why) and `stalls`, and flagged
+(`runs/<run>/flags/`), so no average takes them in and the group is retried.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import math
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -45,6 +52,8 @@ from spotbench.retries import retry_scale
 
 STORE_ATTEMPTS = 3
 STORE_RETRY_S = 1.0
+HEARTBEAT_S = 0.25  # how often a `heartbeat()` thread ticks
+STALL_S = 5.0  # default stall threshold of a `heartbeat()` (a workload's loop may set its own)
 
 log = logging.getLogger("spotbench.workload")
 
@@ -63,6 +72,8 @@ class WorkloadRun:
         self._raw: dict[str, str | bytes] = {}
         self.stored_path: str | None = None
         self.dropped = 0  # values refused by `record` (non-finite, bad name, past MAX_RECORDS)
+        self.stalls: list[dict[str, Any]] = []  # progress gaps seen during measurement
+        self._logged = False  # the records went to the log once (the store refused them)
 
     @classmethod
     def from_env(cls) -> WorkloadRun:
@@ -98,22 +109,74 @@ class WorkloadRun:
     def raw(self, name: str, text: str | bytes) -> None:
         self._raw[name] = text
 
+    def stalled(self, what: str, gap_s: float, **detail: Any) -> None:
+        """Note a stall during measurement: `what` made no progress for `gap_s` seconds (or
+        its clocks disagreed by that much). The attempt is then stored contaminated."""
+        stall = {"what": what, "gap_s": round(float(gap_s), 3), **detail}
+        log.warning("stall during measurement: %s", stall)
+        self.stalls.append(stall)
+
+    @contextmanager
+    def heartbeat(self, what: str, stall_s: float = STALL_S, period: float = HEARTBEAT_S) -> Iterator[None]:
+        """Around a measurement whose loop the workload does not own (a user's command): a
+        thread of this process ticks every `period`; a tick that comes more than `stall_s`
+        late on the monotonic clock (this process was stopped) or whose monotonic and wall
+        clocks drifted apart by more than `stall_s` (the VM was paused) is a stall."""
+        stop = threading.Event()
+
+        def tick() -> None:
+            mono, wall = time.monotonic(), time.time()
+            while not stop.wait(period):
+                now_mono, now_wall = time.monotonic(), time.time()
+                late = now_mono - mono - period
+                skew = abs((now_wall - wall) - (now_mono - mono))
+                if late > stall_s or skew > stall_s:
+                    self.stalled(what, max(late, skew), loop_gap_s=round(late, 3), clock_skew_s=round(skew, 3))
+                mono, wall = now_mono, now_wall
+
+        thread = threading.Thread(target=tick, name="spotbench-heartbeat", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(timeout=2 * period + 1)
+
+    def contamination(self) -> str | None:
+        """Why this attempt's numbers cannot be trusted (None: they can)."""
+        if not self.stalls:
+            return None
+        worst = max(self.stalls, key=lambda s: s["gap_s"])
+        return (f"stalled: {worst['what']} made no progress for {worst['gap_s']:g} s during "
+                f"measurement ({len(self.stalls)} stall(s))")
+
     def finish(self, preempted: bool = False, **metadata: Any) -> str | None:
         """Store records and raw output once; later calls are no-ops. `metadata` (e.g. why
-        the attempt was cut short) goes on every record, the preempted marker included."""
+        the attempt was cut short) goes on every record, the preempted marker included.
+        Records the store refused are logged once; a later call raises StoreError again
+        without logging them a second time."""
         if self.stored_path is not None:
             return self.stored_path
+        if self._logged:
+            raise StoreError("results not stored; the records are in this member's log above")
         ended = utcnow()
         if self.dropped:
             log.warning("%d value(s) refused in this attempt", self.dropped)
             metadata = {**metadata, "dropped_records": self.dropped}
+        # why it ended, unless the caller or the record says it (TF: "worker lost: …")
+        reason = {"stop_reason": metadata.get("interrupted") or ("SIGTERM" if preempted else "finished")}
+        contaminated = self.contamination()
+        if contaminated:
+            preempted = True  # read back like a flagged attempt: no average takes it in
+            metadata = {**metadata, "contaminated": contaminated, "stalls": self.stalls}
         records = [
             r.model_copy(update={"preempted": preempted or r.preempted, "ended_at": ended,
-                                 "metadata": {**r.metadata, **metadata}})
+                                 "metadata": {**reason, **r.metadata, **metadata}})
             for r in self.records
         ]
         if not records and preempted:  # keep a trace that this group ran and was cut short
-            marker = self.record("preempted", 1.0, "flag", reason="stopped before any value", **metadata)
+            marker = self.record("preempted", 1.0, "flag", reason="stopped before any value",
+                                 **{**reason, **metadata})
             assert marker is not None
             records = [marker.model_copy(update={"preempted": True, "ended_at": ended})]
         records = _priced(records, [p.machine_type or self.ctx.machine_type for p in self.ctx.members])
@@ -123,6 +186,7 @@ class WorkloadRun:
                 break
             except StoreError as exc:
                 if attempt_no == STORE_ATTEMPTS:
+                    self._logged = True
                     log.error("results NOT stored (%s); the %d records follow as JSON lines:\n%s",
                               exc, len(records), "".join(r.model_dump_json() + "\n" for r in records))
                     raise
@@ -130,6 +194,11 @@ class WorkloadRun:
                 time.sleep(STORE_RETRY_S * attempt_no * retry_scale())
         self.stored_path = path
         attempt = int(path.rsplit(".", 2)[-2])
+        if contaminated:
+            try:
+                self.store.flag(self.run_id, self.ctx.group, attempt, contaminated)
+            except (StoreError, OSError) as exc:  # the records say it too (metadata)
+                log.error("flag for attempt %d not stored: %s", attempt, exc)
         for name, text in self._raw.items():
             try:
                 self.store.write_raw(self.run_id, self.ctx.group, name, text, attempt=attempt)
@@ -162,7 +231,7 @@ class WorkloadRun:
             log.warning("SIGTERM: storing what was measured as preempted")
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             try:
-                self.finish(preempted=True)
+                self.finish(preempted=True)  # stop_reason: SIGTERM, unless a record says why
             except StoreError:
                 pass  # logged with the records; the group must still be stopped
             if call_done:  # the rest of the group must not bill until its deadline

@@ -12,6 +12,18 @@ whole group, SIGKILL after the row's `stop_deadline`. An instance with `max_run_
 spec is stopped the same way once it has run that long, whoever else is (or is not) left
 to stop it: the local stand-in for a cloud's max run duration.
 
+With `max_run_s` the workload runs under coreutils `timeout` (the group's leader): the
+host's own deadline, max_run_s then SIGKILL after the grace period, which holds when no
+supervisor is left (one that crashed, or could not write the instance table).
+
+A supervisor never dies of its bookkeeping: a table it cannot write (a full disk, a corrupt
+file) is logged, and it goes on stopping and reaping the workload; the row is reconciled
+from the process table later. If it cannot record that the workload started, it stops the
+workload at once: a process nobody knows of is never left running.
+
+Every workload and its descendants carry `SPOTBENCH_LOCAL_DB` (the instance table's path):
+`LocalCloud.halt` finds and stops them by it when the table itself cannot be used.
+
 `--watch` takes over a workload whose supervisor died (no exit code is available then):
 it polls the group and escalates to SIGKILL at the deadline.
 """
@@ -21,7 +33,9 @@ from __future__ import annotations
 import argparse
 import os
 import selectors
+import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -35,17 +49,36 @@ WATCH_POLL_S = 0.2
 # The operator's shell settings that must not reach a "VM": SPOTBENCH_RUN (which `spotbench
 # report --run` reads) would make a workload store into that run instead of the open one.
 HOST_ONLY_ENV = frozenset({"SPOTBENCH_RUN"})
+TIMEOUT_EXIT = 124  # coreutils `timeout`: the command ran past its time and was stopped
 
 
-def workload_env(host: dict[str, str] | os._Environ, spec_env: dict[str, str]) -> dict[str, str]:
+def workload_env(host: dict[str, str] | os._Environ, spec_env: dict[str, str],
+                 db_path: str | None = None) -> dict[str, str]:
     """The workload's environment: the host's (a local VM shares the machine's tools), less
-    the operator's host-only settings, plus the instance's own."""
-    return {**{k: v for k, v in host.items() if k not in HOST_ONLY_ENV}, **spec_env}
+    the operator's host-only settings, plus the instance's own (and its table's path)."""
+    env = {**{k: v for k, v in host.items() if k not in HOST_ONLY_ENV}, **spec_env}
+    if db_path:
+        env[db.DB_ENV] = db_path
+    return env
+
+
+def host_deadline(command: list[str], max_run_s: float | None, grace: float) -> list[str]:
+    """`command` under coreutils `timeout`: SIGTERM to its group at max_run_s, SIGKILL after
+    the grace period, whether or not a supervisor is left to do it."""
+    exe = shutil.which("timeout")
+    if not max_run_s or exe is None:
+        return command
+    return [exe, f"--kill-after={max(grace, 0.1):g}s", f"{max_run_s:g}s", *command]
 
 
 def _say(msg: str) -> None:
+    """A note in the instance's log; a log that cannot be written (full disk) is skipped:
+    the supervisor's job is the workload, not its notes."""
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    print(f"[spotbench-local {stamp}] {msg}", flush=True)
+    try:
+        print(f"[spotbench-local {stamp}] {msg}", flush=True)
+    except OSError:
+        pass
 
 
 def _killpg(pgid: int, sig: signal.Signals) -> None:
@@ -58,6 +91,7 @@ def _killpg(pgid: int, sig: signal.Signals) -> None:
 class Supervisor:
     def __init__(self, db_path: str, name: str, token: str, grace: float):
         self.conn = db.connect(db_path)
+        self.db_path = str(db_path)
         self.name, self.token, self.grace = name, token, grace
         self.wake_r, wake_w = os.pipe()
         os.set_blocking(self.wake_r, False)
@@ -78,48 +112,81 @@ class Supervisor:
         return {"sup_pid": os.getpid(), "sup_ctime": db.create_time(os.getpid())}
 
     def _finish(self, detail: str, exit_code: int | None = None, error: str | None = None) -> None:
-        with db.transaction(self.conn):
-            row = db.get(self.conn, self.name)
-            if row is None or row.token != self.token:
-                _say(f"{self.name}: superseded, not recording {detail!r}")
-                return
-            state = "TERMINATED" if row.terminating else "STOPPED"
-            db.update(self.conn, self.name, self.token, state=state, detail=detail, exit_code=exit_code,
-                      error=error, pid=None, sup_pid=None, stop_deadline=None, stopped_at=time.time())
+        try:
+            with db.transaction(self.conn):
+                row = db.get(self.conn, self.name)
+                if row is None or row.token != self.token:
+                    _say(f"{self.name}: superseded, not recording {detail!r}")
+                    return
+                state = "TERMINATED" if row.terminating else "STOPPED"
+                db.update(self.conn, self.name, self.token, state=state, detail=detail,
+                          exit_code=exit_code, error=error, pid=None, sup_pid=None,
+                          stop_deadline=None, stopped_at=time.time())
+        except sqlite3.Error as exc:  # the workload is gone: the row is reconciled on query
+            _say(f"{self.name}: {detail}; could not record it in {self.db_path}: {exc}")
+            return
         _say(f"{self.name}: {state} ({detail})")
 
     # --- run: spawn and watch ------------------------------------------------------------
 
     def run(self) -> None:
+        try:
+            if not self._spawn():
+                return
+        except sqlite3.Error as exc:
+            if self.pid:  # spawned, but the table does not know: never leave it running
+                self._unrecorded(exc)
+            raise
+        rc = self._wait_leader()
+        self._after_exit(rc)
+
+    def _spawn(self) -> bool:
+        """Spawn the workload and record it RUNNING (one transaction); False: nothing to run."""
         with db.transaction(self.conn):
             row = db.get(self.conn, self.name)
             if row is None or row.token != self.token:
                 _say(f"{self.name}: superseded before start")
-                return
+                return False
             if row.state == "STOPPING":
                 state = "TERMINATED" if row.terminating else "STOPPED"
                 db.update(self.conn, self.name, self.token, state=state, detail="stopped before it started",
                           sup_pid=None, stop_deadline=None, stopped_at=time.time())
-                return
+                return False
             command = row.spec["command"]
             _say(f"{self.name}: starting {command!r}")
+            max_run_s = float(row.spec["max_run_s"]) if row.spec.get("max_run_s") else None
             try:
-                proc = subprocess.Popen(command, env=workload_env(os.environ, row.spec.get("env", {})),
+                proc = subprocess.Popen(host_deadline(command, max_run_s, self.grace),
+                                        env=workload_env(os.environ, row.spec.get("env", {}), self.db_path),
                                         cwd=row.spec.get("cwd"), stdin=subprocess.DEVNULL,
                                         start_new_session=True)
             except OSError as exc:
                 db.update(self.conn, self.name, self.token, state="STOPPED", sup_pid=None, error="crashed",
                           detail=f"could not start {command[0]!r}: {exc}", stopped_at=time.time())
                 _say(f"{self.name}: could not start: {exc}")
-                return
+                return False
             self.pid, self.ctime = proc.pid, db.create_time(proc.pid)
-            if row.spec.get("max_run_s"):
-                self.run_deadline = time.time() + float(row.spec["max_run_s"])
+            if max_run_s:
+                self.run_deadline = time.time() + max_run_s
             proc.returncode = 0  # we reap it ourselves; keep Popen.__del__ out of it
-            db.update(self.conn, self.name, self.token, state="RUNNING", pid=self.pid, ctime=self.ctime,
-                      started_at=time.time(), detail="", exit_code=None, **self._me())
-        rc = self._wait_leader()
-        self._after_exit(rc)
+            db.update(self.conn, self.name, self.token, state="RUNNING", pid=self.pid,
+                      ctime=self.ctime, started_at=time.time(), detail="", exit_code=None,
+                      **self._me())
+        return True
+
+    def _unrecorded(self, exc: sqlite3.Error) -> None:
+        """The workload runs but its row cannot say so: stop it now (SIGTERM, SIGKILL after
+        the grace period) rather than leave a process nobody knows of."""
+        _say(f"{self.name}: could not record the start in {self.db_path} ({exc}): stopping it")
+        _killpg(self.pid, signal.SIGTERM)
+        end = time.time() + self.grace
+        while time.time() < end and db.group_members(self.pid, self.ctime):
+            time.sleep(0.05)
+        _killpg(self.pid, signal.SIGKILL)
+        try:
+            os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            pass
 
     def _wait_leader(self) -> int:
         """Block until the leader exits (pidfd: no polling), serving stop requests meanwhile."""
@@ -162,15 +229,19 @@ class Supervisor:
             pass
 
     def _on_stop_request(self, why: str = "stopping (supervisor signalled)") -> None:
-        with db.transaction(self.conn):
-            row = db.get(self.conn, self.name)
-            if row is None or row.token != self.token:
-                return
-            deadline = row.stop_deadline
-            if row.state != "STOPPING" or deadline is None:  # a signal not sent by LocalCloud.stop
-                deadline = time.time() + self.grace
-                db.update(self.conn, self.name, self.token, state="STOPPING", stop_deadline=deadline,
-                          detail=why)
+        try:
+            with db.transaction(self.conn):
+                row = db.get(self.conn, self.name)
+                if row is None or row.token != self.token:
+                    return
+                deadline = row.stop_deadline
+                if row.state != "STOPPING" or deadline is None:  # a signal not sent by LocalCloud.stop
+                    deadline = time.time() + self.grace
+                    db.update(self.conn, self.name, self.token, state="STOPPING",
+                              stop_deadline=deadline, detail=why)
+        except sqlite3.Error as exc:  # stop it all the same: the table is bookkeeping
+            _say(f"{self.name}: could not record the stop in {self.db_path} ({exc}); stopping anyway")
+            deadline = time.time() + self.grace
         self.deadline = deadline if self.deadline is None else min(self.deadline, deadline)
         if not self.termed:
             self.termed = True
@@ -202,7 +273,9 @@ class Supervisor:
         db.signal_processes(self.escaped, signal.SIGKILL)
         os.waitpid(self.pid, 0)
         error = None
-        if not self.termed:
+        if not self.termed and self.run_deadline is not None and rc == TIMEOUT_EXIT:
+            detail = "stopped: ran past its max run time (the host's deadline)"
+        elif not self.termed:
             detail = f"exited with code {rc}" if rc >= 0 else f"killed by {db.signame(-rc)}"
             error = _exit_error(rc)
         elif killed:

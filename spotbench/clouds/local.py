@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import psutil
+
 import spotbench
 from spotbench._private import open_private_append, private_dir
 from spotbench.clouds import local_db as db
@@ -157,6 +159,10 @@ class LocalCloud:
                 raise TimeoutError(f"after {timeout:g} s not {want}: {who}")
             time.sleep(WAIT_POLL_S)
 
+    def halt(self) -> list[str]:
+        """Stop every process of this cloud without the instance table (`halt`)."""
+        return halt(self.db_path, self.grace_s)
+
     @contextmanager
     def lock(self) -> Iterator[None]:
         """The sweep's control lock: start/stop/done hold it from reading the state to acting
@@ -262,6 +268,40 @@ class LocalCloud:
         return Instance(name=row.name, state=State(row.state), labels=dict(row.labels), zone="local",
                         ip=row.spec.get("ip"), detail=row.detail if detail is None else detail,
                         error=error or (ErrorKind(row.error) if row.error else None))
+
+
+def halt(db_path: Path, grace_s: float) -> list[str]:
+    """Stop every process of the local cloud at `db_path` without its instance table (a full
+    disk, a corrupt file): its supervisors and every process carrying the table's path in
+    `SPOTBENCH_LOCAL_DB` get SIGTERM, what is left after `grace_s` SIGKILL. Returns what
+    was still alive after that (empty: nothing is left running)."""
+    procs = _own_processes(Path(db_path).resolve())
+    db.signal_processes(procs, signal.SIGTERM)
+    end = time.monotonic() + grace_s
+    while time.monotonic() < end and any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+                                         for p in procs):
+        time.sleep(WAIT_POLL_S)
+    db.signal_processes(_own_processes(Path(db_path).resolve()), signal.SIGKILL)
+    time.sleep(WAIT_POLL_S)
+    return [f"{p.pid} {' '.join(p.cmdline())[:80]}" for p in _own_processes(Path(db_path).resolve())]
+
+
+def _own_processes(db_path: Path) -> list[psutil.Process]:
+    mine = str(db_path)
+    out = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        if proc.pid == os.getpid():
+            continue
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            cmd = proc.info["cmdline"] or []
+            supervisor = "spotbench.clouds._local_supervisor" in cmd and mine in cmd
+            if supervisor or proc.environ().get(db.DB_ENV) == mine:
+                out.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return out
 
 
 def _prepend(path: str, current: str | None) -> str:

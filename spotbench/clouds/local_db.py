@@ -27,6 +27,7 @@ import psutil
 from spotbench._private import FILE_MODE as PRIVATE_FILE_MODE, trusted_path
 
 BUSY_TIMEOUT_S = 30.0
+DB_ENV = "SPOTBENCH_LOCAL_DB"  # on every local VM's processes: which instance table owns them
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS instances (

@@ -16,7 +16,11 @@ Faults it handles (see docs/architecture.md, "Faults"):
   max run time as the backstop, like a cloud's max-run-duration);
 - a group that lost a member (crashed, reclaimed) is stopped at once and retried whole;
 - the outcome names each group's final state; `spotbench run` exits non-zero when any
-  group ends incomplete.
+  group ends incomplete;
+- a local state that cannot be used (cloud.db full or corrupt, a corrupt secret, schedule
+  or run ledger) is one `RunError` naming the file and the fix; every process of the sweep
+  is stopped first, without the instance table if it cannot be written (`LocalCloud.halt`);
+- a start tick that fails is an error, not a wait for a tick that never comes.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import logging
 import math
 import os
 import signal
+import sqlite3
 import sys
 import threading
 import time
@@ -41,15 +46,15 @@ from spotbench import control
 from spotbench.failures import Failure, failures
 from spotbench.auth.local import member_token, scheduler_token
 from spotbench.clouds.base import ACTIVE, State
-from spotbench.clouds.local import LocalCloud, LocalInstanceSpec
+from spotbench.clouds.local import LocalCloud, LocalInstanceSpec, halt
 from spotbench.localrun.net import free_ports
 from spotbench.localrun.scheduler import LocalScheduler, post
 from spotbench.localrun.server import FunctionsServer
-from spotbench.localrun.state import LocalState
+from spotbench.localrun.state import LocalState, StateError
 from spotbench.localrun.takeover import recorded as _recorded, take_over_server
 from spotbench.member import MemberContext
 from spotbench.plan import RunGroup, sweep_labels
-from spotbench.results import ResultStore, StoreError
+from spotbench.results import CorruptLedger, ResultStore, StoreError
 from spotbench.spec import SweepSpec
 from spotbench.workload import USER_ENV
 
@@ -106,8 +111,25 @@ def run_window(spec: SweepSpec, groups: list[RunGroup]) -> timedelta:
 
 
 def member_max_run_s(spec: SweepSpec, grace_s: float) -> float:
-    """A member's own backstop: its group's deadline plus time for the runner's stop."""
-    return spec.deadline.total_seconds() + grace_s + 10
+    """A member's own backstop, the host's deadline: SIGTERM at its group's deadline, SIGKILL
+    `grace_s` later (the supervisor, and coreutils `timeout` when no supervisor is left), so
+    no member bills past deadline + grace, with or without a runner."""
+    return spec.deadline.total_seconds()
+
+
+def state_failure(exc: BaseException, db_path: Path) -> str:
+    """One line for a local state that cannot be used: which file, why, and the fix."""
+    if isinstance(exc, (StateError, StoreError, RunError)):
+        return str(exc)
+    text = str(exc)
+    if "full" in text:
+        fix = f"free space on the disk holding {db_path.parent}, then run again"
+    elif "not a database" in text or "malformed" in text or "corrupt" in text:
+        fix = (f"remove {db_path} (and its -wal, -shm files; spotbench makes it anew) and "
+               "run again")
+    else:
+        fix = f"check {db_path.parent} is writable by you, then run again"
+    return f"the local cloud's instance table {db_path} failed ({text}): {fix}"
 
 
 def deploy(spec: SweepSpec, state: LocalState, cloud: LocalCloud, done_url: str,
@@ -158,7 +180,14 @@ def run_local(
     except StoreError as exc:
         raise RunError(f"{exc}; nothing was started. Point `results:` at a writable folder "
                        "or bucket, or free space, then run again.") from None
-    secret = state.secret()
+    try:
+        store.runs(strict=True)  # the run ledger must be readable before anything starts
+        secret = state.secret()
+        state.schedule  # noqa: B018 - read: a corrupt file is named now, not mid-run
+        cloud = LocalCloud(state.db_path, grace_s=grace_s, log_dir=state.dir / "logs")
+    except (StoreError, StateError, sqlite3.Error) as exc:
+        halt(state.db_path, grace_s)
+        raise RunError(f"{state_failure(exc, state.db_path)} (nothing was started)") from None
     token = scheduler_token(secret)
     env = {
         "SPOTBENCH_CLOUD": "local",
@@ -170,12 +199,17 @@ def run_local(
     faults: list[dict] = []
     port = take_over_server(state, faults)
     server = FunctionsServer(env, state.dir / "logs" / "functions.log", port=port).launch()
-    cloud = LocalCloud(state.db_path, grace_s=grace_s, log_dir=state.dir / "logs")
-    groups = deploy(spec, state, cloud, f"{server.url}/done", results_url, grace_s)
+    try:
+        groups = deploy(spec, state, cloud, f"{server.url}/done", results_url, grace_s)
+    except sqlite3.Error as exc:
+        server.stop()
+        halt(state.db_path, grace_s)
+        raise RunError(f"{state_failure(exc, state.db_path)} (nothing was started)") from None
     sweep = control.Sweep(spec=spec, cloud=cloud, store=store, groups=groups)
     scheduler = LocalScheduler(spec, state, server.url, token, run_window(spec, groups))
     run_id: str | None = None
     error: str | None = None
+    unusable = False  # the sweep's own state failed: no outcome can be read, only the error
     with server, _signals_interrupt():
         state.functions = _recorded(server)
         try:
@@ -185,15 +219,30 @@ def run_local(
             log.warning("interrupted: stopping every group of %s", spec.name)
             _stop_all(server, token, "interrupted", faults)
             raise
-        except RunError as exc:
-            error = str(exc)
-            log.error("%s: stopping every group", exc)
-            _stop_all(server, token, "runner error", faults)
+        except (RunError, StoreError, StateError, sqlite3.Error) as exc:
+            error = state_failure(exc, state.db_path)
+            unusable = isinstance(exc, (StateError, sqlite3.Error, CorruptLedger))
+            if unusable:  # the functions cannot act on it either: stopped below
+                log.info("%s: stopping every process of the sweep", error)
+            else:
+                log.error("%s: stopping every group", error)
+                _stop_all(server, token, "runner error", faults)
         finally:
             scheduler.shutdown()
-            _drain(cloud, spec, grace_s)
-            if state.functions.get("pid") == (server.proc.pid if server.proc else None):
-                state.functions = {}
+            try:
+                _drain(cloud, spec, grace_s)
+            except (sqlite3.Error, OSError) as exc:  # the table cannot be used: stop without it
+                error, unusable = error or state_failure(exc, state.db_path), True
+                left = halt(state.db_path, grace_s)
+                faults.append({"fault": "instance table unusable", "detail": str(exc),
+                               "action": "every process stopped without it", "left": left})
+            with contextlib.suppress(StateError, OSError):
+                if state.functions.get("pid") == (server.proc.pid if server.proc else None):
+                    state.functions = {}
+    if error is not None and unusable:
+        with contextlib.suppress(StoreError):  # the functions could not: close it here
+            store.close_open_runs(reason="local state unusable")
+        raise RunError(f"{error}; every process of the sweep was stopped")
     run_id = run_id or _newest_run(scheduler)
     completed = store.completed_groups(run_id) if run_id else set()
     failed = {g: f for (_, g), f in failures(store.read(run_id)).items()} if run_id else {}
@@ -227,7 +276,7 @@ def final_states(sweep: control.Sweep, run: str, completed: set[str],
             out[group.id] = "complete"
         elif launches >= control.MAX_LAUNCHES_PER_RUN:
             out[group.id] = "gave up"
-        elif mine and mine[-1].key in flags:
+        elif mine and (mine[-1].key in flags or mine[-1].contaminated):
             out[group.id] = "contaminated"
         elif mine:
             out[group.id] = "preempted"
@@ -299,6 +348,9 @@ def _watch(sweep: control.Sweep, scheduler: LocalScheduler, server: FunctionsSer
             answers = scheduler.answers[seen:]
             seen = len(scheduler.answers)
             fresh = [a for a in answers if a.get("run") and not a.get("duplicate") and not a.get("closed")]
+            failed_start = next((a for a in answers if a.get("action") == "start" and a.get("error")), None)
+            if failed_start is not None and not fresh:
+                raise RunError(f"the start tick failed: {failed_start['error']}")
             if not fresh:
                 if on_progress:
                     progress.message = "waiting for the start tick"
@@ -338,7 +390,7 @@ def _watch(sweep: control.Sweep, scheduler: LocalScheduler, server: FunctionsSer
         stale_since = {gid: stale_since.get(gid, now) for gid in stale}
         broken += sorted(gid for gid, t in stale_since.items() if now - t > STALE_S)
         ended, last_active = last_active - active, active
-        run_open = any(r.run == run_id and r.closed_at is None for r in sweep.store.runs())
+        run_open = any(r.run == run_id and r.closed_at is None for r in sweep.store.runs(strict=True))
         progress.message = "running" if active else ("idle" if run_open else "run closed")
         if on_progress:
             on_progress(progress)

@@ -55,7 +55,13 @@ class LocalScheduler:
         now = datetime.now(self.tz)
         # a cron tick is named by its minute, so a repeated delivery is recognised as one
         tick = now if force else now.replace(second=0, microsecond=0)
-        answer = post(f"{self.url}/start", self.token, {"tick": tick.isoformat()})
+        try:
+            answer = post(f"{self.url}/start", self.token, {"tick": tick.isoformat()})
+        except requests.RequestException as exc:  # kept: the runner ends the run on it
+            detail = _detail(exc)
+            log.error("start tick failed: %s", detail)
+            self.answers.append({"action": "start", "error": detail})
+            return None
         self.answers.append(answer)
         stop_at = now + self.window
         self._sched.add_job(self.stop_tick, DateTrigger(run_date=stop_at), id=f"stop-{now:%s}",
@@ -73,13 +79,7 @@ class LocalScheduler:
         try:
             answer = post(f"{self.url}/stop", self.token, body)
         except requests.RequestException as exc:
-            resp = getattr(exc, "response", None)
-            detail = str(exc)
-            if resp is not None:
-                try:
-                    detail = f"{resp.status_code} {resp.json().get('error', resp.text)}"
-                except ValueError:
-                    pass
+            detail = _detail(exc)
             log.error("stop tick (%s) failed: %s", reason, detail)
             if groups is None:
                 self.answers.append({"action": "stop", "reason": reason, "error": detail})
@@ -103,3 +103,14 @@ class LocalScheduler:
 
     def shutdown(self) -> None:
         self._sched.shutdown(wait=False)
+
+
+def _detail(exc: requests.RequestException) -> str:
+    """An HTTP failure in one line: status and the function's error text when it answered."""
+    resp = getattr(exc, "response", None)
+    if resp is not None:
+        try:
+            return f"{resp.status_code} {resp.json().get('error', resp.text)}"
+        except ValueError:
+            pass
+    return str(exc)

@@ -8,17 +8,29 @@ see `spotbench._private`) so that any spotbench process
                       server; kept when the runner is killed, so the next run or teardown
                       finds (and stops) the server it left
     schedule.json     {"paused": bool, "next_start": iso|None, "next_stop": iso|None}
+
+A file here that cannot be read as what it should be (corrupt, truncated) raises
+`StateError` naming the file and the fix, never a traceback.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 from pathlib import Path
 from typing import Any
 
 from spotbench._private import FILE_MODE, private_dir, trusted_path, write_private
+
+
+SECRET = re.compile(r"^[0-9a-f]{64}$")
+
+
+class StateError(RuntimeError):
+    """A file of the local sweep's state is corrupt or cannot be written; says which and
+    what to do."""
 
 
 def state_root(root: Path | str | None = None) -> Path:
@@ -47,11 +59,25 @@ class LocalState:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
             with os.fdopen(fd, "w") as fh:
                 fh.write(secrets.token_hex(32))
-        return path.read_text().strip()
+        text = path.read_text(errors="replace").strip()
+        if not SECRET.match(text):
+            raise StateError(f"{path} is corrupt (not the 64 hex digits spotbench wrote): stop the "
+                             f"sweep's processes (`spotbench teardown`), remove the file (a new "
+                             "secret is made) and run again")
+        return text
 
     def _read(self, name: str) -> dict[str, Any]:
         path = self._path(name)
-        return json.loads(path.read_text()) if path.exists() else {}
+        if not path.exists():
+            return {}
+        try:
+            data = json.loads(path.read_text())
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise StateError(f"{path} is corrupt ({exc}): remove it (spotbench writes it "
+                             "anew) and run again") from None
+        if not isinstance(data, dict):
+            raise StateError(f"{path} is corrupt (not a JSON object): remove it and run again")
+        return data
 
     def _write(self, name: str, data: dict[str, Any]) -> None:
         write_private(self._path(name), json.dumps(data, indent=2, default=str))

@@ -11,12 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.harness import EXIT_INCOMPLETE
+from tests.faults.harness import EXIT_INCOMPLETE, GRACE_S
 from tests.faults.scenarios import (
     deadline_overrun,
     duplicate_ticks_and_storm,
     full_store,
+    STATE_FILES,
+    corrupt_run_ledger,
+    corrupt_state_file,
+    launcher_kills,
     member_kills,
+    osu_freeze,
+    runner_sigkill_no_rerun,
+    state_disk_full,
     readonly_store,
     readonly_store_at_start,
     runner_sigkill_then_resume,
@@ -117,3 +124,74 @@ def test_a_full_results_disk_loses_no_row_and_still_closes_the_run(tmp_path: Pat
     assert f["rc"] == EXIT_INCOMPLETE, f["output"]
     assert f["open_runs"] == [], f  # a full disk no longer leaves the run open forever
     assert any(s.startswith("incomplete") for s in f["states"].values()), f
+
+
+def test_a_frozen_osu_peer_makes_its_attempt_contaminated_and_it_is_retried(tmp_path: Path) -> None:
+    """SIGSTOP of the peer's process tree mid-measurement (a stopped process still accepts
+    TCP connections: no watch of a socket sees it): the harness loops' heartbeat does."""
+    f = osu_freeze(tmp_path)
+    clean(f)
+    assert f["unflagged_contaminated"] == 0, f["attempts"]
+    first, *rest = f["attempts"]
+    assert first["preempted"] and first["flag"] and first["flag"].startswith("stalled"), f["attempts"]
+    assert first["contaminated"] == first["flag"]
+    assert rest and not rest[-1]["preempted"] and not rest[-1]["flag"], f["attempts"]
+    assert f["rc"] == 0 and set(f["states"].values()) == {"complete"}, f["output"]
+
+
+def test_members_stop_at_deadline_plus_grace_with_no_runner_and_no_supervisor(tmp_path: Path) -> None:
+    """Runner and supervisors SIGKILLed, nobody runs it again: the host's deadline (coreutils
+    `timeout` around each member) ends the group at deadline + grace, not 40 s later."""
+    f = runner_sigkill_no_rerun(tmp_path)
+    clean(f)
+    assert f["faults"][0]["supervisors_killed"] == 2, f["faults"]
+    assert f["billing_tail_s"] is not None and f["billing_tail_s"] <= GRACE_S + 3, f["faults"]
+    assert f["open_before_rerun"] and f["open_runs"] == [], f  # the next run closed it
+
+
+def _one_clear_message(out: str, path: str) -> None:
+    assert "Traceback" not in out, out
+    assert path in out.replace("\n", ""), out
+
+
+def test_a_corrupt_run_ledger_ends_the_run_with_its_name_and_the_next_run_does_not_hang(
+        tmp_path: Path) -> None:
+    f = corrupt_run_ledger(tmp_path)
+    clean(f)
+    assert f["rc"] == EXIT_INCOMPLETE and f["rc_again"] == EXIT_INCOMPLETE, f
+    for out in (f["output"], f["output_again"]):
+        _one_clear_message(out, "run.json")
+        assert "is corrupt" in out, out
+    assert "nothing was started" in f["output_again"], f["output_again"]
+    assert f["instances_on"] == []
+
+
+@pytest.mark.parametrize("name", STATE_FILES)
+def test_a_corrupt_state_file_is_named_with_its_fix_and_nothing_starts(tmp_path: Path, name: str) -> None:
+    f = corrupt_state_file(tmp_path, name)
+    clean(f)
+    assert f["rc"] == EXIT_INCOMPLETE, f["output"]
+    _one_clear_message(f["output"], name)
+    assert "nothing was started" in f["output"] and "remove" in f["output"], f["output"]
+    assert f["results"] == [], f
+
+
+def test_a_full_state_disk_ends_the_run_with_a_clear_error_and_no_orphan(tmp_path: Path) -> None:
+    f = state_disk_full(tmp_path)
+    clean(f)
+    assert f["rc"] == EXIT_INCOMPLETE, f["output"]
+    _one_clear_message(f["output"], "cloud.db")
+    assert "free space" in f["output"], f["output"]
+    assert f["open_runs"] == [], f  # the results store is fine: the run is closed
+
+
+def test_a_sigkilled_launcher_leaves_a_marker_and_every_attempt_says_why_it_ended(tmp_path: Path) -> None:
+    f = launcher_kills(tmp_path)
+    clean(f)
+    assert f["rc"] == 0 and set(f["states"].values()) == {"complete"}, f["output"]
+    attempts = f["attempts"]
+    assert [a["attempt"] for a in attempts] == [1, 2, 3] and attempts[-1]["launches"] == 3, attempts
+    killed, termed, done = attempts
+    assert killed["preempted"] and "SIGKILL" in killed["stop_reason"], attempts  # from the ledger
+    assert termed["preempted"] and termed["stop_reason"] == "SIGTERM", attempts
+    assert not done["preempted"] and done["stop_reason"] == "finished", attempts

@@ -11,6 +11,9 @@ and writes the run's id to DIR/run; `collect` reads what the command left in DIR
 (`results/`, its `stdout.txt`) exactly as the local path does, stores it and calls `done`
 (`--stopped`: the VM was being stopped, so it is stored as preempted and `done` is not called).
 
+The runner's own heartbeat (`WorkloadRun.heartbeat`) watches the command's run: this
+process or its VM stopped for longer than the threshold makes the attempt contaminated.
+
 A SIGTERM (preemption, deadline) stops the command's whole process group and stores what it
 had reported so far, marked preempted. A command that cannot start, exits non-zero or
 reports no metric **failed**: what it did report is kept with `exit_code` and `failure` in
@@ -88,10 +91,11 @@ def execute(run: WorkloadRun, params: ContainerParams, results_dir: Path,
     copier = threading.Thread(target=_copy, args=(proc.stderr, errors, sys.stderr), daemon=True)
     copier.start()
     try:
-        for line in proc.stdout:
-            lines.append(line)
-            sys.stdout.write(line)  # the member's log shows the command's output
-        code = proc.wait()
+        with run.heartbeat(f"the runner of {params.command[0]!r}"):  # a stopped runner or VM
+            for line in proc.stdout:
+                lines.append(line)
+                sys.stdout.write(line)  # the member's log shows the command's output
+            code = proc.wait()
         copier.join(timeout=5)
     except Preempted:
         _stop(proc)

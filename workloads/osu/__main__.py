@@ -5,6 +5,8 @@ peer (rank 1)      serves the launcher until its instance is stopped: the exec a
 launcher (rank 0)  runs each benchmark of `params.benchmarks` with mpiexec across both
                    members, records one Result per message size as rows arrive, stores the
                    raw OSU text beside them, then calls `done` (which stops the group).
+                   A rank whose loop stalled longer than `stall_s` (the harness's heartbeat,
+                   a SIGSTOP or a paused VM) makes the attempt contaminated (retried).
                    SIGTERM, a lost peer or a timeout → what was measured is stored with
                    preempted=true (metadata `interrupted` says why) and done is still called
                    (on SIGTERM too: the peer must not bill until the deadline). A store that
@@ -103,6 +105,11 @@ def _bench(run: WorkloadRun, t: launch.Transport, params: OsuParams, benchmark: 
         return f"unparseable {benchmark} output: {exc}"
     if outcome.stderr.strip():
         run.raw(f"osu_{benchmark}.stderr.txt", outcome.stderr)
+    for stall in launch.stalls(outcome.stderr):  # the harness loops' heartbeat
+        run.stalled(f"{benchmark} rank {stall['rank']} at {stall['size_bytes']} B",
+                    max(stall["gap_s"], stall["clock_skew_s"]), benchmark=benchmark,
+                    size_bytes=stall["size_bytes"], rank=stall["rank"], loop_gap_s=stall["gap_s"],
+                    clock_skew_s=stall["clock_skew_s"])
     if outcome.reason:
         log.warning("%s cut short: %s\n%s", benchmark, outcome.reason, outcome.stderr[-2000:])
         return outcome.reason

@@ -37,6 +37,13 @@ class OsuParams(Params):
     window: int = Field(64, ge=1, description="in-flight messages per direction for bibw")
     large_size: int = Field(8192, ge=1, description="sizes above this use the *_large counts")
     implementation: Literal["auto", "osu-c", "mpi4py"] = "auto"
+    stall_s: float = Field(
+        2.0, ge=0, le=3600,
+        description="a rank's timed loop making no progress this long (a stopped process, a "
+                    "paused VM), or its monotonic and wall clocks drifting apart by this much, "
+                    "marks the attempt contaminated (retried); 0: off. OSU's own binaries "
+                    "(osu-c) cannot report it",
+    )
     demo_inject_delay_us: float = Field(
         0.0, ge=0, le=100_000,
         description="DEMOS AND TESTS ONLY: the peer rank sleeps this many µs before each "

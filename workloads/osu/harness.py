@@ -14,6 +14,9 @@ Semantics follow OSU's pt2pt sources:
   in MB/s (1 MB = 1e6 bytes); warm-up loops are not timed.
 Buffers are preallocated numpy arrays (buffer-based calls, nothing pickled). Rank 0 prints
 and flushes one row per size, so a run cut short still leaves well-formed partial output.
+`--stall-s S`: the loops' heartbeat, as the C harness (workloads/osu/c/osu_pt2pt.c): a
+`spotbench-stall size=N rank=R gap_s=G clock_skew_s=C` line on stderr per size where a
+rank's loop made no progress, or its clocks drifted apart, for longer than S.
 """
 
 from __future__ import annotations
@@ -49,6 +52,37 @@ def _die_with_parent() -> None:
         pass
 
 
+class Beat:
+    """One rank's heartbeat over a size's timed loop: the longest gap between iterations on
+    the monotonic clock, and how far the monotonic and wall clocks drifted apart."""
+
+    def __init__(self, stall_s: float) -> None:
+        self.on = stall_s > 0
+        self.mono0 = self.last = time.monotonic()
+        self.wall0 = time.time()
+        self.gap = 0.0
+
+    def __call__(self) -> None:
+        if self.on:
+            now = time.monotonic()
+            self.gap = max(self.gap, now - self.last)
+            self.last = now
+
+    def report(self, comm, size: int, stall_s: float) -> None:
+        if not self.on:
+            return
+        now = time.monotonic()
+        mine = [max(self.gap, now - self.last), abs((time.time() - self.wall0) - (now - self.mono0))]
+        if comm.Get_rank() == 1:
+            comm.send(mine, dest=0, tag=77)
+            return
+        for rank, (gap, skew) in enumerate([mine, comm.recv(source=1, tag=77)]):
+            if gap > stall_s or skew > stall_s:
+                sys.stderr.write(f"spotbench-stall size={size} rank={rank} gap_s={gap:.3f} "
+                                 f"clock_skew_s={skew:.3f}\n")
+        sys.stderr.flush()
+
+
 def run_latency(comm, args, out) -> None:
     rank = comm.Get_rank()
     peer = 1 - rank
@@ -64,24 +98,31 @@ def run_latency(comm, args, out) -> None:
         send, recv = comm.Send, comm.Recv
         comm.Barrier()
         t_start = 0.0
+        beat = Beat(args.stall_s)
         if rank == 0:
             for i in range(iters + skip):
                 if i == skip:
                     t_start = MPI.Wtime()
+                    beat = Beat(args.stall_s)
+                elif i > skip:
+                    beat()
                 send(smsg, peer, 1)
                 recv(rmsg, peer, 1)
             elapsed = MPI.Wtime() - t_start
+            beat.report(comm, size, args.stall_s)
             out(size, elapsed * 1e6 / (2.0 * iters))
-        elif args.inject_delay_us:  # demos and tests only: a real delay before each reply
-            delay_s = args.inject_delay_us / 1e6  # slept (yields the core: fair on a busy host)
-            for _ in range(iters + skip):
-                recv(rmsg, peer, 1)
-                time.sleep(delay_s)
-                send(smsg, peer, 1)
-        else:
-            for _ in range(iters + skip):
-                recv(rmsg, peer, 1)
-                send(smsg, peer, 1)
+            continue
+        delay_s = args.inject_delay_us / 1e6  # demos and tests only: a real delay before each reply
+        for i in range(iters + skip):
+            if i == skip:
+                beat = Beat(args.stall_s)
+            elif i > skip:
+                beat()
+            recv(rmsg, peer, 1)
+            if delay_s:
+                time.sleep(delay_s)  # slept (yields the core: fair on a busy host)
+            send(smsg, peer, 1)
+        beat.report(comm, size, args.stall_s)
 
 
 def run_bibw(comm, args, out) -> None:
@@ -103,13 +144,18 @@ def run_bibw(comm, args, out) -> None:
         irecv, isend = comm.Irecv, comm.Isend
         comm.Barrier()
         t_start = 0.0
+        beat = Beat(args.stall_s)
         for i in range(loops + skip):
             if i == skip:
                 t_start = MPI.Wtime()
+                beat = Beat(args.stall_s)
+            elif i > skip:
+                beat()
             reqs = [irecv(rmsg, peer, rtag) for _ in range(window)]
             reqs += [isend(smsg, peer, stag) for _ in range(window)]
             waitall(reqs)
         elapsed = MPI.Wtime() - t_start
+        beat.report(comm, size, args.stall_s)
         if rank == 0:
             out(size, size / 1e6 * loops * window * 2 / elapsed)
 
@@ -137,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--large-size", type=int, default=8192)
     p.add_argument("--inject-delay-us", type=float, default=0.0,
                    help="DEMOS AND TESTS ONLY: rank 1 sleeps this long before each latency reply")
+    p.add_argument("--stall-s", type=float, default=0.0,
+                   help="report a rank's loop making no progress this long (0: off)")
     args = p.parse_args(argv)
     lat = args.benchmark == "latency"
     defaults = {"iterations": 10_000 if lat else 100, "iterations_large": 1_000 if lat else 20,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -108,8 +109,19 @@ def program(benchmark: str, params: OsuParams, source: str) -> list[str]:
             "-i", str(iters), "--iterations-large", str(iters_l), "-x", str(warm),
             "--warmup-large", str(warm_l), "-W", str(params.window),
             "--large-size", str(params.large_size)] + (
+                ["--stall-s", str(params.stall_s)] if params.stall_s else []) + (
                 ["--inject-delay-us", str(params.demo_inject_delay_us)]
                 if lat and params.demo_inject_delay_us else [])
+
+
+STALL = re.compile(r"^spotbench-stall size=(\d+) rank=(\d) gap_s=([0-9.]+) clock_skew_s=([0-9.]+)\s*$",
+                   re.MULTILINE)
+
+
+def stalls(stderr: str) -> list[dict[str, float]]:
+    """The harness's stall lines (`--stall-s`): one per size and rank that stalled."""
+    return [{"size_bytes": int(size), "rank": int(rank), "gap_s": float(gap), "clock_skew_s": float(skew)}
+            for size, rank, gap, skew in STALL.findall(stderr)]
 
 
 def counts(benchmark: str, params: OsuParams, source: str, size: int) -> tuple[int, int]:

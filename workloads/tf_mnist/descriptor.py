@@ -27,6 +27,12 @@ class TfMnistParams(Params):
     dataset: Literal["mnist", "digits", "synthetic"] = "mnist"
     dataset_url: str | None = Field(None, description="folder/URL with the four MNIST IDX files")
     checkpoint_every: int = Field(0, ge=0, description="steps between checkpoints; 0 = off")
+    stall_s: float = Field(
+        10.0, ge=0, le=3600,
+        description="training taking this much longer between two sync points than its steps "
+                    "at the attempt's median pace (a stopped worker, a paused VM), or clocks "
+                    "drifting apart by this much, marks the attempt contaminated; 0: off",
+    )
 
 
 def roles(params: TfMnistParams) -> list[tuple[str, int]]:

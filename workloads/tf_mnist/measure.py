@@ -3,11 +3,17 @@
 Steps are counted at sync points (a step is counted once it is known to be complete). The
 first `warmup` steps of an attempt (graph tracing, connection setup, first data batches) are
 excluded from steps/s and examples/s; the records say how many were excluded.
+
+Each sync point is the training loop's heartbeat: a stretch between two sync points that took
+longer than its steps at the attempt's median pace by more than `stall_s` (a stopped worker,
+a paused VM), or monotonic and wall clocks drifting apart by that much over the measurement,
+is a stall, and the attempt is stored contaminated (`WorkloadRun.stalled`).
 """
 
 from __future__ import annotations
 
 import os
+import statistics
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -23,19 +29,40 @@ class StepTimer:
     started: float | None = None
     warm_at: tuple[int, float] | None = None  # (step, time) when warm-up ended
     last: tuple[int, float] | None = None  # latest sync point
+    wall: Callable[[], float] = time.time
+    beats: list[tuple[int, int, float]] = field(default_factory=list)  # after warm-up: (step, steps, s)
+    wall_warm: float | None = None  # wall clock when warm-up ended
 
     def start(self) -> None:
         self.started = self.clock()
         self.last = (self.first_step, self.started)
         if self.warmup == 0:
             self.warm_at = self.last
+            self.wall_warm = self.wall()
 
     def at(self, step: int) -> None:
         """All steps up to `step` (global) are complete."""
         now = self.clock()
+        if self.warm_at is not None and self.last is not None and step > self.last[0]:
+            self.beats.append((step, step - self.last[0], now - self.last[1]))
         self.last = (step, now)
         if self.warm_at is None and step - self.first_step >= self.warmup:
             self.warm_at = (step, now)
+            self.wall_warm = self.wall()
+
+    def stalls(self, stall_s: float) -> list[dict[str, float]]:
+        """Stretches of the measurement with more than `stall_s` unaccounted for at the
+        median pace, and a monotonic/wall clock drift beyond it (0: off)."""
+        if stall_s <= 0 or not self.beats:
+            return []
+        pace = statistics.median(s / n for _, n, s in self.beats)
+        out = [{"step": step, "gap_s": round(s - n * pace, 3), "steps": n}
+               for step, n, s in self.beats if s - n * pace > stall_s]
+        if self.wall_warm is not None:
+            skew = abs((self.wall() - self.wall_warm) - (self.clock() - self.warm_at[1]))
+            if skew > stall_s:
+                out.append({"step": self.step, "gap_s": round(skew, 3), "clock_skew_s": round(skew, 3)})
+        return out
 
     @property
     def step(self) -> int:
@@ -91,10 +118,14 @@ class Outcome:
     loss: float | None = None
     worker_steps: Counter | None = None  # parameter_server: post-warm-up steps per worker
     worker_examples_per_step: int | None = None  # multi_worker_mirrored: per worker
+    stall_s: float = 0.0  # the training loop's stall threshold (0: off)
 
     def record(self, run: Any) -> None:
         meta = dict(self.metadata)
         timer = self.timer
+        for stall in timer.stalls(self.stall_s):
+            run.stalled(f"training before step {stall['step']}", stall["gap_s"],
+                        **{k: v for k, v in stall.items() if k != "gap_s"})
         measured_steps, measured_s = timer.measured
         meta.update(warmup_steps_excluded=timer.warmup, measured_steps=measured_steps,
                     steps_this_attempt=timer.steps_run)

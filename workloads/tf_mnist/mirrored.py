@@ -75,7 +75,7 @@ class MirroredTrainer:
         meta.update(resumed_from_step=start, steps_redone=redone, examples_per_step=global_batch,
                     per_worker_batch=per_worker, sync="synchronous all-reduce (ring)")
         self.outcome = Outcome(timer, examples_per_step=global_batch, metadata=meta,
-                               worker_examples_per_step=per_worker)
+                               worker_examples_per_step=per_worker, stall_s=p.stall_s)
         log.info("training steps %d..%d (warm-up %d, %d workers × %d examples)", start + 1, p.steps,
                  warmup, workers, per_worker)
         timer.start()

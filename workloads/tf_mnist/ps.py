@@ -148,7 +148,8 @@ class ChiefTrainer:
         meta = base_metadata(p, tasks=len(self.ctx.members), tf_version=tf.__version__, threads=self.threads)
         meta.update(resumed_from_step=start, steps_redone=redone, examples_per_step=batch,
                     sync="async SGD, one worker batch per step")
-        self.outcome = Outcome(timer, examples_per_step=batch, metadata=meta, worker_steps=Counter())
+        self.outcome = Outcome(timer, examples_per_step=batch, metadata=meta, worker_steps=Counter(),
+                               stall_s=p.stall_s)
         points = sync_points(start, p.steps, warmup=warmup, every=sync_every(p.steps),
                              checkpoint_every=p.checkpoint_every)
         log.info("training steps %d..%d (warm-up %d, %d workers, sync points %s…)", start + 1, p.steps,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -65,6 +66,9 @@ class FakeRun:
 
     def raw(self, name, text):
         self.raws[name] = text
+
+    def heartbeat(self, what, **kw):  # the runner's stall watch (tests/faults/test_stalls.py)
+        return contextlib.nullcontext()
 
 
 def _params(code: str, **kw) -> ContainerParams:

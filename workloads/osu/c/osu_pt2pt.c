@@ -10,6 +10,13 @@
  * bandwidth = size*window*2*loops/elapsed in MB/s (1 MB = 1e6 bytes). Sizes above
  * --large-size use the *-large counts. Rank 0 prints and flushes one row per size.
  * Built with the mpicc of the mpich wheel by `python -m workloads.osu.cbuild`.
+ *
+ * --stall-s S (spotbench's heartbeat, off when 0): each rank times the gap between the
+ * starts of consecutive timed iterations (its own loop's progress, on its monotonic clock)
+ * and how far its monotonic and wall clocks drifted apart over the size; after the size,
+ * rank 1 sends its figures to rank 0, which prints one stderr line per size whose gap or
+ * drift exceeded S:  spotbench-stall size=N rank=R gap_s=G clock_skew_s=C
+ * (a stopped process, a paused VM or a noisy neighbour stalls both ranks' loops).
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -17,6 +24,20 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <signal.h>
+#include <math.h>
+#include <time.h>
+
+static double now_s(clockid_t clock) {
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double argd(int argc, char **argv, const char *a, double dflt) {
+    for (int i = 2; i + 1 < argc; i++)
+        if (strcmp(argv[i], a) == 0) return atof(argv[i + 1]);
+    return dflt;
+}
 
 static long arg(int argc, char **argv, const char *a, const char *b, long dflt) {
     for (int i = 2; i + 1 < argc; i++)
@@ -39,6 +60,7 @@ int main(int argc, char **argv) {
     long skip_l = arg(argc, argv, "--warmup-large", NULL, lat ? 10 : 2);
     long window = arg(argc, argv, "-W", "--window", 64);
     long large = arg(argc, argv, "--large-size", NULL, 8192);
+    double stall = argd(argc, argv, "--stall-s", 0.0);
     if (max < 1 || iters < 1 || iters_l < 1 || window < 1 || skip < 0 || skip_l < 0) {
         fprintf(stderr, "iterations, window and max size must be >= 1\n");
         return 2;
@@ -66,10 +88,18 @@ int main(int argc, char **argv) {
     }
     for (long size = lat ? 0 : 1; size <= max; size = size ? size * 2 : 1) {
         long n = size > large ? iters_l : iters, w = size > large ? skip_l : skip;
-        double t0 = 0;
+        double t0 = 0, beat = 0, gap = 0, mono0 = 0, wall0 = 0;
         MPI_Barrier(MPI_COMM_WORLD);
         for (long i = 0; i < n + w; i++) {
-            if (i == w) t0 = MPI_Wtime();
+            if (i == w) {
+                t0 = MPI_Wtime();
+                mono0 = beat = now_s(CLOCK_MONOTONIC);
+                wall0 = now_s(CLOCK_REALTIME);
+            } else if (stall > 0 && i > w) {  /* the loop's heartbeat */
+                double b = now_s(CLOCK_MONOTONIC);
+                if (b - beat > gap) gap = b - beat;
+                beat = b;
+            }
             if (lat) {
                 if (rank == 0) {
                     MPI_Send(s, (int)size, MPI_CHAR, 1, 1, MPI_COMM_WORLD);
@@ -88,6 +118,23 @@ int main(int argc, char **argv) {
             }
         }
         double t = MPI_Wtime() - t0;
+        if (stall > 0) {
+            double b = now_s(CLOCK_MONOTONIC);
+            double mine[2] = {b - beat > gap ? b - beat : gap,
+                              fabs((now_s(CLOCK_REALTIME) - wall0) - (b - mono0))}, theirs[2];
+            if (rank == 1) {
+                MPI_Send(mine, 2, MPI_DOUBLE, 0, 77, MPI_COMM_WORLD);
+            } else {
+                MPI_Recv(theirs, 2, MPI_DOUBLE, 1, 77, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                for (int k = 0; k < 2; k++) {
+                    double *f = k ? theirs : mine;
+                    if (f[0] > stall || f[1] > stall)
+                        fprintf(stderr, "spotbench-stall size=%ld rank=%d gap_s=%.3f clock_skew_s=%.3f\n",
+                                size, k, f[0], f[1]);
+                }
+                fflush(stderr);
+            }
+        }
         if (rank == 0) {
             double v = lat ? t * 1e6 / (2.0 * n) : size / 1e6 * n * window * 2 / t;
             /* OSU's 2 decimals, more for a value below 0.01 (3 significant digits): a

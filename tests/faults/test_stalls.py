@@ -1,0 +1,132 @@
+"""Stall detection below the process level (`pytest -m faults`): a training loop's sync
+points as its heartbeat (TF; the OSU harness's is proven end to end in test_faults.py), and
+what a stalled attempt becomes in the store: kept, flagged, not complete, with its reason;
+every stored attempt says why it ended; rows the store refused are logged once."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from spotbench.member import MemberContext, Peer
+from spotbench.results import ResultStore, StoreError
+from workloads.common import WorkloadRun
+from workloads.tf_mnist.measure import Outcome, StepTimer
+
+pytestmark = pytest.mark.faults
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _timer(gaps: list[float], wall_extra: float = 0.0) -> StepTimer:
+    """Ten steps per sync point at 0.1 s/step, with extra seconds added to some stretches."""
+    mono, wall = Clock(), Clock()
+    timer = StepTimer(first_step=0, warmup=10, clock=mono, wall=wall)
+    timer.start()
+    step = 0
+    for extra in [0.0, *gaps]:  # the first stretch is warm-up
+        mono.t += 1.0 + extra
+        wall.t += 1.0 + extra
+        step += 10
+        timer.at(step)
+    wall.t += wall_extra  # the VM was paused: its monotonic clock did not see it
+    return timer
+
+
+def test_a_training_loop_that_stalled_between_sync_points_is_found() -> None:
+    assert _timer([0.0] * 8).stalls(10.0) == []
+    [stall] = _timer([0.0, 0.0, 60.0, 0.0, 0.0]).stalls(10.0)
+    assert stall["step"] == 40 and stall["gap_s"] == pytest.approx(60.0), stall
+    [skew] = _timer([0.0] * 5, wall_extra=30.0).stalls(10.0)
+    assert skew["clock_skew_s"] == pytest.approx(30.0), skew
+    assert _timer([0.0, 60.0, 0.0]).stalls(0) == []  # off
+
+
+def _run(tmp_path: Path, store: ResultStore | None = None) -> WorkloadRun:
+    store = store or ResultStore("file://" + str(tmp_path / "res"))
+    store.open_run()
+    peers = [Peer(name=f"m{i}", role="peer", index=i, rank=i, host="127.0.0.1", port=1) for i in range(2)]
+    ctx = MemberContext(sweep="s", group="g", trial=1, cloud="local", workload="tf-mnist", params={},
+                        name="m0", role="chief", index=0, rank=0, members=peers,
+                        results_url=store.url, machine_type="local")
+    return WorkloadRun(ctx, store)
+
+
+def test_a_stalled_attempt_is_stored_contaminated_flagged_and_not_complete(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    outcome = Outcome(_timer([0.0, 0.0, 60.0, 0.0]), examples_per_step=64, stall_s=10.0)
+    outcome.record(run)
+    run.finish()
+    store, rid = run.store, run.run_id
+    [attempt] = store.attempts(rid)
+    assert attempt.preempted and attempt.contaminated and "60 s" in attempt.contaminated, attempt
+    assert store.flags(rid) == {"g.1": attempt.contaminated}
+    assert store.completed_groups(rid) == set()  # retried within the group's budget
+    rows = store.read(rid)
+    assert rows and all(r.metadata["stop_reason"] == "finished" and r.metadata["stalls"] for r in rows)
+
+
+def test_every_attempt_says_why_it_ended(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    run.record("steps", 1.0, "steps")
+    run.finish(preempted=True, interrupted="worker lost: w1")
+    [row] = run.store.read(run.run_id)
+    assert row.metadata["stop_reason"] == "worker lost: w1"
+
+
+def test_rows_the_store_refuses_are_logged_once(tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    run = _run(tmp_path)
+    monkeypatch.setattr("workloads.common.STORE_RETRY_S", 0.0)
+
+    def refuse(*args: object, **kwargs: object) -> str:
+        raise StoreError("results store: Read-only file system")
+
+    monkeypatch.setattr(run.store, "write_group", refuse)
+    run.record("latency", 1.0, "us")
+    with caplog.at_level(logging.ERROR, logger="spotbench.workload"):
+        for preempted in (False, True):  # finish, then the SIGTERM that done's stop sends
+            with pytest.raises(StoreError):
+                run.finish(preempted=preempted)
+    assert sum("records follow as JSON lines" in r.message for r in caplog.records) == 1
+
+
+HEARTBEAT_CHILD = """
+import json, time
+from unittest import mock
+from workloads.common import WorkloadRun
+run = WorkloadRun.__new__(WorkloadRun)
+run.stalls = []
+print("ready", flush=True)
+with run.heartbeat("a command", stall_s=1.0, period=0.1):
+    time.sleep(4.0)
+print(json.dumps(run.stalls), flush=True)
+"""
+
+
+def test_a_heartbeat_thread_sees_its_process_stopped(tmp_path: Path) -> None:
+    """The container runner's heartbeat: SIGSTOP the process for 2 s mid-measurement."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-c", HEARTBEAT_CHILD], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    time.sleep(0.5)
+    os.kill(proc.pid, signal.SIGSTOP)
+    time.sleep(2.0)
+    os.kill(proc.pid, signal.SIGCONT)
+    out, _ = proc.communicate(timeout=30)
+    [stall] = json.loads(out.strip().splitlines()[-1])
+    assert stall["what"] == "a command" and stall["loop_gap_s"] > 1.5, stall
