@@ -1,5 +1,6 @@
 """Helpers shared by the CLI modules: loading a spec with a clean exit on errors, and
-printing messages that hold user text.
+printing messages that hold user text, and tables that fit the terminal (`fit_table`: ids whole,
+optional columns dropped first, the rest folded; never `…`).
 
 User text (spec values, file names, exception messages) is never parsed as Rich markup:
 `[bold]` in a value prints as `[bold]`, and `[/]` cannot crash the printer. Styled prefixes
@@ -8,10 +9,12 @@ are built with `rich.text.Text`, the message appended as plain text.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 
 from spotbench.spec import SpecError, SweepSpec, load_spec, spec_warnings
@@ -68,3 +71,73 @@ def policy_or_exit(spec: SweepSpec, spec_path: Path | None) -> SweepSpec:
             err_console.print(f"  - {line}", highlight=False, markup=False)
         raise typer.Exit(EXIT_BAD_INPUT)
     return carried
+
+
+# ---- tables that fit the terminal ------------------------------------------------------
+_MIN_WRAP = 8  # a wrapped column narrower than this reads as a vertical smear
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a terminal table (`fit_table`).
+
+    key:  an identifier a user copies into another command (a group id for `ssh`): printed
+          whole on one line, never cut, wrapped or dropped.
+    drop: columns with a higher number go first when the terminal is too narrow (0: never);
+          the rest wrap (fold) instead of being cut with `…`.
+    """
+
+    header: str
+    justify: str = "left"
+    key: bool = False
+    drop: int = 0
+
+
+def _longest_word(text: str) -> int:
+    return max((len(w) for w in text.split()), default=0)
+
+
+def fit_table(title: str, columns: list[Column], rows: list[list[str]],
+              width: int | None = None) -> tuple[Table, list[str]]:
+    """A Rich table of `rows` that fits `width` (default: the console's, e.g. COLUMNS=80):
+    key columns whole, optional columns dropped (highest `drop` first) until every kept
+    column has room, the rest folded. Returns the table and the headers left out (say so:
+    `dropped_note`). Cells are plain text, never markup."""
+    width = width or console.width
+    cells = [[str(c) for c in row] for row in rows]
+
+    def need(i: int) -> int:
+        col = columns[i]
+        values = [r[i] for r in cells]
+        natural = max([len(line) for v in values for line in v.splitlines() or [""]]
+                      + [_longest_word(col.header)])
+        if col.key:
+            return natural
+        words = max([_longest_word(v) for v in values] + [_longest_word(col.header)])
+        return min(natural, max(_MIN_WRAP, words))
+
+    kept = list(range(len(columns)))
+    while sum(need(i) + 3 for i in kept) + 1 > width:
+        optional = [i for i in kept if columns[i].drop > 0]
+        if not optional:
+            break
+        kept.remove(max(optional, key=lambda i: (columns[i].drop, i)))
+    table = Table(title=title, title_justify="left")
+    for i in kept:
+        col = columns[i]
+        if col.key:
+            table.add_column(col.header, justify=col.justify, no_wrap=True, min_width=need(i),
+                             overflow="fold")
+        else:
+            table.add_column(col.header, justify=col.justify, overflow="fold", min_width=need(i))
+    for row in cells:
+        table.add_row(*(Text(row[i]) for i in kept))
+    return table, [columns[i].header for i in range(len(columns)) if i not in kept]
+
+
+def dropped_note(dropped: list[str], more: str = "--json") -> str:
+    """`(not shown at 80 columns: zone, age; widen the terminal or use --json)`."""
+    if not dropped:
+        return ""
+    return (f"(not shown at {console.width} columns: {', '.join(dropped)}; "
+            f"widen the terminal or use {more})")
