@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from spotbench.report import data, cost, history, reference as reference_mod
+from spotbench.report import data, cost, history, reference as reference_mod, summary
 from spotbench.report._doc import Document, Para, to_html, to_markdown
 from spotbench.results import ResultStore
 from spotbench.workload import registry
@@ -71,9 +71,10 @@ def write_report(
     df = data.frame(records)
     sweeps = ", ".join(sorted(df["sweep"].unique()))
     doc = Document(f"spotbench report: {sweeps}")
-    runs = sorted(df["run"].unique())
+    loaded = history.load(results_url, df)  # None: fewer than two runs
+    doc.add(*summary.blocks(df, loaded[0] if loaded else None))
     doc.add(Para(
-        f"Results: {results_url} · runs: {', '.join(runs)} · {len(df)} values from "
+        f"Results: {results_url} · {df['run'].nunique()} runs · {len(df):,} values from "
         f"{df['group'].nunique()} groups · clouds: {', '.join(sorted(df['cloud'].unique()))}."
     ))
 
@@ -81,7 +82,7 @@ def write_report(
     exports: list[pd.DataFrame] = []
     for add_section in _sections():
         p, e = add_section(df, doc, out_dir, reference=reference, prices=prices, base=base,
-                           results_url=results_url, baseline=baseline)
+                           results_url=results_url, baseline=baseline, loaded=loaded)
         pngs += p
         exports += e
 
@@ -114,7 +115,7 @@ def _sections():
     def reference_section(df, doc, out_dir, reference=None, **_):
         return reference_mod.section(df, doc, reference)
 
-    def history_section(df, doc, out_dir, results_url=None, baseline=None, **_):
-        return history.section(df, doc, out_dir, results_url, baseline)
+    def history_section(df, doc, out_dir, results_url=None, baseline=None, loaded=None, **_):
+        return history.section(df, doc, out_dir, results_url, baseline, loaded=loaded)
 
     return [*workloads, cost_section, history_section, reference_section]
