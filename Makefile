@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: demo test setup setup-dev sshd boot-tools clean bench lambda-layer images history-demo
+.PHONY: demo test setup setup-dev sshd boot-tools chromium clean bench lambda-layer images history-demo
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,13 +22,16 @@ $(VENV)/.installed-dev: $(BIN)/python pyproject.toml
 	touch $@ $(VENV)/.installed
 
 setup: $(VENV)/.installed          ## runtime install (local cloud, OSU, report)
-setup-dev: $(VENV)/.installed-dev sshd boot-tools   ## everything the test suite needs
+setup-dev: $(VENV)/.installed-dev sshd boot-tools chromium   ## everything the test suite needs
 
 sshd:                              ## openssh-server for the ssh/fabric tests
 	@bash scripts/ensure_sshd.sh
 
 boot-tools:                        ## cloud-init, shellcheck, nftables for tests/fidelity
 	@bash scripts/ensure_boot_tools.sh
+
+chromium:                          ## headless Chromium: tests/report renders the reports as a person sees them
+	@bash scripts/ensure_chromium.sh
 
 demo: setup                        ## a real OSU sweep on the local cloud
 	$(BIN)/spotbench run examples/osu-local.yaml

@@ -74,7 +74,8 @@ def write_report(
     loaded = history.load(results_url, df)  # None: fewer than two runs
     doc.add(*summary.blocks(df, loaded[0] if loaded else None))
     doc.add(Para(
-        f"Results: {results_url} · {df['run'].nunique()} runs · {len(df):,} values from "
+        f"Results: {results_url} · {df['run'].nunique()} run{'s' if df['run'].nunique() != 1 else ''} · "
+        f"{len(df):,} values from "
         f"{df['group'].nunique()} groups · clouds: {', '.join(sorted(df['cloud'].unique()))}."
     ))
 

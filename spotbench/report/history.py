@@ -17,7 +17,7 @@ import pandas as pd  # noqa: E402
 from spotbench.history.changepoints import DEFAULT_MAX_PVALUE  # noqa: E402
 from spotbench.history.trends import History, Series, size_text  # noqa: E402
 from spotbench.report._doc import Document, Heading, Image, Para, TableBlock  # noqa: E402
-from spotbench.report.numbers import num, pct, with_unit  # noqa: E402
+from spotbench.report.numbers import num, p_value, pct, with_unit  # noqa: E402
 
 SAME_WITHIN = 0.05  # |change| below this is shown as "≈" in the comparison table
 
@@ -147,7 +147,7 @@ def section(df: pd.DataFrame, doc: Document, out_dir: Path, results_url: str,
             "series": cp["series"], "run": cp["run"], "before": [with_unit(v, u) for v, u in zip(cp["before_mean"], cp["unit"], strict=True)],
             "after": [with_unit(v, u) for v, u in zip(cp["after_mean"], cp["unit"], strict=True)],
             "change": [_pct(v) for v in cp["rel_change"]],
-            "p": [f"{v:.1e}" for v in cp["pvalue"]], "kind": cp["kind"],
+            "p": [p_value(v).removeprefix("p = ") for v in cp["pvalue"]], "kind": cp["kind"],
         }).set_index("series")
         doc.add(TableBlock(shown, "Change points"))
     else:

@@ -51,6 +51,13 @@ def pct(rel: Any) -> str:
     return ("+" if rel > 0 else "") + num(100 * rel, 3) + "%"
 
 
+def p_value(p: Any) -> str:
+    """`p < 0.0001`, `p = 0.003`: a test's p-value without an exponent."""
+    if _missing(p):
+        return MISSING
+    return "p < 0.0001" if p < 0.0001 else f"p = {num(p, 2)}"
+
+
 _UNITS = {"us": "µs", "usec": "µs", "MB/s": "MB/s", "s": "s", "USD": "USD"}
 
 

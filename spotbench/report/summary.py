@@ -18,7 +18,7 @@ import pandas as pd
 
 from spotbench.history.trends import History, size_text
 from spotbench.report._doc import Block, Heading, Para, TableBlock
-from spotbench.report.numbers import num, pct, unit_label, with_unit
+from spotbench.report.numbers import num, p_value, pct, unit_label, with_unit
 from spotbench.workload import registry
 
 MAX_CHANGES = 5  # change points listed in the summary; the History section has them all
@@ -82,7 +82,7 @@ def _change_line(c: dict) -> str:
     before = with_unit(c["before_mean"], c["unit"])
     after = with_unit(c["after_mean"], c["unit"])
     return (f"{c['kind'].capitalize()}: {c['series']}: {before} → {after} ({pct(c['rel_change'])}) "
-            f"from run {c['run']} (p = {c['pvalue']:.0e})")
+            f"from run {c['run']} ({p_value(c['pvalue'])})")
 
 
 def change_blocks(hist: History | None, runs: int) -> list[Block]:
