@@ -106,30 +106,40 @@ def fit_table(title: str, columns: list[Column], rows: list[list[str]],
     width = width or console.width
     cells = [[str(c) for c in row] for row in rows]
 
+    def natural(i: int) -> int:
+        lines = [line for r in cells for line in r[i].splitlines() or [""]]
+        return max([len(line) for line in lines] + [_longest_word(columns[i].header)])
+
     def need(i: int) -> int:
-        col = columns[i]
-        values = [r[i] for r in cells]
-        natural = max([len(line) for v in values for line in v.splitlines() or [""]]
-                      + [_longest_word(col.header)])
-        if col.key:
-            return natural
-        words = max([_longest_word(v) for v in values] + [_longest_word(col.header)])
-        return min(natural, max(_MIN_WRAP, words))
+        if columns[i].key:
+            return natural(i)
+        words = max([_longest_word(r[i]) for r in cells] + [_longest_word(columns[i].header)])
+        return min(natural(i), max(_MIN_WRAP, words))
+
+    def room(kept: list[int]) -> int:  # for the cells: each column has 2 of padding and a rule
+        return width - 3 * len(kept) - 1
 
     kept = list(range(len(columns)))
-    while sum(need(i) + 3 for i in kept) + 1 > width:
+    while sum(need(i) for i in kept) > room(kept):
         optional = [i for i in kept if columns[i].drop > 0]
         if not optional:
             break
         kept.remove(max(optional, key=lambda i: (columns[i].drop, i)))
+    widths = {i: need(i) for i in kept}
+    spare = room(kept) - sum(widths.values())
+    while spare > 0:  # widen the folded columns toward their natural width, narrowest first
+        short = [i for i in kept if widths[i] < natural(i)]
+        if not short:
+            break
+        i = min(short, key=lambda i: widths[i] / natural(i))
+        widths[i] += 1
+        spare -= 1
+    fits = sum(widths.values()) <= room(kept)
     table = Table(title=title, title_justify="left")
     for i in kept:
         col = columns[i]
-        if col.key:
-            table.add_column(col.header, justify=col.justify, no_wrap=True, min_width=need(i),
-                             overflow="fold")
-        else:
-            table.add_column(col.header, justify=col.justify, overflow="fold", min_width=need(i))
+        table.add_column(col.header, justify=col.justify, no_wrap=col.key, overflow="fold",
+                         width=widths[i] if fits else None, min_width=None if fits else need(i))
     for row in cells:
         table.add_row(*(Text(row[i]) for i in kept))
     return table, [columns[i].header for i in range(len(columns)) if i not in kept]

@@ -11,7 +11,7 @@ from pathlib import Path
 import typer
 from rich.table import Table as RichTable
 
-from spotbench.cli._common import EXIT_BAD_INPUT, console, fail, spec_or_exit
+from spotbench.cli._common import EXIT_BAD_INPUT, Column, console, dropped_note, fail, fit_table, spec_or_exit
 
 SpecArg = typer.Argument(..., help="sweep spec (YAML); its `results` URL is read", metavar="SPEC")
 ResultsOpt = typer.Option(
@@ -214,26 +214,30 @@ def market(
     if not stats:
         console.print(f"no attempts in {url} yet (run the sweep first)", highlight=False)
         return
-    table = RichTable(title=f"spot market as seen by {url}", title_justify="left")
-    cols = [("zone", "zone", "{}"), ("machine", "machine_type", "{}"), ("accel.", "accelerator", "{}"),
-            ("done/attempts", None, ""), ("VM-h", "vm_hours", "{:.3g}"),
-            ("preempt/VM-h", "preemptions_per_vm_hour", "{:.3g}"),
-            ("failed/start", "failed_starts_per_start", "{:.2f}"),
-            ("capacity/start", "capacity_failures_per_start", "{:.2f}"),
-            ("tick→result s", "first_result_s", "{:.0f}"), ("retries/done", "retries_per_completed", "{:.2f}"),
-            ("USD/done", "cost_per_completed_usd", "{:.4g}"), ("× happy path", "retry_overhead", "{:.2f}")]
-    for head, _, _ in cols:
-        table.add_column(head)
+    # (header, key, format, drop order at a narrow terminal: 0 = always shown)
+    cols = [("zone", "zone", "{}", 0), ("machine", "machine_type", "{}", 0), ("accel.", "accelerator", "{}", 6),
+            ("done/ attempts", None, "", 0), ("VM-h", "vm_hours", "{:.3g}", 5),
+            ("preempt/ VM-h", "preemptions_per_vm_hour", "{:.3g}", 0),
+            ("failed/ start", "failed_starts_per_start", "{:.2f}", 4),
+            ("capacity/ start", "capacity_failures_per_start", "{:.2f}", 3),
+            ("tick→ result s", "first_result_s", "{:.0f}", 7), ("retries/ done", "retries_per_completed", "{:.2f}", 2),
+            ("USD/ done", "cost_per_completed_usd", "{:.4g}", 1), ("× happy path", "retry_overhead", "{:.2f}", 0)]
+    rows = []
     for s in stats:
         cells = []
-        for _, key, form in cols:
+        for _, key, form, _ in cols:
             if key is None:
                 cells.append(f"{s['completed']}/{s['attempts']}")
             else:
                 v = s[key]
                 cells.append("—" if v is None else form.format(v))
-        table.add_row(*cells)
+        rows.append(cells)
+    table, dropped = fit_table(f"spot market as seen by {url}",
+                               [Column(h, "left" if k in ("zone", "machine_type", "accelerator") else "right",
+                                       key=k in ("zone", "machine_type"), drop=d) for h, k, _, d in cols], rows)
     console.print(table)
+    if dropped:
+        console.print(dropped_note(dropped), highlight=False, markup=False)
 
 
 def register(app: typer.Typer) -> None:
