@@ -75,6 +75,7 @@ def policy_or_exit(spec: SweepSpec, spec_path: Path | None) -> SweepSpec:
 
 # ---- tables that fit the terminal ------------------------------------------------------
 _MIN_WRAP = 8  # a wrapped column narrower than this reads as a vertical smear
+_MAX_WORD = 20  # a longer word in a folded column is folded too (not the table cropped)
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,7 @@ def fit_table(title: str, columns: list[Column], rows: list[list[str]],
         if columns[i].key:
             return natural(i)
         words = max([_longest_word(r[i]) for r in cells] + [_longest_word(columns[i].header)])
-        return min(natural(i), max(_MIN_WRAP, words))
+        return min(natural(i), max(_MIN_WRAP, min(words, _MAX_WORD)))
 
     def room(kept: list[int]) -> int:  # for the cells: each column has 2 of padding and a rule
         return width - 3 * len(kept) - 1
