@@ -47,7 +47,7 @@ def estimate(
         spotbench estimate SPEC --assume run_s=600 --assume month_days=30 --assume free_tier=on
     """
     from spotbench.costs import MissingPrice, load_catalog
-    from spotbench.estimate import Estimate, estimate as compute, headline
+    from spotbench.estimate import Estimate, estimate as compute, headline, usd
     from spotbench.history.market import market_of
 
     spec = spec_or_exit(spec_path)
@@ -86,9 +86,9 @@ def estimate(
         dropped += gone
     if dropped:
         console.print(dropped_note(sorted(set(dropped))), highlight=False, markup=False)
-    saving = f"self-stop saves {est.self_stop_saving_tick:.4f} USD per tick"
+    saving = f"self-stop saves {usd(est.self_stop_saving_tick)} per run"
     if est.self_stop_saving_month is not None:
-        saving += f", {est.self_stop_saving_month:.2f} USD per month"
+        saving += f", {usd(est.self_stop_saving_month)} per month"
     if all(g.run_source == "deadline" for g in est.groups):
         saving += " (no earlier results: the expected run time is the deadline itself)"
     console.print(saving + " against stopping only at the deadline", highlight=False)

@@ -12,6 +12,7 @@ import typer
 from rich.table import Table as RichTable
 
 from spotbench.cli._common import EXIT_BAD_INPUT, Column, console, dropped_note, fail, fit_table, spec_or_exit
+from spotbench.report.numbers import p_value, pct, with_unit
 
 SpecArg = typer.Argument(..., help="sweep spec (YAML); its `results` URL is read", metavar="SPEC")
 ResultsOpt = typer.Option(
@@ -169,27 +170,27 @@ def _print_history(hist, url: str) -> None:
     if not hist.series:
         console.print(f"no tracked metrics in {url} yet (run the sweep first)", highlight=False)
         return
-    series = RichTable(title=f"{hist.sweep}: {len(hist.runs)} runs, {len(hist.series)} series",
-                       title_justify="left")
-    for col in ("series", "runs", "first", "latest", "unit", "attempts (excluded)", "change points"):
-        series.add_column(col)
-    for s in hist.series:
-        series.add_row(s.name, str(len(s.values)), f"{s.values[0]:.4g}", f"{s.values[-1]:.4g}", s.unit,
-                       f"{sum(s.attempts)} ({sum(s.preempted)})", str(len(s.change_points)))
+    columns = [Column("series"), Column("runs", "right", drop=2), Column("first", "right"),
+               Column("latest", "right"), Column("attempts (excluded)", "right", drop=1),
+               Column("change points", "right")]
+    rows = [[s.name, str(len(s.values)), with_unit(s.values[0], s.unit), with_unit(s.values[-1], s.unit),
+             f"{sum(s.attempts)} ({sum(s.preempted)})", str(len(s.change_points))] for s in hist.series]
+    series, dropped = fit_table(f"{hist.sweep}: {len(hist.runs)} runs, {len(hist.series)} series", columns, rows)
     console.print(series)
     changes = hist.changes()
     if not changes:
         console.print(f"no change point at p < {hist.max_pvalue:g}", highlight=False)
         return
-    table = RichTable(title="change points", title_justify="left")
-    for col in ("series", "run", "date", "before", "after", "change", "p", "kind"):
-        table.add_column(col)
-    for c in changes:
-        colour = "red" if c["kind"] == "regression" else "green"
-        table.add_row(c["series"], c["run"], c["date"][:16], f"{c['before_mean']:.4g}",
-                      f"{c['after_mean']:.4g}", f"{c['rel_change'] * 100:+.1f}%", f"{c['pvalue']:.1e}",
-                      f"[{colour}]{c['kind']}[/]")
+    columns = [Column("series"), Column("run", key=True), Column("date", drop=1), Column("before", "right"),
+               Column("after", "right"), Column("change", "right"), Column("p", "right", drop=2),
+               Column("kind")]
+    rows = [[c["series"], c["run"], c["date"][:16], with_unit(c["before_mean"], c["unit"]),
+             with_unit(c["after_mean"], c["unit"]), pct(c["rel_change"]),
+             p_value(c["pvalue"]).removeprefix("p = "), c["kind"]] for c in changes]
+    table, gone = fit_table("change points", columns, rows)
     console.print(table)
+    if dropped or gone:
+        console.print(dropped_note(dropped + gone), highlight=False, markup=False)
 
 
 def market(
