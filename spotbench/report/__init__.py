@@ -72,7 +72,9 @@ def write_report(
     sweeps = ", ".join(sorted(df["sweep"].unique()))
     doc = Document(f"spotbench report: {sweeps}")
     loaded = history.load(results_url, df)  # None: fewer than two runs
-    doc.add(*summary.blocks(df, loaded[0] if loaded else None))
+    summary_at = len(doc.blocks)
+    failed: list[str] = []  # a failures banner added here, right after the summary, lists its lines
+    doc.insert(summary_at, *summary.blocks(df, loaded[0] if loaded else None, failed))
     doc.add(Para(
         f"Results: {results_url} · {df['run'].nunique()} run{'s' if df['run'].nunique() != 1 else ''} · "
         f"{len(df):,} values from "

@@ -103,7 +103,9 @@ def change_blocks(hist: History | None, runs: int) -> list[Block]:
     return out
 
 
-def blocks(df: pd.DataFrame, hist: History | None) -> list[Block]:
+def blocks(df: pd.DataFrame, hist: History | None, failed: list[str] | None = None) -> list[Block]:
+    """The Summary's blocks. `failed`: one line per failed group (the failures banner's
+    lines, which follows the summary): counted here, in bold, before the change points."""
     runs = df["run"].nunique()
     groups = df.groupby(["run", "group"])["preempted"].agg(lambda s: bool((~s).any()))
     complete = int(groups.sum())
@@ -113,6 +115,10 @@ def blocks(df: pd.DataFrame, hist: History | None) -> list[Block]:
            f"{complete} complete" + (f", {cut} preempted or incomplete (left out of every average)"
                                     if cut else "") + ".")
     out: list[Block] = [Heading("Summary", anchor="summary"), Para(ran)]
+    if failed:
+        shown = "; ".join(failed[:3]) + (f"; and {len(failed) - 3} more" if len(failed) > 3 else "")
+        out.append(Para(f"{len(failed)} group{'s' if len(failed) != 1 else ''} failed (see Failures "
+                        f"below): {shown}", anchor="failures", strong=True))
     out += change_blocks(hist, runs)
     table = key_numbers(df)
     if len(table.columns):
