@@ -231,7 +231,7 @@ def usd(value: float) -> str:
 
 def headline(est: Estimate) -> list[str]:
     """The answer first: per run and per month, the disks billed while stopped, the budget."""
-    first = f"{est.sweep} on {est.cloud}" + (f" ({est.region})" if est.region else "") \
+    first = f"{est.sweep} on {est.cloud}" + (f" ({est.region})" if est.region not in (None, "*") else "") \
         + f": ≈ {usd(est.run_usd)} per run"
     if est.month_usd is not None and est.ticks_per_month is not None:
         first += (f", ≈ {usd(est.month_usd)} per month ({est.ticks_per_month:.3g} runs a month"

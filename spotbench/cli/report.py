@@ -53,6 +53,8 @@ def report(
         fail(str(exc))
     except ValueError as exc:  # bad reference/prices/base input
         fail(str(exc), EXIT_BAD_INPUT)
+    for line in paths.summary:  # the answer first: runs, failures, change points
+        typer.echo(line)
     typer.echo(f"report:   {paths.markdown}")
     typer.echo(f"html:     {paths.html}")
     typer.echo(f"csv:      {paths.csv}")

@@ -33,6 +33,7 @@ class ReportPaths:
     csv: Path  # every table in long form (table, config, …, column, value)
     png: list[Path] = field(default_factory=list)
     records_csv: Path | None = None  # the raw records, one row per value
+    summary: list[str] = field(default_factory=list)  # the Summary's sentences (runs, failures, changes)
 
 
 def default_out_dir(results_url: str) -> Path:
@@ -74,7 +75,8 @@ def write_report(
     loaded = history.load(results_url, df)  # None: fewer than two runs
     summary_at = len(doc.blocks)
     failed: list[str] = []  # a failures banner added here, right after the summary, lists its lines
-    doc.insert(summary_at, *summary.blocks(df, loaded[0] if loaded else None, failed))
+    first = summary.blocks(df, loaded[0] if loaded else None, failed)
+    doc.insert(summary_at, *first)
     doc.add(Para(
         f"Results: {results_url} · {df['run'].nunique()} run{'s' if df['run'].nunique() != 1 else ''} · "
         f"{len(df):,} values from "
@@ -97,7 +99,8 @@ def write_report(
     (pd.concat(exports, ignore_index=True) if exports else pd.DataFrame()).to_csv(summary_csv, index=False)
     records_csv = out_dir / "records.csv"
     df.drop(columns=["config", "sample"]).to_csv(records_csv, index=False)
-    return ReportPaths(markdown=md, html=page, csv=summary_csv, png=pngs, records_csv=records_csv)
+    return ReportPaths(markdown=md, html=page, csv=summary_csv, png=pngs, records_csv=records_csv,
+                       summary=[b.text for b in first if isinstance(b, Para)])
 
 
 def _sections():
