@@ -13,7 +13,7 @@ $(error CLOUD=$(CLOUD): choose CLOUD=gcp or CLOUD=aws (or leave it out for the l
 endif
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: demo test setup setup-dev sshd boot-tools clean bench lambda-layer images history-demo
+.PHONY: demo test setup setup-dev sshd boot-tools chromium clean bench lambda-layer images history-demo
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,13 +35,16 @@ $(VENV)/.installed-gcp $(VENV)/.installed-aws: $(VENV)/.installed-%: $(VENV)/.in
 
 setup: $(VENV)/.installed $(if $(CLOUD),$(VENV)/.installed-$(CLOUD))  ## runtime install (local cloud, OSU, report); CLOUD=gcp|aws adds that cloud's extras
 	@echo "installed in $(VENV): run commands as $(BIN)/spotbench, or \`source $(BIN)/activate\` first"
-setup-dev: $(VENV)/.installed-dev sshd boot-tools   ## everything the test suite needs
+setup-dev: $(VENV)/.installed-dev sshd boot-tools chromium   ## everything the test suite needs
 
 sshd:                              ## openssh-server for the ssh/fabric tests
 	@bash scripts/ensure_sshd.sh
 
 boot-tools:                        ## cloud-init, shellcheck, nftables for tests/fidelity
 	@bash scripts/ensure_boot_tools.sh
+
+chromium:                          ## headless Chromium: tests/report renders the reports as a person sees them
+	@bash scripts/ensure_chromium.sh
 
 demo: setup                        ## a real OSU sweep on the local cloud
 	$(BIN)/spotbench run examples/osu-local.yaml

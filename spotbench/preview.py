@@ -163,6 +163,44 @@ def network_rules(d: Declared) -> list[dict[str, Any]]:
     return []
 
 
+def kind_of(type_token: str) -> str:
+    """`aws:ec2/instance:Instance` → `Instance`."""
+    return type_token.rsplit(":", 1)[-1] if ":" in type_token else type_token
+
+
+@dataclass(frozen=True)
+class TypeCount:
+    """One line of the preview's summary: a resource type, how many, and what they are."""
+
+    kind: str  # the type's last part (`Instance`)
+    type: str  # the provider's type token
+    count: int
+    detail: str  # machine types for VMs, else the first names
+
+
+def by_type(declared: list[Declared], names: int = 1) -> list[TypeCount]:
+    """The declared resources per type, most numerous first: VMs by machine type
+    (`2 × c5n.18xlarge`), other types by their first `names` names."""
+    groups: dict[str, list[Declared]] = {}
+    for d in declared:
+        groups.setdefault(d.type, []).append(d)
+    out = []
+    for type_token, items in groups.items():
+        machines: dict[str, int] = {}
+        for d in items:
+            machine = d.inputs.get("machineType") or d.inputs.get("instanceType")
+            if isinstance(machine, str):
+                machine = machine.rsplit("/", 1)[-1]
+                machines[machine] = machines.get(machine, 0) + 1
+        if machines:
+            detail = ", ".join(f"{n} × {m}" for m, n in sorted(machines.items()))
+        else:
+            shown = [d.name for d in items[:names]]
+            detail = ", ".join(shown) + (f" and {len(items) - len(shown)} more" if len(items) > len(shown) else "")
+        out.append(TypeCount(kind_of(type_token), type_token, len(items), detail))
+    return sorted(out, key=lambda t: (-t.count, t.kind))
+
+
 def as_json(declared: list[Declared]) -> str:
     rows = [{"type": d.type, "name": d.name, "properties": key_properties(d)} for d in declared]
     return json.dumps(rows, indent=2, default=str)

@@ -1,5 +1,6 @@
 """Helpers shared by the CLI modules: loading a spec with a clean exit on errors, and
-printing messages that hold user text.
+printing messages that hold user text, and tables that fit the terminal (`fit_table`: ids whole,
+optional columns dropped first, the rest folded; never `…`).
 
 User text (spec values, file names, exception messages) is never parsed as Rich markup:
 `[bold]` in a value prints as `[bold]`, and `[/]` cannot crash the printer. Styled prefixes
@@ -8,10 +9,12 @@ are built with `rich.text.Text`, the message appended as plain text.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 
 from spotbench.cli import extras
@@ -93,3 +96,84 @@ def policy_or_exit(spec: SweepSpec, spec_path: Path | None) -> SweepSpec:
             err_console.print(f"  - {line}", highlight=False, markup=False)
         raise typer.Exit(EXIT_BAD_INPUT)
     return carried
+
+
+# ---- tables that fit the terminal ------------------------------------------------------
+_MIN_WRAP = 8  # a wrapped column narrower than this reads as a vertical smear
+_MAX_WORD = 20  # a longer word in a folded column is folded too (not the table cropped)
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a terminal table (`fit_table`).
+
+    key:  an identifier a user copies into another command (a group id for `ssh`): printed
+          whole on one line, never cut, wrapped or dropped.
+    drop: columns with a higher number go first when the terminal is too narrow (0: never);
+          the rest wrap (fold) instead of being cut with `…`.
+    """
+
+    header: str
+    justify: str = "left"
+    key: bool = False
+    drop: int = 0
+
+
+def _longest_word(text: str) -> int:
+    return max((len(w) for w in text.split()), default=0)
+
+
+def fit_table(title: str, columns: list[Column], rows: list[list[str]],
+              width: int | None = None) -> tuple[Table, list[str]]:
+    """A Rich table of `rows` that fits `width` (default: the console's, e.g. COLUMNS=80):
+    key columns whole, optional columns dropped (highest `drop` first) until every kept
+    column has room, the rest folded. Returns the table and the headers left out (say so:
+    `dropped_note`). Cells are plain text, never markup."""
+    width = width or console.width
+    cells = [[str(c) for c in row] for row in rows]
+
+    def natural(i: int) -> int:
+        lines = [line for r in cells for line in r[i].splitlines() or [""]]
+        return max([len(line) for line in lines] + [_longest_word(columns[i].header)])
+
+    def need(i: int) -> int:
+        if columns[i].key:
+            return natural(i)
+        words = max([_longest_word(r[i]) for r in cells] + [_longest_word(columns[i].header)])
+        return min(natural(i), max(_MIN_WRAP, min(words, _MAX_WORD)))
+
+    def room(kept: list[int]) -> int:  # for the cells: each column has 2 of padding and a rule
+        return width - 3 * len(kept) - 1
+
+    kept = list(range(len(columns)))
+    while sum(need(i) for i in kept) > room(kept):
+        optional = [i for i in kept if columns[i].drop > 0]
+        if not optional:
+            break
+        kept.remove(max(optional, key=lambda i: (columns[i].drop, i)))
+    widths = {i: need(i) for i in kept}
+    spare = room(kept) - sum(widths.values())
+    while spare > 0:  # widen the folded columns toward their natural width, narrowest first
+        short = [i for i in kept if widths[i] < natural(i)]
+        if not short:
+            break
+        i = min(short, key=lambda i: widths[i] / natural(i))
+        widths[i] += 1
+        spare -= 1
+    fits = sum(widths.values()) <= room(kept)
+    table = Table(title=title, title_justify="left")
+    for i in kept:
+        col = columns[i]
+        table.add_column(col.header, justify=col.justify, no_wrap=col.key, overflow="fold",
+                         width=widths[i] if fits else None, min_width=None if fits else need(i))
+    for row in cells:
+        table.add_row(*(Text(row[i]) for i in kept))
+    return table, [columns[i].header for i in range(len(columns)) if i not in kept]
+
+
+def dropped_note(dropped: list[str], more: str = "--json") -> str:
+    """`(not shown at 80 columns: zone, age; widen the terminal or use --json)`."""
+    if not dropped:
+        return ""
+    return (f"(not shown at {console.width} columns: {', '.join(dropped)}; "
+            f"widen the terminal or use {more})")

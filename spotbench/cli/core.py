@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
-from spotbench.cli._common import EXIT_BAD_INPUT, console, fail, policy_or_exit, spec_or_exit
+from spotbench.cli._common import (
+    EXIT_BAD_INPUT, Column, console, dropped_note, fail, fit_table, policy_or_exit, spec_or_exit,
+)
 
 EXIT_INCOMPLETE = 3  # `spotbench run`: the run ended with a group incomplete (or was cut short)
 EXIT_INTERRUPTED = 130  # Ctrl-C, SIGTERM or SIGHUP to `spotbench run`
@@ -41,14 +41,14 @@ def plan(
         ]
         typer.echo(json.dumps(out, indent=2, default=str))
         return
-    table = Table(title=f"{spec.name}: {len(groups)} groups on {spec.cloud}")
-    for col in ("group", "trial", "matrix point", "machine", "members"):
-        table.add_column(col)
-    for g in groups:
-        point = ", ".join(f"{k}={v}" for k, v in g.point.items()) or "-"
-        members = ", ".join(f"{m.name.removeprefix(g.id + '-')}:{m.role}" for m in g.members)
-        table.add_row(*map(Text, (g.id, str(g.trial), point, g.machine_type, members)))
+    columns = [Column("group", key=True), Column("trial", "right", drop=3), Column("matrix point"),
+               Column("machine", drop=2), Column("members", drop=1)]
+    rows = [[g.id, str(g.trial), ", ".join(f"{k}={v}" for k, v in g.point.items()) or "-", g.machine_type,
+             ", ".join(f"{m.name.removeprefix(g.id + '-')}:{m.role}" for m in g.members)] for g in groups]
+    table, dropped = fit_table(f"{spec.name}: {len(groups)} groups on {spec.cloud}", columns, rows)
     console.print(table)
+    if dropped:
+        console.print(dropped_note(dropped), highlight=False, markup=False)
 
 
 def run(

@@ -6,22 +6,27 @@ import json
 from pathlib import Path
 
 import typer
-from rich.table import Table
-from rich.text import Text
+from spotbench.cli._common import (
+    EXIT_BAD_INPUT, Column, console, dropped_note, fail, fit_table, spec_or_exit,
+)
+from spotbench.report.numbers import num
 
-from spotbench.cli._common import EXIT_BAD_INPUT, console, fail, spec_or_exit
+
+def _qty(value: float) -> str:
+    return num(value, 4)
 
 
-def _lines_table(title: str, lines, total: float) -> Table:
-    table = Table(title=title, title_justify="left")
-    for col, just in (("item", "left"), ("quantity", "right"), ("unit", "left"),
-                      ("USD/unit", "right"), ("USD", "right"), ("note", "left")):
-        table.add_column(col, justify=just)
-    for ln in lines:
-        table.add_row(*map(Text, (ln.item, f"{ln.quantity:,.4f}", ln.unit, f"{ln.unit_usd:.7g}",
-                                  f"{ln.usd:,.4f}", ln.note)))
-    table.add_row("[bold]total[/]", "", "", "", f"[bold]{total:,.4f}[/]", "")
-    return table
+def _lines_table(title: str, lines, total: float):
+    columns = [Column("item"), Column("quantity", "right", drop=2), Column("unit", drop=3),
+               Column("USD/unit", "right", drop=4), Column("USD", "right"), Column("note", drop=1)]
+    rows = [[ln.item, _qty(ln.quantity), ln.unit, num(ln.unit_usd, 4), _money(ln.usd), ln.note]
+            for ln in lines]
+    rows.append(["total", "", "", "", _money(total), ""])
+    return fit_table(title, columns, rows)
+
+
+def _money(value: float) -> str:
+    return f"{value:,.2f}" if value >= 0.01 or value == 0 else num(value, 2)
 
 
 def estimate(
@@ -42,7 +47,7 @@ def estimate(
         spotbench estimate SPEC --assume run_s=600 --assume month_days=30 --assume free_tier=on
     """
     from spotbench.costs import MissingPrice, load_catalog
-    from spotbench.estimate import Estimate, estimate as compute
+    from spotbench.estimate import Estimate, estimate as compute, headline, usd
     from spotbench.history.market import market_of
 
     spec = spec_or_exit(spec_path)
@@ -55,22 +60,35 @@ def estimate(
     if as_json:
         typer.echo(json.dumps(est.to_dict(), indent=2, default=str))
         return
-    groups = Table(title=f"{est.sweep} on {est.cloud} ({est.region}): per group run", title_justify="left")
-    for col in ("group", "machine", "members", "run s", "from", "billed s/member", "compute USD", "GPU USD",
-                "until deadline USD", "retries ×"):
-        groups.add_column(col)
-    for g in est.groups:
-        groups.add_row(*map(Text, (g.group, g.machine_type, str(g.members), f"{g.run_s:.0f}", g.run_source,
-                                   str(g.billed_s), f"{g.compute_usd:.4f}", f"{g.gpu_usd:.4f}",
-                                   f"{g.deadline_usd:.4f}", f"{g.retry_overhead:.2f}")))
-    console.print(groups)
-    console.print(_lines_table("per schedule tick (one run of every group)", est.per_tick, Estimate.total(est.per_tick)))
+    for line in headline(est):
+        console.print(line, highlight=False, markup=False)
+    console.print()
+    columns = [Column("group", key=True), Column("machine"), Column("members", "right", drop=5),
+               Column("run s", "right", drop=3), Column("from", drop=1),
+               Column("billed s/member", "right", drop=4), Column("USD", "right"),
+               Column("GPU USD", "right", drop=6), Column("until deadline USD", "right", drop=2),
+               Column("retries ×", "right", drop=7)]
+    rows = [[g.group, g.machine_type, str(g.members), num(g.run_s), g.run_source, str(g.billed_s),
+             _money(g.compute_usd + g.gpu_usd), _money(g.gpu_usd), _money(g.deadline_usd),
+             f"{g.retry_overhead:.2f}"] for g in est.groups]
+    dropped: list[str] = []
+    table, gone = fit_table("per group run (USD = compute + GPU)", columns, rows)
+    console.print(table)
+    dropped += gone
+    table, gone = _lines_table("per run (one schedule tick: every group once)", est.per_tick,
+                               Estimate.total(est.per_tick))
+    console.print(table)
+    dropped += gone
     if est.per_month is not None:
-        console.print(_lines_table(f"per month ({est.ticks_per_month:.4g} ticks)", est.per_month,
-                                   Estimate.total(est.per_month)))
-    saving = f"self-stop saves {est.self_stop_saving_tick:.4f} USD per tick"
+        table, gone = _lines_table(f"per month ({est.ticks_per_month:.4g} runs)", est.per_month,
+                                   Estimate.total(est.per_month))
+        console.print(table)
+        dropped += gone
+    if dropped:
+        console.print(dropped_note(sorted(set(dropped))), highlight=False, markup=False)
+    saving = f"self-stop saves {usd(est.self_stop_saving_tick)} per run"
     if est.self_stop_saving_month is not None:
-        saving += f", {est.self_stop_saving_month:.2f} USD per month"
+        saving += f", {usd(est.self_stop_saving_month)} per month"
     if all(g.run_source == "deadline" for g in est.groups):
         saving += " (no earlier results: the expected run time is the deadline itself)"
     console.print(saving + " against stopping only at the deadline", highlight=False)

@@ -11,7 +11,8 @@ from pathlib import Path
 import typer
 from rich.table import Table as RichTable
 
-from spotbench.cli._common import EXIT_BAD_INPUT, console, fail, spec_or_exit
+from spotbench.cli._common import EXIT_BAD_INPUT, Column, console, dropped_note, fail, fit_table, spec_or_exit
+from spotbench.report.numbers import p_value, pct, with_unit
 
 SpecArg = typer.Argument(..., help="sweep spec (YAML); its `results` URL is read", metavar="SPEC")
 ResultsOpt = typer.Option(
@@ -169,27 +170,27 @@ def _print_history(hist, url: str) -> None:
     if not hist.series:
         console.print(f"no tracked metrics in {url} yet (run the sweep first)", highlight=False)
         return
-    series = RichTable(title=f"{hist.sweep}: {len(hist.runs)} runs, {len(hist.series)} series",
-                       title_justify="left")
-    for col in ("series", "runs", "first", "latest", "unit", "attempts (excluded)", "change points"):
-        series.add_column(col)
-    for s in hist.series:
-        series.add_row(s.name, str(len(s.values)), f"{s.values[0]:.4g}", f"{s.values[-1]:.4g}", s.unit,
-                       f"{sum(s.attempts)} ({sum(s.preempted)})", str(len(s.change_points)))
+    columns = [Column("series"), Column("runs", "right", drop=2), Column("first", "right"),
+               Column("latest", "right"), Column("attempts (excluded)", "right", drop=1),
+               Column("change points", "right")]
+    rows = [[s.name, str(len(s.values)), with_unit(s.values[0], s.unit), with_unit(s.values[-1], s.unit),
+             f"{sum(s.attempts)} ({sum(s.preempted)})", str(len(s.change_points))] for s in hist.series]
+    series, dropped = fit_table(f"{hist.sweep}: {len(hist.runs)} runs, {len(hist.series)} series", columns, rows)
     console.print(series)
     changes = hist.changes()
     if not changes:
         console.print(f"no change point at p < {hist.max_pvalue:g}", highlight=False)
         return
-    table = RichTable(title="change points", title_justify="left")
-    for col in ("series", "run", "date", "before", "after", "change", "p", "kind"):
-        table.add_column(col)
-    for c in changes:
-        colour = "red" if c["kind"] == "regression" else "green"
-        table.add_row(c["series"], c["run"], c["date"][:16], f"{c['before_mean']:.4g}",
-                      f"{c['after_mean']:.4g}", f"{c['rel_change'] * 100:+.1f}%", f"{c['pvalue']:.1e}",
-                      f"[{colour}]{c['kind']}[/]")
+    columns = [Column("series"), Column("run", key=True), Column("date", drop=1), Column("before", "right"),
+               Column("after", "right"), Column("change", "right"), Column("p", "right", drop=2),
+               Column("kind")]
+    rows = [[c["series"], c["run"], c["date"][:16], with_unit(c["before_mean"], c["unit"]),
+             with_unit(c["after_mean"], c["unit"]), pct(c["rel_change"]),
+             p_value(c["pvalue"]).removeprefix("p = "), c["kind"]] for c in changes]
+    table, gone = fit_table("change points", columns, rows)
     console.print(table)
+    if dropped or gone:
+        console.print(dropped_note(dropped + gone), highlight=False, markup=False)
 
 
 def market(
@@ -214,26 +215,30 @@ def market(
     if not stats:
         console.print(f"no attempts in {url} yet (run the sweep first)", highlight=False)
         return
-    table = RichTable(title=f"spot market as seen by {url}", title_justify="left")
-    cols = [("zone", "zone", "{}"), ("machine", "machine_type", "{}"), ("accel.", "accelerator", "{}"),
-            ("done/attempts", None, ""), ("VM-h", "vm_hours", "{:.3g}"),
-            ("preempt/VM-h", "preemptions_per_vm_hour", "{:.3g}"),
-            ("failed/start", "failed_starts_per_start", "{:.2f}"),
-            ("capacity/start", "capacity_failures_per_start", "{:.2f}"),
-            ("tick→result s", "first_result_s", "{:.0f}"), ("retries/done", "retries_per_completed", "{:.2f}"),
-            ("USD/done", "cost_per_completed_usd", "{:.4g}"), ("× happy path", "retry_overhead", "{:.2f}")]
-    for head, _, _ in cols:
-        table.add_column(head)
+    # (header, key, format, drop order at a narrow terminal: 0 = always shown)
+    cols = [("zone", "zone", "{}", 0), ("machine", "machine_type", "{}", 0), ("accel.", "accelerator", "{}", 6),
+            ("done/ attempts", None, "", 0), ("VM-h", "vm_hours", "{:.3g}", 5),
+            ("preempt/ VM-h", "preemptions_per_vm_hour", "{:.3g}", 0),
+            ("failed/ start", "failed_starts_per_start", "{:.2f}", 4),
+            ("capacity/ start", "capacity_failures_per_start", "{:.2f}", 3),
+            ("tick→ result s", "first_result_s", "{:.0f}", 7), ("retries/ done", "retries_per_completed", "{:.2f}", 2),
+            ("USD/ done", "cost_per_completed_usd", "{:.4g}", 1), ("× happy path", "retry_overhead", "{:.2f}", 0)]
+    rows = []
     for s in stats:
         cells = []
-        for _, key, form in cols:
+        for _, key, form, _ in cols:
             if key is None:
                 cells.append(f"{s['completed']}/{s['attempts']}")
             else:
                 v = s[key]
                 cells.append("—" if v is None else form.format(v))
-        table.add_row(*cells)
+        rows.append(cells)
+    table, dropped = fit_table(f"spot market as seen by {url}",
+                               [Column(h, "left" if k in ("zone", "machine_type", "accelerator") else "right",
+                                       key=k in ("zone", "machine_type"), drop=d) for h, k, _, d in cols], rows)
     console.print(table)
+    if dropped:
+        console.print(dropped_note(dropped), highlight=False, markup=False)
 
 
 def register(app: typer.Typer) -> None:

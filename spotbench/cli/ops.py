@@ -11,11 +11,10 @@ import json
 from pathlib import Path
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
 from spotbench.cli._common import (
-    EXIT_BAD_INPUT, console, credentials_or_exit, err_console, explained, fail, spec_or_exit, styled, warn,
+    EXIT_BAD_INPUT, Column, console, credentials_or_exit, dropped_note, err_console, explained, fail,
+    fit_table, spec_or_exit, styled, warn,
 )
 
 schedule_app = typer.Typer(help="Pause, resume or fire now a sweep's start/stop pair.", no_args_is_help=True)
@@ -64,16 +63,19 @@ def status(
     if as_json:
         typer.echo(json.dumps(report.as_dict(), indent=2, default=str))
         return
-    table = Table(title=f"{spec.name} on {spec.cloud}" + (f" · run {report.run}" if report.run else ""))
-    for col in ("group", "state", "members", "zone", "age", "deadline", "last result"):
-        table.add_column(col)
+    columns = [Column("group", key=True), Column("state"), Column("members"), Column("zone", drop=3),
+               Column("age", drop=2), Column("deadline", drop=4), Column("last result", drop=1)]
+    rows = []
     for g in report.groups:
         members = "\n".join(f"{m.name.removeprefix(g.id + '-')}:{m.role} {m.state}"
                             + (f" ({m.error})" if m.error else "") for m in g.members)
         deadline = g.deadline.strftime("%Y-%m-%d %H:%M:%SZ") if g.deadline else "-"
-        table.add_row(*map(Text, (g.id, g.state, members, g.zone or "-", st.fmt_age(g.age_s), deadline,
-                                  g.last_result or "-")))
+        rows.append([g.id, g.state, members, g.zone or "-", st.fmt_age(g.age_s), deadline, g.last_result or "-"])
+    table, dropped = fit_table(f"{spec.name} on {spec.cloud}" + (f" · run {report.run}" if report.run else ""),
+                               columns, rows)
     console.print(table)
+    if dropped:
+        console.print(dropped_note(dropped), highlight=False, markup=False)
     sch = report.schedule
     paused = {True: "PAUSED", False: "active", None: "unknown"}[sch.paused]
     if sch.cron:

@@ -6,10 +6,9 @@ import json
 from pathlib import Path
 
 import typer
-from rich.table import Table
-from rich.text import Text
-
-from spotbench.cli._common import EXIT_BAD_INPUT, console, fail, policy_or_exit, spec_or_exit
+from spotbench.cli._common import (
+    EXIT_BAD_INPUT, Column, console, fail, fit_table, policy_or_exit, spec_or_exit,
+)
 
 
 def preview(
@@ -49,16 +48,21 @@ def preview(
         typer.echo(pv.as_json(declared))
         return
     custom = [d for d in declared if d.custom]
-    table = Table(title=f"{spec.name}: {len(custom)} resources on {spec.cloud} (offline preview)")
-    for col in ("type", "name", "key properties"):
-        table.add_column(col, overflow="fold")
+    title = f"{spec.name}: {len(custom)} resources on {spec.cloud} (offline preview)"
+    summary, _ = fit_table(f"{title}, by type", [Column("type", key=True), Column("count", "right"),
+                                                 Column("what")],
+                           [[t.kind, str(t.count), t.detail] for t in pv.by_type(custom)])
+    console.print(summary)
+    console.print("every resource with its key properties below; `--json` for all of them",
+                  highlight=False, markup=False)
+    rows = []
     for d in custom:
         props = pv.key_properties(d)
         text = ", ".join(f"{k}={json.dumps(v, default=str)}" for k, v in props.items())
         if d.secrets:
             text += f" [secret: {', '.join(sorted(d.secrets))}]"
-        kind = d.type.split(":")[-1] if ":" in d.type else d.type
-        table.add_row(Text(kind), Text(d.name), Text(text))  # JSON values hold brackets
+        rows.append([pv.kind_of(d.type), d.name, text])  # plain text: JSON values hold brackets
+    table, _ = fit_table(title, [Column("type"), Column("name"), Column("key properties")], rows)
     console.print(table)
 
 

@@ -57,6 +57,8 @@ def report(
     if as_json:
         _print_json(url, paths)
         return
+    for line in paths.summary:  # the answer first: runs, failures, change points
+        typer.echo(line)
     typer.echo(f"report:   {paths.markdown}")
     typer.echo(f"html:     {paths.html}")
     typer.echo(f"csv:      {paths.csv}")

@@ -15,7 +15,7 @@ from pathlib import Path
 import matplotlib
 import pandas as pd
 
-from spotbench.report import data, cost, history, reference as reference_mod
+from spotbench.report import data, cost, history, reference as reference_mod, summary
 from spotbench.report import failures as failures_section
 from spotbench.report._doc import Document, Para, to_html, to_markdown
 from spotbench.report.escape import out_folder_name, write_csv
@@ -36,6 +36,7 @@ class ReportPaths:
     csv: Path  # every table in long form (table, config, …, column, value)
     png: list[Path] = field(default_factory=list)
     records_csv: Path | None = None  # the raw records, one row per value
+    summary: list[str] = field(default_factory=list)  # the Summary's sentences (runs, failures, changes)
 
 
 def default_out_dir(results_url: str) -> Path:
@@ -75,12 +76,16 @@ def write_report(
     df = data.frame(records)
     sweeps = ", ".join(sorted(df["sweep"].unique()))
     doc = Document(f"spotbench report: {sweeps}")
-    runs = sorted(df["run"].unique())
+    loaded = history.load(results_url, df)  # None: fewer than two runs
+    summary_at = len(doc.blocks)  # the summary goes first, once the failures are known
     doc.add(Para(
-        f"Results: {results_url} · runs: {', '.join(runs)} · {len(df)} values from "
+        f"Results: {results_url} · {df['run'].nunique()} run{'s' if df['run'].nunique() != 1 else ''} · "
+        f"{len(df):,} values from "
         f"{df['group'].nunique()} groups · clouds: {', '.join(sorted(df['cloud'].unique()))}."
     ))
-    failures_section.section(df, doc)  # the banner: failed groups before any chart
+    failed = failures_section.section(df, doc)  # the banner: failed groups before any chart
+    first = summary.blocks(df, loaded[0] if loaded else None, failed)
+    doc.insert(summary_at, *first)
 
     problems = df.attrs.get("problems") or []
     if problems:
@@ -92,7 +97,7 @@ def write_report(
     with matplotlib.rc_context(PLAIN_TEXT):
         for add_section in _sections():
             p, e = add_section(df, doc, out_dir, reference=reference, prices=prices, base=base,
-                               results_url=results_url, baseline=baseline)
+                               results_url=results_url, baseline=baseline, loaded=loaded)
             pngs += p
             exports += e
 
@@ -101,11 +106,11 @@ def write_report(
     page = out_dir / "report.html"
     page.write_text(to_html(doc))
     summary_csv = out_dir / "summary.csv"
-    summary = pd.concat(exports, ignore_index=True) if exports else pd.DataFrame()
-    write_csv(summary, summary_csv)
+    write_csv(pd.concat(exports, ignore_index=True) if exports else pd.DataFrame(), summary_csv)
     records_csv = out_dir / "records.csv"
     write_csv(df.drop(columns=["config", "sample"]), records_csv)
-    return ReportPaths(markdown=md, html=page, csv=summary_csv, png=pngs, records_csv=records_csv)
+    return ReportPaths(markdown=md, html=page, csv=summary_csv, png=pngs, records_csv=records_csv,
+                       summary=[b.text for b in first if isinstance(b, Para)])
 
 
 def _sections():
@@ -126,7 +131,7 @@ def _sections():
     def reference_section(df, doc, out_dir, reference=None, **_):
         return reference_mod.section(df, doc, reference)
 
-    def history_section(df, doc, out_dir, results_url=None, baseline=None, **_):
-        return history.section(df, doc, out_dir, results_url, baseline)
+    def history_section(df, doc, out_dir, results_url=None, baseline=None, loaded=None, **_):
+        return history.section(df, doc, out_dir, results_url, baseline, loaded=loaded)
 
     return [*workloads, cost_section, history_section, reference_section]

@@ -23,17 +23,21 @@ from spotbench.report.escape import md_cell, md_text
 class Heading:
     text: str
     level: int = 2
+    anchor: str = ""  # the HTML element's id (letters, digits, '-'): a link target
 
 
 @dataclass
 class Para:
     text: str
+    anchor: str = ""
+    strong: bool = False  # a finding the reader must not miss (a regression): bold
 
 
 @dataclass
 class TableBlock:
     frame: pd.DataFrame  # display strings; the index is shown as the first column(s)
     caption: str = ""
+    anchor: str = ""
 
 
 @dataclass
@@ -52,6 +56,15 @@ class Document:
 
     def add(self, *blocks: Block) -> None:
         self.blocks.extend(blocks)
+
+    def insert(self, at: int, *blocks: Block) -> None:
+        """Put `blocks` before block number `at` (a summary built after the sections)."""
+        self.blocks[at:at] = blocks
+
+
+def _id(anchor: str) -> str:
+    safe = "".join(c for c in anchor if c.isalnum() or c == "-")
+    return f' id="{safe}"' if safe else ""
 
 
 def _flat(frame: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
@@ -85,7 +98,7 @@ def to_markdown(doc: Document, out_dir: Path) -> str:
         if isinstance(block, Heading):
             lines += ["#" * block.level + " " + md_text(block.text), ""]
         elif isinstance(block, Para):
-            lines += [md_text(block.text), ""]
+            lines += [f"**{md_text(block.text)}**" if block.strong else md_text(block.text), ""]
         elif isinstance(block, TableBlock):
             header, rows = _flat(block.frame)
             if block.caption:
@@ -122,12 +135,14 @@ def to_html(doc: Document) -> str:
     ]
     for block in doc.blocks:
         if isinstance(block, Heading):
-            out.append(f"<h{block.level}>{html.escape(block.text)}</h{block.level}>")
+            out.append(f"<h{block.level}{_id(block.anchor)}>{html.escape(block.text)}</h{block.level}>")
         elif isinstance(block, Para):
-            out.append(f"<p>{html.escape(block.text)}</p>")
+            text = html.escape(block.text)
+            out.append(f"<p{_id(block.anchor)}>" + (f"<strong>{text}</strong>" if block.strong else text)
+                       + "</p>")
         elif isinstance(block, TableBlock):
             header, rows = _flat(block.frame)
-            out.append("<table>")
+            out.append(f"<table{_id(block.anchor)}>")
             if block.caption:
                 out.append(f"<caption>{html.escape(block.caption)}</caption>")
             out.append("<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>")

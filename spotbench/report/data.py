@@ -15,6 +15,7 @@ import pandas as pd
 
 from spotbench.clouds import get_provider
 from spotbench.report.meta import FIELDS, read_meta
+from spotbench.report.numbers import num
 from spotbench.results import Result
 
 # Parameters that never distinguish configurations in a table.
@@ -120,14 +121,15 @@ def trial_counts(df: pd.DataFrame) -> pd.DataFrame:
     return counts
 
 
-def fmt(value: Any, digits: int = 2) -> str:
-    """A table cell: `digits` decimals at every magnitude (1076.29, never 1,076), no
-    thousands separator (cells stay machine-readable), `—` for a missing value."""
-    if value is None or (isinstance(value, float) and pd.isna(value)):
-        return "—"
-    if isinstance(value, (int, float)):
-        return f"{value:.{digits}f}"
-    return str(value)
+def fmt(value: Any, digits: int = 4) -> str:
+    """A table cell for people (`numbers.num`): four significant digits, never rounding the
+    integer part, thousands separators, no trailing zeros or exponent (28,750; 1.12; 127),
+    `—` for a missing value; `digits=0` rounds to a whole number (counts); other `digits`
+    are accepted from older callers and ignored. Unrounded values: summary.csv, records.csv."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and digits == 0 \
+            and not pd.isna(value):
+        return num(round(value))
+    return num(value)
 
 
 # Trials of one point whose coefficient of variation exceeds this are flagged in the report.
@@ -155,7 +157,7 @@ def fmt_cv(cv: Any, flagged: bool) -> str:
     """A CV cell as a percentage, `!` when the trials disagree beyond the threshold."""
     if cv is None or pd.isna(cv):
         return "—"
-    return f"{100 * cv:.2f}%" + (" !" if flagged else "")
+    return f"{num(100 * cv, 3)}%" + (" !" if flagged else "")
 
 
 def size_label(size: int) -> str:

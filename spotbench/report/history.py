@@ -18,6 +18,7 @@ from spotbench.history.changepoints import DEFAULT_MAX_PVALUE  # noqa: E402
 from spotbench.history.trends import History, Series, size_text  # noqa: E402
 from spotbench.report._doc import Document, Heading, Image, Para, TableBlock  # noqa: E402
 from spotbench.report.escape import file_stem  # noqa: E402
+from spotbench.report.numbers import num, p_value, pct, with_unit  # noqa: E402
 
 SAME_WITHIN = 0.05  # |change| below this is shown as "≈" in the comparison table
 
@@ -84,7 +85,7 @@ def _plots(hist: History, out_dir: Path) -> list[Path]:
             for cp in s.change_points:
                 ax.axvline(s.dates[cp.index], color="red" if s.worse(cp.rel_change) else "green",
                            linestyle="--", linewidth=1)
-                ax.annotate(f"{cp.rel_change * 100:+.0f}%", (s.dates[cp.index], s.values[cp.index]),
+                ax.annotate(pct(cp.rel_change), (s.dates[cp.index], s.values[cp.index]),
                             textcoords="offset points", xytext=(4, 6), fontsize=8)
         title = label + (f" @ {size_text(size)}" if size is not None else "")
         ax.set_title(f"{title}: per run (dashed: change points; red = regression)", fontsize=10)
@@ -109,22 +110,24 @@ def _market_table(stats: list[dict]) -> pd.DataFrame:
         "zone · machine · accelerator": [" · ".join(str(s[k] or "—") for k in ("zone", "machine_type", "accelerator"))
                                          for s in stats],
         "completed / attempts": [f"{s['completed']}/{s['attempts']}" for s in stats],
-        "preemptions per VM-hour": [f(s["preemptions_per_vm_hour"], "{:.3g}") for s in stats],
+        "preemptions per VM-hour": [num(s["preemptions_per_vm_hour"], 3) for s in stats],
         "failed starts per start": [f(s["failed_starts_per_start"], "{:.2f}") for s in stats],
         "capacity failures per start": [f(s["capacity_failures_per_start"], "{:.2f}") for s in stats],
         "start tick → first result (s)": [f(s["first_result_s"], "{:.0f}") for s in stats],
         "retries per completed group": [f(s["retries_per_completed"], "{:.2f}") for s in stats],
-        "USD per completed result": [f(s["cost_per_completed_usd"], "{:.4g}") for s in stats],
+        "USD per completed result": [num(s["cost_per_completed_usd"]) for s in stats],
     }).set_index("zone · machine · accelerator")
 
 
 def _pct(v: float | None) -> str:
-    return "—" if v is None or pd.isna(v) else f"{v * 100:+.1f}%"
+    return pct(v)
 
 
 def section(df: pd.DataFrame, doc: Document, out_dir: Path, results_url: str,
-            baseline: str | None = None):
-    loaded = load(results_url, df)
+            baseline: str | None = None, loaded: tuple[History, list[dict]] | None = None):
+    """`loaded`: what `load` returned, when the caller already has it (the summary uses it)."""
+    if loaded is None:
+        loaded = load(results_url, df)
     if loaded is None or not any(len(s.values) >= 2 for s in loaded[0].series):
         return [], []
     hist, stats = loaded
@@ -141,9 +144,10 @@ def section(df: pd.DataFrame, doc: Document, out_dir: Path, results_url: str,
     if changes:
         cp = pd.DataFrame(changes)
         shown = pd.DataFrame({
-            "series": cp["series"], "run": cp["run"], "before": [f"{v:.4g}" for v in cp["before_mean"]],
-            "after": [f"{v:.4g}" for v in cp["after_mean"]], "change": [_pct(v) for v in cp["rel_change"]],
-            "p": [f"{v:.1e}" for v in cp["pvalue"]], "kind": cp["kind"],
+            "series": cp["series"], "run": cp["run"], "before": [with_unit(v, u) for v, u in zip(cp["before_mean"], cp["unit"], strict=True)],
+            "after": [with_unit(v, u) for v, u in zip(cp["after_mean"], cp["unit"], strict=True)],
+            "change": [_pct(v) for v in cp["rel_change"]],
+            "p": [p_value(v).removeprefix("p = ") for v in cp["pvalue"]], "kind": cp["kind"],
         }).set_index("series")
         doc.add(TableBlock(shown, "Change points"))
     else:
@@ -151,10 +155,11 @@ def section(df: pd.DataFrame, doc: Document, out_dir: Path, results_url: str,
     table = comparison(hist, baseline)
     if not table.empty:
         shown = pd.DataFrame({
-            "series": table["series"], "latest": [f"{v:.4g}" for v in table["latest"]],
-            "previous run": [f"{v:.4g}" for v in table["previous"]],
+            "series": table["series"],
+            "latest": [with_unit(v, u) for v, u in zip(table["latest"], table["unit"], strict=True)],
+            "previous run": [with_unit(v, u) for v, u in zip(table["previous"], table["unit"], strict=True)],
             "vs previous": [_pct(v) for v in table["vs previous"]], "since previous": table["since previous"],
-            "baseline": [("—" if v is None or pd.isna(v) else f"{v:.4g}") for v in table["baseline"]],
+            "baseline": [with_unit(v, u) for v, u in zip(table["baseline"], table["unit"], strict=True)],
             "vs baseline": [_pct(v) for v in table["vs baseline"]], "since baseline": table["since baseline"],
         }).set_index("series")
         base = baseline or "the first run of each series"

@@ -22,6 +22,7 @@ from spotbench.report.data import (  # noqa: E402
 )
 from spotbench.report._doc import Document, Heading, Image, Para, TableBlock  # noqa: E402
 from spotbench.report.escape import file_stem  # noqa: E402
+from spotbench.report.numbers import num, unit_label  # noqa: E402
 
 METRICS = {
     "latency": ("Latency", "µs", "lower is better"),
@@ -74,10 +75,21 @@ def sample_columns(table: pd.DataFrame) -> list[str]:
     return [c for c in table.columns if c not in STAT_COLUMNS and "(preempted)" not in c]
 
 
-def display(table: pd.DataFrame, cut: set[tuple[str, str]] = frozenset(), digits: int = 2) -> pd.DataFrame:
+# Per-trial columns are shown for one run of at most this many trials; beyond (several runs,
+# many trials) the table holds only the statistics, so it does not grow with the history.
+MAX_TRIAL_COLUMNS = 5
+
+
+def shows_trials(osu: pd.DataFrame) -> bool:
+    return osu["run"].nunique() == 1 and osu["sample"].nunique() <= MAX_TRIAL_COLUMNS
+
+
+def display(table: pd.DataFrame, cut: set[tuple[str, str]] = frozenset(), digits: int = 2,
+            trials: bool = True) -> pd.DataFrame:
     """Strings for the table: `v*` = preempted value, `preempted` = trial cut before it;
-    after the average, the spread of the complete trials and how many there are."""
-    samples = sample_columns(table)
+    after the average, the spread of the complete trials and how many there are.
+    `trials=False`: the statistics only (every value is in records.csv)."""
+    samples = sample_columns(table) if trials else []
     out = pd.DataFrame(index=table.index)
     out.index = out.index.set_names(["instance type", "size (B)"])
     for s in samples:
@@ -156,19 +168,27 @@ def section(df: pd.DataFrame, doc: Document, out_dir: Path) -> tuple[list[Path],
         table = summary(osu, metric)
         if table.empty:
             continue
-        doc.add(Heading(f"{name} ({unit}, {better})", 3))
+        doc.add(Heading(f"{name} ({unit_label(unit)}, {better})", 3))
         cut = {(c, s) for c, s, p in zip(osu["config"], osu["sample"], osu["preempted"], strict=True) if p}
-        shown = display(table, cut)
-        note = " `*` = value from a preempted/incomplete run, not in the average." if any(
-            "(preempted)" in c for c in table.columns) else ""
-        doc.add(TableBlock(shown, f"OSU {metric} in {unit}: each trial, the average of complete "
-                                  f"trials, their min, median and coefficient of variation (CV), "
-                                  f"and the count of runs behind the average.{note}"))
+        trials = shows_trials(osu)
+        shown = display(table, cut, trials=trials)
+        shown_unit = unit_label(unit)
+        if trials:
+            note = " `*` = value from a preempted/incomplete run, not in the average." if any(
+                "(preempted)" in c for c in table.columns) else ""
+            caption = (f"OSU {metric} in {shown_unit}: each trial, the average of complete trials, "
+                       "their min, median and coefficient of variation (CV), and the count of runs "
+                       f"behind the average.{note}")
+        else:
+            caption = (f"OSU {metric} in {shown_unit} over {osu['run'].nunique()} runs × trials: the "
+                       "average of complete trials, their min, median and coefficient of variation "
+                       "(CV), and how many there are; every value is in records.csv.")
+        doc.add(TableBlock(shown, caption))
         flagged = table[table["flag"]]
         if not flagged.empty:
             doc.add(Para(
                 f"Trials disagree (CV > {100 * SPREAD_FLAG_CV:.0f}%, marked `!`) at: "
-                + "; ".join(f"{c} {size_label(int(s))} B (CV {100 * cv:.2f}%)"
+                + "; ".join(f"{c} {size_label(int(s))} B (CV {num(100 * cv, 3)}%)"
                             for (c, s), cv in flagged["cv"].items())
                 + ". Treat these averages with care; more trials or a quieter machine help."
             ))

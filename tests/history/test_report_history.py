@@ -26,6 +26,9 @@ def test_history_section_marks_the_step_and_compares_runs(tmp_path: Path) -> Non
     printed = run_cli("report", str(root), "-o", str(out), "--baseline", runs[2])
     md = (out / "report.md").read_text()
     assert "## History" in md
+    # the answer first, on the terminal too: the regression before the files' paths
+    said = printed.split("report:", 1)[0]
+    assert "Regression: OSU latency @ 8 B · m0" in said and f"from run {runs[6]}" in said
     changes = rows_of(md, "Change points")
     assert {(r[0], r[1], r[-1]) for r in changes} == {
         ("OSU latency @ 8 B · m0", runs[6], "regression"), ("OSU latency @ 1 MiB · m0", runs[6], "regression")}

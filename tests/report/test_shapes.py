@@ -1,7 +1,7 @@
 """`report` on every shape of real data, with values as OSU prints them.
 
-Only the 0-byte size (`osu_latency -m 0:0`), a single size, a single trial; four-digit
-values keep their decimals; the spread of the trials (min, median, CV, runs) is shown and
+Only the 0-byte size (`osu_latency -m 0:0`), a single size, a single trial; numbers for
+people (four significant digits, thousands separators: issue #27); the spread of the trials (min, median, CV, runs) is shown and
 trials that disagree are flagged; the TF core note only where tasks shared a machine.
 """
 
@@ -45,9 +45,9 @@ def test_single_size_single_trial(store, tmp_path):
     _store_osu(store, text, 1)
     paths = write_report(store.url, tmp_path / "out")
     md = paths.markdown.read_text()
-    # two decimals at every magnitude, no thousands separator
+    # four significant digits, the integer part never rounded, thousands separated (#27)
     assert _row(md, "| c5n.18xlarge | 1048576 |") == [
-        "c5n.18xlarge", "1048576", "11076.29", "11076.29", "11076.29", "11076.29", "—", "1"]
+        "c5n.18xlarge", "1048576", "11,076", "11,076", "11,076", "11,076", "—", "1"]
     assert [p.name for p in paths.png] == ["osu_bibw.png"]
 
 
@@ -63,11 +63,11 @@ def test_spread_and_disagreeing_trials_are_flagged(store, tmp_path):
     big = [v[1] for v in values.values()]
     cv = statistics.stdev(big) / statistics.mean(big)
     assert _row(md, "| c5n.18xlarge | 8192 |") == [
-        "c5n.18xlarge", "8192", "1076.29", "1080.00", "1500.00", f"{statistics.mean(big):.2f}",
-        "1076.29", "1080.00", f"{100 * cv:.2f}% !", "3"]
+        "c5n.18xlarge", "8192", "1,076", "1,080", "1,500", f"{statistics.mean(big):,.0f}",
+        "1,076", "1,080", f"{100 * cv:.3g}% !", "3"]
     small = [v[0] for v in values.values()]
     small_cv = statistics.stdev(small) / statistics.mean(small)
-    assert _row(md, "| c5n.18xlarge | 8 |")[-2:] == [f"{100 * small_cv:.2f}%", "3"]  # not flagged
+    assert _row(md, "| c5n.18xlarge | 8 |")[-2:] == [f"{100 * small_cv:.3g}%", "3"]  # not flagged
     assert "Trials disagree" in md and "8K B" in md and "c5n.18xlarge 8 B" not in md
 
 
@@ -78,7 +78,7 @@ def test_tf_training_time_spread(store, tmp_path):
     md = write_report(store.url, tmp_path / "o").markdown.read_text()
     row = _row(md, "| n1-standard-2 | 2 |")
     cv = statistics.stdev([100.0, 150.0]) / 125.0
-    assert row[-4:] == ["100.00", "125.00", f"{100 * cv:.2f}% !", "2"]
+    assert row[-4:] == ["100", "125", f"{100 * cv:.3g}% !", "2"]
 
 
 @pytest.mark.parametrize("cloud, noted", [("local", True), ("gcp", False)])

@@ -76,7 +76,7 @@ def test_full_report_files_and_cli(tf_store, tmp_path):
     for p in paths.png:
         assert p.stat().st_size > 1000
     md = paths.markdown.read_text()
-    assert "| n1-standard-2 | 4 | 80.00 | 1000 | 0.9400 | 12.50 | 2.50 |" in md
+    assert "| n1-standard-2 | 4 | 80 | 1,000 | 0.94 | 12.5 | 2.5 |" in md  # numbers for people (#27)
     assert "speedup vs 1 worker" in md and "normalised cost" in md
     assert "| n1-standard-2 | 4 | 2 | 1 | 6 |" in md  # cost table: runs, preempted, VMs
     page = paths.html.read_text()
@@ -111,5 +111,5 @@ def test_reference_join(store, tmp_path):
     paths = write_report(store.url, tmp_path / "o", reference=ref)
     md = paths.markdown.read_text()
     assert "2 of 3 reference rows matched" in md
-    assert "| c5n.18xlarge | latency | 0 |  | us | 3.00 | 6.00 | 0.50 | published |" in md
-    assert "| c5n.18xlarge | latency | 1 |  | us | 4.00 | 2.00 | 2.00 | published |" in md
+    assert "| c5n.18xlarge | latency | 0 |  | us | 3 | 6 | 0.5 | published |" in md  # numbers for people (#27)
+    assert "| c5n.18xlarge | latency | 1 |  | us | 4 | 2 | 2 | published |" in md
