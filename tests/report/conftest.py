@@ -31,7 +31,8 @@ def osu_records(machine: str, values: dict[int, dict[str, list[float]]], preempt
             unit = "us" if metric == "latency" else "MB/s"
             for size, v in zip(SIZES, vals, strict=False):
                 recs.append(rec(
-                    group=f"{machine}-t{trial}", trial=trial, metric=metric, value=v, unit=unit,
+                    group=f"{machine.replace('.', '-')}-t{trial}", trial=trial, metric=metric,
+                    value=v, unit=unit,
                     machine_type=machine, preempted=trial in preempted_trials,
                     metadata={"size_bytes": size if metric == "latency" else max(size, 1)},
                 ))
