@@ -63,6 +63,7 @@ T = TypeVar("T")
 # recording at MAX_RECORDS, a reader skips a file past either bound, with a warning).
 MAX_RECORDS = 10_000
 MAX_ATTEMPT_BYTES = 16 << 20
+MAX_SKIPPED_SHOWN = 200  # sentences a store keeps of what its readers left out
 MAX_NAME_LEN = 128  # a metric name (it names files and columns of the report)
 MAX_UNIT_LEN = 32
 _ATTEMPT_FILE = re.compile(r"^(?P<group>[^/.]+)\.(?P<n>[0-9]{1,6})\.jsonl$")
@@ -211,6 +212,14 @@ class ResultStore:
             storage_options.setdefault("skip_instance_cache", True)
         self.fs, self.root = fsspec.core.url_to_fs(self.url, **storage_options)
         self._local = isinstance(self.fs, LocalFileSystem)
+        # what the readers left out (files, lines), one sentence each, for a report to show
+        self.skipped: list[str] = []
+
+    def _skip(self, message: str, *args: Any) -> None:
+        """A file or line a reader left out: logged, and kept (bounded) in `skipped`."""
+        log.warning(message, *args)
+        if len(self.skipped) < MAX_SKIPPED_SHOWN:
+            self.skipped.append(message % args)
 
     # ---- paths ------------------------------------------------------------------
     def _p(self, *parts: str) -> str:
@@ -309,7 +318,7 @@ class ResultStore:
         run, group, _ = owner
         if record.get("group") == group and record.get("run") == run:
             return True
-        log.warning("rejected %s: its records claim group %r of run %r, its path says group %r "
+        self._skip("rejected %s: its records claim group %r of run %r, its path says group %r "
                     "of run %r (written by another group?)", path, record.get("group"),
                     record.get("run"), group, run)
         return False
@@ -321,7 +330,7 @@ class ResultStore:
         line that is not a valid `Result` (not JSON, null or non-finite values, bad times) is
         skipped with a warning naming the file and line; the others are kept."""
         if self._owner(path) is None:
-            log.warning("skipped %s: not an attempt file (<group>.<n>.jsonl)", path)
+            self._skip("skipped %s: not an attempt file (<group>.<n>.jsonl)", path)
             return None
         try:
             with self.fs.open(path, "rb") as fh:
@@ -333,15 +342,15 @@ class ResultStore:
     def parse_attempt(self, path: str, data: bytes) -> list[Result] | None:
         """`load_attempt` of bytes already read (at most MAX_ATTEMPT_BYTES + 1 of them)."""
         if self._owner(path) is None:
-            log.warning("skipped %s: not an attempt file (<group>.<n>.jsonl)", path)
+            self._skip("skipped %s: not an attempt file (<group>.<n>.jsonl)", path)
             return None
         if len(data) > MAX_ATTEMPT_BYTES:
-            log.warning("skipped %s: more than %d bytes (an attempt may store at most that)",
+            self._skip("skipped %s: more than %d bytes (an attempt may store at most that)",
                         path, MAX_ATTEMPT_BYTES)
             return None
         lines = [(n, line) for n, line in enumerate(data.splitlines(), 1) if line.strip()]
         if len(lines) > MAX_RECORDS:
-            log.warning("skipped %s: %d records (an attempt may store at most %d)", path,
+            self._skip("skipped %s: %d records (an attempt may store at most %d)", path,
                         len(lines), MAX_RECORDS)
             return None
         records, bad = [], 0
@@ -352,10 +361,10 @@ class ResultStore:
                 bad += 1
                 if bad <= _WARNED_LINES:
                     why = str(exc).splitlines()
-                    log.warning("skipped %s:%d: not a valid record (%s)", path, n,
+                    self._skip("skipped %s:%d: not a valid record (%s)", path, n,
                                 "; ".join(why[1:3]) or why[0])
         if bad > _WARNED_LINES:
-            log.warning("skipped %d more invalid line(s) of %s", bad - _WARNED_LINES, path)
+            self._skip("skipped %d more invalid line(s) of %s", bad - _WARNED_LINES, path)
         if not all(self._trusted(path, r.model_dump(include={"group", "run"})) for r in records):
             return None
         return records

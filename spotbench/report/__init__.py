@@ -61,7 +61,8 @@ def write_report(
 ) -> ReportPaths:
     """`baseline`: the run the history section compares the latest run with (default: each
     series' first run)."""
-    records = ResultStore(results_url).read()
+    store = ResultStore(results_url)
+    records = store.read()
     if not records:
         raise NoResults(
             f"no results under {results_url}: run the sweep first (`spotbench run SPEC`) "
@@ -87,10 +88,11 @@ def write_report(
     first = summary.blocks(df, loaded[0] if loaded else None, failed)
     doc.insert(summary_at, *first)
 
-    problems = df.attrs.get("problems") or []
+    problems = store.skipped + (df.attrs.get("problems") or [])
     if problems:
         shown = problems[:20] + ([f"… and {len(problems) - 20} more"] if len(problems) > 20 else [])
-        doc.add(Para(f"Ignored {len(problems)} malformed value(s) in the records: " + "; ".join(shown)))
+        doc.add(Para(f"Ignored {len(problems)} malformed record(s), value(s) or file(s) in the "
+                     "results: " + "; ".join(shown)))
 
     pngs: list[Path] = []
     exports: list[pd.DataFrame] = []

@@ -4,6 +4,7 @@ data, never markup, a formula, a path or a type the report trusts (issue 24: 4, 
 from __future__ import annotations
 
 import csv
+import json
 import re
 from pathlib import Path
 
@@ -19,14 +20,20 @@ pytestmark = pytest.mark.security
 CONTAINER = {"name": "container", "command": ["bench"]}
 
 
-def _container(**kw):
+def _container(**kw) -> dict:
+    """A record as a VM writes it: JSON it chose, never checked by spotbench's model."""
     base = dict(workload="container", params=CONTAINER, metric="events_per_s", value=5.0,
                 unit="ev/s", group="c-t1")
-    return rec(**{**base, **kw})
+    hostile = {k: kw.pop(k) for k in ("metric", "unit", "metadata") if k in kw}
+    return {**rec(**{**base, **kw}).model_dump(mode="json"), **hostile}
 
 
 def _store(store, records, group="c-t1"):
-    store.write_group("r1", group, records)
+    """Write the records' raw JSON lines where the group's identity may write them."""
+    folder = f"{store.url.removeprefix('file://').rstrip('/')}/runs/r1"
+    store.fs.makedirs(folder, exist_ok=True)
+    store.fs.pipe_file(f"{folder}/{group}.1.jsonl",
+                       "".join(json.dumps(r) + "\n" for r in records).encode())
 
 
 def test_a_records_sweep_name_does_not_choose_where_the_report_is_written(store, tmp_path, monkeypatch):
@@ -53,9 +60,13 @@ def test_mathtext_in_a_unit_or_metric_does_not_crash_the_report(store, tmp_path)
 
 
 def test_a_300_character_metric_name_gets_a_bounded_file_name(store, tmp_path):
-    long_a, long_b = "a" * 300, "a" * 299 + "b"
-    _store(store, [_container(metric=long_a), _container(metric=long_b), _container(metric="../../x")])
+    """A 300-character name is refused by the store's bound (128) and reported; names at the
+    bound still get distinct file names of at most 100 characters."""
+    long_a, long_b = "a" * 128, "a" * 127 + "b"
+    _store(store, [_container(metric=long_a), _container(metric=long_b), _container(metric="../../x"),
+                   _container(metric="c" * 300)])
     paths = write_report(store.url, tmp_path / "out")
+    assert "ignored 1 malformed" in paths.markdown.read_text().lower()
     assert len(paths.png) == 3 and len({p.name for p in paths.png}) == 3
     for png in paths.png:
         assert png.parent == tmp_path / "out" and len(png.name) <= 100, png
@@ -74,7 +85,7 @@ def test_a_wrongly_typed_metadata_value_is_skipped_and_reported(store, tmp_path,
 
 def test_markdown_injection_from_records_is_escaped(store, tmp_path):
     evil = "<script>alert(1)</script>"
-    _store(store, [_container(metric=f"x{evil}", unit="ms\n# Injected heading\n[link](http://e)"),
+    _store(store, [_container(metric=f"x{evil}\n# Injected heading\n[link](http://e)", unit="ms"),
                    _container(metric="- item", machine_type="<img src=x onerror=alert(1)>")])
     md = write_report(store.url, tmp_path / "out").markdown.read_text()
     assert "<script" not in md and "<img" not in md
