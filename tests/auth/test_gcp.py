@@ -311,5 +311,6 @@ def test_the_token_cloud_run_checked_is_x_serverless_authorization_when_sent():
     """Cloud Run checks only X-Serverless-Authorization when a request has it and forwards
     Authorization untouched: claims there are nobody's word."""
     forged = stripped({**vm_claims(), "email": "victim@proj.iam.gserviceaccount.com"})
-    caller = behind_front(forged, **{"X-Serverless-Authorization": f"Bearer {stripped(scheduler_claims())}"})
+    checked = f"Bearer {stripped(scheduler_claims())}"
+    caller = behind_front(forged, **{"X-Serverless-Authorization": checked})
     assert caller == Caller("scheduler", SCHEDULER)
