@@ -238,7 +238,9 @@ class CloudRunFront:
         except Exception as exc:  # noqa: BLE001 - pyjwt's own errors (unknown kid, signature)
             return Decision(401, f"invalid token: {type(exc).__name__}"), name, ""
         account = str(claims.get("email") or "")
-        if not self.deployment.policy.allows(sa(account), self.deployment.invoke_need(entry)):
+        need = self.deployment.invoke_need(entry)
+        principals = (sa(account), "allAuthenticatedUsers", "allUsers")  # as IAM matches them
+        if not any(self.deployment.policy.allows(p, need) for p in principals):
             return Decision(403, f"{account} lacks run.routes.invoke"), name, account
         return Decision(0), name, account
 

@@ -136,6 +136,8 @@ def test_gcp_front_lets_only_the_declared_invokers_through(world):
     for account in members:
         assert {e: status(e, account) for e in ENTRIES} == {"start": 403, "stop": 403, "done": 200}
     assert {status(e, function_sa) for e in ENTRIES} == {403}
+    # no allUsers / allAuthenticatedUsers: any other Google account is refused everywhere
+    assert {status(e, "someone@elsewhere.iam.gserviceaccount.com") for e in ENTRIES} == {403}
 
 
 @pytest.mark.security
