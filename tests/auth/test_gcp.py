@@ -27,8 +27,8 @@ from spotbench.auth.gcp import (
     caller_from_headers,
     identify,
     identity_from_claims,
-    vm_claims,
 )
+from spotbench.auth.gcp import vm_claims as parse_vm_claims
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -322,15 +322,15 @@ def test_the_token_cloud_run_checked_is_x_serverless_authorization_when_sent():
 def test_vm_claims_are_parsed_whole_for_control():
     """What a VM's token says about the VM (one identity per sweep, issue #29, maps the
     instance to its group from these)."""
-    assert vm_claims(vm_claims_dict := vm_claims_of()) == VmClaims(
+    assert parse_vm_claims(vm_claims_dict := vm_claims_of()) == VmClaims(
         "4242424242", "s1-g1-launcher-0", "europe-west4-a", PROJECT, created=1700000000)
-    assert vm_claims(scheduler_claims()) is None
+    assert parse_vm_claims(scheduler_claims()) is None
     ident = identity_from_claims(vm_claims_dict, scheduler_accounts=[], project=PROJECT)
-    assert ident.vm == vm_claims(vm_claims_dict)
+    assert ident.vm == parse_vm_claims(vm_claims_dict)
     broken = vm_claims_of()
     del broken["google"]["compute_engine"]["instance_id"]
     with pytest.raises(Forbidden, match="instance_id; request format=full"):
-        vm_claims(broken)
+        parse_vm_claims(broken)
 
 
 def vm_claims_of() -> dict[str, Any]:
