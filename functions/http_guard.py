@@ -55,7 +55,8 @@ class CappedInput:
         return iter(self.readline, b"")
 
 
-def json_answer(status: str, error: str, start_response: Callable, *, close: bool = False) -> list[bytes]:
+def json_answer(status: str, error: str, start_response: Callable, *,
+                close: bool = False) -> list[bytes]:  # fmt: skip
     body = json.dumps({"error": error}).encode()
     headers = [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
     if close:

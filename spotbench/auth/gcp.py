@@ -57,6 +57,38 @@ class VerifierUnavailable(Unavailable):
 
 
 @dataclass(frozen=True)
+class VmClaims:
+    """What Google says about the VM of a `format=full` identity token
+    (`google.compute_engine`): which instance, where, in which project. Control matches them
+    with the sweep's own instance (`control.done`); they identify the VM, whatever account
+    it runs as."""
+
+    instance_id: str
+    instance_name: str
+    zone: str
+    project_id: str
+    created: int | None = None  # instance_creation_timestamp (s)
+
+
+def vm_claims(claims: Mapping[str, Any]) -> VmClaims | None:
+    """The VM claims of a token; None for a token without them (not a VM's, or not
+    format=full); `Forbidden` when they are incomplete."""
+    google = claims.get("google")
+    engine = google.get("compute_engine") if isinstance(google, Mapping) else None
+    if not engine:
+        return None
+    if not isinstance(engine, Mapping):
+        raise Forbidden("VM identity token with unreadable google.compute_engine claims")
+    fields = {k: engine.get(k) for k in ("instance_id", "instance_name", "zone", "project_id")}
+    missing = sorted(k for k, v in fields.items() if v in (None, ""))
+    if missing:
+        raise Forbidden(f"VM identity token lacks {'/'.join(missing)}; request format=full")
+    created = engine.get("instance_creation_timestamp")
+    return VmClaims(*(str(v) for v in fields.values()),
+                    created=created if isinstance(created, int) else None)
+
+
+@dataclass(frozen=True)
 class GcpIdentity:
     """A verified caller plus what its token said about it (zone etc. only for VMs)."""
 
@@ -65,6 +97,7 @@ class GcpIdentity:
     project: str | None = None
     zone: str | None = None
     instance_id: str | None = None
+    vm: VmClaims | None = None
 
 
 def caller_from_headers(
@@ -188,16 +221,14 @@ def identity_from_claims(
     `member_accounts`: the accounts member VMs may run as — a mapping instance name → the
     account of its run group (each group has its own), or any of a collection."""
     email = str(claims.get("email") or "")
-    engine = (claims.get("google") or {}).get("compute_engine")
-    if engine:  # a VM's identity token (format=full): the VM is the caller, whatever its SA
-        vm_project = engine.get("project_id")
-        name = engine.get("instance_name")
-        if vm_project != project:
-            raise Forbidden(f"instance {name!r} belongs to project {vm_project!r}, not {project!r}")
-        if not name or not engine.get("zone"):
-            raise Forbidden("VM identity token lacks instance_name/zone; request format=full")
+    vm = vm_claims(claims)
+    if vm is not None:  # a VM's identity token (format=full): the VM is the caller, whatever its SA
+        name = vm.instance_name
+        if vm.project_id != project:
+            raise Forbidden(f"instance {name!r} belongs to project {vm.project_id!r}, "
+                            f"not {project!r}")
         if isinstance(member_accounts, Mapping):  # instance name → its group's account
-            expected = member_accounts.get(str(name))
+            expected = member_accounts.get(name)
             if expected is None:
                 raise Forbidden(f"instance {name!r} is not a member of this sweep")
             if email != expected:
@@ -205,13 +236,9 @@ def identity_from_claims(
                                 f"{expected!r}")
         elif member_accounts is not None and email not in _accounts(member_accounts):
             raise Forbidden(f"instance {name!r} runs as {email!r}, not a sweep VM account")
-        instance_id = engine.get("instance_id")
-        if not instance_id:
-            raise Forbidden("VM identity token lacks instance_id; request format=full")
-        zone = str(engine["zone"])
         return GcpIdentity(
-            Caller("member", str(name), zone=zone, instance_id=str(instance_id)), email,
-            project=str(vm_project), zone=zone, instance_id=str(instance_id),
+            Caller("member", name, zone=vm.zone, instance_id=vm.instance_id), email,
+            project=vm.project_id, zone=vm.zone, instance_id=vm.instance_id, vm=vm,
         )  # fmt: skip
     if email and email in _accounts(scheduler_accounts):
         if claims.get("email_verified") is not True:

@@ -137,7 +137,8 @@ class BoundedThreadWorker(ThreadWorker):
     def handle_request(self, req, conn):
         length = next((v for k, v in req.headers if k == "CONTENT-LENGTH"), "")
         if length.strip().isdigit() and int(length) > MAX_BODY_BYTES:
-            self.log.info("refused a %s-byte body from %s", length.strip(), (conn.client or ("?",))[0])
+            self.log.info("refused a %s-byte body from %s", length.strip(),
+                          (conn.client or ("?",))[0])
             write_json_error(conn.sock, 413, "Request Entity Too Large")
             return False  # closed, the body unread
         return super().handle_request(req, conn)

@@ -22,10 +22,13 @@ from spotbench.auth import Caller, Forbidden, Unauthorized
 from spotbench.auth.gcp import (
     CachingRequest,
     VerifierUnavailable,
+    VmClaims,
     bearer_token,
     caller_from_headers,
     identify,
+    identity_from_claims,
 )
+from spotbench.auth.gcp import vm_claims as parse_vm_claims
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -311,5 +314,24 @@ def test_the_token_cloud_run_checked_is_x_serverless_authorization_when_sent():
     """Cloud Run checks only X-Serverless-Authorization when a request has it and forwards
     Authorization untouched: claims there are nobody's word."""
     forged = stripped({**vm_claims(), "email": "victim@proj.iam.gserviceaccount.com"})
-    caller = behind_front(forged, **{"X-Serverless-Authorization": f"Bearer {stripped(scheduler_claims())}"})
+    checked = f"Bearer {stripped(scheduler_claims())}"
+    caller = behind_front(forged, **{"X-Serverless-Authorization": checked})
     assert caller == Caller("scheduler", SCHEDULER)
+
+
+def test_vm_claims_are_parsed_whole_for_control():
+    """What a VM's token says about the VM (one identity per sweep, issue #29, maps the
+    instance to its group from these)."""
+    assert parse_vm_claims(vm_claims_dict := vm_claims_of()) == VmClaims(
+        "4242424242", "s1-g1-launcher-0", "europe-west4-a", PROJECT, created=1700000000)
+    assert parse_vm_claims(scheduler_claims()) is None
+    ident = identity_from_claims(vm_claims_dict, scheduler_accounts=[], project=PROJECT)
+    assert ident.vm == parse_vm_claims(vm_claims_dict)
+    broken = vm_claims_of()
+    del broken["google"]["compute_engine"]["instance_id"]
+    with pytest.raises(Forbidden, match="instance_id; request format=full"):
+        parse_vm_claims(broken)
+
+
+def vm_claims_of() -> dict[str, Any]:
+    return json.loads(json.dumps(vm_claims()))  # a deep copy

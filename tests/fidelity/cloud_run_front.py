@@ -88,7 +88,8 @@ class Deployment:
     def service_url(self, entry: str) -> str:
         """The function's URL as Google names gen2 functions (REGION-PROJECT.cloudfunctions.net)."""
         fn = self.function(entry)
-        return f"https://{fn['location']}-{fn.get('project') or self.project}.cloudfunctions.net/{fn['name']}"
+        project = fn.get("project") or self.project
+        return f"https://{fn['location']}-{project}.cloudfunctions.net/{fn['name']}"
 
     def invoke_need(self, entry: str) -> Need:
         fn = self.function(entry)
@@ -166,7 +167,8 @@ class CloudRunFront:
     deployment: Deployment
     certs_url: str
     backends: dict[str, str]  # entry → backend base URL
-    log: list[tuple[str, str, int, str]] = field(default_factory=list)  # (entry, account, status, reason)
+    # (entry, account, status, reason) of every request
+    log: list[tuple[str, str, int, str]] = field(default_factory=list)
     forwarded: list[dict[str, str]] = field(default_factory=list)  # headers the functions got
     _servers: dict[str, ThreadingHTTPServer] = field(default_factory=dict)  # origin → listener
     _session: requests.Session = field(default_factory=requests.Session)
@@ -221,7 +223,8 @@ class CloudRunFront:
     def authorize(self, entry: str, headers: Mapping[str, str]) -> tuple[Decision, str, str]:
         """(decision, the checked header's name, the account) for a request to `entry`."""
         lower = {k.lower(): v for k, v in headers.items()}
-        name = "X-Serverless-Authorization" if "x-serverless-authorization" in lower else "Authorization"
+        name = ("X-Serverless-Authorization" if "x-serverless-authorization" in lower
+                else "Authorization")
         value = lower.get(name.lower(), "")
         scheme, _, tok = value.partition(" ")
         if scheme.lower() != "bearer" or not tok.strip():
@@ -235,7 +238,9 @@ class CloudRunFront:
         except Exception as exc:  # noqa: BLE001 - pyjwt's own errors (unknown kid, signature)
             return Decision(401, f"invalid token: {type(exc).__name__}"), name, ""
         account = str(claims.get("email") or "")
-        if not self.deployment.policy.allows(sa(account), self.deployment.invoke_need(entry)):
+        need = self.deployment.invoke_need(entry)
+        principals = (sa(account), "allAuthenticatedUsers", "allUsers")  # as IAM matches them
+        if not any(self.deployment.policy.allows(p, need) for p in principals):
             return Decision(403, f"{account} lacks run.routes.invoke"), name, account
         return Decision(0), name, account
 
@@ -243,7 +248,8 @@ class CloudRunFront:
         entry = self._entry(req.path)
         if entry is None:
             return _answer(req, 404, b"no such service")
-        ingress = self.deployment.function(entry)["serviceConfig"].get("ingressSettings", "ALLOW_ALL")
+        config = self.deployment.function(entry)["serviceConfig"]
+        ingress = config.get("ingressSettings", "ALLOW_ALL")
         if not internal and ingress != "ALLOW_ALL":
             self.log.append((entry, "", 404, f"ingress {ingress}"))
             return _answer(req, 404, b"not found")
@@ -268,8 +274,8 @@ class CloudRunFront:
                     "traceparent": f"00-{trace}-{secrets.token_hex(8)}-01"})
         self.forwarded.append(out)
         rest = req.path.lstrip("/").split("/", 1)
-        resp = self._session.request(req.command, self.backends[entry] + "/" + (rest[1] if len(rest) > 1 else ""),
-                                     headers=out, data=body, timeout=120)
+        target = self.backends[entry] + "/" + (rest[1] if len(rest) > 1 else "")
+        resp = self._session.request(req.command, target, headers=out, data=body, timeout=120)
         _answer(req, resp.status_code, resp.content, resp.headers.get("Content-Type", "text/plain"),
                 {k: v for k, v in resp.headers.items() if k.lower() == "retry-after"})
 
@@ -345,7 +351,8 @@ def vm_network(front: CloudRunFront, monkeypatch: Any, deployment: Deployment, n
 
     with monkeypatch.context() as m:
         m.setattr(gcp_provider, "identity_token",
-                  lambda audience, timeout=10: vm_identity_token(deployment, name, instance_id, audience))
+                  lambda audience, timeout=10: vm_identity_token(deployment, name, instance_id,
+                                                                 audience))
         m.setattr(requests, "post", post)
         yield
 

@@ -112,3 +112,66 @@ def test_the_local_server_refuses_a_declared_length_over_its_own_bound_before_th
         b"Content-Length: %d\r\n\r\n" % (SERVER_MAX + 1)))
     assert status == 413 and json_error(status, headers, body) == "request too large"
     assert headers.get("connection") == "close"
+
+
+# ---- the deployed path: functions-framework's own app, no local server in front ----------
+class CountingStream:
+    """A request body of `size` bytes that counts how much of it was read."""
+
+    def __init__(self, size: int) -> None:
+        self.left, self.read_bytes = size, 0
+
+    def read(self, n: int = -1) -> bytes:
+        n = self.left if n is None or n < 0 else min(n, self.left)
+        self.left -= n
+        self.read_bytes += n
+        return b"0" * n
+
+    def readline(self, n: int = -1) -> bytes:
+        return self.read(n)
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def deployed_app(monkeypatch):
+    """`create_app` as Cloud Functions runs it, configured as a GCP function."""
+    from functions_framework import create_app
+
+    from spotbench.spec import load_spec
+
+    spec = load_spec({"name": "cap", "cloud": "gcp", "zone": "us-central1-a",
+                      "gcp": {"project": "p"}, "workload": {"name": "osu"},
+                      "matrix": {"machine_type": ["n2-standard-2"]}})
+    for key, value in {"SPOTBENCH_CLOUD": "gcp", "SPOTBENCH_SPEC": spec.model_dump_json(),
+                       "SPOTBENCH_AUDIENCE": "https://us-central1-p.cloudfunctions.net/cap-done",
+                       "SPOTBENCH_GCP_PROJECT": "p"}.items():
+        monkeypatch.setenv(key, value)
+    return create_app("done", str(Path(__file__).parents[2] / "functions" / "main.py"), "http")
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["content-length", "chunked"])
+def test_functions_framework_app_reads_no_more_than_the_cap(deployed_app, declared) -> None:
+    """Without a token: the function answers 401 (declared length under the cap would too);
+    over the cap: 413 unread, or at most the cap + 1 byte of a chunked body."""
+    from werkzeug.test import EnvironBuilder, run_wsgi_app
+
+    body = CountingStream(BIG)
+    environ = EnvironBuilder(path="/", method="POST").get_environ()
+    environ["wsgi.input"] = body
+    if declared:
+        environ["CONTENT_LENGTH"] = str(BIG)
+    else:  # as gunicorn hands over a chunked body: no length, the input ends where it ends
+        environ.pop("CONTENT_LENGTH", None)
+        environ["wsgi.input_terminated"] = True
+    answer, status, headers = run_wsgi_app(deployed_app, environ, buffered=True)
+    data = b"".join(answer)
+    assert body.read_bytes <= MAX_BODY_BYTES + 1, f"read {body.read_bytes >> 20} MiB"
+    assert int(status.split()[0]) == (413 if declared else 401), data[:200]
+    assert headers["Content-Type"].startswith("application/json")
+
+
+def test_functions_framework_apps_own_errors_are_json(deployed_app) -> None:
+    resp = deployed_app.test_client().get("/robots.txt")
+    assert resp.status_code == 404 and resp.get_json() == {"error": "not found"}

@@ -34,6 +34,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from functions.app import MAX_BODY_BYTES
 from spotbench.clouds.base import State
 from tests.security._server import LocalFunctions
 
@@ -192,6 +193,8 @@ class Fuzzer:
             if any(_CTL.search(v) for v in [auth or b"", *req[3].values()]) or \
                     {"Transfer-Encoding", "Expect"} & set(req[3]):
                 want |= {400, 417}  # refused as HTTP before any function code runs
+            if len(body) > MAX_BODY_BYTES:
+                want |= {413}  # refused unread, before authentication (functions/http_guard.py)
             if status not in want:
                 failures.append(f"{what}: {status}, expected {sorted(want)}")
         for secret in [self.tokens["scheduler"], *self.tokens["member"]]:
