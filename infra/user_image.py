@@ -75,7 +75,9 @@ USER_VOLUMES = (f"{RESULTS}:{RESULTS}",)  # the user's image sees its results fo
 # service account / instance role) stays with spotbench's runner on the host network. DNS
 # (GCE's resolver is 169.254.169.254:53) still passes. DOCKER-USER is the chain Docker
 # leaves to its users, ahead of its own rules; iptables rules last until the next reboot,
-# so the script adds the rule before each run of the user's image.
+# so the script adds the rule before each run of the user's image. Not an owner match on
+# the host network: the image picks its own uid (root, or the runner's 1000), so a uid
+# cannot tell it from spotbench's processes. (ECS's task-role guide gives the same rule.)
 USER_NETWORK = "bridge"
 METADATA_IP = "169.254.169.254"
 SHIELD = (f"DOCKER-USER -i docker+ -d {METADATA_IP}/32 -p tcp ! --dport 53 "

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import pytest
 
+from infra.gcp.cloud_init import host_firewall
 from spotbench.auth.aws import member_role_name
 from spotbench.images import IMAGE_UID
 from tests.fidelity import aws_ssm, boot
@@ -710,3 +711,13 @@ def boots(request):
         yield background
     finally:
         background.close()
+
+
+def test_host_firewall_rules_name_addresses_only_gcp():
+    """The peers' addresses land in a root unit: anything but an address is refused, and a
+    group with no MPI port opens nothing beyond its peers (COS admits 22 already)."""
+    assert host_firewall(["10.0.0.3"], ["22"]) == [
+        "/sbin/iptables -w -A INPUT -s 10.0.0.3/32 -p tcp -j ACCEPT",
+        "/sbin/iptables -w -A INPUT -s 10.0.0.3/32 -p udp -j ACCEPT"]
+    with pytest.raises(ValueError):
+        host_firewall(["10.0.0.3 -j ACCEPT; touch /pwned"], [])
