@@ -66,7 +66,7 @@ MAX_ATTEMPT_BYTES = 16 << 20
 MAX_SKIPPED_SHOWN = 200  # sentences a store keeps of what its readers left out
 MAX_NAME_LEN = 128  # a metric name (it names files and columns of the report)
 MAX_UNIT_LEN = 32
-_ATTEMPT_FILE = re.compile(r"^(?P<group>[^/.]+)\.(?P<n>[0-9]{1,6})\.jsonl$")
+_ATTEMPT_FILE = re.compile(r"^(?P<group>[^/]+)\.(?P<n>[0-9]{1,6})\.jsonl$")
 _WARNED_LINES = 3  # bad lines named per file; the rest are counted
 
 

@@ -125,10 +125,12 @@ def test_cycle_start_done_stopped_with_duplicates(env: Env) -> None:
 
 
 def test_unexpected_errors_are_500_json_without_a_trace(tmp_path: Path) -> None:
-    ledger = tmp_path / "results" / "runs" / "20200101T000000Z" / "run.json"
-    ledger.parent.mkdir(parents=True)
-    ledger.write_text("{not json")  # a corrupt run ledger: nothing the caller can fix
-    e = Env(tmp_path, results_url=f"file://{tmp_path}/results")
+    # a corrupt price file of the deployment: nothing the caller can fix (a corrupt run
+    # ledger used to be the example; the store's readers now skip it, issue 24)
+    prices = tmp_path / "prices.csv"
+    prices.write_text("cloud,region,kind,item,provisioning,unit,usd\nlocal,*,machine,local,,hour,lots\n")
+    e = Env(tmp_path, results_url=f"file://{tmp_path}/results",
+            extra_env={"SPOTBENCH_PRICES": str(prices)}, budget=1.0)
     try:
         resp = e.post("/start", {}, token=e.scheduler())
         assert resp.status_code == 500

@@ -252,3 +252,23 @@ def test_metadata_readers_compute_with_is_typed(tmp_path: Path) -> None:
         rows = sweep.store.read(run)
         assert [r.metadata for r in rows] == [{"size_bytes": 8}]
         assert len(frame(annotate(rows, load_catalog()))) == 1
+
+
+def test_one_malformed_line_is_no_duckdb_error_in_query_history_market(tmp_path: Path, caplog) -> None:
+    """The CLI over a store where one group wrote one bad line beside good ones."""
+    from tests.history.conftest import cli_json, spec_for
+
+    root = tmp_path / "results"
+    store = ResultStore(f"file://{root}")
+    good = record("r1", "g-t1", metadata={"size_bytes": 8})
+    store.fs.makedirs(store._p("runs", "r1"), exist_ok=True)
+    for line in ('{"sweep": "synthetic", "value": [1, {"x"', '{"value": 1e999}', "\x00\xff"):
+        Path(store._p("runs", "r1", "g-t1.1.jsonl")).write_text(
+            json.dumps(good) + "\n" + line + "\n")
+        spec = spec_for(tmp_path, root)
+        with caplog.at_level(logging.WARNING):
+            assert cli_json("query", str(spec), "SELECT metric, value FROM records") == [
+                {"metric": "latency", "value": 1.0}]
+            cli_json("history", str(spec))
+            cli_json("market", str(spec))
+        assert "g-t1.1.jsonl:2" in caplog.text
