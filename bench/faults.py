@@ -23,8 +23,8 @@ Prints JSON:
   (from the fault until `spotbench run` had stopped everything and exited 3);
 - `scenarios`: each scenario's exit code, group states and faults.
 The read-only and full-disk scenarios need root (mounts); without it they are listed as
-skipped. Run from the repository root: `python bench/faults.py` (scenarios run three at a
-time, `--jobs N` to change it: about 5 minutes on two busy cores; `python bench/faults.py
+skipped. Run from the repository root: `python bench/faults.py` (scenarios run two at a
+time, `--jobs N` to change it: 7-9 minutes on two busy cores; `python bench/faults.py
 osu_freeze launcher_kills` runs only those).
 """
 
@@ -62,7 +62,7 @@ def main() -> None:
                  "scenario_errors": 0, "scenarios": {}}
     ap = argparse.ArgumentParser(description="fault injection figures on the local cloud")
     ap.add_argument("scenarios", nargs="*", help=f"only these (known: {', '.join(SCENARIOS)})")
-    ap.add_argument("--jobs", type=int, default=3, help="scenarios run at once (default 3)")
+    ap.add_argument("--jobs", type=int, default=2, help="scenarios run at once (default 2)")
     args = ap.parse_args()
     unknown = sorted(set(args.scenarios) - set(SCENARIOS))
     if unknown:

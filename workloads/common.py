@@ -219,9 +219,14 @@ class WorkloadRun:
 
     @contextmanager
     def preemptible(self, call_done: bool = False) -> Iterator[None]:
+        terminating: list[int] = []
+
         def on_term(signum: int, frame: Any) -> None:
             if self.stored_path is not None:  # already stored: a stop after finish is normal
                 sys.exit(0)
+            if terminating:  # the same stop again (the group's SIGTERM and the host deadline's)
+                return
+            terminating.append(signum)
             raise Preempted(f"signal {signum}")
 
         previous = signal.signal(signal.SIGTERM, on_term)

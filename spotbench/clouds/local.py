@@ -278,8 +278,7 @@ def halt(db_path: Path, grace_s: float) -> list[str]:
     procs = _own_processes(Path(db_path).resolve())
     db.signal_processes(procs, signal.SIGTERM)
     end = time.monotonic() + grace_s
-    while time.monotonic() < end and any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-                                         for p in procs):
+    while time.monotonic() < end and any(db.alive(p.pid, None) and p.is_running() for p in procs):
         time.sleep(WAIT_POLL_S)
     db.signal_processes(_own_processes(Path(db_path).resolve()), signal.SIGKILL)
     time.sleep(WAIT_POLL_S)

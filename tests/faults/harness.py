@@ -219,6 +219,14 @@ class FaultSweep:
         return out
 
 
+def close_figures(sw: FaultSweep, rc: int, out: str, **extra: Any) -> dict[str, Any]:
+    """What every scenario returns once `spotbench run` ended (see scenarios.py)."""
+    leaked = free_after(GRACE_S + 3, sw.leaked)
+    return {"faults": sw.faults, "rc": rc, "states": summary_states(out), **sw.rows(),
+            "leaked": leaked, "open_runs": [r.run for r in sw.store.runs() if r.closed_at is None],
+            "output": out[-3000:], **extra}
+
+
 def free_after(seconds: float, check: Callable[[], list[str]]) -> list[str]:
     """Leaked processes, giving stragglers `seconds` to finish exiting."""
     end = time.monotonic() + seconds

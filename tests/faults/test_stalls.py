@@ -130,3 +130,36 @@ def test_a_heartbeat_thread_sees_its_process_stopped(tmp_path: Path) -> None:
     out, _ = proc.communicate(timeout=30)
     [stall] = json.loads(out.strip().splitlines()[-1])
     assert stall["what"] == "a command" and stall["loop_gap_s"] > 1.5, stall
+
+
+TWICE_CHILD = """
+import os, signal, time
+import workloads.common as common
+from workloads.common import WorkloadRun
+
+def warning(*args, **kwargs):  # the second SIGTERM lands while the first is being handled
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(0.2)
+
+common.log.warning = warning
+run = WorkloadRun.__new__(WorkloadRun)
+run.stored_path = None
+stored = []
+run.finish = lambda **kw: stored.append(kw)
+try:
+    with run.preemptible():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+except SystemExit as exc:
+    print("stored", len(stored), "exit", exc.code, flush=True)
+"""
+
+
+def test_a_second_sigterm_while_storing_does_not_lose_the_attempt() -> None:
+    """Under the host deadline a member's group gets SIGTERM from its supervisor and from
+    coreutils `timeout` at once: the second must not interrupt storing the first's rows."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", TWICE_CHILD], capture_output=True, text=True, timeout=30)
+    assert "stored 1 exit 143" in out.stdout, (out.stdout, out.stderr[-2000:])
