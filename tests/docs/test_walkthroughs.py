@@ -109,6 +109,7 @@ def _user_env(home: Path) -> dict[str, str]:
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
     return {**keep, "PATH": ":".join(path), "HOME": str(home),
             "PIP_CACHE_DIR": os.environ.get("PIP_CACHE_DIR", str(cache / "pip")),
+            "PIP_NO_COMPILE": "1",  # no .pyc for the big wheels: the slowest part of an install
             "AWS_EC2_METADATA_DISABLED": "true", "COLUMNS": "120"}
 
 
@@ -127,6 +128,7 @@ def _tour(doc: Path) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # two installs and the demo: ~4 min on an idle machine
 def test_readme_then_the_gcp_guide_on_a_fresh_install(tmp_path: Path):
     """Every README command in order on a fresh clone with only the documented install
     steps (`make test` aside: it is this suite), then docs/gcp.md's up to the first step that
