@@ -38,14 +38,20 @@ def status(
 ) -> None:
     """Every group with members, state, zone, age, deadline, spend, last result, schedule."""
     from spotbench.ops import status as st
-    from spotbench.ops.context import cloud_for, results_for
+    from spotbench.ops.context import cloud_for, results_url_for
     from spotbench.ops.schedule import control_for
+    from spotbench.results import ResultStore
 
     if spec_path is None:
         _local_overview(root, as_json)
         return
     spec = spec_or_exit(spec_path)
-    credentials_or_exit(spec.cloud)
+    try:
+        url = results_url_for(spec, results)
+    except ValueError as exc:  # SettingMissing: only the deployed stack knows the bucket
+        fail(str(exc), EXIT_BAD_INPUT)
+    credentials_or_exit(spec.cloud)  # before the bucket's SDK retries without credentials
+    store = ResultStore(url)
     cloud = control = None
     try:
         cloud = cloud_for(spec, root)
@@ -55,10 +61,6 @@ def status(
         control = control_for(spec, root)
     except Exception as exc:  # noqa: BLE001
         warn(explained(exc), prefix="schedule state unavailable: ")
-    try:
-        store = results_for(spec, results)
-    except ValueError as exc:  # SettingMissing: only the deployed stack knows the bucket
-        fail(str(exc), EXIT_BAD_INPUT)
     report = st.sweep_status(spec, cloud, store, control)
     if as_json:
         typer.echo(json.dumps(report.as_dict(), indent=2, default=str))

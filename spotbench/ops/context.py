@@ -16,7 +16,7 @@ from spotbench.localrun.state import LocalState, state_root
 from spotbench.results import ResultStore
 from spotbench.spec import SweepSpec
 
-__all__ = ["cloud_for", "local_state", "results_for", "state_root"]
+__all__ = ["cloud_for", "local_state", "results_for", "results_url_for", "state_root"]
 
 
 def local_state(sweep: str, root: Path | str | None = None) -> LocalState:
@@ -28,9 +28,14 @@ def cloud_for(spec: SweepSpec, root: Path | str | None = None) -> Cloud:
     return get_provider(spec.cloud).cloud(spec, root=root)
 
 
+def results_url_for(spec: SweepSpec, url: str | None = None) -> str:
+    """Where the sweep's results are: `url`, else `SPOTBENCH_RESULTS_URL`, else where the
+    sweep's cloud puts them (a gcp stack's bucket; the spec's `results`; a local folder for
+    local sweeps). Raises SettingMissing, saying what to pass, when only the deployed stack
+    knows. Touches no storage (no SDK imported, no credentials asked)."""
+    return url or os.environ.get("SPOTBENCH_RESULTS_URL") or get_provider(spec.cloud).results_url(spec)
+
+
 def results_for(spec: SweepSpec, url: str | None = None) -> ResultStore:
-    """The sweep's results: `url`, else `SPOTBENCH_RESULTS_URL`, else where the sweep's cloud
-    puts them (a gcp stack's bucket; the spec's `results`; a local folder for local sweeps).
-    Raises SettingMissing, saying what to pass, when only the deployed stack knows."""
-    url = url or os.environ.get("SPOTBENCH_RESULTS_URL") or get_provider(spec.cloud).results_url(spec)
-    return ResultStore(url)
+    """The sweep's results store (`results_url_for`)."""
+    return ResultStore(results_url_for(spec, url))
