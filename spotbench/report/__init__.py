@@ -19,6 +19,7 @@ from spotbench.report import data, cost, history, reference as reference_mod, su
 from spotbench.report import failures as failures_section
 from spotbench.report._doc import Document, Para, to_html, to_markdown
 from spotbench.report.escape import out_folder_name, write_csv
+from spotbench.report.meta import typed_records
 from spotbench.results import ResultStore
 from spotbench.workload import registry
 
@@ -68,6 +69,7 @@ def write_report(
             f"no results under {results_url}: run the sweep first (`spotbench run SPEC`) "
             "or check the URL (it is the spec's `results`, e.g. file:///abs/path)"
         )
+    records, dropped = typed_records(records)  # a badly typed value never reaches a reader
     if prices is not None:  # re-price with the user's rows (historical or negotiated prices)
         from spotbench.costs import annotate
 
@@ -88,7 +90,7 @@ def write_report(
     first = summary.blocks(df, loaded[0] if loaded else None, failed)
     doc.insert(summary_at, *first)
 
-    problems = store.skipped + (df.attrs.get("problems") or [])
+    problems = store.skipped + dropped + (df.attrs.get("problems") or [])
     if problems:
         shown = problems[:20] + ([f"… and {len(problems) - 20} more"] if len(problems) > 20 else [])
         doc.add(Para(f"Ignored {len(problems)} malformed record(s), value(s) or file(s) in the "

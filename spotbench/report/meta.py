@@ -42,6 +42,20 @@ def read_meta(meta: object) -> tuple[dict[str, Any], list[str]]:
     return out, problems
 
 
+def typed_records(records: list) -> tuple[list, list[str]]:
+    """`records` (Result) with every badly typed `FIELDS` value dropped from their metadata
+    (what re-pricing reads, spotbench.costs), and one line per value dropped."""
+    out, problems = [], []
+    for r in records:
+        meta, bad = read_meta(r.metadata)
+        if bad:
+            kept = {k: v for k, v in r.metadata.items() if k not in FIELDS or k in meta}
+            r = r.model_copy(update={"metadata": kept})
+            problems += [f"{r.group} {r.metric}: {p}" for p in bad]
+        out.append(r)
+    return out, problems
+
+
 def _short(value: object) -> str:
     text = repr(value)
     return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN] + "…"

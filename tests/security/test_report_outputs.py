@@ -78,9 +78,13 @@ def test_a_300_character_metric_name_gets_a_bounded_file_name(store, tmp_path):
 def test_a_wrongly_typed_metadata_value_is_skipped_and_reported(store, tmp_path, meta):
     _store(store, [_container(metadata=meta)])
     _store(store, [_container(value=6.0, group="c-t2", metadata={"placement": "spread"})], group="c-t2")
-    md = write_report(store.url, tmp_path / "out").markdown.read_text()
-    assert "events" in md
-    assert "ignored" in md.lower() and next(iter(meta)) in md
+    prices = tmp_path / "prices.csv"  # re-pricing reads member_types too
+    prices.write_text("cloud,region,kind,item,provisioning,unit,usd,bundled_gpu,date,source,note\n"
+                      "local,local,machine,local,on-demand,hour,1.0,,2024-06-01,x,\n")
+    for kw in ({}, {"prices": prices}):
+        md = write_report(store.url, tmp_path / "out", **kw).markdown.read_text()
+        assert "events" in md
+        assert "ignored" in md.lower() and next(iter(meta)) in md
 
 
 def test_markdown_injection_from_records_is_escaped(store, tmp_path):
