@@ -262,52 +262,33 @@ def _ami(s: Stack) -> str:
     )["Parameter"]["Value"]
 
 
-def spot_request(s: Stack) -> None:
-    ec2 = s.client("ec2")
-    answer = ec2.request_spot_instances(
-        InstanceCount=1, Type="persistent", InstanceInterruptionBehavior="stop",
-        LaunchSpecification={"ImageId": s.ids["ami"], "InstanceType": "c5.large",
-                             "SubnetId": s.ids["subnet"], "SecurityGroupIds": [s.ids["sg"]],
-                             "IamInstanceProfile": {"Name": s.role_name("member")}},
-        TagSpecifications=[{"ResourceType": "spot-instances-request", "Tags": _tags(s)}])
-    s.ids["spot"] = answer["SpotInstanceRequests"][0]["SpotInstanceRequestId"]
-    found = ec2.describe_spot_instance_requests(SpotInstanceRequestIds=[s.ids["spot"]])
-    s.ids["spot_instance"] = found["SpotInstanceRequests"][0]["InstanceId"]
-
-
-def spot_request_delete(s: Stack) -> None:
-    """Cancel, then terminate (unless the orphan sweep already did)."""
-    ec2 = s.client("ec2")
-    found = ec2.describe_spot_instance_requests(
-        SpotInstanceRequestIds=[s.ids["spot"]])["SpotInstanceRequests"]
-    if found and found[0]["State"] in ("open", "active", "disabled"):
-        ec2.cancel_spot_instance_requests(SpotInstanceRequestIds=[s.ids["spot"]])
-    ec2.terminate_instances(InstanceIds=[s.ids["spot_instance"]])
-
-
 def instance(s: Stack) -> None:
+    """A spot member as the provider creates it: RunInstances with persistent spot market
+    options, the instance's and its volumes' tags (tests/infra/aws_provider_api.py), then
+    the read-back."""
     ec2 = s.client("ec2")
     s.ids["instance"] = ec2.run_instances(
         ImageId=s.ids["ami"], InstanceType="c5n.large", MinCount=1, MaxCount=1,
         SubnetId=s.ids["subnet"], SecurityGroupIds=[s.ids["sg"]],
         IamInstanceProfile={"Name": s.role_name("member")},
-        TagSpecifications=[{"ResourceType": "instance", "Tags": _tags(s)}],
+        MetadataOptions={"HttpTokens": "required", "HttpEndpoint": "enabled",
+                         "HttpPutResponseHopLimit": 2},
+        InstanceInitiatedShutdownBehavior="stop",
+        InstanceMarketOptions={"MarketType": "spot", "SpotOptions": {
+            "SpotInstanceType": "persistent", "InstanceInterruptionBehavior": "stop"}},
+        TagSpecifications=[{"ResourceType": "instance", "Tags": _tags(s)},
+                           {"ResourceType": "volume", "Tags": _tags(s)}],
     )["Instances"][0]["InstanceId"]
+    ec2.describe_instances(InstanceIds=[s.ids["instance"]])
+    # a tag change on a later `pulumi up` (the spec's labels)
+    ec2.create_tags(Resources=[s.ids["instance"]], Tags=[{"Key": "team", "Value": "x"}])
+    ec2.delete_tags(Resources=[s.ids["instance"]], Tags=[{"Key": "team"}])
     ec2.modify_instance_attribute(InstanceId=s.ids["instance"],
                                   InstanceInitiatedShutdownBehavior={"Value": "stop"})
-    ec2.describe_instances(InstanceIds=[s.ids["instance"]])
 
 
 def instance_delete(s: Stack) -> None:
     s.client("ec2").terminate_instances(InstanceIds=[s.ids["instance"]])
-
-
-def tag(s: Stack) -> None:
-    s.client("ec2").create_tags(Resources=[s.ids["spot_instance"]], Tags=_tags(s))
-
-
-def tag_delete(s: Stack) -> None:
-    s.client("ec2").delete_tags(Resources=[s.ids["spot_instance"]], Tags=_tags(s))
 
 
 TRUST = {"member": "ec2.amazonaws.com", "lambda": "lambda.amazonaws.com",
@@ -550,7 +531,5 @@ RESOURCE_CALLS: dict[str, tuple[Callable[[Stack], None], Callable[[Stack], None]
     "aws:lambda/function:Function": (function, function_delete),
     "aws:lambda/functionUrl:FunctionUrl": (function_url, function_url_delete),
     "aws:scheduler/schedule:Schedule": (schedule, schedule_delete),
-    "aws:ec2/spotInstanceRequest:SpotInstanceRequest": (spot_request, spot_request_delete),
     "aws:ec2/instance:Instance": (instance, instance_delete),
-    "aws:ec2/tag:Tag": (tag, tag_delete),
 }
