@@ -142,8 +142,7 @@ class SpotFront:
 
     # ---- the proxy ----------------------------------------------------------------------
     def _handle(self, h: http.server.BaseHTTPRequestHandler) -> None:
-        length = int(h.headers.get("Content-Length") or 0)
-        body = h.rfile.read(length) if length else b""
+        body = _read_body(h)
         headers = dict(h.headers.items())
         try:
             form = _form(body) if h.command == "POST" else {}
@@ -157,9 +156,12 @@ class SpotFront:
             return _reply(h, 500, {"Content-Type": "text/plain"}, str(exc).encode())
 
     def _forward(self, h, headers: Mapping[str, str], body: bytes) -> tuple[int, dict, bytes]:
-        resp = requests.request(h.command, self.upstream + h.path, headers=dict(headers),
+        sent = {k: v for k, v in headers.items() if k.lower() != "transfer-encoding"}
+        resp = requests.request(h.command, self.upstream + h.path, headers=sent,
                                 data=body, timeout=60, allow_redirects=False)
-        drop = {"transfer-encoding", "connection", "content-encoding", "content-length"}
+        drop = {"transfer-encoding", "connection", "content-encoding"}
+        if h.command != "HEAD":  # a HEAD answer's length is the object's: keep it
+            drop.add("content-length")
         return (resp.status_code, {k: v for k, v in resp.headers.items() if k.lower() not in drop},
                 resp.content)
 
@@ -354,12 +356,30 @@ def _error(code: str, message: str) -> tuple[int, dict, bytes]:
     return 400, {"Content-Type": "text/xml"}, xml.encode()
 
 
+def _read_body(h: http.server.BaseHTTPRequestHandler) -> bytes:
+    """The request body: by Content-Length when given (a front before this one forwards a
+    de-chunked body with its client's Transfer-Encoding header still on), else chunked."""
+    if h.headers.get("Content-Length") is None and \
+            h.headers.get("Transfer-Encoding", "").lower() == "chunked":
+        chunks = []
+        while True:
+            size = int(h.rfile.readline().split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                h.rfile.readline()
+                return b"".join(chunks)
+            chunks.append(h.rfile.read(size))
+            h.rfile.readline()
+    length = int(h.headers.get("Content-Length") or 0)
+    return h.rfile.read(length) if length else b""
+
+
 def _reply(h: http.server.BaseHTTPRequestHandler, status: int, headers: Mapping[str, str],
            body: bytes) -> None:
     h.send_response(status)
     for key, value in headers.items():
         h.send_header(key, value)
-    h.send_header("Content-Length", str(len(body)))
+    if not any(k.lower() == "content-length" for k in headers):
+        h.send_header("Content-Length", str(len(body)))
     h.end_headers()
     if h.command != "HEAD":
         h.wfile.write(body)

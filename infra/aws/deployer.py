@@ -80,6 +80,13 @@ ACTIONS: dict[str, list[str]] = {
     "aws:lambda/functionUrl:FunctionUrl": [
         "lambda:CreateFunctionUrlConfig", "lambda:GetFunctionUrlConfig",
         "lambda:UpdateFunctionUrlConfig", "lambda:DeleteFunctionUrlConfig"],
+    # where failed asynchronous start/stop invocations go (infra/aws/failures.py)
+    "aws:sqs/queue:Queue": ["sqs:CreateQueue", "sqs:DeleteQueue", "sqs:GetQueueAttributes",
+                            "sqs:SetQueueAttributes", "sqs:ListQueueTags", "sqs:TagQueue",
+                            "sqs:UntagQueue"],
+    "aws:lambda/functionEventInvokeConfig:FunctionEventInvokeConfig": [
+        "lambda:PutFunctionEventInvokeConfig", "lambda:GetFunctionEventInvokeConfig",
+        "lambda:UpdateFunctionEventInvokeConfig", "lambda:DeleteFunctionEventInvokeConfig"],
     "aws:lambda/layerVersion:LayerVersion": ["lambda:PublishLayerVersion",
                                              "lambda:GetLayerVersion",
                                              "lambda:DeleteLayerVersion"],

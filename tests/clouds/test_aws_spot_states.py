@@ -138,3 +138,32 @@ def test_aws_a_settling_stop_that_outlasts_the_wait_is_waiting_not_capacity(fron
     [inst] = cloud.start(labels)
     assert (inst.name, inst.state, inst.error) == (member, State.STOPPED, ErrorKind.WAITING)
     assert "waiting for EC2" in inst.detail
+
+
+@pytest.mark.fidelity
+def test_aws_teardown_cancels_spot_requests_before_the_stack_is_destroyed(front):
+    """`pulumi destroy` deletes each member `Instance` by terminating it; the provider does
+    not cancel its persistent request first (hashicorp/terraform-provider-aws#38142), so EC2
+    opened the request again and would launch a replacement into the subnet being deleted.
+    Teardown cancels the sweep's requests before it destroys the stack."""
+    from spotbench.clouds.aws_orphans import AwsSweeper
+    from spotbench.ops.teardown import teardown
+
+    ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=front.url)
+    labels = {"managed-by": "spotbench", "spotbench-sweep": "sx", "spotbench-group": "t"}
+    members = [_launch(ec2, {**labels, "Name": n}) for n in ("t-l0", "t-p0")]
+    other = _launch(ec2, {"managed-by": "spotbench", "spotbench-sweep": "other", "Name": "o"})
+    time.sleep(front.settle_s + 0.1)
+    ec2.start_instances(InstanceIds=[members[0]])  # one still running, one stopped
+
+    def pulumi_destroy(yes: bool, echo) -> str:  # the provider's delete: terminate only
+        ec2.terminate_instances(InstanceIds=members)
+        return "destroyed"
+
+    sweeper = AwsSweeper(regions=[REGION], endpoint_url=front.url)
+    report = teardown("sx", sweeper, yes=True, destroy_stack=pulumi_destroy, echo=lambda _: None)
+
+    assert not report.failed, report.failed
+    assert front.relaunched == []  # no request of the sweep was open when its instance went
+    assert {front.request_of(i).state for i in members} == {"cancelled"}
+    assert front.request_of(other).state == "disabled"  # another sweep's: untouched

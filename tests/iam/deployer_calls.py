@@ -449,11 +449,51 @@ def function_url_delete(s: Stack) -> None:
     s.client("lambda").delete_function_url_config(FunctionName=f"{s.sweep}-done")
 
 
+def queue(s: Stack) -> None:
+    """The sweep's failed-invocations queue (infra/aws/failures.py): created with its
+    attributes and tags, read back, its attributes and tags updated in place."""
+    sqs = s.client("sqs")
+    url = sqs.create_queue(QueueName=f"{s.sweep}-failed-invocations",
+                           Attributes={"MessageRetentionPeriod": "1209600",
+                                       "SqsManagedSseEnabled": "true"},
+                           tags={"managed-by": "spotbench"})["QueueUrl"]
+    s.ids["queue"] = url
+    s.ids["queue-arn"] = sqs.get_queue_attributes(
+        QueueUrl=url, AttributeNames=["All"])["Attributes"]["QueueArn"]
+    sqs.list_queue_tags(QueueUrl=url)
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"MessageRetentionPeriod": "1209600"})
+    sqs.tag_queue(QueueUrl=url, Tags={"team": "x"})
+    sqs.untag_queue(QueueUrl=url, TagKeys=["team"])
+
+
+def queue_delete(s: Stack) -> None:
+    s.client("sqs").delete_queue(QueueUrl=s.ids["queue"])
+
+
+def invoke_config(s: Stack) -> None:
+    """start/stop: Lambda's retries of an asynchronous invocation, then the queue."""
+    lam = s.client("lambda")
+    for action in ("start", "stop"):
+        kw = dict(FunctionName=f"{s.sweep}-{action}", MaximumRetryAttempts=2,
+                  MaximumEventAgeInSeconds=900,
+                  DestinationConfig={"OnFailure": {"Destination": s.ids["queue-arn"]}})
+        lam.put_function_event_invoke_config(**kw)
+        lam.get_function_event_invoke_config(FunctionName=f"{s.sweep}-{action}")
+        lam.update_function_event_invoke_config(**kw)
+
+
+def invoke_config_delete(s: Stack) -> None:
+    for action in ("start", "stop"):
+        s.client("lambda").delete_function_event_invoke_config(FunctionName=f"{s.sweep}-{action}")
+
+
 def schedule(s: Stack) -> None:
     sched = s.client("scheduler")
     for action in ("start", "stop"):
         target = {"Arn": s.ids[f"fn-{action}"], "RoleArn": s.role_arn("scheduler"),
-                  "Input": json.dumps({"action": action})}
+                  "Input": json.dumps({"action": action}),
+                  "RetryPolicy": {"MaximumRetryAttempts": 3, "MaximumEventAgeInSeconds": 600},
+                  "DeadLetterConfig": {"Arn": s.ids["queue-arn"]}}
         kw = dict(Name=f"{s.sweep}-{action}", ScheduleExpression="cron(0 3 * * ? *)",
                   FlexibleTimeWindow={"Mode": "OFF"}, Target=target)
         sched.create_schedule(**kw)
@@ -530,6 +570,9 @@ RESOURCE_CALLS: dict[str, tuple[Callable[[Stack], None], Callable[[Stack], None]
     "aws:lambda/layerVersion:LayerVersion": (layer, layer_delete),
     "aws:lambda/function:Function": (function, function_delete),
     "aws:lambda/functionUrl:FunctionUrl": (function_url, function_url_delete),
+    "aws:sqs/queue:Queue": (queue, queue_delete),
+    "aws:lambda/functionEventInvokeConfig:FunctionEventInvokeConfig": (invoke_config,
+                                                                      invoke_config_delete),
     "aws:scheduler/schedule:Schedule": (schedule, schedule_delete),
     "aws:ec2/instance:Instance": (instance, instance_delete),
 }
