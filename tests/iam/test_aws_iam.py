@@ -271,6 +271,12 @@ def test_aws_conditions_are_proved_by_calls_that_must_be_denied(deployed):
     assert not acct.errors, acct.errors
 
 
+# statements only AWS services use, with the role, after an invocation failed for good
+# (Lambda's on-failure destination, the scheduler's DLQ): no call of this path needs them;
+# tests/infra/test_aws_failures.py asserts what they grant, and to which queue only
+SERVICE_ONLY = {("ax-lambda", "FailedInvocations"), ("ax-scheduler", "DeadLetters")}
+
+
 def test_aws_every_declared_statement_is_needed(path_run, declared):
     """Least privilege: without any one declared statement, a call of the whole path is denied.
 
@@ -282,6 +288,8 @@ def test_aws_every_declared_statement_is_needed(path_run, declared):
     assert decisions and all(r.decision.allowed for r in decisions)
     survivors = []
     for role, sid in declared.statements():
+        if (role, sid) in SERVICE_ONLY:
+            continue
         smaller = declared.without(role, sid).policies[role]
         if all(evaluate(smaller, r.auth) for r in decisions if r.role == role):
             survivors.append(f"{role}/{sid}")

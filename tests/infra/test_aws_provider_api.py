@@ -122,3 +122,18 @@ def test_aws_provider_model_drops_what_the_spot_request_cannot_carry():
     assert call["NetworkInterfaces"][0]["PrivateIpAddress"] == "10.0.0.10"
     with pytest.raises(NotImplementedError, match="does not cover"):
         provider.api_call(provider.INSTANCE, {**member, "cpuOptions": {"coreCount": 2}})
+
+
+@pytest.mark.fidelity
+def test_aws_preview_shows_imdsv2_only_where_the_api_call_carries_it(declare):
+    """`spotbench preview` shows a member's IMDS token setting and spot market; a spot
+    request's declared `metadataOptions` (which never reached EC2) is not shown as held."""
+    from spotbench.preview import Declared, key_properties
+
+    _, mocks = sweep(declare)
+    for member in mocks.of_type(provider.INSTANCE):
+        shown = key_properties(member)
+        assert shown["imdsTokens"] == "required" and shown["market"] == "spot persistent stop"
+    dropped = Declared(provider.SPOT_REQUEST, "old", {"metadataOptions": {"httpTokens": "required"}},
+                       True, frozenset())
+    assert "imdsTokens" not in key_properties(dropped)
