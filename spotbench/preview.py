@@ -90,6 +90,16 @@ def key_properties(d: Declared) -> dict[str, Any]:
                 out[k] = scheduling[k]
         if "maxRunDuration" in scheduling:
             out["maxRunDuration"] = f"{scheduling['maxRunDuration'].get('seconds')}s"
+    market = d.inputs.get("instanceMarketOptions")  # AWS spot members
+    if isinstance(market, dict):
+        spot = market.get("spotOptions") or {}
+        out["market"] = " ".join(str(v) for v in (market.get("marketType"),
+                                                  spot.get("spotInstanceType"),
+                                                  spot.get("instanceInterruptionBehavior")) if v)
+    metadata = d.inputs.get("metadataOptions")
+    # only where the call carries it (RunInstances; a spot request's launch spec cannot)
+    if d.type == AWS_INSTANCE and isinstance(metadata, dict) and metadata.get("httpTokens"):
+        out["imdsTokens"] = metadata["httpTokens"]
     accels = d.inputs.get("guestAccelerators")
     if accels:
         out["accelerators"] = [f"{int(a.get('count') or 0)}x{a.get('type')}" for a in accels]
@@ -123,6 +133,7 @@ def key_properties(d: Declared) -> dict[str, Any]:
     return out
 
 
+AWS_INSTANCE = "aws:ec2/instance:Instance"
 GCP_FIREWALL = "gcp:compute/firewall:Firewall"
 AWS_SG_RULES = {"aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": "INGRESS",
                 "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": "EGRESS"}

@@ -15,6 +15,7 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.aws.bucket import ResultsBucket, ResultsBucketArgs
+from infra.aws.failures import AwsFailures, AwsFailuresArgs
 from infra.aws.functions import AwsFunctions, AwsFunctionsArgs
 from infra.aws.identity import AwsIdentities, AwsIdentitiesArgs
 from infra.aws.instances import (
@@ -114,11 +115,18 @@ class AwsSweep(pulumi.ComponentResource):
                                    depends_on=[ids.lambda_policy]),
         )
         arns = self.functions.arns
-        ids.grant(done_arn=arns["done"], start_arn=arns["start"], stop_arn=arns["stop"])
+        # failed asynchronous start/stop invocations (Lambda's and the scheduler's) land here
+        self.failures = AwsFailures(f"{name}-failed", AwsFailuresArgs(spec=spec, tags=tags),
+                                    pulumi.ResourceOptions(parent=self, provider=self.provider))
+        ids.grant(done_arn=arns["done"], start_arn=arns["start"], stop_arn=arns["stop"],
+                  failures_arn=self.failures.arn)
+        self.failures.route({a: self.functions.functions[a].name for a in ("start", "stop")},
+                            depends_on=[ids.failure_policy])
         self.scheduler = AwsScheduler(
             f"{name}-sched",
             AwsSchedulerArgs(spec=spec, role_arn=ids.scheduler_role.arn,
-                             start_arn=arns["start"], stop_arn=arns["stop"]),
+                             start_arn=arns["start"], stop_arn=arns["stop"],
+                             dead_letter_arn=self.failures.arn),
             pulumi.ResourceOptions(parent=self, provider=self.provider,
                                    depends_on=[ids.scheduler_policy]),
         )
@@ -148,6 +156,7 @@ class AwsSweep(pulumi.ComponentResource):
             "image_registry": self.registry.url,
             "function_urls": dict(self.functions.urls),
             "function_arns": dict(arns),
+            "failed_invocations": self.failures.url,  # read it: docs/aws.md, Failed ticks
             "groups": {gid: grp.instance_ids for gid, grp in self.groups.items()},
             "crons": {"start": start_cron, "stop": stop_cron,
                       "time_zone": spec.schedule.timezone if spec.schedule else "UTC",

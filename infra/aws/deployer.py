@@ -44,12 +44,12 @@ ACTIONS: dict[str, list[str]] = {
         "ec2:AuthorizeSecurityGroupEgress", "ec2:RevokeSecurityGroupEgress"],
     "aws:ec2/placementGroup:PlacementGroup": ["ec2:CreatePlacementGroup",
                                               "ec2:DeletePlacementGroup"],
-    "aws:ec2/spotInstanceRequest:SpotInstanceRequest": [
-        "ec2:RequestSpotInstances", "ec2:CancelSpotInstanceRequests",
-        "ec2:TerminateInstances", "iam:PassRole"],
+    # spot members too (persistent spot market options): tags on create (instance, volume)
+    # and their updates; teardown cancels a member's spot request before it terminates
     "aws:ec2/instance:Instance": ["ec2:RunInstances", "ec2:TerminateInstances",
-                                  "ec2:ModifyInstanceAttribute", "iam:PassRole"],
-    "aws:ec2/tag:Tag": ["ec2:CreateTags", "ec2:DeleteTags"],
+                                  "ec2:ModifyInstanceAttribute", "ec2:CreateTags",
+                                  "ec2:DeleteTags", "ec2:CancelSpotInstanceRequests",
+                                  "iam:PassRole"],
     "aws:iam/role:Role": ["iam:CreateRole", "iam:DeleteRole", "iam:GetRole", "iam:TagRole",
                           "iam:ListRolePolicies", "iam:ListAttachedRolePolicies",
                           "iam:ListInstanceProfilesForRole"],
@@ -80,6 +80,13 @@ ACTIONS: dict[str, list[str]] = {
     "aws:lambda/functionUrl:FunctionUrl": [
         "lambda:CreateFunctionUrlConfig", "lambda:GetFunctionUrlConfig",
         "lambda:UpdateFunctionUrlConfig", "lambda:DeleteFunctionUrlConfig"],
+    # where failed asynchronous start/stop invocations go (infra/aws/failures.py)
+    "aws:sqs/queue:Queue": ["sqs:CreateQueue", "sqs:DeleteQueue", "sqs:GetQueueAttributes",
+                            "sqs:SetQueueAttributes", "sqs:ListQueueTags", "sqs:TagQueue",
+                            "sqs:UntagQueue"],
+    "aws:lambda/functionEventInvokeConfig:FunctionEventInvokeConfig": [
+        "lambda:PutFunctionEventInvokeConfig", "lambda:GetFunctionEventInvokeConfig",
+        "lambda:UpdateFunctionEventInvokeConfig", "lambda:DeleteFunctionEventInvokeConfig"],
     "aws:lambda/layerVersion:LayerVersion": ["lambda:PublishLayerVersion",
                                              "lambda:GetLayerVersion",
                                              "lambda:DeleteLayerVersion"],

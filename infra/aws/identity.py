@@ -7,13 +7,15 @@
   (`lambda:InvokedViaFunctionUrl`, `lambda:FunctionUrlAuthType = AWS_IAM`), and register
   with Session Manager — nothing else. A VM of one group cannot write, or overwrite,
   another group's results; `done` checks that the caller's role is its instance's group's.
-- scheduler role (EventBridge Scheduler): invoke `start` and `stop` only.
+- scheduler role (EventBridge Scheduler): invoke `start` and `stop` only, and send an
+  event it could not deliver to the sweep's failed-invocations queue (its dead-letter queue).
 - Lambda role: `ec2:StartInstances`/`StopInstances` only on instances tagged
   `managed-by=spotbench` and this sweep (`aws:ResourceTag/...`), `ec2:DescribeInstances`
   (EC2 does not support resource conditions on Describe*), its functions' log groups (by
   name: the program declares them), read/write under the sweep's results prefix (the run
   ledger), and delete only its control lock (`control.lock`, spotbench.lease) and launch
-  markers.
+  markers; and (`spotbench-lambda-failures`) send a failed asynchronous invocation to the
+  sweep's failed-invocations queue (Lambda's on-failure destination, infra/aws/failures.py).
 
 Members also read the run ledger (`runs/*/run.json`) and list `runs/`: a workload finds
 its run at boot and numbers its attempt from what is stored.
@@ -32,6 +34,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from infra.aws.failures import failure_policy
 from infra.aws.functions import ACTIONS as FUNCTION_ACTIONS
 from infra.aws.functions import log_group_name
 from spotbench.auth.aws import member_role_name
@@ -148,9 +151,15 @@ def member_policy(bucket: str, prefix: str, group: str, done_arn: str, image: st
     )
 
 
-def scheduler_policy(start_arn: str, stop_arn: str) -> Doc:
-    return _doc({"Sid": "InvokeStartStop", "Effect": "Allow", "Action": "lambda:InvokeFunction",
-                 "Resource": [start_arn, stop_arn]})
+def scheduler_policy(start_arn: str, stop_arn: str, dead_letter_arn: str | None = None) -> Doc:
+    """Invoke start/stop; send an event it could not deliver to the sweep's queue (the
+    scheduler's dead-letter queue is written with the schedule's execution role)."""
+    statements: list[Doc] = [{"Sid": "InvokeStartStop", "Effect": "Allow",
+                              "Action": "lambda:InvokeFunction", "Resource": [start_arn, stop_arn]}]
+    if dead_letter_arn:
+        statements.append({"Sid": "DeadLetters", "Effect": "Allow", "Action": "sqs:SendMessage",
+                           "Resource": dead_letter_arn})
+    return _doc(*statements)
 
 
 def lambda_policy(sweep: str, bucket: str, prefix: str) -> Doc:
@@ -236,8 +245,9 @@ class AwsIdentities(pulumi.ComponentResource):
         )
 
     def grant(self, *, done_arn: pulumi.Input[str], start_arn: pulumi.Input[str],
-              stop_arn: pulumi.Input[str]) -> None:
-        """The grants that name the functions (made once they exist)."""
+              stop_arn: pulumi.Input[str], failures_arn: pulumi.Input[str] | None = None) -> None:
+        """The grants that name the functions (made once they exist) and the queue their
+        failed asynchronous invocations go to (infra/aws/failures.py)."""
         args, child = self._args, pulumi.ResourceOptions(parent=self)
         self.member_policies = {
             gid: aws.iam.RolePolicy(
@@ -251,8 +261,16 @@ class AwsIdentities(pulumi.ComponentResource):
         }
         self.scheduler_policy = aws.iam.RolePolicy(
             f"{self._base}-scheduler", role=self.scheduler_role.id, name="spotbench-scheduler",
-            policy=_json(scheduler_policy, start_arn, stop_arn), opts=child,
+            policy=_json(scheduler_policy, start_arn, stop_arn, *([failures_arn] if failures_arn else [])),
+            opts=child,
         )
+        self.failure_policy = None
+        if failures_arn is not None:
+            self.failure_policy = aws.iam.RolePolicy(
+                f"{self._base}-lambda-failures", role=self.lambda_role.id,
+                name="spotbench-lambda-failures", policy=_json(failure_policy, failures_arn),
+                opts=child,
+            )
         self.register_outputs({
             "member_roles": {gid: r.arn for gid, r in self.member_roles.items()},
             "lambda_role": self.lambda_role.arn, "scheduler_role": self.scheduler_role.arn,

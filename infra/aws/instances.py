@@ -1,10 +1,12 @@
 """One run group's members: EC2 instances that stop after their first boot, started later
 by the scheduler.
 
-Per member: the spec's instance type; spot as a *persistent* `SpotInstanceRequest` that
-*stops* on interruption (so a group can be stopped and started again, like GCE spot VMs),
-valid for `aws.spot_valid_days` (EC2 restarts an interrupted member only until then), whose
-destroy cancels the request before terminating the instance; or on-demand;
+Per member: the spec's instance type; spot as an `Instance` with *persistent* spot market
+options that *stop* on interruption (so a group can be stopped and started again, like GCE
+spot VMs), valid for `aws.spot_valid_days` (EC2 restarts an interrupted member only until
+then); or on-demand. Not a `SpotInstanceRequest`: its launch specification cannot carry
+metadata options, volume tags or the shutdown behaviour, so the provider drops them
+(tests/infra/test_aws_provider_api.py);
 the ECS-optimized AMI (GPU variant on GPU types) from its public SSM parameter; a fixed
 private IP; IMDSv2 only; no public IP; the sweep's tags (+ `Name`); shutdown from the OS
 stops (not terminates). Each member powers itself off at the end of its first boot
@@ -26,7 +28,7 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.aws.secrets import keys_path
-from infra.aws.user_data import SshKeys, user_data
+from infra.aws.user_data import DEADMAN_GRACE_S, SshKeys, user_data
 from infra.members import member_contexts, workload_env
 from infra.user_image import user_step
 from spotbench.plan import Member, RunGroup
@@ -109,7 +111,8 @@ class AwsRunGroup(pulumi.ComponentResource):
             return {n: user_data(image=image, env={**ctx.to_env(), **extra}, gpu=gpus[n],
                                  ssh=keys, key_parameters=(spec.region or "",
                                                            keys_path(spec.name, group.id)),
-                                 user=user_step(group, spec.image))
+                                 user=user_step(group, spec.image),
+                                 max_run_s=int(spec.deadline.total_seconds()) + DEADMAN_GRACE_S)
                     for n, ctx in contexts.items()}
 
         documents = pulumi.Output.all(args.image, args.results_url, args.done_url, ssh).apply(render)
@@ -140,30 +143,24 @@ class AwsRunGroup(pulumi.ComponentResource):
                 instance_initiated_shutdown_behavior="stop",  # the first boot's power-off
             )
             if spec.spot:
-                # A persistent request (stop on interruption) the stack owns: `pulumi destroy`
-                # cancels it, then terminates its instance (an Instance with spot market
-                # options would leave the request behind to launch a replacement). Its tags
-                # stay on the request (the orphan sweep finds it by them); the instance gets
-                # them from `aws.ec2.Tag`s.
-                request = aws.ec2.SpotInstanceRequest(
-                    f"{name}-{short}", **launch, spot_type="persistent",
-                    instance_interruption_behavior="stop", wait_for_fulfillment=True,
-                    valid_until=valid_until(spec.aws.spot_valid_days), tags=tags,
-                    opts=pulumi.ResourceOptions(parent=self,
-                                                ignore_changes=["ami", "validUntil"]),
-                )
-                self.instances[m.name] = request
-                ids[m.name] = request.spot_instance_id
-                for key, value in tags.items():
-                    aws.ec2.Tag(f"{name}-{short}-tag-{key}", resource_id=request.spot_instance_id,
-                                key=key, value=value, opts=pulumi.ResourceOptions(parent=self))
+                # A persistent spot instance that stops on interruption, declared as an
+                # `Instance` with spot market options: `RunInstances` carries the metadata
+                # options, volume tags and shutdown behaviour (a `SpotInstanceRequest`'s
+                # launch specification has no field for them: the provider dropped them).
+                # Its spot request carries no tags; teardown cancels it through the instance
+                # (`SpotInstanceRequestId`) before terminating (docs/aws.md, Tear down).
+                market = {"market_type": "spot", "spot_options": {
+                    "spot_instance_type": "persistent", "instance_interruption_behavior": "stop",
+                    "valid_until": valid_until(spec.aws.spot_valid_days)}}
+                ignore = ["ami", "instanceMarketOptions.spotOptions.validUntil"]
             else:
-                instance = aws.ec2.Instance(
-                    f"{name}-{short}", **launch, tags=tags,
-                    opts=pulumi.ResourceOptions(parent=self, ignore_changes=["ami"]),
-                )
-                self.instances[m.name] = instance
-                ids[m.name] = instance.id
+                market, ignore = None, ["ami"]
+            instance = aws.ec2.Instance(
+                f"{name}-{short}", **launch, tags=tags, instance_market_options=market,
+                opts=pulumi.ResourceOptions(parent=self, ignore_changes=ignore),
+            )
+            self.instances[m.name] = instance
+            ids[m.name] = instance.id
         self.member_ids = ids  # member name → instance id
         self.instance_ids = pulumi.Output.all(*ids.values()).apply(
             lambda values: dict(zip(ids, values)))

@@ -1,6 +1,8 @@
 """The start/stop pair on EventBridge Scheduler: `start` on the spec's cron, `stop` at
 cron + deadline (`spotbench.cron.shift_cron`), in the spec's time zone, with a retry policy
-(the Lambdas are idempotent; a 5xx outcome fails the invocation so it is retried).
+(the Lambdas are idempotent; a 5xx outcome fails the invocation so it is retried). The
+scheduler invokes asynchronously: its retry policy and dead-letter queue cover delivering
+the event to Lambda; retries of a failing function are Lambda's (infra/aws/failures.py).
 
 EventBridge cron has six fields (`min hour day-of-month month day-of-week year`), needs `?`
 in one of the two day fields and numbers weekdays 1-7 from Sunday; `aws_cron()` converts.
@@ -48,6 +50,7 @@ class AwsSchedulerArgs:
     role_arn: pulumi.Input[str]
     start_arn: pulumi.Input[str]
     stop_arn: pulumi.Input[str]
+    dead_letter_arn: pulumi.Input[str] | None = None  # the sweep's failed-invocations queue
 
 
 class AwsScheduler(pulumi.ComponentResource):
@@ -69,7 +72,9 @@ class AwsScheduler(pulumi.ComponentResource):
                 flexible_time_window={"mode": "OFF"},
                 state="ENABLED",
                 target={"arn": arn, "role_arn": args.role_arn, "input": target_input(action),
-                        "retry_policy": RETRY},
+                        "retry_policy": RETRY,
+                        **({"dead_letter_config": {"arn": args.dead_letter_arn}}
+                           if args.dead_letter_arn is not None else {})},
                 opts=child,
             )
         self.register_outputs({"start": self.start_cron, "stop": self.stop_cron})

@@ -43,6 +43,21 @@ IMDS = "http://169.254.169.254/latest"
 UNIT = "spotbench.service"
 CONTAINER = "spotbench"
 STOP_TIMEOUT_S = 90  # EC2 gives a stopping instance ~2 min; keep inside it
+# The dead-man switch: every boot that runs the workload powers itself off this long after
+# the unit starts, deadline + grace, whether or not the stop tick or `done` ever arrives (EC2
+# has no run-duration limit; GCE's max_run_duration is this switch's counterpart)
+DEADMAN_UNIT = "spotbench-deadline"
+DEADMAN_GRACE_S = 300  # the stop tick's own retries and the workload's 90 s to store
+
+
+def deadman_command(max_run_s: int) -> str:
+    """ExecStartPre arming a transient systemd timer (`systemd-run --on-active`, systemd ≥
+    218: AL2023 and AL2 alike) that powers the instance off `max_run_s` after this boot's
+    unit started; a second start in the same boot keeps the first timer."""
+    arm = (f"systemctl is-active --quiet {DEADMAN_UNIT}.timer || systemd-run "
+           f"--unit={DEADMAN_UNIT} --on-active={int(max_run_s)}s "
+           "--timer-property=AccuracySec=1s /usr/bin/systemctl poweroff")
+    return f"/bin/sh -c {shlex.quote(arm)}"
 
 
 def ecr_registry(image: str) -> tuple[str, str] | None:
@@ -136,9 +151,11 @@ def docker_command(image: str, *, gpu: bool, ssh: bool, name: str = CONTAINER,
 
 
 def unit(image: str, *, gpu: bool, ssh: bool, user: ui.UserStep | None = None,
-         fetch: bool = False) -> str:
+         fetch: bool = False, max_run_s: int | None = None) -> str:
     not_first_boot = f"! /usr/bin/cmp -s /proc/sys/kernel/random/boot_id {FIRST_BOOT}"
     pre = [f"/bin/sh -c {shlex.quote(not_first_boot)}"]
+    if max_run_s is not None:  # armed first: whatever follows may hang (ECR, SSM, docker)
+        pre.append(deadman_command(max_run_s))
     ecr = ecr_registry(image)
     if ecr:
         pre.append(f"/bin/sh {ECR_LOGIN}")
@@ -157,7 +174,7 @@ def unit(image: str, *, gpu: bool, ssh: bool, user: ui.UserStep | None = None,
 
 def user_data(*, image: str, env: Mapping[str, str], gpu: bool = False,
               ssh: SshKeys | None = None, key_parameters: tuple[str, str] | None = None,
-              user: ui.UserStep | None = None) -> str:
+              user: ui.UserStep | None = None, max_run_s: int | None = None) -> str:
     """The `#cloud-config` document for one member (`image` must be a valid OCI reference:
     it lands in a root systemd unit and, for ECR, its host in a login script). `user`: the
     user's own image runs the command first and `image` (spotbench's runner) checks and
@@ -165,7 +182,9 @@ def user_data(*, image: str, env: Mapping[str, str], gpu: bool = False,
     user's image is public or in that registry. `ssh`: the group's keys, whose public files
     are written here and whose private keys the boot fetches from the SSM parameters under
     `key_parameters` = (region, parameter path) (infra/aws/secrets.py); so does a `user`
-    env with secret values (`user.secret`: the parameter `<path>/user.env`)."""
+    env with secret values (`user.secret`: the parameter `<path>/user.env`). `max_run_s`:
+    every boot that runs the workload powers off that long after its unit starts (the
+    sweep's deadline + `DEADMAN_GRACE_S`), the stop function's backstop."""
     check_image(image)
     files = [{"path": ENV_FILE, "permissions": "0600", "owner": "root", "content": env_file(env)}]
     fetched = user is not None and user.secret
@@ -189,7 +208,7 @@ def user_data(*, image: str, env: Mapping[str, str], gpu: bool = False,
         files.append({"path": ECR_LOGIN, "permissions": "0700", "content": ecr_login_script(*ecr)})
     files.append({"path": f"/etc/systemd/system/{UNIT}", "permissions": "0644",
                   "content": unit(image, gpu=gpu, ssh=ssh is not None, user=user,
-                                  fetch=bool(fetched))})
+                                  fetch=bool(fetched), max_run_s=max_run_s)})
     doc = {
         "write_files": files,
         "runcmd": [

@@ -22,9 +22,10 @@ def teardown_policy() -> dict[str, Any]:
     """The IAM policy `spotbench teardown` needs (listed in docs/aws.md, proved in tests/iam).
 
     Listing has no resource-level permissions on EC2. Spot requests are cancelled whatever
-    their tags: a request made with an instance's launch (`pulumi up`) carries no tags, and
-    cancelling one never terminates anything. Instances are terminated only when tagged
-    `managed-by=spotbench`.
+    their tags: a request made with an instance's launch (`pulumi up`) carries no tags; the
+    sweep cancels only the requests of instances tagged as the sweep's (cancelling a
+    persistent request terminates its instance if it is stopped, EC2's interruption docs).
+    Instances are terminated only when tagged `managed-by=spotbench`.
     """
     (key, value), = MANAGED_BY.items()
     return {"Version": "2012-10-17", "Statement": [
@@ -72,6 +73,22 @@ class AwsSweeper:
         if sweep:
             filters.append({"Name": f"tag:{SWEEP_LABEL}", "Values": [sweep]})
         return filters
+
+    def release(self, sweep: str | None) -> list[str]:
+        """Before `pulumi destroy`: cancel the persistent spot request of every live instance
+        of `sweep`. The provider's delete of an `aws.ec2.Instance` terminates it without
+        cancelling its request (hashicorp/terraform-provider-aws#38142), and EC2 then opens
+        the request again and launches a replacement into the subnet the stack is deleting.
+        EC2 terminates the stopped ones itself once their request is cancelled."""
+        notes = []
+        for region in self.regions():
+            found = [r for r in self._find_in(region, sweep) if r.kind == "spot-request"]
+            for request in found:
+                self.delete(request)
+            if found:
+                notes.append(f"cancelled {len(found)} spot request(s) in {region} before "
+                             "destroying the stack (a persistent request relaunches its instance)")
+        return notes
 
     def find(self, sweep: str | None) -> list[Resource]:
         out: list[Resource] = []

@@ -36,10 +36,12 @@ class ErrorKind(StrEnum):
     CRASHED = "crashed"  # the workload exited with an error, was killed, or could not start
     API = "api"  # the cloud's API failed or an operation did not finish in time (transient)
     GONE = "gone"  # the instance no longer exists (deleted/terminated): redeploy it
+    WAITING = "waiting"  # the cloud holds it for now (EC2: its spot request is not startable yet)
 
 
 # Errors that mean "the cloud could not run it now": the group was not started.
-UNAVAILABLE = frozenset({ErrorKind.CAPACITY, ErrorKind.QUOTA, ErrorKind.API, ErrorKind.GONE})
+UNAVAILABLE = frozenset({ErrorKind.CAPACITY, ErrorKind.QUOTA, ErrorKind.API, ErrorKind.GONE,
+                         ErrorKind.WAITING})
 
 
 @dataclass(frozen=True)

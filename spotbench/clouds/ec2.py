@@ -7,6 +7,13 @@ as its caller (the instance role's session name); the `Name` tag stays in `label
 Every verb is idempotent: an instance already in the wanted state costs no API call.
 Capacity errors (`InsufficientInstanceCapacity`, spot capacity, …) do not raise: the
 instance comes back with a `detail` saying so, and the next scheduler tick retries.
+
+A persistent spot instance has EC2's spot request state machine behind it: after a stop, the
+request is `disabled` only a moment later, and `StartInstances` answers
+`IncorrectSpotRequestState` until it is (the driver pauses `poll_s` and tries again, within
+`wait_timeout_s`); an instance EC2 stopped by an interruption (`StateReason`
+`Server.SpotInstance…`) only EC2 may start again, so it is not asked. Both come back as
+`waiting` (EC2 holds it for now), never as a capacity failure.
 Waits are bounded (`wait_timeout_s`); an instance still pending after that is reported as
 it is, not as an error.
 """
@@ -14,6 +21,7 @@ it is, not as an error.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -40,12 +48,18 @@ CAPACITY_ERRORS = frozenset({
     "InsufficientReservedInstanceCapacity",
     "InsufficientCapacityOnOutpost",
     "SpotMaxPriceTooLow",
-    "IncorrectSpotRequestState",
     "Unsupported",
 })
+# The instance's spot request is not startable yet (a stop still settling, or EC2 holds an
+# interrupted instance): wait for EC2, never a capacity failure.
+WAITING_ERRORS = frozenset({"IncorrectSpotRequestState"})
 TRANSIENT_STATE_ERRORS = frozenset({"IncorrectInstanceState", "IncorrectState"})
 # Account limits: reported per instance as quota (the next tick will not clear them).
 QUOTA_ERRORS = frozenset({"InstanceLimitExceeded", "VcpuLimitExceeded", "MaxSpotInstanceCountExceeded"})
+PER_INSTANCE_ERRORS = CAPACITY_ERRORS | QUOTA_ERRORS | TRANSIENT_STATE_ERRORS | WAITING_ERRORS
+HELD_BY_EC2 = ("a spot interruption stopped it and only EC2 restarts it (when capacity returns; "
+               "it then powers itself off outside a run): waiting for EC2, retried by the next "
+               "start or done")
 
 
 class AwsCloudError(RuntimeError):
@@ -76,9 +90,13 @@ class AwsCloud:
 
     def start(self, labels: Mapping[str, str]) -> list[Instance]:
         raws = self._describe(labels)
-        todo = [r["InstanceId"] for r in raws if r["State"]["Name"] == "stopped"]
-        details = self._act(self.ec2.start_instances, todo)
+        stopped = [r for r in raws if r["State"]["Name"] == "stopped"]
+        held = {r["InstanceId"]: (HELD_BY_EC2, ErrorKind.WAITING)
+                for r in stopped if _reclaimed(r) == ErrorKind.PREEMPTED}
+        todo = [r["InstanceId"] for r in stopped if r["InstanceId"] not in held]
+        details = self._start_settled(todo)
         started = [i for i in todo if i not in details]
+        details.update(held)
         self._wait("instance_running", started)
         return self._refresh(raws, details)
 
@@ -103,6 +121,23 @@ class AwsCloud:
         return self._refresh(raws, details)
 
     # ---- helpers ------------------------------------------------------------------------
+    def _start_settled(self, ids: list[str]) -> dict[str, tuple[str, ErrorKind]]:
+        """StartInstances; members whose spot request is still settling after a stop
+        (`IncorrectSpotRequestState`) are asked again every `poll_s` within `wait_timeout_s`."""
+        details = self._act(self.ec2.start_instances, ids)
+        deadline = time.monotonic() + self.wait_timeout_s
+        while True:
+            settling = [i for i, (_, kind) in details.items() if kind == ErrorKind.WAITING]
+            if not settling or time.monotonic() + self.poll_s > deadline:
+                return details
+            time.sleep(self.poll_s)
+            again = self._act(self.ec2.start_instances, settling)
+            for instance_id in settling:
+                if instance_id in again:
+                    details[instance_id] = again[instance_id]
+                else:
+                    del details[instance_id]
+
     def _describe(self, labels: Mapping[str, str], ids: list[str] | None = None) -> list[dict]:
         kwargs: dict[str, Any] = {}
         if ids is not None:
@@ -137,7 +172,7 @@ class AwsCloud:
             fn(InstanceIds=ids)
             return {}
         except ClientError as exc:
-            if _code(exc) not in CAPACITY_ERRORS | QUOTA_ERRORS | TRANSIENT_STATE_ERRORS:
+            if _code(exc) not in PER_INSTANCE_ERRORS:
                 raise _fatal(exc, fn.__name__) from exc
             if len(ids) == 1:
                 return {ids[0]: _failure(exc)}
@@ -146,7 +181,7 @@ class AwsCloud:
             try:
                 fn(InstanceIds=[instance_id])
             except ClientError as exc:
-                if _code(exc) not in CAPACITY_ERRORS | QUOTA_ERRORS | TRANSIENT_STATE_ERRORS:
+                if _code(exc) not in PER_INSTANCE_ERRORS:
                     raise _fatal(exc, fn.__name__) from exc
                 details[instance_id] = _failure(exc)
         return details
@@ -187,6 +222,9 @@ def _detail(exc: ClientError) -> str:
         return f"{_code(exc)}: {message} (no capacity now; retried on the next tick)"
     if _code(exc) in QUOTA_ERRORS:
         return f"{_code(exc)}: {message} (an account limit: raise it in Service Quotas)"
+    if _code(exc) in WAITING_ERRORS:
+        return (f"{_code(exc)}: {message} (its spot request is not startable yet: waiting "
+                "for EC2, retried by the next start or done)")
     return f"{_code(exc)}: {message} (retried on the next tick)"
 
 
@@ -197,6 +235,8 @@ def _failure(exc: ClientError) -> tuple[str, ErrorKind]:
         kind = ErrorKind.CAPACITY
     elif code in QUOTA_ERRORS:
         kind = ErrorKind.QUOTA
+    elif code in WAITING_ERRORS:
+        kind = ErrorKind.WAITING
     else:
         kind = ErrorKind.API
     return _detail(exc), kind

@@ -52,6 +52,11 @@ def teardown(
     (None: no stack, e.g. local sweeps).
     """
     report = TeardownReport(dry_run=not yes)
+    release = getattr(sweeper, "release", None)  # AWS: cancel spot requests before destroy
+    if destroy_stack is not None and yes and release is not None:
+        for note in release(sweep):
+            report.notes.append(note)
+            echo(note)
     if destroy_stack is not None:
         note = destroy_stack(yes=yes, echo=echo)
         report.notes.append(note)

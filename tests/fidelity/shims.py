@@ -19,6 +19,9 @@
 - `curl`: the real curl (IMDS on the hub is real HTTP) except for ECR's API, answered here
   after checking the call is SigV4-signed with the instance role's credentials, and Secret
   Manager's, whose URL is pointed at the hub's double (tests/fidelity/hub.py).
+- `systemd-run --unit=U --on-active=Ns [--timer-property=…] CMD…`: a transient timer of
+  this boot (`systemctl is-active U.timer` answers for it) that runs CMD after N seconds
+  unless the VM booted again meanwhile (a timer dies with its boot).
 - `cos-extensions install gpu`: creates /var/lib/nvidia/{lib64,bin} as COS does (no
   device nodes: the lab has no GPU).
 
@@ -38,7 +41,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-SHIMS = ("docker", "systemctl", "cos-extensions", "docker-credential-gcr", "curl")
+SHIMS = ("docker", "systemctl", "cos-extensions", "docker-credential-gcr", "curl", "systemd-run")
 ECR_PASSWORD = "sim-ecr-password"
 SYSTEMD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 VENV_BIN = Path(sys.executable).parent
@@ -201,8 +204,62 @@ def systemctl(state: Path, argv: list[str]) -> int:
     if verb in ("poweroff", "halt"):
         (state / "poweroff").write_text(str(time.time()))
         return 0
+    if verb == "is-active":
+        return 0 if all(_timer_armed(state, u) for u in units) else 3
     print(f"systemctl shim: unsupported {argv}", file=sys.stderr)
     return 1
+
+
+# ---- systemd-run: transient timers of this boot ---------------------------------------------
+def _boot_id(state: Path) -> str:
+    path = state / "boot_id"
+    return path.read_text().strip() if path.exists() else ""
+
+
+def _timer_armed(state: Path, unit: str) -> bool:
+    path = state / "timers" / unit.removesuffix(".timer")
+    return path.exists() and json.loads(path.read_text())["boot"] == _boot_id(state)
+
+
+def systemd_run(state: Path, argv: list[str]) -> int:
+    record(state, program="systemd-run", argv=argv)
+    unit, after, i = "", None, 0
+    while i < len(argv) and argv[i].startswith("--"):
+        key, _, value = argv[i].partition("=")
+        if key == "--unit":
+            unit = value
+        elif key == "--on-active":
+            after = float(value.removesuffix("s"))
+        elif key != "--timer-property":
+            print(f"systemd-run shim: unsupported {argv[i]}", file=sys.stderr)
+            return 1
+        i += 1
+    command = argv[i:]
+    if not unit or after is None or not command:
+        print(f"systemd-run shim: needs --unit, --on-active and a command: {argv}", file=sys.stderr)
+        return 1
+    if _timer_armed(state, unit):
+        print(f"Failed to start transient timer unit: Unit {unit}.timer already exists.",
+              file=sys.stderr)
+        return 1
+    (state / "timers").mkdir(exist_ok=True)
+    at = time.time() + after
+    (state / "timers" / unit).write_text(json.dumps({"boot": _boot_id(state), "at": at,
+                                                     "command": command}))
+    subprocess.Popen([sys.executable, "-m", "tests.fidelity.shims", "timer", str(state), unit],
+                     cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL, start_new_session=True)
+    return 0
+
+
+def fire_timer(state: Path, unit: str) -> int:
+    timer = json.loads((state / "timers" / unit).read_text())
+    time.sleep(max(0.0, timer["at"] - time.time()))
+    if timer["boot"] != _boot_id(state):
+        return 0  # the VM booted again: this boot's timer is gone
+    record(state, program="systemd", unit=f"{unit}.timer", phase="elapsed", argv=timer["command"])
+    return subprocess.run(timer["command"], env={"PATH": SYSTEMD_PATH}).returncode
 
 
 # ---- docker ------------------------------------------------------------------------------
@@ -520,6 +577,8 @@ def main(name: str, state: str, argv: list[str]) -> int:
         return 0
     if name == "systemctl":
         return systemctl(st, argv)
+    if name == "systemd-run":
+        return systemd_run(st, argv)
     if name == "docker":
         return docker(st, argv)
     record(st, program=name, argv=argv)
@@ -536,4 +595,6 @@ if __name__ == "__main__":
         sys.exit(container(Path(sys.argv[2])))
     if sys.argv[1] == "bridge":
         sys.exit(bridge(int(sys.argv[3])))
+    if sys.argv[1] == "timer":
+        sys.exit(fire_timer(Path(sys.argv[2]), sys.argv[3]))
     sys.exit(2)

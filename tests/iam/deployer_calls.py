@@ -262,52 +262,33 @@ def _ami(s: Stack) -> str:
     )["Parameter"]["Value"]
 
 
-def spot_request(s: Stack) -> None:
-    ec2 = s.client("ec2")
-    answer = ec2.request_spot_instances(
-        InstanceCount=1, Type="persistent", InstanceInterruptionBehavior="stop",
-        LaunchSpecification={"ImageId": s.ids["ami"], "InstanceType": "c5.large",
-                             "SubnetId": s.ids["subnet"], "SecurityGroupIds": [s.ids["sg"]],
-                             "IamInstanceProfile": {"Name": s.role_name("member")}},
-        TagSpecifications=[{"ResourceType": "spot-instances-request", "Tags": _tags(s)}])
-    s.ids["spot"] = answer["SpotInstanceRequests"][0]["SpotInstanceRequestId"]
-    found = ec2.describe_spot_instance_requests(SpotInstanceRequestIds=[s.ids["spot"]])
-    s.ids["spot_instance"] = found["SpotInstanceRequests"][0]["InstanceId"]
-
-
-def spot_request_delete(s: Stack) -> None:
-    """Cancel, then terminate (unless the orphan sweep already did)."""
-    ec2 = s.client("ec2")
-    found = ec2.describe_spot_instance_requests(
-        SpotInstanceRequestIds=[s.ids["spot"]])["SpotInstanceRequests"]
-    if found and found[0]["State"] in ("open", "active", "disabled"):
-        ec2.cancel_spot_instance_requests(SpotInstanceRequestIds=[s.ids["spot"]])
-    ec2.terminate_instances(InstanceIds=[s.ids["spot_instance"]])
-
-
 def instance(s: Stack) -> None:
+    """A spot member as the provider creates it: RunInstances with persistent spot market
+    options, the instance's and its volumes' tags (tests/infra/aws_provider_api.py), then
+    the read-back."""
     ec2 = s.client("ec2")
     s.ids["instance"] = ec2.run_instances(
         ImageId=s.ids["ami"], InstanceType="c5n.large", MinCount=1, MaxCount=1,
         SubnetId=s.ids["subnet"], SecurityGroupIds=[s.ids["sg"]],
         IamInstanceProfile={"Name": s.role_name("member")},
-        TagSpecifications=[{"ResourceType": "instance", "Tags": _tags(s)}],
+        MetadataOptions={"HttpTokens": "required", "HttpEndpoint": "enabled",
+                         "HttpPutResponseHopLimit": 2},
+        InstanceInitiatedShutdownBehavior="stop",
+        InstanceMarketOptions={"MarketType": "spot", "SpotOptions": {
+            "SpotInstanceType": "persistent", "InstanceInterruptionBehavior": "stop"}},
+        TagSpecifications=[{"ResourceType": "instance", "Tags": _tags(s)},
+                           {"ResourceType": "volume", "Tags": _tags(s)}],
     )["Instances"][0]["InstanceId"]
+    ec2.describe_instances(InstanceIds=[s.ids["instance"]])
+    # a tag change on a later `pulumi up` (the spec's labels)
+    ec2.create_tags(Resources=[s.ids["instance"]], Tags=[{"Key": "team", "Value": "x"}])
+    ec2.delete_tags(Resources=[s.ids["instance"]], Tags=[{"Key": "team"}])
     ec2.modify_instance_attribute(InstanceId=s.ids["instance"],
                                   InstanceInitiatedShutdownBehavior={"Value": "stop"})
-    ec2.describe_instances(InstanceIds=[s.ids["instance"]])
 
 
 def instance_delete(s: Stack) -> None:
     s.client("ec2").terminate_instances(InstanceIds=[s.ids["instance"]])
-
-
-def tag(s: Stack) -> None:
-    s.client("ec2").create_tags(Resources=[s.ids["spot_instance"]], Tags=_tags(s))
-
-
-def tag_delete(s: Stack) -> None:
-    s.client("ec2").delete_tags(Resources=[s.ids["spot_instance"]], Tags=_tags(s))
 
 
 TRUST = {"member": "ec2.amazonaws.com", "lambda": "lambda.amazonaws.com",
@@ -468,11 +449,51 @@ def function_url_delete(s: Stack) -> None:
     s.client("lambda").delete_function_url_config(FunctionName=f"{s.sweep}-done")
 
 
+def queue(s: Stack) -> None:
+    """The sweep's failed-invocations queue (infra/aws/failures.py): created with its
+    attributes and tags, read back, its attributes and tags updated in place."""
+    sqs = s.client("sqs")
+    url = sqs.create_queue(QueueName=f"{s.sweep}-failed-invocations",
+                           Attributes={"MessageRetentionPeriod": "1209600",
+                                       "SqsManagedSseEnabled": "true"},
+                           tags={"managed-by": "spotbench"})["QueueUrl"]
+    s.ids["queue"] = url
+    s.ids["queue-arn"] = sqs.get_queue_attributes(
+        QueueUrl=url, AttributeNames=["All"])["Attributes"]["QueueArn"]
+    sqs.list_queue_tags(QueueUrl=url)
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"MessageRetentionPeriod": "1209600"})
+    sqs.tag_queue(QueueUrl=url, Tags={"team": "x"})
+    sqs.untag_queue(QueueUrl=url, TagKeys=["team"])
+
+
+def queue_delete(s: Stack) -> None:
+    s.client("sqs").delete_queue(QueueUrl=s.ids["queue"])
+
+
+def invoke_config(s: Stack) -> None:
+    """start/stop: Lambda's retries of an asynchronous invocation, then the queue."""
+    lam = s.client("lambda")
+    for action in ("start", "stop"):
+        kw = dict(FunctionName=f"{s.sweep}-{action}", MaximumRetryAttempts=2,
+                  MaximumEventAgeInSeconds=900,
+                  DestinationConfig={"OnFailure": {"Destination": s.ids["queue-arn"]}})
+        lam.put_function_event_invoke_config(**kw)
+        lam.get_function_event_invoke_config(FunctionName=f"{s.sweep}-{action}")
+        lam.update_function_event_invoke_config(**kw)
+
+
+def invoke_config_delete(s: Stack) -> None:
+    for action in ("start", "stop"):
+        s.client("lambda").delete_function_event_invoke_config(FunctionName=f"{s.sweep}-{action}")
+
+
 def schedule(s: Stack) -> None:
     sched = s.client("scheduler")
     for action in ("start", "stop"):
         target = {"Arn": s.ids[f"fn-{action}"], "RoleArn": s.role_arn("scheduler"),
-                  "Input": json.dumps({"action": action})}
+                  "Input": json.dumps({"action": action}),
+                  "RetryPolicy": {"MaximumRetryAttempts": 3, "MaximumEventAgeInSeconds": 600},
+                  "DeadLetterConfig": {"Arn": s.ids["queue-arn"]}}
         kw = dict(Name=f"{s.sweep}-{action}", ScheduleExpression="cron(0 3 * * ? *)",
                   FlexibleTimeWindow={"Mode": "OFF"}, Target=target)
         sched.create_schedule(**kw)
@@ -549,8 +570,9 @@ RESOURCE_CALLS: dict[str, tuple[Callable[[Stack], None], Callable[[Stack], None]
     "aws:lambda/layerVersion:LayerVersion": (layer, layer_delete),
     "aws:lambda/function:Function": (function, function_delete),
     "aws:lambda/functionUrl:FunctionUrl": (function_url, function_url_delete),
+    "aws:sqs/queue:Queue": (queue, queue_delete),
+    "aws:lambda/functionEventInvokeConfig:FunctionEventInvokeConfig": (invoke_config,
+                                                                      invoke_config_delete),
     "aws:scheduler/schedule:Schedule": (schedule, schedule_delete),
-    "aws:ec2/spotInstanceRequest:SpotInstanceRequest": (spot_request, spot_request_delete),
     "aws:ec2/instance:Instance": (instance, instance_delete),
-    "aws:ec2/tag:Tag": (tag, tag_delete),
 }

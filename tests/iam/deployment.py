@@ -29,8 +29,6 @@ from tests.iam.account import EnforcedAccount, LambdaFunction, Principal
 from tests.moto_server import MotoServer
 
 INSTANCE = "aws:ec2/instance:Instance"
-SPOT = "aws:ec2/spotInstanceRequest:SpotInstanceRequest"
-TAG = "aws:ec2/tag:Tag"
 ROLE = "aws:iam/role:Role"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 PROFILE = "aws:iam/instanceProfile:InstanceProfile"
@@ -105,14 +103,8 @@ def declare(spec: SweepSpec) -> Declared:
         url_functions.append(next(n for n in functions if n == u.inputs["functionName"]
                                   or by_resource.get(u.inputs["functionName"]) == n))
     schedules = {s.inputs["name"]: s.inputs["target"] for s in mocks.of_type(SCHEDULE)}
-    instance_tags: dict[str, dict[str, str]] = {}
-    for tag in mocks.of_type(TAG):
-        instance_tags.setdefault(tag.inputs["resourceId"], {})[tag.inputs["key"]] = tag.inputs["value"]
     instances = [{**copy.deepcopy(i.inputs), "kind": "instance", "itags": i.inputs["tags"]}
                  for i in mocks.of_type(INSTANCE)]
-    instances += [{**copy.deepcopy(r.inputs), "kind": "spot",
-                   "itags": instance_tags.get(f"{r.name}-instance-id", {})}
-                  for r in mocks.of_type(SPOT)]
     profiles = {p.inputs["name"]: p.inputs["role"] for p in mocks.of_type(PROFILE)}
     parameters = {p.inputs["name"]: dict(p.inputs) for p in mocks.of_type(PARAMETER)}
     return Declared(
@@ -171,24 +163,19 @@ def _tag_list(tags: dict[str, str]) -> list[dict[str, str]]:
 
 
 def _launch(ec2: Any, image: str, inst: dict[str, Any]) -> str:
-    """What EC2 does for a declared member: an instance, or a spot request (tagged as
-    declared) fulfilled by an instance that then gets the declared `aws.ec2.Tag`s."""
-    if inst["kind"] == "instance":
-        answer = ec2.run_instances(
-            ImageId=image, InstanceType=inst["instanceType"], MinCount=1, MaxCount=1,
-            TagSpecifications=[{"ResourceType": "instance", "Tags": _tag_list(inst["tags"])}])
-        return answer["Instances"][0]["InstanceId"]
-    answer = ec2.request_spot_instances(
-        InstanceCount=1, Type=inst["spotType"],
-        InstanceInterruptionBehavior=inst["instanceInterruptionBehavior"],
-        LaunchSpecification={"ImageId": image, "InstanceType": inst["instanceType"]},
-        TagSpecifications=[{"ResourceType": "spot-instances-request",
-                            "Tags": _tag_list(inst["tags"])}])
-    request = answer["SpotInstanceRequests"][0]["SpotInstanceRequestId"]
-    found = ec2.describe_spot_instance_requests(SpotInstanceRequestIds=[request])
-    instance = found["SpotInstanceRequests"][0]["InstanceId"]
-    ec2.create_tags(Resources=[instance], Tags=_tag_list(inst["itags"]))
-    return instance
+    """What EC2 does for a declared member: an instance, tagged as declared, with its spot
+    market options (the front keeps its persistent spot request)."""
+    extra: dict[str, Any] = {}
+    market = inst.get("instanceMarketOptions")
+    if market:
+        spot = market["spotOptions"]
+        extra["InstanceMarketOptions"] = {"MarketType": market["marketType"], "SpotOptions": {
+            "SpotInstanceType": spot["spotInstanceType"],
+            "InstanceInterruptionBehavior": spot["instanceInterruptionBehavior"]}}
+    answer = ec2.run_instances(
+        ImageId=image, InstanceType=inst["instanceType"], MinCount=1, MaxCount=1,
+        TagSpecifications=[{"ResourceType": "instance", "Tags": _tag_list(inst["tags"])}], **extra)
+    return answer["Instances"][0]["InstanceId"]
 
 
 def _env_of(user_data: str) -> dict[str, str]:
@@ -247,17 +234,15 @@ def redeploy(d: Deployed, declared: Declared) -> Deployed:
         for obj in s3.list_objects_v2(Bucket=d.bucket).get("Contents", []):
             s3.delete_object(Bucket=d.bucket, Key=obj["Key"])
         ec2 = account.admin("ec2")
-        sweep = [{"Name": "tag:spotbench-sweep", "Values": [declared.spec.name]}]
-        requests = [r["SpotInstanceRequestId"] for r in ec2.describe_spot_instance_requests(
-            Filters=[*sweep, {"Name": "state", "Values": ["open", "active", "disabled"]}])[
-                "SpotInstanceRequests"]]
+        found = [i for r in ec2.describe_instances(Filters=[
+                     {"Name": "tag:spotbench-sweep", "Values": [declared.spec.name]},
+                     {"Name": "instance-state-name", "Values": ["pending", "running", "stopping",
+                                                                "stopped"]}])["Reservations"]
+                 for i in r["Instances"]]
+        requests = sorted({i["SpotInstanceRequestId"] for i in found if i.get("SpotInstanceRequestId")})
         if requests:  # as teardown does: a persistent request would relaunch its instance
             ec2.cancel_spot_instance_requests(SpotInstanceRequestIds=requests)
-        old = [i["InstanceId"] for r in ec2.describe_instances(Filters=[
-                   {"Name": "tag:spotbench-sweep", "Values": [declared.spec.name]},
-                   {"Name": "instance-state-name", "Values": ["pending", "running", "stopping",
-                                                              "stopped"]}])["Reservations"]
-               for i in r["Instances"]]
+        old = [i["InstanceId"] for i in found]
         if old:  # every earlier deployment's (a test may have redeployed from `d` before)
             ec2.terminate_instances(InstanceIds=old)
         image = MotoServer.any_image(ec2)

@@ -37,6 +37,7 @@ from spotbench.spec import load_spec
 from tests.iam import deployer_calls as calls
 from tests.iam.account import EnforcedAccount, Principal, environment
 from tests.iam.policy import Authorization, as_list, evaluate
+from tests.ec2_spot_front import SpotFront
 from tests.moto_server import MotoServer
 
 pytestmark = pytest.mark.fidelity
@@ -149,7 +150,9 @@ def run(tmp_path_factory) -> Run:
     from spotbench.cli import app
 
     tmp = tmp_path_factory.mktemp("deployer")
-    with MotoServer() as url, EnforcedAccount(url, REGION) as account:
+    # EC2's spot request state machine in front of moto: a spot member's request exists
+    with MotoServer() as moto, SpotFront(moto, region=REGION) as url, \
+            EnforcedAccount(url, REGION) as account:
         with account.setup():
             account.create_role(DEPLOYER, "{}", [deployer_policy(SWEEP)])
         deployer: Principal = account.session(DEPLOYER, "deployer")
@@ -213,7 +216,7 @@ def test_aws_deployer_runs_up_commands_teardown_and_destroy_with_no_denial(run):
     ops = {(c.service, c.operation) for c in run.calls}
     assert {("servicequotas", "GetServiceQuota"), ("scheduler", "UpdateSchedule"),
             ("lambda", "Invoke"), ("s3", "GetObject"), ("ec2", "CancelSpotInstanceRequests"),
-            ("lambda", "CreateFunction"), ("ec2", "RequestSpotInstances")} <= ops
+            ("lambda", "CreateFunction"), ("ec2", "RunInstances")} <= ops
     quota = [c for c in run.calls if c.operation == "GetServiceQuota"]
     assert quota and {c.error for c in quota} <= {None, "NoSuchResourceException"}, run.outputs["preflight"]
     status = json.loads(run.outputs["status"])

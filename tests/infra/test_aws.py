@@ -69,20 +69,22 @@ def statement(doc: dict, sid: str) -> dict:
 def test_instances_are_stopped_persistent_spot_with_imdsv2_and_no_public_ip(declare):
     spec, mocks = sweep(declare)
     instances = members(mocks)
-    assert len(instances) == 4 and not mocks.of_type(INSTANCE)  # 2 trials × (launcher, peer)
+    assert len(instances) == 4 and not mocks.of_type(SPOT)  # 2 trials × (launcher, peer)
     ips = [i.inputs["privateIp"] for i in instances]
     assert len(set(ips)) == 4 and all(ip.startswith("10.43.1.") for ip in ips)
-    instance_tags: dict[str, dict[str, str]] = {}
-    for tag in mocks.of_type(TAG):
-        instance_tags.setdefault(tag.inputs["resourceId"], {})[tag.inputs["key"]] = tag.inputs["value"]
     for inst in instances:
         i = inst.inputs
-        assert (i["spotType"], i["instanceInterruptionBehavior"]) == ("persistent", "stop")
-        assert i["waitForFulfillment"] is True
-        days = (datetime.strptime(i["validUntil"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+        # an Instance with spot market options, not a SpotInstanceRequest: RunInstances
+        # carries what the spot request's launch specification dropped (metadata options,
+        # volume tags; tests/infra/test_aws_provider_api.py reads them back from EC2)
+        market = i["instanceMarketOptions"]
+        spot = market["spotOptions"]
+        assert market["marketType"] == "spot"
+        assert (spot["spotInstanceType"], spot["instanceInterruptionBehavior"]) == ("persistent", "stop")
+        days = (datetime.strptime(spot["validUntil"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
                 - datetime.now(UTC)).days
         assert days in (89, 90)  # aws.spot_valid_days
-        assert instance_tags[f"{inst.name}-instance-id"] == i["tags"]  # the instance's tags
+        assert i["volumeTags"] == i["tags"]
         assert i["metadataOptions"]["httpTokens"] == "required"
         assert i["associatePublicIpAddress"] is False
         assert i["instanceType"] == "c5n.large"
@@ -132,7 +134,8 @@ def test_known_hosts_output_pins_members_by_ip_and_by_instance_id(declare):
     keys: dict[str, set[tuple[str, ...]]] = {}  # group → host keys pinned for its members
     lines = {line.split()[0]: tuple(line.split()[1:]) for line in seen[0].splitlines()}
     for r in members(mocks):
-        names = {f"[{r.name}-instance-id]:2222", f"[{r.inputs['privateIp']}]:2222"}
+        instance_id = f"{r.name}-instance-id" if r.type == SPOT else f"{r.name}-id"  # the mocks' ids
+        names = {f"[{instance_id}]:2222", f"[{r.inputs['privateIp']}]:2222"}
         assert names <= set(lines), (names, sorted(lines))
         keys.setdefault(r.inputs["tags"]["spotbench-group"], set()).update(lines[n] for n in names)
     assert all(len(k) == 1 for k in keys.values())  # one host key per group, both names
@@ -300,6 +303,7 @@ def test_on_demand_spread_and_gpu_variants(declare):
 
     _, mocks = sweep(declare, provisioning="standard", placement="spread")
     assert mocks.of_type(INSTANCE) and not mocks.of_type(SPOT) and not mocks.of_type(TAG)
+    assert not any(i.inputs.get("instanceMarketOptions") for i in mocks.of_type(INSTANCE))
     strategies = {d.inputs["strategy"]
                   for d in mocks.of_type("aws:ec2/placementGroup:PlacementGroup")}
     assert strategies == {"spread"}

@@ -1,0 +1,385 @@
+"""EC2's spot request state machine, in front of moto_server (which starts anything).
+
+`SpotFront(upstream)` is a local HTTP proxy: every request goes on to `upstream` (moto, or
+another front) unchanged, except that for an instance launched by `RunInstances` with
+persistent spot market options it keeps the instance's spot request as EC2 does
+(docs/platform.md, "API state machines"):
+
+- the request is `active`/`fulfilled` while its instance runs; `DescribeInstances` names it
+  (`SpotInstanceRequestId`, which moto leaves out) and `DescribeSpotInstanceRequests` lists
+  it (untagged: the provider tags the instance, never its request);
+- a user stop (`StopInstances`) leaves the request `active` (`marked-for-stop`) for
+  `settle_s`, then `disabled` (`instance-stopped-by-user`); `StartInstances` of an instance
+  whose request is not `disabled` by a user stop answers `IncorrectSpotRequestState` (the
+  whole call, as EC2 refuses a batch);
+- `interrupt(id)` is EC2 reclaiming it (interruption behaviour stop): the instance stops
+  with `StateReason` `Server.SpotInstanceShutdown`, the request is `disabled` with
+  `instance-stopped-no-capacity`, and only EC2 may start it again (`StartInstances`:
+  `IncorrectSpotRequestState`) — `restore(id)` is EC2 doing so when capacity returns;
+- `CancelSpotInstanceRequests` cancels it (EC2 also terminates a stopped instance of a
+  cancelled request; the front records that as `terminated_by_cancel`, it does not call
+  moto, which may be enforcing IAM);
+- `TerminateInstances` of an instance whose persistent request is not cancelled re-opens the
+  request (`open`), which is when EC2 would launch a replacement (`relaunched` lists them).
+"""
+
+from __future__ import annotations
+
+import http.server
+import itertools
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs, urlencode
+from xml.etree import ElementTree as ET
+
+import boto3
+import requests
+
+NS = "http://ec2.amazonaws.com/doc/2016-11-15"  # as moto writes it (EC2 adds a final /)
+ET.register_namespace("", NS)
+INTERRUPTED = "instance-stopped-no-capacity"
+USER_STOPPED = "instance-stopped-by-user"
+
+
+def _q(tag: str) -> str:
+    return f"{{{NS}}}{tag}"
+
+
+@dataclass
+class SpotRequest:
+    id: str
+    instance: str
+    behavior: str = "stop"
+    state: str = "active"
+    status: str = "fulfilled"
+    stopped_at: float | None = None  # a user stop, settling until settle_s has passed
+
+    def view(self, settle_s: float) -> tuple[str, str]:
+        if self.stopped_at is not None and self.state == "active":
+            if time.monotonic() - self.stopped_at < settle_s:
+                return "active", "marked-for-stop"
+            self.state, self.status, self.stopped_at = "disabled", USER_STOPPED, None
+        return self.state, self.status
+
+
+@dataclass
+class SpotFront:
+    upstream: str
+    settle_s: float = 0.0
+    region: str = "us-east-1"
+    requests: dict[str, SpotRequest] = field(default_factory=dict)  # by request id
+    relaunched: list[str] = field(default_factory=list)  # requests re-opened by a terminate
+    terminated_by_cancel: list[str] = field(default_factory=list)
+    refused: list[tuple[str, list[str]]] = field(default_factory=list)  # (action, instance ids)
+    errors: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._lock = threading.RLock()
+        self._ids = itertools.count(1)
+        self._server: http.server.ThreadingHTTPServer | None = None
+        self.url = ""
+
+    # ---- lifecycle ----------------------------------------------------------------------
+    def __enter__(self) -> str:
+        front = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _serve(self) -> None:
+                front._handle(self)
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _serve
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self.url
+
+    def __exit__(self, *exc: object) -> None:
+        if self._server:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def reset(self) -> None:
+        with self._lock:
+            self.requests.clear()
+            self.relaunched.clear()
+            self.terminated_by_cancel.clear()
+            self.refused.clear()
+
+    # ---- what EC2 does on its own ---------------------------------------------------------
+    def _ec2(self) -> Any:
+        return boto3.client("ec2", region_name=self.region, endpoint_url=self.upstream,
+                            aws_access_key_id="testing", aws_secret_access_key="testing")
+
+    def request_of(self, instance: str) -> SpotRequest | None:
+        with self._lock:
+            return next((r for r in self.requests.values() if r.instance == instance), None)
+
+    def interrupt(self, instance: str) -> None:
+        """EC2 reclaims the instance (interruption behaviour stop)."""
+        request = self.request_of(instance)
+        assert request is not None, f"{instance} has no persistent spot request"
+        self._ec2().stop_instances(InstanceIds=[instance])
+        with self._lock:
+            request.state, request.status, request.stopped_at = "disabled", INTERRUPTED, None
+
+    def restore(self, instance: str) -> None:
+        """Capacity is back: EC2 starts the interrupted instance itself."""
+        request = self.request_of(instance)
+        assert request is not None and request.status == INTERRUPTED
+        self._ec2().start_instances(InstanceIds=[instance])
+        with self._lock:
+            request.state, request.status = "active", "fulfilled"
+
+    # ---- the proxy ----------------------------------------------------------------------
+    def _handle(self, h: http.server.BaseHTTPRequestHandler) -> None:
+        body = _read_body(h)
+        headers = dict(h.headers.items())
+        try:
+            form = _form(body) if h.command == "POST" else {}
+            action = form.get("Action", [""])[0] if form.get("Version") == ["2016-11-15"] else ""
+            handler = getattr(self, f"_on_{action}", None)
+            if handler is None:
+                return _reply(h, *self._forward(h, headers, body))
+            return _reply(h, *handler(h, headers, body, form))
+        except Exception as exc:  # noqa: BLE001 - a harness gap must fail the test loudly
+            self.errors.append(f"{h.command} {h.path}: {exc!r}")
+            return _reply(h, 500, {"Content-Type": "text/plain"}, str(exc).encode())
+
+    def _forward(self, h, headers: Mapping[str, str], body: bytes) -> tuple[int, dict, bytes]:
+        sent = {k: v for k, v in headers.items() if k.lower() != "transfer-encoding"}
+        resp = requests.request(h.command, self.upstream + h.path, headers=sent,
+                                data=body, timeout=60, allow_redirects=False)
+        drop = {"transfer-encoding", "connection", "content-encoding"}
+        if h.command != "HEAD":  # a HEAD answer's length is the object's: keep it
+            drop.add("content-length")
+        return (resp.status_code, {k: v for k, v in resp.headers.items() if k.lower() not in drop},
+                resp.content)
+
+    # ---- EC2 actions the state machine changes ------------------------------------------
+    def _on_RunInstances(self, h, headers, body, form):
+        status, out, content = self._forward(h, headers, body)
+        spot = (form.get("InstanceMarketOptions.MarketType") == ["spot"]
+                and form.get("InstanceMarketOptions.SpotOptions.SpotInstanceType") == ["persistent"])
+        if status == 200 and spot:
+            behavior = form.get("InstanceMarketOptions.SpotOptions.InstanceInterruptionBehavior",
+                                ["terminate"])[0]
+            root = ET.fromstring(content)
+            with self._lock:
+                for item in root.iter(_q("instanceId")):
+                    rid = f"sir-{next(self._ids):08x}"
+                    self.requests[rid] = SpotRequest(rid, item.text or "", behavior)
+        return status, out, content
+
+    def _on_DescribeInstances(self, h, headers, body, form):
+        status, out, content = self._forward(h, headers, body)
+        if status != 200 or not self.requests:
+            return status, out, content
+        root = ET.fromstring(content)
+        for inst in root.iter(_q("item")):
+            iid = inst.find(_q("instanceId"))
+            request = self.request_of(iid.text) if iid is not None and iid.text else None
+            if request is None:
+                continue
+            _set(inst, "spotInstanceRequestId", request.id)
+            _set(inst, "instanceLifecycle", "spot")
+            if request.status == INTERRUPTED:
+                reason = inst.find(_q("stateReason"))
+                if reason is None:
+                    reason = ET.SubElement(inst, _q("stateReason"))
+                _set(reason, "code", "Server.SpotInstanceShutdown")
+                _set(reason, "message", "Server.SpotInstanceShutdown: Spot interruption")
+        return status, out, ET.tostring(root)
+
+    def _on_DescribeSpotInstanceRequests(self, h, headers, body, form):
+        status, out, content = self._forward(h, headers, body)
+        if status != 200:
+            return status, out, content
+        root = ET.fromstring(content)
+        listing = root.find(_q("spotInstanceRequestSet"))
+        if listing is None:
+            listing = ET.SubElement(root, _q("spotInstanceRequestSet"))
+        for request in self._matching(form):
+            state, code = request.view(self.settle_s)
+            item = ET.SubElement(listing, _q("item"))
+            for tag, value in (("spotInstanceRequestId", request.id), ("type", "persistent"),
+                               ("state", state), ("instanceId", request.instance),
+                               ("instanceInterruptionBehavior", request.behavior),
+                               ("productDescription", "Linux/UNIX")):
+                _set(item, tag, value)
+            st = ET.SubElement(item, _q("status"))
+            _set(st, "code", code)
+            _set(st, "message", code)
+            ET.SubElement(item, _q("tagSet"))
+        return status, out, ET.tostring(root)
+
+    def _matching(self, form: Mapping[str, list[str]]) -> Iterable[SpotRequest]:
+        ids = _indexed(form, "SpotInstanceRequestId")
+        filters: dict[str, list[str]] = {}
+        for n in itertools.count(1):
+            name = form.get(f"Filter.{n}.Name")
+            if not name:
+                break
+            filters[name[0]] = _indexed(form, f"Filter.{n}.Value")
+        with self._lock:
+            found = list(self.requests.values())
+        for request in found:
+            state, _ = request.view(self.settle_s)
+            if ids and request.id not in ids:
+                continue
+            if any(k.startswith("tag") for k in filters):  # the requests carry no tags
+                continue
+            if "state" in filters and state not in filters["state"]:
+                continue
+            if "instance-id" in filters and request.instance not in filters["instance-id"]:
+                continue
+            yield request
+
+    def _on_StartInstances(self, h, headers, body, form):
+        held = []
+        for iid in _indexed(form, "InstanceId"):
+            request = self.request_of(iid)
+            if request is None:
+                continue
+            state, code = request.view(self.settle_s)
+            if state == "cancelled" or (state, code) != ("disabled", USER_STOPPED):
+                held.append(iid)
+        if held:
+            self.refused.append(("StartInstances", held))
+            return _error("IncorrectSpotRequestState",
+                          f"The spot instance request of {', '.join(held)} is not in a state "
+                          "that allows this operation (it must be disabled by a user stop).")
+        status, out, content = self._forward(h, headers, body)
+        if status == 200:
+            with self._lock:
+                for iid in _indexed(form, "InstanceId"):
+                    request = self.request_of(iid)
+                    if request is not None:
+                        request.state, request.status, request.stopped_at = "active", "fulfilled", None
+        return status, out, content
+
+    def _on_StopInstances(self, h, headers, body, form):
+        status, out, content = self._forward(h, headers, body)
+        if status == 200:
+            with self._lock:
+                for iid in _indexed(form, "InstanceId"):
+                    request = self.request_of(iid)
+                    if request is not None and request.state == "active":
+                        request.stopped_at = time.monotonic()
+        return status, out, content
+
+    def _on_CancelSpotInstanceRequests(self, h, headers, body, form):
+        ids = _indexed(form, "SpotInstanceRequestId")
+        mine = [i for i in ids if i in self.requests]
+        if not mine:
+            return self._forward(h, headers, body)
+        others = [i for i in ids if i not in self.requests]
+        root = ET.Element(_q("CancelSpotInstanceRequestsResponse"))
+        _set(root, "requestId", "front")
+        listing = ET.SubElement(root, _q("spotInstanceRequestSet"))
+        if others:
+            rest = {k: v for k, v in form.items() if not k.startswith("SpotInstanceRequestId.")}
+            rest.update({f"SpotInstanceRequestId.{n}": [i] for n, i in enumerate(others, 1)})
+            status, out, content = self._forward(h, headers, urlencode(rest, doseq=True).encode())
+            if status != 200:
+                return status, out, content
+            for item in ET.fromstring(content).iter(_q("item")):
+                listing.append(item)
+        states = {i["InstanceId"]: i["State"]["Name"] for r in self._describe(mine)
+                  for i in r["Instances"]}
+        with self._lock:
+            for rid in mine:
+                request = self.requests[rid]
+                request.state, request.status = "cancelled", "request-canceled-and-instance-running"
+                if states.get(request.instance) == "stopped":
+                    self.terminated_by_cancel.append(request.instance)
+                item = ET.SubElement(listing, _q("item"))
+                _set(item, "spotInstanceRequestId", rid)
+                _set(item, "state", "cancelled")
+        return 200, {"Content-Type": "text/xml"}, ET.tostring(root)
+
+    def _describe(self, request_ids: list[str]) -> list[dict]:
+        instances = [self.requests[r].instance for r in request_ids]
+        try:
+            return self._ec2().describe_instances(InstanceIds=instances)["Reservations"]
+        except Exception:  # noqa: BLE001 - moto may enforce IAM on the front's own key
+            return []
+
+    def _on_TerminateInstances(self, h, headers, body, form):
+        status, out, content = self._forward(h, headers, body)
+        if status == 200:
+            with self._lock:
+                for iid in _indexed(form, "InstanceId"):
+                    request = self.request_of(iid)
+                    if request is not None and request.state != "cancelled":
+                        request.state, request.status = "open", "instance-terminated-by-user"
+                        self.relaunched.append(request.id)
+        return status, out, content
+
+
+def _form(body: bytes) -> dict[str, list[str]]:
+    try:
+        return parse_qs(body.decode(), keep_blank_values=True)
+    except UnicodeDecodeError:
+        return {}
+
+
+def _indexed(form: Mapping[str, list[str]], prefix: str) -> list[str]:
+    out = []
+    for n in itertools.count(1):
+        value = form.get(f"{prefix}.{n}")
+        if not value:
+            return out
+        out.append(value[0])
+
+
+def _set(parent: ET.Element, tag: str, value: str) -> None:
+    node = parent.find(_q(tag))
+    if node is None:
+        node = ET.SubElement(parent, _q(tag))
+    node.text = value
+
+
+def _error(code: str, message: str) -> tuple[int, dict, bytes]:
+    xml = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response><Errors><Error><Code>{code}"
+           f"</Code><Message>{message}</Message></Error></Errors><RequestID>front</RequestID>"
+           "</Response>")
+    return 400, {"Content-Type": "text/xml"}, xml.encode()
+
+
+def _read_body(h: http.server.BaseHTTPRequestHandler) -> bytes:
+    """The request body: by Content-Length when given (a front before this one forwards a
+    de-chunked body with its client's Transfer-Encoding header still on), else chunked."""
+    if h.headers.get("Content-Length") is None and \
+            h.headers.get("Transfer-Encoding", "").lower() == "chunked":
+        chunks = []
+        while True:
+            size = int(h.rfile.readline().split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                h.rfile.readline()
+                return b"".join(chunks)
+            chunks.append(h.rfile.read(size))
+            h.rfile.readline()
+    length = int(h.headers.get("Content-Length") or 0)
+    return h.rfile.read(length) if length else b""
+
+
+def _reply(h: http.server.BaseHTTPRequestHandler, status: int, headers: Mapping[str, str],
+           body: bytes) -> None:
+    h.send_response(status)
+    for key, value in headers.items():
+        h.send_header(key, value)
+    if not any(k.lower() == "content-length" for k in headers):
+        h.send_header("Content-Length", str(len(body)))
+    h.end_headers()
+    if h.command != "HEAD":
+        h.wfile.write(body)
