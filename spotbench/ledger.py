@@ -17,10 +17,13 @@ group's latest launch.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 
-from spotbench.results import Attempt, ResultStore, utcnow
+from spotbench.results import Attempt, ResultStore, StoreError, utcnow
+
+log = logging.getLogger("spotbench.ledger")
 
 __all__ = ["Launch", "attributed", "launches_of", "note_ends"]
 
@@ -81,7 +84,18 @@ def attributed(launches: list[Launch], attempts: list[Attempt]) -> dict[str, Lau
 
 def note_ends(store: ResultStore, run: str, groups: set[str] | list[str],
               now: datetime | None = None, launches: list[Launch] | None = None) -> None:
-    """Record the end of the latest launch of each of `groups` in `run` that has none yet."""
+    """Record the end of the latest launch of each of `groups` in `run` that has none yet.
+    Best effort: a store that cannot be written (read-only, full) must not keep control from
+    stopping groups or closing the run; a launch without an end counts until the group's
+    next launch, or now (at most its deadline for the budget), which is never less."""
+    try:
+        _note_ends(store, run, groups, now, launches)
+    except StoreError as exc:
+        log.warning("end of %s in run %s not recorded: %s", ", ".join(sorted(groups)), run, exc)
+
+
+def _note_ends(store: ResultStore, run: str, groups: set[str] | list[str],
+               now: datetime | None, launches: list[Launch] | None) -> None:
     launches = launches_of(store, run) if launches is None else launches
     latest: dict[str, Launch] = {}
     for launch in launches:

@@ -385,3 +385,25 @@ def test_a_done_from_an_earlier_attempt_does_not_stop_the_next(tmp_path: Path) -
                                          "started_at": (launched + timedelta(seconds=1)).isoformat()})
     assert fresh["stopped"] == sorted(m.name for m in group.members)
     assert running_groups(sweep) == set()
+
+
+def test_an_attempt_belongs_to_the_launch_that_stored_it(tmp_path: Path) -> None:
+    """Attempt files are numbered by what is stored, launches by starts: a launch that
+    stored nothing (crashed) does not shift the next attempt onto it."""
+    from datetime import timedelta
+
+    from spotbench.ledger import attributed, launches_of
+
+    sweep = make_sweep(tmp_path, trials=1)
+    run = control.start(sweep, SCHEDULER)["run"]
+    (group,) = sweep.groups
+    t0 = sweep.store.launches(run, group.id)[0]
+    # launch 1's members crash before storing: the next tick sees them stopped, ends it
+    sweep.cloud._set(group.labels, State.STOPPED)
+    later = t0 + timedelta(seconds=30)
+    control.start(sweep, SCHEDULER, {"run": run}, now=later)  # ends launch 1, starts launch 2
+    store_result(sweep, run, group.id)
+    launches = launches_of(sweep.store, run)
+    assert [(x.n, x.stored) for x in launches] == [(1, frozenset()), (2, None)]
+    assert attributed(launches, sweep.store.attempts(run))[f"{group.id}.1"].n == 2
+    assert launches[0].end(later) == later and launches[1].at == later
