@@ -90,6 +90,11 @@ def test_a_non_finite_value_is_refused_where_it_is_produced() -> None:
             Result(**{**base, **bad})
 
 
+def _ledger_marker(r) -> bool:
+    """The record control writes for a launch that stored nothing valid (its ledger's word)."""
+    return r.metric == "preempted" and r.metadata.get("marker") == "from the launch ledger"
+
+
 def test_a_poisoned_prefix_never_stops_control(tmp_path: Path, caplog) -> None:
     """`1e999` stored as null, `<group>.x.jsonl`, a bad `started_at`, a non-JSON line: with a
     budget, every later start and done still answers, and the readers name what they skip."""
@@ -106,7 +111,9 @@ def test_a_poisoned_prefix_never_stops_control(tmp_path: Path, caplog) -> None:
         out = done(sweep, a, T0 + timedelta(minutes=1))
         assert out["started"] == [a.id]  # nothing valid stored: a is retried
         assert control.start(sweep, SCHEDULER, {"run": run}, now=T0 + timedelta(minutes=2))
-        assert sweep.store.read(run) == [] and sweep.store.attempts(run) == []
+        # nothing the group wrote counts; its launch got the ledger's marker attempt (#28)
+        assert all(_ledger_marker(r) for r in sweep.store.read(run))
+        assert all(att.preempted for att in sweep.store.attempts(run))
         assert sweep.store.completed_groups(run) == set()
     warned = "\n".join(r.getMessage() for r in caplog.records)
     for path in poisoned:
@@ -188,8 +195,8 @@ def test_an_attempt_of_too_many_lines_is_refused_with_bounded_memory(tmp_path: P
     assert out["started"] == [a.id]  # a's oversized attempt does not count: a is retried
     assert path in caplog.text and "at most" in caplog.text
     assert peak < 64 << 20, f"done took {peak >> 20} MiB for one oversized attempt"
-    with Catalog(sweep.store.url) as cat:  # the catalogue skips it too
-        assert cat.query("SELECT count(*) FROM records").rows == [(0,)]
+    with Catalog(sweep.store.url) as cat:  # the catalogue skips it too (keeps only the marker)
+        assert cat.query("SELECT count(*) FROM records WHERE metric <> 'preempted'").rows == [(0,)]
 
 
 def test_the_member_stops_recording_at_the_bound(tmp_path: Path, monkeypatch) -> None:
