@@ -131,7 +131,10 @@ def launcher(run: WorkloadRun) -> int:
         with tempfile.TemporaryDirectory(prefix="spotbench-osu-") as tmp:
             t = launch.transport(run.ctx, Path(tmp))
             mpi_version = mpi_library_version()
-            for benchmark in params.benchmarks:
+            if not launch.wait_for_peer(run.ctx.peers("peer")[0]):
+                interrupted = "peer lost"  # never booted: the group is retried whole
+                log.warning("the peer never answered within %.0f s", launch.PEER_BOOT_S)
+            for benchmark in params.benchmarks if interrupted is None else ():
                 interrupted = _bench(run, t, params, benchmark, mpi_version)
                 if interrupted:
                     break

@@ -168,6 +168,20 @@ def peer_answers(peer: Peer, tries: int = 6, pause: float = 0.5) -> bool:
     return True
 
 
+PEER_BOOT_S = 600.0  # how long a launcher waits for its peer's VM to boot (the deadline caps it)
+
+
+def wait_for_peer(peer: Peer, timeout: float = PEER_BOOT_S, interval: float = 1.0) -> bool:
+    """Block until the peer's port answers (members' VMs boot at different times; mpiexec
+    started before the peer's sshd would be called a lost peer). False after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while not port_open(peer.host, peer.port):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(interval)
+    return True
+
+
 @dataclass
 class Outcome:
     rc: int

@@ -131,3 +131,26 @@ def test_launcher_sigterm_stores_what_it_measured_and_calls_done(tmp_path, done_
     assert body["group"] == "g-osu-test" and set(body) == {"group", "started_at"}
     records = group.store.read(group.run_id)
     assert records and all(r.preempted for r in records)
+
+
+@pytest.mark.slow
+def test_a_launcher_that_boots_before_its_peer_waits_for_it(tmp_path, done_server):
+    """Members' VMs boot at different times: a launcher up 8 s before its peer's sshd waits
+    for it, then measures; it once started mpiexec at once and its watchdog called the
+    peer lost after 2 s, retrying the whole group."""
+    group = make_group(tmp_path, done_server.url, {**SMALL, "benchmarks": ["latency"]})
+    try:
+        launcher = group.start("launcher")
+        time.sleep(8)
+        assert launcher.poll() is None, "the launcher gave up before its peer booted"
+        peer = group.start("peer")
+        out, _ = launcher.communicate(timeout=120)
+        assert launcher.returncode == 0, out
+        assert done_server.event.wait(10)
+        peer.send_signal(signal.SIGTERM)
+        peer.wait(timeout=20)
+    finally:
+        group.stop_all()
+    records = group.store.read(group.run_id)
+    assert records and not any(r.preempted for r in records), out
+    assert {r.metric for r in records} == {"latency"}
