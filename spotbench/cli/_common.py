@@ -59,20 +59,27 @@ def explained(exc: BaseException, cloud: str | None = None) -> str:
     return extras.explain(exc, cloud or current_cloud) or str(exc)
 
 
-def credentials_or_exit(cloud: str) -> None:
-    """Before calling `cloud`: its extra is installed and this machine has credentials, or
-    one line saying what to do and exit 1 — never the SDKs' retries and tracebacks."""
+def credentials_problem(cloud: str) -> str | None:
+    """Why this machine cannot call `cloud` (its SDK extra missing, or no credentials), as
+    one line saying what to do; None when it can."""
     from spotbench.clouds import get_provider
 
     missing = extras.sdk_missing(cloud)
     if missing:
-        fail(missing)
+        return missing
     try:
         problem = get_provider(cloud).credentials_problem()
     except ModuleNotFoundError as exc:
-        fail(explained(exc, cloud))
+        return explained(exc, cloud)
+    return f"{cloud}: {problem}" if problem else None
+
+
+def credentials_or_exit(cloud: str) -> None:
+    """Before calling `cloud`: its extra is installed and this machine has credentials, or
+    one line saying what to do and exit 1 — never the SDKs' retries and tracebacks."""
+    problem = credentials_problem(cloud)
     if problem:
-        fail(f"{cloud}: {problem}")
+        fail(problem)
 
 
 def fail(message: str, code: int = 1) -> None:

@@ -13,8 +13,8 @@ from pathlib import Path
 import typer
 
 from spotbench.cli._common import (
-    EXIT_BAD_INPUT, Column, console, credentials_or_exit, dropped_note, err_console, explained, fail,
-    fit_table, spec_or_exit, styled, warn,
+    EXIT_BAD_INPUT, Column, console, credentials_or_exit, credentials_problem, dropped_note,
+    err_console, explained, fail, fit_table, spec_or_exit, styled, warn,
 )
 
 schedule_app = typer.Typer(help="Pause, resume or fire now a sweep's start/stop pair.", no_args_is_help=True)
@@ -50,17 +50,24 @@ def status(
         url = results_url_for(spec, results)
     except ValueError as exc:  # SettingMissing: only the deployed stack knows the bucket
         fail(str(exc), EXIT_BAD_INPUT)
-    credentials_or_exit(spec.cloud)  # before the bucket's SDK retries without credentials
+    # before any SDK call (their retries without credentials take a minute): results in the
+    # cloud's bucket cannot be read at all; a local copy still shows the plan and results
+    problem = credentials_problem(spec.cloud)
+    if problem and "://" in url and not url.startswith(("file://", "local://")):
+        fail(problem)
     store = ResultStore(url)
     cloud = control = None
-    try:
-        cloud = cloud_for(spec, root)
-    except Exception as exc:  # noqa: BLE001 - status shows what it can
-        warn(explained(exc), prefix=f"cannot reach {spec.cloud}: ")
-    try:
-        control = control_for(spec, root)
-    except Exception as exc:  # noqa: BLE001
-        warn(explained(exc), prefix="schedule state unavailable: ")
+    if problem:
+        warn(problem, prefix=f"cannot reach {spec.cloud}: ")
+    else:
+        try:
+            cloud = cloud_for(spec, root)
+        except Exception as exc:  # noqa: BLE001 - status shows what it can
+            warn(explained(exc), prefix=f"cannot reach {spec.cloud}: ")
+        try:
+            control = control_for(spec, root)
+        except Exception as exc:  # noqa: BLE001
+            warn(explained(exc), prefix="schedule state unavailable: ")
     report = st.sweep_status(spec, cloud, store, control)
     if as_json:
         typer.echo(json.dumps(report.as_dict(), indent=2, default=str))
