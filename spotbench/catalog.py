@@ -135,33 +135,11 @@ GCP_A_GPU: dict[str, str] = {"a2-highgpu": "nvidia-tesla-a100", "a2-megagpu": "n
 UNKNOWN_COUNT = -1  # a GPU type whose count the catalog does not know (a newer size)
 
 
-def built_in_gpus(cloud: str, machine_type: str) -> tuple[str, int] | None:
-    """(GPU, count per VM) a machine type comes with, whatever the spec's `accelerator`
-    says; None when it has none. The count is `UNKNOWN_COUNT` for a type of a GPU family
-    the catalog has no size for (a guardrail then refuses rather than count 0)."""
-    mt = machine_type.lower()
-    if cloud == "gcp":
-        series, _, rest = mt.partition("-")
-        if series == "g2":
-            size = rest.rsplit("-", 1)[-1]
-            return "nvidia-l4", GCP_G2_GPUS.get(int(size), UNKNOWN_COUNT) if size.isdigit() else UNKNOWN_COUNT
-        if series in ("a2", "a3"):
-            m = re.match(r"^(?P<kind>[a-z0-9]+-[a-z]+)-(?P<n>\d+)g$", mt)
-            gpu = GCP_A_GPU.get(m.group("kind"), GCP_BUNDLED_GPUS[series][0]) if m else GCP_BUNDLED_GPUS[series][0]
-            return gpu, int(m.group("n")) if m else UNKNOWN_COUNT
-        return None
-    if cloud == "aws":
-        family = mt.split(".", 1)[0]
-        if family in AWS_GPU_FAMILIES or family.startswith(("p", "g")) and family[1:2].isdigit():
-            return AWS_GPU_FAMILIES.get(family, "unknown"), AWS_GPU_COUNTS.get(mt, UNKNOWN_COUNT)
-        return None
-    return None
-
-
-def vm_gpus(cloud: str, machine_type: str, accelerator: str | None, count: int) -> tuple[str | None, int]:
-    """(GPU, count) one VM of `machine_type` has: its built-in GPUs, else the attached
-    `count` × `accelerator` (GCP N1)."""
-    built_in = built_in_gpus(cloud, machine_type)
+def vm_gpus(catalog: CloudCatalog | None, machine_type: str, accelerator: str | None,
+            count: int) -> tuple[str | None, int]:
+    """(GPU, count) one VM of `machine_type` has: its built-in GPUs (its cloud's catalog
+    knows them), else the attached `count` × `accelerator` (GCP N1)."""
+    built_in = catalog.built_in_gpus(machine_type) if catalog is not None else None
     if built_in is not None:
         return built_in
     return (accelerator, count) if accelerator else (None, 0)
@@ -325,6 +303,12 @@ class CloudCatalog:
     def check_placement(self, machine_type: str, placement: str, spot: bool) -> Check:
         raise NotImplementedError
 
+    def built_in_gpus(self, machine_type: str) -> tuple[str, int] | None:
+        """(GPU, count per VM) a machine type comes with, whatever the spec's `accelerator`
+        says; None when it has none. The count is `UNKNOWN_COUNT` for a type of a GPU family
+        the catalog has no size for (a guardrail then refuses rather than count 0)."""
+        return None
+
 
 class GcpCatalog(CloudCatalog):
     cloud = "gcp"
@@ -347,6 +331,18 @@ class GcpCatalog(CloudCatalog):
 
     def architecture(self, machine_type: str) -> str:
         return "arm64" if GCP_ARM_SERIES.match(self.series(machine_type)) else IMAGE_ARCHITECTURE
+
+    def built_in_gpus(self, machine_type: str) -> tuple[str, int] | None:
+        mt = machine_type.lower()
+        series, _, rest = mt.partition("-")
+        if series == "g2":
+            size = rest.rsplit("-", 1)[-1]
+            return "nvidia-l4", GCP_G2_GPUS.get(int(size), UNKNOWN_COUNT) if size.isdigit() else UNKNOWN_COUNT
+        if series in ("a2", "a3"):
+            m = re.match(r"^(?P<kind>[a-z0-9]+-[a-z]+)-(?P<n>\d+)g$", mt)
+            gpu = GCP_A_GPU.get(m.group("kind"), GCP_BUNDLED_GPUS[series][0]) if m else GCP_BUNDLED_GPUS[series][0]
+            return gpu, int(m.group("n")) if m else UNKNOWN_COUNT
+        return None
 
     def check_name(self, machine_type: str, priced: set[str]) -> Check:
         if machine_type in priced:
@@ -428,6 +424,13 @@ class AwsCatalog(CloudCatalog):
 
     def architecture(self, machine_type: str) -> str:
         return "arm64" if AWS_GRAVITON.match(self.family(machine_type)) else IMAGE_ARCHITECTURE
+
+    def built_in_gpus(self, machine_type: str) -> tuple[str, int] | None:
+        mt = machine_type.lower()
+        family = mt.split(".", 1)[0]
+        if family in AWS_GPU_FAMILIES or family.startswith(("p", "g")) and family[1:2].isdigit():
+            return AWS_GPU_FAMILIES.get(family, "unknown"), AWS_GPU_COUNTS.get(mt, UNKNOWN_COUNT)
+        return None
 
     def check_name(self, machine_type: str, priced: set[str]) -> Check:
         if machine_type in priced:

@@ -171,7 +171,8 @@ def member_types(group: RunGroup) -> list[str]:
 def member_gpus(group: RunGroup, cloud: str) -> list[tuple[str | None, int]]:
     """(GPU, count) per member: its type's built-in GPUs (a2/a3/g2, EC2 p*/g*), else the
     group's attached accelerator (GCE attaches it to every member)."""
-    return [vm_gpus(cloud, t, group.accelerator, group.accelerator_count) for t in member_types(group)]
+    catalog = get_provider(cloud).catalog if cloud else None
+    return [vm_gpus(catalog, t, group.accelerator, group.accelerator_count) for t in member_types(group)]
 
 
 def group_gpus(group: RunGroup, cloud: str = "") -> int:
@@ -214,7 +215,7 @@ def violations(spec: SweepSpec, policy: Policy | None) -> list[str]:
         allowed("accelerator", acc, policy.accelerators, "accelerators")
     capped = policy.max_gpus_per_group is not None or policy.max_gpus_per_sweep is not None
     unknown = sorted({t for g in groups for t in member_types(g)
-                      if vm_gpus(spec.cloud, t, None, 0)[1] == UNKNOWN_COUNT})
+                      if vm_gpus(provider.catalog, t, None, 0)[1] == UNKNOWN_COUNT})
     if capped and unknown:
         out.append(f"machine type {', '.join(unknown)}: carries GPUs in a number spotbench's "
                    "catalog does not know, and the policy caps GPUs; use a listed size")

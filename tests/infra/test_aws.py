@@ -239,6 +239,9 @@ def test_iam_policies_are_scoped(declare):
     assert sched["Statement"] == [{
         "Sid": "InvokeStartStop", "Effect": "Allow", "Action": "lambda:InvokeFunction",
         "Resource": [f"arn:aws:lambda:us-east-1:123456789012:ax-fn-{a}" for a in ("start", "stop")],
+    }, {  # a tick EventBridge could not deliver goes to the sweep's failure queue (#23 item 6)
+        "Sid": "DeadLetters", "Effect": "Allow", "Action": "sqs:SendMessage",
+        "Resource": "arn:aws:sqs:us-east-1:123456789012:ax-failed-queue",
     }]
     roles = {r.name: json.loads(r.inputs["assumeRolePolicy"])["Statement"][0]["Principal"]
              for r in mocks.of_type("aws:iam/role:Role")}
