@@ -38,6 +38,8 @@ from xml.etree import ElementTree as ET
 import boto3
 import requests
 
+from tests.local_http import LocalServer
+
 NS = "http://ec2.amazonaws.com/doc/2016-11-15"  # as moto writes it (EC2 adds a final /)
 ET.register_namespace("", NS)
 INTERRUPTED = "instance-stopped-no-capacity"
@@ -79,34 +81,18 @@ class SpotFront:
     def __post_init__(self) -> None:
         self._lock = threading.RLock()
         self._ids = itertools.count(1)
-        self._server: http.server.ThreadingHTTPServer | None = None
+        self._server: LocalServer | None = None
         self.url = ""
 
     # ---- lifecycle ----------------------------------------------------------------------
     def __enter__(self) -> str:
-        front = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _serve(self) -> None:
-                front._handle(self)
-
-            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _serve
-
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._server = LocalServer(self._handle)
+        self.url = self._server.url
         return self.url
 
     def __exit__(self, *exc: object) -> None:
         if self._server:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.close()
 
     def reset(self) -> None:
         with self._lock:

@@ -49,6 +49,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from tests.iam import requests as aws_requests
+from tests.local_http import LocalServer
 from tests.iam.policy import Authorization, Decision, evaluate, moto_projection
 
 ACCOUNT = "123456789012"  # moto's default account
@@ -110,34 +111,18 @@ class EnforcedAccount:
         self._setup_depth = 0
         self._admin: Credentials | None = None
         self._admin_clients: dict[str, Any] = {}
-        self._server: http.server.ThreadingHTTPServer | None = None
+        self._server: LocalServer | None = None
         self.url = ""
 
     # ---- lifecycle ------------------------------------------------------------------------
     def __enter__(self) -> EnforcedAccount:
-        account = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _serve(self) -> None:
-                account._handle(self)
-
-            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _serve
-
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._server = LocalServer(self._handle)
+        self.url = self._server.url
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._server:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.close()
         self._enforce(False)
 
     def _enforce(self, on: bool) -> None:

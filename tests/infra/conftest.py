@@ -28,6 +28,21 @@ MOCKS = RecordingMocks()
 install(MOCKS, stack="test")
 
 
+def snapshot(fn: Callable[[], Any], config: dict[str, str]) -> RecordingMocks:
+    """Run `fn` (declares resources) under the shared mocks with `config`; a copy of what it
+    declared (the shared recorder is emptied by the next call)."""
+    install(MOCKS, stack="test")
+    MOCKS.reset()
+    pulumi.runtime.set_all_config(config)
+    try:
+        run_declarations(fn)
+    finally:
+        pulumi.runtime.set_all_config({})
+    snap = RecordingMocks()
+    snap.declared = list(MOCKS.declared)
+    return snap
+
+
 @pytest.fixture
 def mocks() -> RecordingMocks:
     install(MOCKS, stack="test")  # another test (or `spotbench preview`) may have swapped it

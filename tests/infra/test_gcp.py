@@ -16,9 +16,9 @@ from typer.testing import CliRunner
 
 from spotbench.cron import CronShiftError, shift_cron
 from spotbench.member import MemberContext
-from infra.preview import RecordingMocks, install, run_declarations
+from infra.preview import RecordingMocks
 from spotbench.spec import load_spec
-from tests.infra.conftest import MOCKS
+from tests.infra.conftest import snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 INSTANCE = "gcp:compute/instance:Instance"
@@ -29,16 +29,7 @@ CONFIG = {"gcp:project": "proj-1", "gcp:region": "us-central1"}
 
 
 def _snapshot(config: dict[str, str], fn) -> RecordingMocks:
-    install(MOCKS, stack="test")
-    MOCKS.reset()
-    pulumi.runtime.set_all_config(config)
-    try:
-        run_declarations(fn)
-    finally:
-        pulumi.runtime.set_all_config({})
-    snap = RecordingMocks()
-    snap.declared = list(MOCKS.declared)
-    return snap
+    return snapshot(fn, config)
 
 
 def _program(spec_file: str) -> RecordingMocks:

@@ -44,7 +44,9 @@ def sshd(tmp_path):
     server.stop()
 
 
-def test_exec_via_ssm_on_aws_reaches_the_instance_in_the_sweeps_region(tmp_path, sshd, monkeypatch):
+@pytest.fixture
+def ssm_log(tmp_path, sshd, monkeypatch):
+    """A stand-in `aws` first on PATH; the file it records each call's arguments in."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "aws"
@@ -54,6 +56,10 @@ def test_exec_via_ssm_on_aws_reaches_the_instance_in_the_sweeps_region(tmp_path,
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_SSM_LOG", str(log))
     monkeypatch.setenv("FAKE_SSM_PORT", str(sshd.port))
+    return log
+
+
+def test_exec_via_ssm_on_aws_reaches_the_instance_in_the_sweeps_region(tmp_path, sshd, ssm_log):
 
     spec = load_spec({"name": "sx", "cloud": "aws", "region": "eu-west-1",
                       "workload": {"name": "osu"}, "matrix": {"machine_type": ["c5n.large"]}})
@@ -65,29 +71,20 @@ def test_exec_via_ssm_on_aws_reaches_the_instance_in_the_sweeps_region(tmp_path,
                        **get_provider("aws").access_options(spec, "ssm"))
     out = run_on_group([Target("sx-g1-l0", INSTANCE, sshd.port)], cfg, "echo via-$((40+2))")
     assert out[0].ok and out[0].stdout.strip() == "via-42", out[0]
-    (argv,) = [json.loads(line) for line in log.read_text().splitlines()]
+    (argv,) = [json.loads(line) for line in ssm_log.read_text().splitlines()]
     assert argv[:4] == ["ssm", "start-session", "--target", INSTANCE]
     assert argv[argv.index("--document-name") + 1] == "AWS-StartSSHSession"
     assert argv[argv.index("--parameters") + 1] == f"portNumber={sshd.port}"
     assert argv[argv.index("--region") + 1] == "eu-west-1"  # the sweep's, not the profile's
 
 
-def test_exec_via_ssm_through_the_cli_on_an_aws_spec(tmp_path, sshd, monkeypatch):
+def test_exec_via_ssm_through_the_cli_on_an_aws_spec(tmp_path, sshd, ssm_log):
     """The same session through `spotbench exec --via ssm`: the CLI and the provider once both
     passed `aws_region`, so every `ssh|exec|collect --via ssm` on an AWS spec raised TypeError."""
     from typer.testing import CliRunner
 
     from spotbench.cli import app
 
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = bin_dir / "aws"
-    fake.write_text(FAKE_AWS.format(python=sys.executable))
-    fake.chmod(0o755)
-    log = tmp_path / "ssm.log"
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_SSM_LOG", str(log))
-    monkeypatch.setenv("FAKE_SSM_PORT", str(sshd.port))
     spec_file = tmp_path / "sx.yaml"
     spec_file.write_text("name: sx\ncloud: aws\nregion: eu-west-1\nworkload: {name: osu}\n"
                          "matrix: {machine_type: [c5n.large]}\n")
@@ -104,6 +101,6 @@ def test_exec_via_ssm_through_the_cli_on_an_aws_spec(tmp_path, sshd, monkeypatch
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert result.exit_code == 0, result.output
     assert result.output.count("cli-ok") == len(ids), result.output
-    for line in log.read_text().splitlines():
+    for line in ssm_log.read_text().splitlines():
         argv = json.loads(line)
         assert argv[3] in ids and argv[argv.index("--region") + 1] == "eu-west-1"

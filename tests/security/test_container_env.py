@@ -19,12 +19,11 @@ import pulumi
 import pytest
 import yaml
 
-from infra.preview import RecordingMocks, install, run_declarations
 from infra.units import env_file
 from spotbench.auth.aws import member_role_name
 from spotbench.spec import SpecError, load_spec
 from tests.iam.policy import Authorization, evaluate
-from tests.infra.conftest import MOCKS
+from tests.infra.conftest import snapshot as _declared
 from tests.test_e2e_local import cli
 
 pytestmark = pytest.mark.security
@@ -44,19 +43,6 @@ def _forms(value: str) -> list[str]:
 def _leaks(obj: object, value: str) -> bool:
     text = json.dumps(obj, default=str)
     return any(form in text for form in _forms(value))
-
-
-def _declared(fn, config: dict[str, str]) -> RecordingMocks:
-    install(MOCKS, stack="test")
-    MOCKS.reset()
-    pulumi.runtime.set_all_config(config)
-    try:
-        run_declarations(fn)
-    finally:
-        pulumi.runtime.set_all_config({})
-    snap = RecordingMocks()
-    snap.declared = list(MOCKS.declared)
-    return snap
 
 
 # ---- env-file injection ---------------------------------------------------------------------

@@ -18,32 +18,17 @@ from __future__ import annotations
 import itertools
 import json
 
-import pulumi
 import pytest
 import yaml
 
 from spotbench.workload import get_workload
-from infra.preview import RecordingMocks, install, run_declarations
 from spotbench.spec import load_spec
-from tests.infra.conftest import MOCKS
+from tests.infra.conftest import snapshot as _declared
 
 pytestmark = pytest.mark.security
 
 BASE = {"workload": {"name": "osu"}, "trials": 2, "schedule": {"cron": "0 3 * * *"},
         "deadline": "20m"}
-
-
-def _declared(fn, config: dict[str, str]) -> RecordingMocks:
-    install(MOCKS, stack="test")
-    MOCKS.reset()
-    pulumi.runtime.set_all_config(config)
-    try:
-        run_declarations(fn)
-    finally:
-        pulumi.runtime.set_all_config({})
-    snap = RecordingMocks()
-    snap.declared = list(MOCKS.declared)
-    return snap
 
 
 @pytest.fixture(scope="module")
