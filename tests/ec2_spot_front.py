@@ -38,7 +38,7 @@ from xml.etree import ElementTree as ET
 import boto3
 import requests
 
-from tests.local_http import LocalServer
+from tests.local_http import LocalServer, read_body as _read_body, reply as _reply
 
 NS = "http://ec2.amazonaws.com/doc/2016-11-15"  # as moto writes it (EC2 adds a final /)
 ET.register_namespace("", NS)
@@ -340,32 +340,3 @@ def _error(code: str, message: str) -> tuple[int, dict, bytes]:
            f"</Code><Message>{message}</Message></Error></Errors><RequestID>front</RequestID>"
            "</Response>")
     return 400, {"Content-Type": "text/xml"}, xml.encode()
-
-
-def _read_body(h: http.server.BaseHTTPRequestHandler) -> bytes:
-    """The request body: by Content-Length when given (a front before this one forwards a
-    de-chunked body with its client's Transfer-Encoding header still on), else chunked."""
-    if h.headers.get("Content-Length") is None and \
-            h.headers.get("Transfer-Encoding", "").lower() == "chunked":
-        chunks = []
-        while True:
-            size = int(h.rfile.readline().split(b";")[0].strip() or b"0", 16)
-            if size == 0:
-                h.rfile.readline()
-                return b"".join(chunks)
-            chunks.append(h.rfile.read(size))
-            h.rfile.readline()
-    length = int(h.headers.get("Content-Length") or 0)
-    return h.rfile.read(length) if length else b""
-
-
-def _reply(h: http.server.BaseHTTPRequestHandler, status: int, headers: Mapping[str, str],
-           body: bytes) -> None:
-    h.send_response(status)
-    for key, value in headers.items():
-        h.send_header(key, value)
-    if not any(k.lower() == "content-length" for k in headers):
-        h.send_header("Content-Length", str(len(body)))
-    h.end_headers()
-    if h.command != "HEAD":
-        h.wfile.write(body)

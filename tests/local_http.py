@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import http.server
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 
@@ -31,3 +31,32 @@ class LocalServer:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def read_body(h: http.server.BaseHTTPRequestHandler) -> bytes:
+    """The request body: by Content-Length when given (a front before this one forwards a
+    de-chunked body with its client's Transfer-Encoding header still on), else chunked."""
+    if h.headers.get("Content-Length") is None and \
+            h.headers.get("Transfer-Encoding", "").lower() == "chunked":
+        chunks = []
+        while True:
+            size = int(h.rfile.readline().split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                h.rfile.readline()
+                return b"".join(chunks)
+            chunks.append(h.rfile.read(size))
+            h.rfile.readline()
+    length = int(h.headers.get("Content-Length") or 0)
+    return h.rfile.read(length) if length else b""
+
+
+def reply(h: http.server.BaseHTTPRequestHandler, status: int, headers: Mapping[str, str],
+           body: bytes) -> None:
+    h.send_response(status)
+    for key, value in headers.items():
+        h.send_header(key, value)
+    if not any(k.lower() == "content-length" for k in headers):
+        h.send_header("Content-Length", str(len(body)))
+    h.end_headers()
+    if h.command != "HEAD":
+        h.wfile.write(body)

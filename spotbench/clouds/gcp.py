@@ -190,7 +190,7 @@ class GcpProvider(Provider):
 
     setup_extras = "gcp,infra,ops"
     needs_modules = {"gcp": ("google.cloud.compute_v1", "google.cloud.scheduler_v1", "gcsfs"),
-                     "infra": ("pulumi", "pulumi_gcp", "pulumi_tls")}
+                     "infra": ("pulumi", "pulumi_gcp", "pulumi_tls", "pulumi_random")}
     tools = (
         ("pulumi", "`pulumi up`", "https://www.pulumi.com/docs/install/"),
         ("gcloud", "`gcloud auth application-default login` and `gcloud services enable`",

@@ -49,7 +49,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from tests.iam import requests as aws_requests
-from tests.local_http import LocalServer
+from tests.local_http import LocalServer, read_body as _read_body, reply as _reply
 from tests.iam.policy import Authorization, Decision, evaluate, moto_projection
 
 ACCOUNT = "123456789012"  # moto's default account
@@ -430,33 +430,6 @@ def _clear_fs_cache(fsspec: Any) -> None:
     except (ImportError, ValueError):
         return
     cls.clear_instance_cache()
-
-
-def _read_body(h: http.server.BaseHTTPRequestHandler) -> bytes:
-    if h.headers.get("Transfer-Encoding", "").lower() == "chunked":
-        chunks = []
-        while True:
-            size = int(h.rfile.readline().split(b";")[0].strip() or b"0", 16)
-            if size == 0:
-                h.rfile.readline()
-                break
-            chunks.append(h.rfile.read(size))
-            h.rfile.readline()
-        return b"".join(chunks)
-    length = int(h.headers.get("Content-Length") or 0)
-    return h.rfile.read(length) if length else b""
-
-
-def _reply(h: http.server.BaseHTTPRequestHandler, status: int, headers: Mapping[str, str],
-           body: bytes) -> None:
-    h.send_response(status)
-    for key, value in headers.items():
-        h.send_header(key, value)
-    if not any(k.lower() == "content-length" for k in headers):
-        h.send_header("Content-Length", str(len(body)))
-    h.end_headers()
-    if h.command != "HEAD":
-        h.wfile.write(body)
 
 
 Invoker = Callable[[LambdaFunction, Any], Any]
