@@ -153,6 +153,30 @@ def spread(values: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+# A trial is an outlier (Hampel's rule) when it lies more than this many scaled median absolute
+# deviations from its point's median, and more than SPREAD_FLAG_CV of the median away (so
+# identical trials with one slightly off are not called out).
+OUTLIER_MADS = 3.0
+_MAD_SCALE = 1.4826  # MAD → standard deviation for normal data
+
+
+def outliers(values: pd.DataFrame) -> list[tuple[Any, str, float, float]]:
+    """(row, trial column, value, the row's median) of every trial far from the others in its
+    row (`OUTLIER_MADS`); rows with fewer than three values have none. A stalled or noisy
+    trial shows up here even when it is not flagged contaminated."""
+    out = []
+    for row, series in values.iterrows():
+        vals = series.dropna()
+        if len(vals) < 3:
+            continue
+        median = float(vals.median())
+        mad = float((vals - median).abs().median()) * _MAD_SCALE
+        limit = max(OUTLIER_MADS * mad, SPREAD_FLAG_CV * abs(median))
+        out += [(row, str(col), float(v), median) for col, v in vals.items()
+                if abs(v - median) > limit]
+    return out
+
+
 def fmt_cv(cv: Any, flagged: bool) -> str:
     """A CV cell as a percentage, `!` when the trials disagree beyond the threshold."""
     if cv is None or pd.isna(cv):

@@ -18,7 +18,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from spotbench.report.data import (  # noqa: E402
-    SPREAD_FLAG_CV, fmt, fmt_cv, size_label, spread, trial_counts,
+    OUTLIER_MADS, SPREAD_FLAG_CV, fmt, fmt_cv, outliers, size_label, spread, trial_counts,
 )
 from spotbench.report._doc import Document, Heading, Image, Para, TableBlock  # noqa: E402
 from spotbench.report.escape import file_stem  # noqa: E402
@@ -191,6 +191,16 @@ def section(df: pd.DataFrame, doc: Document, out_dir: Path) -> tuple[list[Path],
                 + "; ".join(f"{c} {size_label(int(s))} B (CV {num(100 * cv, 3)}%)"
                             for (c, s), cv in flagged["cv"].items())
                 + ". Treat these averages with care; more trials or a quieter machine help."
+            ))
+        far = outliers(table[sample_columns(table)])
+        if far:
+            doc.add(Para(
+                f"Outlier trials (more than {num(OUTLIER_MADS)} scaled MADs and "
+                f"{100 * SPREAD_FLAG_CV:.0f}% from their point's median; a stall, a noisy "
+                "neighbour or a slow host): "
+                + "; ".join(f"{c} {size_label(int(size))} B, {col}: {num(v)} vs median {num(m)} "
+                            f"({num(v / m) if m else '—'}×)" for (c, size), col, v, m in far[:10])
+                + (f"; and {len(far) - 10} more" if len(far) > 10 else "") + "."
             ))
         if plottable(table):
             path = plot(table, metric, out_dir / f"osu_{file_stem(metric)}.png")
