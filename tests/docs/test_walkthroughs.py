@@ -129,10 +129,10 @@ def _tour(doc: Path) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(3600)  # two installs and the demo: ~4 min idle, far more on a loaded machine
-def test_readme_then_the_gcp_guide_on_a_fresh_install(tmp_path: Path):
+def test_readme_then_both_cloud_guides_on_a_fresh_install(tmp_path: Path):
     """Every README command in order on a fresh clone with only the documented install
-    steps (`make test` aside: it is this suite), then docs/gcp.md's up to the first step that
-    needs a cloud account (`preflight`): each succeeds, or (a cloud command) fails with one
+    steps (`make test` aside: it is this suite), then docs/gcp.md's and docs/aws.md's up to the
+    first step that needs a cloud account (`preflight`): each succeeds, or (a cloud command) fails with one
     line saying what to install or log in to, never a traceback."""
     repo = _fresh_copy(tmp_path / "spotbench")
     (tmp_path / "home").mkdir()
@@ -173,20 +173,22 @@ def test_readme_then_the_gcp_guide_on_a_fresh_install(tmp_path: Path):
             ok_or_one_line(line)
     assert {"spotbench plan examples/osu-local.yaml", "spotbench report results/osu-local"} <= set(ran)
 
-    guide = [line for line in _tour(ROOT / "docs/gcp.md") if not _is_template(line)]
-    assert guide[:2] == ["make setup CLOUD=gcp", ". .venv/bin/activate"], guide[:3]
-    for line in guide:
-        if line.startswith((". .venv", "make images")):
-            continue
-        if line.startswith("spotbench preflight"):  # the first step that needs a cloud account
-            code, out = step(line)
-            problems = [x for x in out.splitlines() if x.strip()]
-            assert code == 1 and problems and all(x.startswith("✗ ") for x in problems), out
-            break
-        ok_or_one_line(line)
-    else:
-        pytest.fail(f"docs/gcp.md has no preflight step: {ran}")
-    assert "spotbench preview examples/gcp-osu.yaml" in ran, ran
+    for cloud, preview in (("gcp", "spotbench preview examples/gcp-osu.yaml"),
+                           ("aws", "spotbench preview examples/aws-osu.yaml --cloud aws")):
+        guide = [line for line in _tour(ROOT / f"docs/{cloud}.md") if not _is_template(line)]
+        assert guide[:2] == [f"make setup CLOUD={cloud}", ". .venv/bin/activate"], guide[:3]
+        for line in guide:
+            if line.startswith((". .venv", "make images", "make lambda-layer")):
+                continue  # the layer has its own test (it downloads the aws extra's wheels)
+            if line.startswith("spotbench preflight"):  # the first step that needs an account
+                code, out = step(line)
+                problems = [x for x in out.splitlines() if x.strip()]
+                assert code == 1 and problems and all(x.startswith("✗ ") for x in problems), out
+                break
+            ok_or_one_line(line)
+        else:
+            pytest.fail(f"docs/{cloud}.md has no preflight step: {ran}")
+        assert preview in ran, ran
 
 
 def test_make_installs_one_cloud_and_builds_the_layer_without_the_test_toolchain(tmp_path: Path):
