@@ -86,7 +86,7 @@ def test_a_member_killed_mid_run_is_recorded_as_preempted(tmp_path: Path) -> Non
         wait_for(lambda: (tmp_path / "state" / "kill" / "cloud.db").exists() and any(
             p.state == State.RUNNING
             for p in cloud.query({"spotbench-sweep": "kill", "spotbench-role": "peer"})))
-        time.sleep(1)  # mpiexec and both ranks are up
+        wait_for(lambda: _osu_ranks() >= 2)  # mid-run: mpiexec's two ranks measure
         cloud.stop({"spotbench-sweep": "kill", "spotbench-role": "peer"})  # the peer's VM goes
         wait_for(lambda: any(r.preempted for r in store.read()))
         # the group is pending again and restarts; the deadline tick ends the run
@@ -114,6 +114,17 @@ def test_a_member_killed_mid_run_is_recorded_as_preempted(tmp_path: Path) -> Non
     assert row["preempted"] == sum(p for *_, p, _ in attempts) >= 1
     assert row["preemptions_per_vm_hour"] == pytest.approx(row["preempted"] / vm_hours)
     assert row["starts"] >= len(attempts) and row["failed_starts_per_start"] == 0
+
+
+def _osu_ranks() -> int:
+    """OSU harness ranks running now (spotbench's C or mpi4py harness: `… latency … --large-size`)."""
+    import psutil
+
+    count = 0
+    for proc in psutil.process_iter(["cmdline"]):
+        line = proc.info["cmdline"] or []
+        count += "latency" in line and "--large-size" in line
+    return count
 
 
 def wait_for(condition, timeout: float = 120) -> None:

@@ -15,6 +15,8 @@ from typing import Any
 
 import psutil
 
+from spotbench.ledger import attributed, launches_of
+
 from tests.faults.harness import (
     GRACE_S,
     FaultSweep,
@@ -45,12 +47,16 @@ def unflagged_across(sw: FaultSweep, windows: list[tuple[datetime, datetime]]) -
     """Rows of stored attempts that ran across a fault window yet read back as complete
     (neither preempted nor flagged): numbers taken across a stall, counted as normal."""
     store, bad = sw.store, 0
+    now = datetime.now(UTC)
     for info in store.runs():
         flags = store.flags(info.run)
-        for a in store.attempts(info.run):
-            if a.preempted or a.key in flags:
+        attempts = store.attempts(info.run)
+        owners = attributed(launches_of(store, info.run), attempts)  # control's own times
+        for a in attempts:
+            if a.preempted or a.key in flags or a.key not in owners:
                 continue
-            if any(a.started_at < end and start < a.ended_at for start, end in windows):
+            launch = owners[a.key]
+            if any(launch.at < end and start < launch.end(now) for start, end in windows):
                 path = store._p("runs", info.run, f"{a.key}.jsonl")
                 bad += sum(1 for line in store.fs.cat_file(path).decode().splitlines() if line.strip())
     return bad
@@ -63,7 +69,8 @@ def osu_freeze(root: Path) -> dict[str, Any]:
     """SIGSTOP the OSU peer's whole process tree (member, exec agent, MPI rank) for 3 s
     mid-measurement, then SIGCONT: the attempt is stored contaminated (flagged, kept), the
     group is retried within its budget and the retry completes."""
-    sw = FaultSweep(root, "ffreeze", trials=1, osu={"iterations": 40_000, "max_size": 1})
+    # long enough to still be measuring after the rank is seen and 1 s more, on an idle machine
+    sw = FaultSweep(root, "ffreeze", trials=1, osu={"iterations": 400_000, "max_size": 1})
     sw.run()
     windows: list[tuple[datetime, datetime]] = []
     try:

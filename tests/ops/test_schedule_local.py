@@ -52,6 +52,6 @@ def test_run_now_posts_start_as_the_scheduler(tmp_path):
         # a sentence, not the answer's dict (this asserted the repr before issue #27)
         assert message == ("osu: start fired now: run r1; started 1 group(s) (g1); "
                            "g2 refused: budget 1 USD is spent")
-        (tmp_path / "osu" / "secret").write_text("another-secret")  # wrong token → refused
+        (tmp_path / "osu" / "secret").write_text("0" * 64)  # another (well-formed) secret → refused
         with pytest.raises(RuntimeError, match="401"):
             LocalSchedule("osu", root=tmp_path).run_now()
