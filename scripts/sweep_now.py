@@ -9,7 +9,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
 
-from spotbench.cli import app  # noqa: E402
+from spotbench.cli import main  # noqa: E402
 
 if __name__ == "__main__":
-    app(args=["schedule", "run-now", *sys.argv[1:]], prog_name=Path(__file__).name)
+    main(args=["schedule", "run-now", *sys.argv[1:]], prog_name=Path(__file__).name)

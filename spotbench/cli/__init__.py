@@ -59,11 +59,12 @@ ops_cli.register(app)
 history_cli.register(app)
 
 
-def main() -> None:
-    """The `spotbench` command: a missing optional install is one line saying which extra
-    to install (spotbench/cli/extras.py), never a traceback."""
+def main(args: list[str] | None = None, prog_name: str | None = None) -> None:
+    """The `spotbench` command (and its twins in scripts/, which pass their `args`): a
+    missing optional install is one line saying which extra to install
+    (spotbench/cli/extras.py), never a traceback."""
     try:
-        app()
+        app(args=args, prog_name=prog_name)
     except ModuleNotFoundError as exc:
         why = extras.explain(exc, _common.current_cloud)
         if why is None:

@@ -82,3 +82,17 @@ def test_without_credentials_a_cloud_command_fails_in_seconds_with_one_line(args
     assert "no GCP credentials" in out or "no AWS credentials" in out, out
     assert "gcloud auth application-default login" in out or "aws configure" in out
     assert took < 20, f"took {took:.0f} s"
+
+
+def test_the_script_twins_say_which_extra_too():
+    """scripts/teardown.py (cron's twin of `spotbench teardown`) on an AWS spec without the
+    aws extra: the same one line, no traceback (it called the typer app directly before)."""
+    code = ("import runpy, sys\n"
+            f"for m in {NO_AWS!r}: sys.modules[m] = None\n"
+            f"sys.argv = ['teardown.py', {AWS!r}]\n"
+            f"runpy.run_path({str(ROOT / 'scripts/teardown.py')!r}, run_name='__main__')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          cwd=ROOT, env={**os.environ, "COLUMNS": "200"})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "Traceback" not in out, out
+    assert "make setup CLOUD=aws" in out, out
