@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import requests
 
@@ -102,6 +103,14 @@ class MotoServer:
     def reset_url(url: str) -> None:
         """Forget every resource (keeps the server and its config)."""
         requests.post(f"{url}/moto-api/reset", timeout=10).raise_for_status()
+
+    @staticmethod
+    def fresh_account(url: str, monkeypatch: Any, region: str) -> None:
+        """An empty account at `url`, and moto's test credentials and `region` in the env."""
+        for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                           "AWS_SESSION_TOKEN": "testing", "AWS_DEFAULT_REGION": region}.items():
+            monkeypatch.setenv(key, value)
+        MotoServer.reset_url(url)
 
     def __exit__(self, *exc: object) -> None:
         if self.proc and self.proc.poll() is None:

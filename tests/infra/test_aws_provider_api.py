@@ -24,10 +24,7 @@ def moto_url():
 
 @pytest.fixture
 def ec2(moto_url, monkeypatch):
-    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_SESSION_TOKEN": "testing", "AWS_DEFAULT_REGION": REGION}.items():
-        monkeypatch.setenv(key, value)
-    MotoServer.reset_url(moto_url)
+    MotoServer.fresh_account(moto_url, monkeypatch, REGION)
     return boto3.client("ec2", region_name=REGION, endpoint_url=moto_url)
 
 
