@@ -8,6 +8,7 @@ and check that every spotbench module is covered, so a new module cannot slip pa
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -73,3 +74,74 @@ def test_a_violation_breaks_the_suite(tmp_path: Path, where: str, line: str, con
     done = lint_imports(copy)
     assert done.returncode != 0
     assert f"{contract}" in done.stdout and "BROKEN" in done.stdout, done.stdout
+
+
+# ---- import cycles ----------------------------------------------------------------------
+def import_cycles(root: Path = ROOT) -> list[list[str]]:
+    """Every import cycle among the project's packages, as the strongly connected groups of
+    modules (grimp's graph: function-local and TYPE_CHECKING imports count, since hoisting
+    either turns a cycle into an import error)."""
+    code = (
+        "import json, grimp\n"
+        "g = grimp.build_graph('spotbench', 'functions', 'workloads', 'infra',"
+        " exclude_type_checking_imports=False, cache_dir=None)\n"
+        "print(json.dumps({m: sorted(g.find_modules_directly_imported_by(m)) for m in g.modules}))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=120, check=True)
+    graph: dict[str, list[str]] = json.loads(done.stdout)
+    return strongly_connected(graph)
+
+
+def strongly_connected(graph: dict[str, list[str]]) -> list[list[str]]:
+    """Tarjan's groups of more than one module (iterative: no recursion limit)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(graph.get(start, ())))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            nxt = next(edges, None)
+            if nxt is not None:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(graph.get(nxt, ()))))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.append(member)
+                    if member == node:
+                        break
+                if len(group) > 1:
+                    found.append(sorted(group))
+    return found
+
+
+def test_strongly_connected_finds_a_cycle_and_nothing_else():
+    graph = {"a": ["b"], "b": ["c"], "c": ["a", "d"], "d": [], "e": ["e2"], "e2": []}
+    assert strongly_connected(graph) == [["a", "b", "c"]]
+
+
+def test_no_import_cycles():
+    cycles = import_cycles()
+    assert not cycles, "import cycles (break them: facts below, operations above):\n" + "\n".join(
+        " ↔ ".join(c) for c in cycles)
