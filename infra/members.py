@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from spotbench.member import MemberContext
 from spotbench.plan import RunGroup
-from spotbench.workload import get_workload
+from spotbench.workload_registry import get_workload
 
 
 def workload_env(workload: str) -> dict[str, str]:

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from spotbench.workload import registry
+from spotbench.workload_registry import registry
 
 Problem = tuple[str, Any, str]  # (field path, bad value, what is wrong / allowed)
 

@@ -19,7 +19,7 @@ reads (the MPI ssh keys) owned by this uid, so it must be known before any image
 
 from __future__ import annotations
 
-from spotbench.workload import get_workload, registry
+from spotbench.workload_registry import get_workload, registry
 
 IMAGE_UID = 1000
 IMAGE_GID = 1000

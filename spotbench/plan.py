@@ -16,7 +16,8 @@ from spotbench.clouds.provider import get_provider
 from spotbench.labels import (
     GROUP_LABEL, MANAGED_BY, ROLE_LABEL, SWEEP_LABEL, name_prefix, sweep_labels,
 )
-from spotbench.workload import Params, Workload, get_workload
+from spotbench.workload import Params, Workload
+from spotbench.workload_registry import get_workload
 
 if TYPE_CHECKING:  # plan reads a spec, it never builds one: no import cycle with spec
     from spotbench.spec import SweepSpec

@@ -31,7 +31,8 @@ from spotbench.image_ref import check_image
 from spotbench.labels import NAME_SEPARATOR
 from spotbench.plan import RunGroup
 from spotbench.plan import plan as plan_groups
-from spotbench.workload import Params, get_workload, registry
+from spotbench.workload import Params
+from spotbench.workload_registry import get_workload, registry
 
 __all__ = [
     "SpecError",

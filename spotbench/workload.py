@@ -7,8 +7,10 @@ writes and the report section that shows them; for a bring-your-own-image worklo
 user's image runs beside spotbench's (`UserImage`). spec, plan, infra, the local runner and the
 report ask the descriptor instead of knowing workloads by name.
 
-The descriptors are listed in an explicit dict, `workloads.WORKLOADS` (no decorators, no
-discovery); `get_workload(name)` is the lookup. Adding a workload = its package under
+This module is the descriptor *type* only: descriptors import it and nothing else of
+spotbench's, so it never imports them. They are listed in an explicit dict,
+`workloads.registry.WORKLOADS` (no decorators, no discovery), and looked up with
+`spotbench.workload_registry.get_workload(name)`. Adding a workload = its package under
 `workloads/` (entrypoint + descriptor) and one line in that dict; see
 docs/adding-a-workload.md.
 """
@@ -112,16 +114,3 @@ class Workload:
         module, _, fn = self.report.partition(":")
         return getattr(importlib.import_module(module), fn)
 
-
-def registry() -> dict[str, Workload]:
-    """Every workload, by name (`workloads.WORKLOADS`)."""
-    from workloads import WORKLOADS
-
-    return WORKLOADS
-
-
-def get_workload(name: str) -> Workload:
-    found = registry().get(name)
-    if found is None:
-        raise ValueError(f"unknown workload {name!r}; choose one of {', '.join(registry())}")
-    return found

@@ -34,7 +34,7 @@ from infra.keys import group_known_hosts, mpi_keys
 from infra.user_image import user_step
 from spotbench.images import registry_images, resolve_image
 from spotbench.plan import sweep_labels
-from spotbench.workload import get_workload
+from spotbench.workload_registry import get_workload
 from spotbench.spec import SweepSpec
 
 __all__ = ["AwsSweep", "AwsSweepArgs"]

@@ -26,7 +26,7 @@ from infra.keys import group_known_hosts, mpi_keys
 from infra.user_image import user_step
 from spotbench.clouds.gcp import region_of_zone, too_many_groups
 from spotbench.images import resolve_image
-from spotbench.workload import get_workload
+from spotbench.workload_registry import get_workload
 from spotbench.spec import SweepSpec
 
 __all__ = ["GcpSweep", "GcpSweepArgs", "resolve_location"]

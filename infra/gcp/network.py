@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from spotbench.workload import get_workload
+from spotbench.workload_registry import get_workload
 from spotbench.spec import SweepSpec
 
 

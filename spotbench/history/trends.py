@@ -22,7 +22,8 @@ import pandas as pd
 from spotbench.history.catalog import Catalog
 from spotbench.history.changepoints import DEFAULT_MAX_PVALUE, ChangePoint, detect
 from spotbench.spec import MATRIX_MACHINE_KEYS, SweepSpec
-from spotbench.workload import Tracked, registry
+from spotbench.workload import Tracked
+from spotbench.workload_registry import registry
 
 Better = Literal["lower", "higher"]
 

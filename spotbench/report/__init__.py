@@ -21,7 +21,7 @@ from spotbench.report._doc import Document, Para, to_html, to_markdown
 from spotbench.report.escape import out_folder_name, write_csv
 from spotbench.report.meta import typed_records
 from spotbench.results import ResultStore
-from spotbench.workload import registry
+from spotbench.workload_registry import registry
 
 __all__ = ["NoResults", "ReportPaths", "write_report", "default_out_dir"]
 

@@ -19,7 +19,7 @@ import pandas as pd
 from spotbench.history.trends import History, size_text
 from spotbench.report._doc import Block, Heading, Para, TableBlock
 from spotbench.report.numbers import num, p_value, pct, unit_label, with_unit
-from spotbench.workload import registry
+from spotbench.workload_registry import registry
 
 MAX_CHANGES = 5  # change points listed in the summary; the History section has them all
 

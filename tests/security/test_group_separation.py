@@ -21,7 +21,7 @@ import json
 import pytest
 import yaml
 
-from spotbench.workload import get_workload
+from spotbench.workload_registry import get_workload
 from spotbench.spec import load_spec
 from tests.infra.conftest import snapshot as _declared
 
