@@ -21,7 +21,7 @@ import requests
 from spotbench.auth.local import member_token, scheduler_token
 from spotbench.clouds.local import LocalCloud, LocalInstanceSpec
 from spotbench.localrun.server import FunctionsServer
-from spotbench.localrun.state import LocalState
+from spotbench.clouds.local_state import LocalState
 from spotbench.spec import load_spec
 
 REQUESTS = 400

@@ -414,7 +414,8 @@ class AwsCatalog(CloudCatalog):
         return f"{region}{letter}"
 
     def region_of(self, zone: str) -> str:
-        return zone[:-1]
+        """us-east-1a → us-east-1; a region (us-east-1) is its own (the one home of this rule)."""
+        return zone[:-1] if zone[-1:].isalpha() else zone
 
     arm_name = "AWS Graviton"
 

@@ -53,13 +53,11 @@ from spotbench.clouds import get_provider
 from spotbench.clouds.base import ACTIVE, Cloud, ErrorKind, Instance, State
 from spotbench.plan import GROUP_LABEL, RunGroup, sweep_labels
 from spotbench.lease import Busy, fenced
-from spotbench.ledger import Launch, attributed, launches_of, note_ends
+from spotbench.ledger import MAX_LAUNCHES_PER_RUN, Launch, attributed, launches_of, note_ends
 from spotbench.results import Result, ResultStore, StoreError, utcnow
 from spotbench.spec import SweepSpec
 
 log = logging.getLogger("spotbench.control")
-
-MAX_LAUNCHES_PER_RUN = 3  # a group that keeps failing is not restarted forever
 
 BudgetCheck = Callable[[SweepSpec, ResultStore, list[Instance], RunGroup, datetime], "str | None"]
 

@@ -30,7 +30,7 @@ from datetime import timedelta
 from importlib import resources
 from pathlib import Path
 
-from spotbench.clouds import get_provider
+from spotbench.facts import facts_of
 from spotbench.results import Result
 
 __all__ = [
@@ -151,7 +151,7 @@ def billed_seconds(run_s: float) -> int:
 
 def region_of(cloud: str, zone: str | None, region: str | None = None) -> str | None:
     """The price region: given region, or the zone without its suffix (us-central1-a, us-east-1a)."""
-    return get_provider(cloud).price_region(zone, region)
+    return facts_of(cloud).price_region(zone, region)
 
 
 def instance_hourly(
@@ -161,7 +161,7 @@ def instance_hourly(
     """(machine USD/h, separate GPU USD/h) of one instance."""
     machine = catalog.get(cloud, region, "machine", machine_type, spot)
     gpu = 0.0
-    separate = get_provider(cloud).gpu_priced_separately
+    separate = facts_of(cloud).gpu_priced_separately
     if accelerator and accelerator_count and not machine.bundled_gpu and separate:
         gpu = catalog.get(cloud, region, "gpu", accelerator, spot).usd * accelerator_count
     return machine.usd, gpu

@@ -25,7 +25,9 @@ from spotbench.results import Attempt, ResultStore, StoreError, utcnow
 
 log = logging.getLogger("spotbench.ledger")
 
-__all__ = ["Launch", "attributed", "launches_of", "note_ends"]
+__all__ = ["MAX_LAUNCHES_PER_RUN", "Launch", "attributed", "launches_of", "note_ends"]
+
+MAX_LAUNCHES_PER_RUN = 3  # a group that keeps failing is not restarted forever
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from spotbench.clouds.provider import get_provider
+from spotbench.facts import facts_of
 from spotbench.plan import Member, RunGroup
 
 ENV_KEY = "SPOTBENCH_CONTEXT"
@@ -120,13 +120,13 @@ class MemberContext(BaseModel):
     def shares_host(self) -> bool:
         """The group's members run on this one machine (the local cloud): ports are picked
         free, MPI reaches peers through their exec agent, tasks share the cores."""
-        return get_provider(self.cloud).shares_host
+        return facts_of(self.cloud).shares_host
 
     @property
     def boots_outside_runs(self) -> bool:
         """A stack created this member's VM: it boots at creation and (AWS persistent spot)
         whenever capacity returns, not only when a run starts it."""
-        return get_provider(self.cloud).deployed_by_stack
+        return facts_of(self.cloud).deployed_by_stack
 
     @property
     def me(self) -> Peer:

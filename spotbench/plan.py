@@ -9,23 +9,39 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from spotbench.clouds.provider import get_provider
+from spotbench.facts import facts_of
 from spotbench.labels import (
     GROUP_LABEL, MANAGED_BY, ROLE_LABEL, SWEEP_LABEL, name_prefix, sweep_labels,
 )
 from spotbench.workload import Params, Workload
 from spotbench.workload_registry import get_workload
 
-if TYPE_CHECKING:  # plan reads a spec, it never builds one: no import cycle with spec
-    from spotbench.spec import SweepSpec
-
 __all__ = [
-    "GROUP_LABEL", "MANAGED_BY", "ROLE_LABEL", "SWEEP_LABEL", "Member", "RunGroup", "plan",
-    "sweep_labels",
+    "GROUP_LABEL", "MANAGED_BY", "ROLE_LABEL", "SWEEP_LABEL", "Member", "PlannedSpec", "RunGroup",
+    "concurrent_footprint", "plan", "sweep_labels",
 ]
+
+
+class PlannedSpec(Protocol):
+    """What planning reads of a sweep spec (`spotbench.spec.SweepSpec` is one; plan sits
+    below spec and never imports it)."""
+
+    name: str
+    cloud: str
+    trials: int
+    placement: str
+    role_machine_types: dict[str, str]
+
+    @property
+    def max_concurrency(self) -> int | None: ...
+
+    def points(self) -> list[dict[str, Any]]: ...
+
+    def params_for(self, point: dict[str, Any]) -> Params: ...
 
 
 @dataclass(frozen=True)
@@ -71,19 +87,22 @@ class RunGroup:
         return {**self.labels, ROLE_LABEL: member.role}
 
 
-def roles_for(params: Params) -> list[tuple[str, int]]:
-    """(role, index) of every member a workload needs, in rank order."""
-    return get_workload(params.name).roles(params)
-
-
 def point_key(point: dict[str, Any]) -> str:
     """Short stable hash of a matrix point (order of keys does not matter)."""
     blob = json.dumps(point, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:6]
 
 
-def plan(spec: SweepSpec) -> list[RunGroup]:
-    default_machine = get_provider(spec.cloud).default_machine_type
+def concurrent_footprint(spec: PlannedSpec, groups: list[RunGroup],
+                         size: Callable[[RunGroup], float]) -> float:
+    """The largest total of `size(group)` over the groups that may run at once: the spec's
+    `max_concurrency` largest groups (policy's limits and preflight's quota both count it)."""
+    values = sorted((size(g) for g in groups), reverse=True)
+    return sum(values[: spec.max_concurrency or len(values)])
+
+
+def plan(spec: PlannedSpec) -> list[RunGroup]:
+    default_machine = facts_of(spec.cloud).default_machine_type
     groups: list[RunGroup] = []
     for point in spec.points():
         params = spec.params_for(point)

@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from spotbench.catalog import UNKNOWN_COUNT, vm_gpus
 from spotbench.clouds.provider import get_provider
-from spotbench.plan import RunGroup
+from spotbench.plan import RunGroup, concurrent_footprint
 from spotbench.spec import SweepSpec, parse_duration
 
 POLICY_FILE = "spotbench-policy.yaml"
@@ -180,13 +180,6 @@ def group_gpus(group: RunGroup, cloud: str = "") -> int:
     number the catalog does not know."""
     counts = [n for _, n in member_gpus(group, cloud)]
     return UNKNOWN_COUNT if UNKNOWN_COUNT in counts else sum(counts)
-
-
-def concurrent_footprint(spec: SweepSpec, groups: list[RunGroup], size: Any) -> int:
-    """The largest total of `size(group)` over the groups that may run at once."""
-    values = sorted((size(g) for g in groups), reverse=True)
-    at_once = spec.max_concurrency or len(values)
-    return sum(values[:at_once])
 
 
 def violations(spec: SweepSpec, policy: Policy | None) -> list[str]:

@@ -10,40 +10,23 @@ what is wrong and the command or change that fixes it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
 from pathlib import Path
 
-from spotbench.plan import RunGroup
+from spotbench.clouds import get_provider
+from spotbench.costs import load_catalog
+from spotbench.estimate import estimate
+from spotbench.interfaces import Problem
+from spotbench.policy import PolicyError, effective
 from spotbench.spec import SweepSpec
 
-
-@dataclass(frozen=True)
-class Problem:
-    check: str  # credentials | apis | machine-types | accelerators | quota | budget | policy
-    message: str
-    fix: str
-
-    def line(self) -> str:
-        return f"{self.check}: {self.message} → {self.fix}"
-
-    def to_dict(self) -> dict[str, str]:
-        return asdict(self)
-
-
-def concurrent_need(spec: SweepSpec, groups: list[RunGroup], size: Callable[[RunGroup], float]) -> float:
-    """The most of `size` the sweep uses at once: its `concurrency` largest groups."""
-    values = sorted((size(g) for g in groups), reverse=True)
-    return sum(values[: spec.max_concurrency or len(values)])
+__all__ = ["Problem", "budget_problems", "preflight"]
 
 
 def budget_problems(spec: SweepSpec, prices: Path | str | None = None) -> list[Problem]:
     """One run priced with every group until its deadline must fit in `budget`."""
     if spec.budget is None:
         return []
-    from spotbench.costs import load_catalog
-    from spotbench.estimate import estimate
-
     try:
         est = estimate(spec, load_catalog(prices), records=[])
     except (KeyError, LookupError, ValueError) as exc:
@@ -61,9 +44,6 @@ def budget_problems(spec: SweepSpec, prices: Path | str | None = None) -> list[P
 def preflight(spec: SweepSpec, spec_path: Path | None = None,
               env: Mapping[str, str] | None = None) -> list[Problem]:  # fmt: skip
     """Every problem found, in check order; [] means go ahead."""
-    from spotbench.clouds import get_provider
-    from spotbench.policy import PolicyError, effective
-
     problems: list[Problem] = []
     try:
         _, broken = effective(spec, spec_path, env)

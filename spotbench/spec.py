@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, Union, cast
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
@@ -19,14 +19,15 @@ from pydantic import (
     Field,
     TypeAdapter,
     ValidationError,
+    create_model,
     field_validator,
     model_validator,
 )
 
 from spotbench._spec_errors import _MISSING as _NO_VALUE
 from spotbench._spec_errors import SpecError, problems_from_validation
-from spotbench.clouds.provider import get_provider
 from spotbench.cron import cron_problem
+from spotbench.facts import CLOUDS, facts_of
 from spotbench.image_ref import check_image
 from spotbench.labels import NAME_SEPARATOR
 from spotbench.plan import RunGroup
@@ -101,46 +102,24 @@ class Schedule(_Strict):
         return v
 
 
-class GcpOptions(_Strict):
-    project: str | None = None
-    image_family: str = "cos-stable"
-    boot_disk_gb: int = Field(20, ge=10)
-    network_cidr: str = "10.42.0.0/24"
-    operators: list[str] = Field(
-        default_factory=list,
-        description="IAM members who operate the sweep (status, report, schedule, ssh via IAP),"
-        " e.g. ['user:alice@example.com', 'group:bench@example.com']",
-    )
-
-    @field_validator("operators")
-    @classmethod
-    def _members(cls, v: list[str]) -> list[str]:
-        for member in v:
-            kind, _, who = member.partition(":")
-            if kind not in ("user", "group", "serviceAccount", "domain") or not who:
-                raise ValueError(
-                    f"{member!r} is not an IAM member; write user:EMAIL, group:EMAIL, "
-                    "serviceAccount:EMAIL or domain:DOMAIN"
-                )
-        return v
+# The clouds a spec may name (the registry's), as a Literal: the schema's error lists them.
+CloudName = Literal[tuple(CLOUDS)]  # type: ignore[valid-type]  # built at import
 
 
-class AwsOptions(_Strict):
-    ami_ssm_parameter: str | None = None
-    vpc_cidr: str = "10.43.0.0/16"
-    subnet_cidr: str = "10.43.1.0/24"
-    root_volume_gb: int = Field(30, ge=8)
-    spot_valid_days: int = Field(
-        90, ge=1, le=1095,
-        description="days the members' persistent spot requests stay valid after `pulumi up`: "
-                    "EC2 restarts interrupted members only until then (redeploy to renew)",
-    )
+def _cloud_sections() -> dict[str, Any]:
+    """Each cloud's own section (`gcp:`, `aws:`), its facts' `options` model, defaulted."""
+    sections: dict[str, Any] = {}
+    for name in CLOUDS:
+        options = facts_of(name).options
+        if options is not None:
+            sections[name] = (options, Field(default_factory=options))
+    return sections
 
 
-class SweepSpec(_Strict):
+class _SpecCore(_Strict):
     name: str = Field(pattern=NAME_PATTERN,
                       description="lowercase, digits and single '-', ≤ 24")
-    cloud: Literal["local", "gcp", "aws"] = "local"
+    cloud: CloudName = "local"
     region: str | None = None
     zone: str | None = None
     workload: WorkloadParams
@@ -158,15 +137,6 @@ class SweepSpec(_Strict):
         description="machine type per member role, e.g. {chief: n1-standard-2, ps: n1-standard-1}",
     )
     image: str | None = Field(None, description="workload container image (gcp/aws)")
-    gcp: GcpOptions = Field(default_factory=GcpOptions)
-    aws: AwsOptions = Field(default_factory=AwsOptions)
-    labels: dict[str, str] = Field(
-        default_factory=dict,
-        description="labels (GCP) / tags (AWS) put on the sweep's VMs, e.g. {team: ml}",
-    )
-    policy: dict[str, Any] | None = Field(
-        None, description="guardrails (see spotbench/policy.py); merged with spotbench-policy.yaml"
-    )
 
     @model_validator(mode="before")
     @classmethod
@@ -191,19 +161,6 @@ class SweepSpec(_Strict):
                 "tell one sweep's VMs from another's; use single hyphens, e.g. "
                 f"{'-'.join(p for p in v.split('-') if p)!r}"
             )
-        return v
-
-    @field_validator("labels")
-    @classmethod
-    def _labels(cls, v: dict[str, str]) -> dict[str, str]:
-        for key, value in v.items():
-            if not re.fullmatch(r"[a-z][a-z0-9_-]{0,62}", key) or not re.fullmatch(r"[a-z0-9_-]{0,63}", value):
-                raise ValueError(
-                    f"label {key}={value!r}: keys start with a lowercase letter; keys and values "
-                    "use lowercase letters, digits, '-' and '_' (at most 63 characters)"
-                )
-            if key == "managed-by" or key.startswith("spotbench-"):
-                raise ValueError(f"label {key!r} is spotbench's own; choose another key")
         return v
 
     @field_validator("image")
@@ -238,7 +195,7 @@ class SweepSpec(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _cross_checks(self) -> SweepSpec:
+    def _cross_checks(self) -> _SpecCore:
         allowed = set(MATRIX_MACHINE_KEYS) | (set(type(self.workload).model_fields) - {"name"})
         for key in self.matrix:
             if key not in allowed:
@@ -252,12 +209,12 @@ class SweepSpec(_Strict):
                     f"role_machine_types.{role}: {self.workload.name} has no role {role!r}; "
                     f"its roles are {', '.join(sorted(roles))}"
                 )
-        provider = get_provider(self.cloud)
-        if provider.location and not getattr(self, provider.location):
+        facts = facts_of(self.cloud)
+        if facts.location and not getattr(self, facts.location):
             raise ValueError(
-                f"cloud '{self.cloud}' needs '{provider.location}' (e.g. {provider.location_example})"
+                f"cloud '{self.cloud}' needs '{facts.location}' (e.g. {facts.location_example})"
             )
-        if (provider.deployed_by_stack and self.image is None
+        if (facts.deployed_by_stack and self.image is None
                 and get_workload(self.workload.name).user_image is not None):
             raise ValueError(
                 f"image: the '{self.workload.name}' workload runs your own image on "
@@ -289,7 +246,7 @@ class SweepSpec(_Strict):
         """Groups that may run at once: the spec's value; on `local` one at a time."""
         if self.concurrency is not None:
             return self.concurrency
-        return get_provider(self.cloud).default_concurrency
+        return facts_of(self.cloud).default_concurrency
 
     def results_url(self, base_dir: Path | None = None) -> str:
         """Where results go. Local default: ./results/<name> as an absolute file:// URL."""
@@ -319,6 +276,34 @@ class SweepSpec(_Strict):
         """Whether any run group's members keep checkpoints in the results store
         (`Workload.checkpoints`): their cloud identities then replace and delete them."""
         return any(get_workload(g.workload).checkpoints(g.params) for g in self.plan())
+
+
+# the cloud sections come between `image` and `labels`, as they always did in the schema
+_WithClouds = cast(type[_SpecCore], create_model(
+    "_WithClouds", __base__=_SpecCore, __module__=__name__, **_cloud_sections()))
+
+
+class SweepSpec(_WithClouds):  # type: ignore[misc, valid-type]
+    labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="labels (GCP) / tags (AWS) put on the sweep's VMs, e.g. {team: ml}",
+    )
+    policy: dict[str, Any] | None = Field(
+        None, description="guardrails (see spotbench/policy.py); merged with spotbench-policy.yaml"
+    )
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            if not re.fullmatch(r"[a-z][a-z0-9_-]{0,62}", key) or not re.fullmatch(r"[a-z0-9_-]{0,63}", value):
+                raise ValueError(
+                    f"label {key}={value!r}: keys start with a lowercase letter; keys and values "
+                    "use lowercase letters, digits, '-' and '_' (at most 63 characters)"
+                )
+            if key == "managed-by" or key.startswith("spotbench-"):
+                raise ValueError(f"label {key!r} is spotbench's own; choose another key")
+        return v
 
 
 def _params(point: dict[str, Any]) -> dict[str, Any]:

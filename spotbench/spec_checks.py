@@ -16,13 +16,46 @@ estimate work without one; `pulumi up` refuses it).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import timedelta
+from typing import Any, Protocol
 
 from spotbench import catalog
-from spotbench.clouds.provider import get_provider
+from spotbench._spec_errors import _MISSING
 from spotbench.cron import CronShiftError
+from spotbench.facts import facts_of
 
 Problem = tuple[str, Any, str]
+
+
+class CheckedSchedule(Protocol):
+    @property
+    def cron(self) -> str: ...
+
+
+class CheckedSpec(Protocol):
+    """What the checks read of a valid spec (`spotbench.spec.SweepSpec` is one; spec_checks
+    sits below spec, which calls it from `load_spec`)."""
+
+    @property
+    def cloud(self) -> str: ...
+    @property
+    def region(self) -> str | None: ...
+    @property
+    def zone(self) -> str | None: ...
+    @property
+    def placement(self) -> str: ...
+    @property
+    def spot(self) -> bool: ...
+    @property
+    def matrix(self) -> dict[str, list[Any]]: ...
+    @property
+    def role_machine_types(self) -> dict[str, str]: ...
+    @property
+    def deadline(self) -> timedelta: ...
+    @property
+    def schedule(self) -> CheckedSchedule | None: ...
+
+    def points(self) -> list[dict[str, Any]]: ...
 
 
 @dataclass
@@ -37,11 +70,10 @@ class Findings:
             self.warnings.append((path, value, check.message))
 
 
-def check(spec: Any) -> Findings:
+def check(spec: CheckedSpec) -> Findings:
     """Findings for a `SweepSpec` (local specs have none: the local cloud takes anything)."""
     found = Findings()
-    provider = get_provider(spec.cloud)
-    cat = provider.catalog
+    cat = facts_of(spec.cloud).catalog
     if cat is None:
         return found
     _location(spec, cat, found)
@@ -65,11 +97,11 @@ def check(spec: Any) -> Findings:
                 seen.add(("placement", mtype, placement))
                 path = "matrix.placement" if "placement" in point else "placement"
                 found.add(path, placement, cat.check_placement(mtype, placement, spec.spot))
-    _schedule(spec, provider, found)
+    _schedule(spec, cat, found)
     return found
 
 
-def _location(spec: Any, cat: catalog.CloudCatalog, found: Findings) -> None:
+def _location(spec: CheckedSpec, cat: catalog.CloudCatalog, found: Findings) -> None:
     if spec.region:
         found.add("region", spec.region, cat.check_region(spec.region))
     if spec.zone:
@@ -79,11 +111,11 @@ def _location(spec: Any, cat: catalog.CloudCatalog, found: Findings) -> None:
             found.errors.append(("zone", spec.zone, f"is not in region {spec.region!r}"))
 
 
-def _machine_types(spec: Any, cat: catalog.CloudCatalog, found: Findings) -> set[str] | None:
+def _machine_types(spec: CheckedSpec, cat: catalog.CloudCatalog, found: Findings) -> set[str] | None:
     values = spec.matrix.get("machine_type")
     if not values:
         example = cat.machine_example
-        found.errors.append(("matrix.machine_type", _missing(), f"required for cloud {spec.cloud}: "
+        found.errors.append(("matrix.machine_type", _MISSING, f"required for cloud {spec.cloud}: "
                              f"the VMs' type, e.g. matrix: {{machine_type: [{example}]}}"))
         return None
     priced = set(catalog.priced_machine_types(spec.cloud))
@@ -94,12 +126,11 @@ def _machine_types(spec: Any, cat: catalog.CloudCatalog, found: Findings) -> set
     return {str(v) for v in values}
 
 
-def _schedule(spec: Any, provider: Any, found: Findings) -> None:
-    cat = provider.catalog
+def _schedule(spec: CheckedSpec, cat: catalog.CloudCatalog, found: Findings) -> None:
     if spec.schedule is None:
         scheduler = cat.scheduler_name
         # plan and estimate work without one (one tick); only a deployment needs it
-        found.warnings.append(("schedule", _missing(), f"`pulumi up` needs one for cloud "
+        found.warnings.append(("schedule", _MISSING, f"`pulumi up` needs one for cloud "
                                f"{spec.cloud}: the sweep is started by {scheduler}; e.g. "
                                "schedule: {cron: '0 3 * * *'}"))
         return
@@ -110,9 +141,3 @@ def _schedule(spec: Any, provider: Any, found: Findings) -> None:
         path = "deadline" if "not shorter than the gap" in str(exc) else "schedule.cron"
         value = f"{int(spec.deadline.total_seconds())}s" if path == "deadline" else cron
         found.errors.append((path, value, str(exc)))
-
-
-def _missing() -> Any:
-    from spotbench._spec_errors import _MISSING
-
-    return _MISSING

@@ -36,6 +36,9 @@ class Params(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    if TYPE_CHECKING:  # each subclass's own field (a Literal tag), declared for the checker only
+        name: str
+
 
 @dataclass(frozen=True)
 class Images:

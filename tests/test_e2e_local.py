@@ -16,7 +16,7 @@ from spotbench.clouds.base import State
 from spotbench.clouds.local import LocalCloud
 from spotbench.auth.local import scheduler_token
 from spotbench.localrun.scheduler import post
-from spotbench.localrun.state import LocalState
+from spotbench.clouds.local_state import LocalState
 from spotbench.results import ResultStore
 
 pytestmark = pytest.mark.slow

@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from spotbench.plan import RunGroup
-from spotbench.preflight import Problem, concurrent_need
+from spotbench.interfaces import Problem
+from spotbench.plan import RunGroup, concurrent_footprint
 from spotbench.spec import SweepSpec
 
 # quota class → (families, spot quota code, on-demand quota code); codes from the EC2
@@ -79,7 +79,7 @@ def _quota(client: Any, spec: SweepSpec, groups: list[RunGroup], vcpus: dict[str
             return sum(vcpus.get(m.machine_type, 0) for m in g.members
                        if quota_class(m.machine_type) == cls)
 
-        need = concurrent_need(spec, groups, size)
+        need = concurrent_footprint(spec, groups, size)
         if not need:
             continue
         code = spot_code if spec.spot else od_code

@@ -24,8 +24,8 @@ import requests
 from spotbench.clouds.gcp import (
     BOOTSTRAP_APIS, REQUIRED_APIS, enable_command, region_of_zone, too_many_groups,
 )
-from spotbench.plan import RunGroup
-from spotbench.preflight import Problem, concurrent_need
+from spotbench.interfaces import Problem
+from spotbench.plan import RunGroup, concurrent_footprint
 from spotbench.spec import SweepSpec
 
 COMPUTE = "https://compute.googleapis.com"
@@ -132,10 +132,10 @@ def _quota(api: _Api, spec: SweepSpec, project: str, region: str, groups: list[R
               for q in body.get("quotas", [])}
     spot = spec.spot
     cpu_metric = "PREEMPTIBLE_CPUS" if spot and quotas.get("PREEMPTIBLE_CPUS", (0, 0))[0] > 0 else "CPUS"
-    needs = {cpu_metric: concurrent_need(
+    needs = {cpu_metric: concurrent_footprint(
         spec, groups, lambda g: sum(cpus.get(m.machine_type, 0) for m in g.members))}
     for acc in sorted(accelerators):
-        needs[gpu_quota_metric(acc, spot)] = concurrent_need(
+        needs[gpu_quota_metric(acc, spot)] = concurrent_footprint(
             spec, groups, lambda g, a=acc: g.accelerator_count * len(g.members) if g.accelerator == a else 0)
     out = []
     for metric, need in needs.items():

@@ -29,7 +29,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psutil
 
@@ -37,12 +37,6 @@ import spotbench
 from spotbench._private import open_private_append, private_dir
 from spotbench.clouds import local_db as db
 from spotbench.clouds.base import ACTIVE, ErrorKind, Instance, State, Sweeper, matches
-from spotbench.clouds.provider import FunctionSettings, Provider, env_of
-
-if TYPE_CHECKING:
-    from spotbench.auth import Caller
-    from spotbench.ops.schedule import ScheduleControl
-    from spotbench.spec import SweepSpec
 
 SPAWN_TIMEOUT_S = 30.0  # a supervisor that has not registered by then is counted as failed
 WAIT_POLL_S = 0.05
@@ -306,52 +300,3 @@ def _own_processes(db_path: Path) -> list[psutil.Process]:
 def _prepend(path: str, current: str | None) -> str:
     parts = [p for p in (current or "").split(":") if p]
     return ":".join([path, *[p for p in parts if p != path]])
-
-
-# ---- the provider: what the local cloud means to spotbench -------------------------------
-class LocalProvider(Provider):
-    name = "local"
-    default_machine_type = "local"
-    default_zone = "local"
-    default_concurrency = 1  # trials must not share the machine's cores
-    shares_host = True
-    boot_s = 0.0
-    scheduler_item = "in-process-cron"
-    gpu_priced_separately = False
-    spot_label = False
-
-    def price_region(self, zone: str | None, region: str | None = None) -> str | None:
-        return "*"
-
-    def driver(self, **options: Any) -> LocalCloud:
-        return LocalCloud(**options)
-
-    def cloud(self, spec: SweepSpec, env: Mapping[str, str] | None = None, *,
-              root: Path | str | None = None, state_dir: Path | None = None) -> LocalCloud:
-        from spotbench.localrun.state import LocalState, state_root
-
-        env = env_of(env)
-        state_dir = state_dir or (None if root else env.get("SPOTBENCH_STATE_DIR"))  # functions' env
-        state = Path(state_dir) if state_dir else LocalState(spec.name, state_root(root)).dir
-        return LocalCloud(db_path=state / "cloud.db", log_dir=state / "logs",
-                          grace_s=float(env.get("SPOTBENCH_GRACE_S", "30")))
-
-    def authenticate(self, headers: Mapping[str, str], settings: FunctionSettings) -> Caller:
-        from spotbench.auth.local import caller_from_headers
-
-        return caller_from_headers(headers, settings.secret)
-
-    def schedule(self, spec: SweepSpec, root: Path | str | None = None, **options: Any) -> ScheduleControl:
-        from spotbench.ops.schedule_local import LocalSchedule
-
-        return LocalSchedule(spec.name, root, **options)
-
-    def orphans(self, spec: SweepSpec | None = None, *, root: Path | str | None = None,
-                regions: list[str] | None = None, project: str | None = None) -> Sweeper:
-        from spotbench.localrun.state import state_root
-        from spotbench.ops.orphans_local import LocalSweeper
-
-        return LocalSweeper(state_root(root))
-
-
-PROVIDER = LocalProvider()

@@ -1,20 +1,22 @@
-"""What a cloud means to spotbench: one `Provider` object per cloud, found by its name.
+"""What a cloud does for spotbench: one `Provider` object per cloud, found by its name.
 
-A provider bundles everything that differs between clouds — the Cloud driver configured
-from the environment, how a function verifies its caller, the schedule control, the orphan
-finder for teardown, the Pulumi stack's preview config, how a member calls `done`, and the
-few facts estimates and plans need (boot time, disk, scheduler price item, default machine).
+A cloud is two things. Its *facts* (`spotbench.facts`: locations, defaults, local-or-not,
+catalog, price items) are plain data at the bottom, read by spec, plan, member and costs.
+Its *operations*, here, take a spec and act: the Cloud driver configured from the
+environment, how a function verifies its caller, the schedule control, the orphan finder
+for teardown, preflight, the Pulumi stack's preview config, how a member calls `done`.
 Everything else in spotbench asks the provider instead of comparing cloud names:
 
     provider = get_provider(spec.cloud)
     cloud = provider.cloud(spec)                  # the driver, configured as the functions do
     control = provider.schedule(spec, root=root)  # pause / resume / run-now
 
-`get_provider` is the only place that looks at a cloud's name. Each provider lives in the
-cloud's own module (`spotbench/clouds/{local,gcp,aws}.py`), which imports no cloud SDK at
-module level: `import spotbench` and a price estimate of a GCP sweep need neither boto3 nor
-google-cloud; the SDK loads when a driver, scheduler or orphan finder is built.
-Adding a cloud = one provider module + one line in `PROVIDERS`.
+A provider answers its cloud's facts too (`provider.boot_s` is `provider.facts.boot_s`).
+`get_provider` finds the provider through the facts registry (`spotbench.facts.CLOUDS`, the
+only list of cloud names). Provider modules import no cloud SDK at module level: `import
+spotbench` and a price estimate of a GCP sweep need neither boto3 nor google-cloud; the SDK
+loads when a driver, scheduler or orphan finder is built. Adding a cloud = its facts, its
+provider module, and one line in `spotbench.facts.CLOUDS`.
 """
 
 from __future__ import annotations
@@ -25,27 +27,22 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from spotbench.facts import CLOUDS, CloudFacts, UnknownCloud, facts_of
+from spotbench.interfaces import Problem, ScheduleControl
+
 if TYPE_CHECKING:  # only for annotations: providers import what they need lazily
     import requests
 
     from spotbench.auth import Caller
-    from spotbench.catalog import CloudCatalog
     from spotbench.clouds.base import Cloud, Sweeper
     from spotbench.member import MemberContext
-    from spotbench.ops.schedule import ScheduleControl
-    from spotbench.preflight import Problem
     from spotbench.spec import SweepSpec
 
-# cloud name → the module holding its `PROVIDER` (imported on first use)
-PROVIDERS: dict[str, str] = {
-    "local": "spotbench.clouds.local",
-    "gcp": "spotbench.clouds.gcp",
-    "aws": "spotbench.clouds.aws",
-}
+# cloud name → the module of its facts (the registry, `spotbench.facts.CLOUDS`)
+PROVIDERS = CLOUDS
 
-
-class UnknownCloud(ValueError):
-    pass
+__all__ = ["PROVIDERS", "FunctionSettings", "Provider", "SettingMissing", "UnknownCloud",
+           "env_of", "get_provider"]
 
 
 class SettingMissing(ValueError):
@@ -54,10 +51,10 @@ class SettingMissing(ValueError):
 
 def get_provider(name: str) -> Provider:
     """The provider of cloud `name`; a clear error naming the known clouds otherwise."""
-    module = PROVIDERS.get(name)
-    if module is None:
-        raise UnknownCloud(f"unknown cloud {name!r}; choose {', '.join(PROVIDERS)}")
-    return importlib.import_module(module).PROVIDER
+    provider = importlib.import_module(facts_of(name).provider).PROVIDER
+    if not isinstance(provider, Provider):
+        raise TypeError(f"{facts_of(name).provider}.PROVIDER is not a Provider")
+    return provider
 
 
 def env_of(env: Mapping[str, str] | None) -> Mapping[str, str]:
@@ -86,51 +83,32 @@ class FunctionSettings(Protocol):
 class Provider:
     """The base every cloud's provider extends; the defaults fit a real cloud."""
 
-    name: str = ""
-    # the location field a spec on this cloud must give ("zone" | "region"), with an example
-    location: str | None = None
-    location_example: str = ""
-    default_machine_type: str | None = None  # None: the spec's matrix must name one
-    default_zone: str | None = None  # the zone records carry when the spec names none
-    default_concurrency: int | None = None  # groups at once unless the spec says (None: all)
-    shares_host: bool = False  # a group's members run on this one machine (the local cloud)
-    stack_component: str | None = None  # "module:Class" infra/__main__.py declares
+    def __init__(self, facts: CloudFacts):
+        self.facts = facts
+
+    def __getattr__(self, attr: str) -> Any:
+        """The cloud's facts, read through its provider (`provider.catalog`, `.boot_s`)."""
+        if attr == "facts":
+            raise AttributeError(attr)
+        return getattr(self.facts, attr)
 
     @property
-    def deployed_by_stack(self) -> bool:
-        """`pulumi up` of infra/ creates this cloud's resources (else `spotbench run`)."""
-        return self.stack_component is not None
-
-    boot_s: float = 60.0  # start → workload running (assumed in estimates)
-    scheduler_item: str = ""  # the price catalog item of one scheduler job
-    gpu_priced_separately: bool = True  # GPUs are price rows of their own (unless bundled)
-    spot_label: bool = True  # the report marks spot runs ("spot" in a config's label)
-    # zones, machine types, GPUs and placement rules spec validation checks (None: anything goes)
-    catalog: CloudCatalog | None = None
-    # monthly free tier per estimate line item (quantity in the line's unit), deducted by
-    # `estimate --assume free_tier=on`
-    free_tier: dict[str, float] = {}
-
-    # ---- places and prices -----------------------------------------------------------
-    def region_of_zone(self, zone: str) -> str:
-        """The region a zone belongs to (us-central1-a → us-central1, us-east-1a → us-east-1)."""
-        return zone
-
-    def price_region(self, zone: str | None, region: str | None = None) -> str | None:
-        """The region prices are looked up in: the given region, else the zone's."""
-        if region:
-            return region
-        return self.region_of_zone(zone) if zone else None
+    def name(self) -> str:
+        return self.facts.name
 
     def disk(self, spec: SweepSpec) -> tuple[str, float]:
         """(price item, GB) of one member's boot disk."""
-        return "local", 0.0
+        option = self.facts.disk_gb_option
+        if option is None:
+            return self.facts.disk_item, 0.0
+        return self.facts.disk_item, float(getattr(getattr(spec, self.name), option))
 
     # ---- operating a deployed sweep --------------------------------------------------
     def results_url(self, spec: SweepSpec, env: Mapping[str, str] | None = None) -> str:
         """Where a deployed sweep's results are: the spec's `results`, else where the stack
         puts them (raises SettingMissing, naming what to pass, when only the stack knows)."""
-        return spec.results_url()
+        url: str = spec.results_url()
+        return url
 
     def driver(self, **options: Any) -> Cloud:
         """The Cloud driver built from explicit options (see the driver's constructor)."""
@@ -156,12 +134,6 @@ class Provider:
         """The orphan finder teardown uses (every spotbench-labelled object of the cloud)."""
         raise NotImplementedError(f"cloud {self.name!r} has no orphan finder")
 
-    # what its operator commands need on this machine (spotbench/cli/extras.py says how)
-    setup_extras: str = ""  # `make setup CLOUD=<name>` installs '.[<setup_extras>]'
-    needs_modules: dict[str, tuple[str, ...]] = {}  # extra → modules its commands import
-    tools: tuple[tuple[str, str, str], ...] = ()  # (command, the step that runs it, install URL)
-    double_env: str | None = None  # env var aiming commands at a local double (no deploy tools then)
-
     def credentials_problem(self, env: Mapping[str, str] | None = None) -> str | None:
         """Why this machine cannot call the cloud (no credentials), in one line with the fix;
         None when it can, or when the cloud needs none (local)."""
@@ -182,10 +154,12 @@ class Provider:
         return {}
 
     # ---- the member's side -----------------------------------------------------------
-    def post_done(self, ctx: MemberContext, body: dict, timeout: float) -> requests.Response:
+    def post_done(self, ctx: MemberContext, body: dict[str, Any], timeout: float) -> requests.Response:
         """POST `body` to the member's done URL, proving who the member is."""
         import requests
 
+        if ctx.done_url is None:
+            raise ValueError(f"member {ctx.name} has no done URL (SPOTBENCH_CONTEXT.done_url)")
         headers = {"Authorization": f"Bearer {ctx.token}"} if ctx.token else {}
         return requests.post(ctx.done_url, json=body, headers=headers, timeout=timeout)
 

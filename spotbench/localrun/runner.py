@@ -50,7 +50,7 @@ from spotbench.clouds.local import LocalCloud, LocalInstanceSpec, halt
 from spotbench.localrun.net import free_ports
 from spotbench.localrun.scheduler import LocalScheduler, post
 from spotbench.localrun.server import FunctionsServer
-from spotbench.localrun.state import LocalState, StateError
+from spotbench.clouds.local_state import LocalState, StateError
 from spotbench.localrun.takeover import recorded as _recorded, take_over_server
 from spotbench.member import MemberContext
 from spotbench.plan import RunGroup, sweep_labels

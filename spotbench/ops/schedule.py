@@ -6,7 +6,7 @@ groups already running. Each cloud keeps the pair in its own scheduler:
 
 - gcp: Cloud Scheduler jobs `{sweep}-start` / `{sweep}-stop` (`clouds/gcp_scheduler`)
 - aws: EventBridge Scheduler schedules `{sweep}-start` / `{sweep}-stop` (`clouds/aws_scheduler`)
-- local: the in-process scheduler, steered by `schedule.json` (`ops/schedule_local`)
+- local: the in-process scheduler, steered by `schedule.json` (`clouds/local_schedule`)
 
 `control_for` asks the spec's cloud provider for its control.
 """
@@ -16,13 +16,16 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
 from spotbench.clouds import get_provider
+from spotbench.interfaces import ScheduleControl
 from spotbench.spec import SweepSpec
+
+__all__ = ["ScheduleControl", "ScheduleInfo", "control_for", "describe", "next_ticks"]
 
 
 @dataclass
@@ -42,18 +45,6 @@ class ScheduleInfo:
         for key in ("next_start", "next_stop"):
             out[key] = out[key].isoformat() if out[key] else None
         return out
-
-
-class ScheduleControl(Protocol):
-    def pause(self) -> str: ...
-
-    def resume(self) -> str: ...
-
-    def run_now(self) -> str: ...
-
-    def state(self) -> tuple[bool | None, str, dict[str, str]]:
-        """(paused, detail, job states)."""
-        ...
 
 
 def next_ticks(spec: SweepSpec, now: datetime | None = None) -> tuple[datetime | None, datetime | None]:

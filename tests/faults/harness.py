@@ -36,7 +36,7 @@ from spotbench.auth.local import scheduler_token
 from spotbench.clouds.base import ACTIVE, Instance, State
 from spotbench.clouds.local import LocalCloud
 from spotbench.localrun.scheduler import post
-from spotbench.localrun.state import LocalState
+from spotbench.clouds.local_state import LocalState
 from spotbench.results import ResultStore
 from spotbench.retries import RETRY_SCALE_ENV
 

@@ -163,7 +163,7 @@ def duplicate_ticks_and_storm(root: Path, calls: int = 50) -> dict[str, Any]:
     from spotbench.clouds.base import State
     from spotbench.clouds.local import LocalCloud, LocalInstanceSpec
     from spotbench.localrun.server import FunctionsServer
-    from spotbench.localrun.state import LocalState
+    from spotbench.clouds.local_state import LocalState
     from spotbench.results import ResultStore
     from spotbench.spec import load_spec
 

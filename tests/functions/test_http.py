@@ -12,7 +12,7 @@ from spotbench.auth.local import member_token, scheduler_token
 from spotbench.clouds.base import State
 from spotbench.clouds.local import LocalCloud, LocalInstanceSpec
 from spotbench.localrun.server import FunctionsServer
-from spotbench.localrun.state import LocalState
+from spotbench.clouds.local_state import LocalState
 from spotbench.results import Result, ResultStore, utcnow
 from spotbench.spec import load_spec
 

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from spotbench.cli import app
 from spotbench.clouds import State
 from spotbench.clouds.local import LocalCloud, LocalInstanceSpec
-from spotbench.localrun.state import LocalState
+from spotbench.clouds.local_state import LocalState
 from spotbench.results import Result, ResultStore
 from spotbench.spec import load_spec
 from tests.ops._sshd import Sshd, known_hosts_line

@@ -11,9 +11,9 @@ from spotbench.clouds import State
 from spotbench.clouds.local import LocalCloud, LocalInstanceSpec
 from spotbench.localrun.scheduler import LocalScheduler
 from spotbench.localrun.server import FunctionsServer
-from spotbench.localrun.state import LocalState
-from spotbench.ops.orphans_local import LocalSweeper
-from spotbench.ops.schedule_local import LocalSchedule
+from spotbench.clouds.local_state import LocalState
+from spotbench.clouds.local_orphans import LocalSweeper
+from spotbench.clouds.local_schedule import LocalSchedule
 from spotbench.ops.teardown import teardown
 from spotbench.results import ResultStore
 from spotbench.spec import load_spec

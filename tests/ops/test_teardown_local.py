@@ -10,8 +10,8 @@ import psutil
 
 from spotbench.clouds import State
 from spotbench.clouds.local import LocalCloud, LocalInstanceSpec
-from spotbench.localrun.state import LocalState
-from spotbench.ops.orphans_local import LocalSweeper
+from spotbench.clouds.local_state import LocalState
+from spotbench.clouds.local_orphans import LocalSweeper
 from spotbench.ops.teardown import teardown
 from spotbench.results import ResultStore
 

@@ -12,7 +12,7 @@ from typing import Any
 from spotbench.auth.local import member_token, scheduler_token
 from spotbench.clouds.local import LocalCloud, LocalInstanceSpec
 from spotbench.localrun.server import FunctionsServer
-from spotbench.localrun.state import LocalState
+from spotbench.clouds.local_state import LocalState
 from spotbench.spec import load_spec
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(300)"]

@@ -26,7 +26,7 @@ from spotbench.clouds.local import LocalCloud, LocalInstanceSpec
 from spotbench.localrun.net import free_ports
 from spotbench.localrun.runner import deploy
 from spotbench.localrun.server import FunctionsServer
-from spotbench.localrun.state import LocalState
+from spotbench.clouds.local_state import LocalState
 from spotbench.spec import load_spec
 from workloads.osu import agent
 

@@ -16,7 +16,7 @@ import pytest
 
 UntrustedPath = PermissionError  # spotbench._private.UntrustedPath is one
 from spotbench.clouds import local_db
-from spotbench.localrun.state import LocalState
+from spotbench.clouds.local_state import LocalState
 
 pytestmark = pytest.mark.security
 NOBODY = 65534

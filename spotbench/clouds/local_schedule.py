@@ -11,8 +11,8 @@ from pathlib import Path
 import requests
 
 from spotbench.auth.local import scheduler_token
-from spotbench.control import MAX_LAUNCHES_PER_RUN as MAX_TRIES
-from spotbench.ops.context import local_state
+from spotbench.clouds.local_state import LocalState, state_root
+from spotbench.ledger import MAX_LAUNCHES_PER_RUN as MAX_TRIES
 
 
 class NoFunctionsServer(RuntimeError):
@@ -42,7 +42,7 @@ def start_answer(body: dict) -> str:
 class LocalSchedule:
     def __init__(self, sweep: str, root: Path | str | None = None, timeout_s: float = 120):
         self.sweep = sweep
-        self.local = local_state(sweep, root)
+        self.local = LocalState(sweep, root=state_root(root))
         self.timeout_s = timeout_s
 
     def pause(self) -> str:

@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spotbench.catalog import AWS_CATALOG
 from spotbench.clouds.provider import Provider, SettingMissing, env_of
+from spotbench.facts.aws import FACTS
+from spotbench.interfaces import Problem
 
 if TYPE_CHECKING:
     import requests
@@ -27,41 +28,10 @@ if TYPE_CHECKING:
     from spotbench.spec import SweepSpec
 
 
-def region_of_zone(zone: str) -> str:
-    """us-east-1a → us-east-1 (a zone id without its letter)."""
-    return zone.rstrip("abcdefghijklmnopqrstuvwxyz") if zone[-1].isalpha() else zone
-
-
 class AwsProvider(Provider):
-    name = "aws"
-    location = "region"
-    location_example = "us-east-1"
-    stack_component = "infra.aws:AwsSweep"  # the Pulumi component infra/__main__.py declares
-    scheduler_item = "eventbridge-schedule"
-    catalog = AWS_CATALOG
-    # aws.amazon.com/eventbridge/pricing (14 M scheduler invocations), /lambda/pricing
-    free_tier = {"scheduler jobs": 14_000_000, "functions (invocations)": 1_000_000,
-                 "functions (GB-seconds)": 400_000}
-
-    setup_extras = "aws,infra,ops"
-    needs_modules = {"aws": ("boto3", "s3fs"), "infra": ("pulumi", "pulumi_aws", "pulumi_tls")}
-    tools = (
-        ("pulumi", "`pulumi up`", "https://www.pulumi.com/docs/install/"),
-        ("aws", "`aws configure` or `aws sso login`",
-         "https://docs.aws.amazon.com/cli/latest/userguide/getting-started-install.html"),
-        ("docker", "`make images`", "https://docs.docker.com/engine/install/"),
-    )
-    double_env = "AWS_ENDPOINT_URL"
-
-    def region_of_zone(self, zone: str) -> str:
-        return region_of_zone(zone)
-
     def access_options(self, spec: SweepSpec, via: str) -> dict[str, Any]:
         # `aws ssm start-session` must look for the instance in the sweep's region
         return {"aws_region": spec.region} if via == "ssm" else {}
-
-    def disk(self, spec: SweepSpec) -> tuple[str, float]:
-        return "gp3", float(spec.aws.root_volume_gb)
 
     def results_url(self, spec: SweepSpec, env: Mapping[str, str] | None = None) -> str:
         if spec.results:
@@ -86,7 +56,7 @@ class AwsProvider(Provider):
 
         return aws_problem(env_of(env))
 
-    def preflight(self, spec: SweepSpec, env: Mapping[str, str] | None = None) -> list:
+    def preflight(self, spec: SweepSpec, env: Mapping[str, str] | None = None) -> list[Problem]:
         from spotbench.clouds.aws_preflight import check
 
         return check(spec, env_of(env).get("AWS_ENDPOINT_URL") or None)
@@ -112,4 +82,4 @@ class AwsProvider(Provider):
         return signed_post(ctx.done_url, body, timeout=timeout)
 
 
-PROVIDER = AwsProvider()
+PROVIDER = AwsProvider(FACTS)

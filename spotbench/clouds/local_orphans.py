@@ -1,7 +1,7 @@
 """Local orphan sweep: every instance row of a local sweep's cloud db (its process is
 killed: SIGTERM, then SIGKILL after the grace period) and the sweep's functions server.
 
-Local sweeps live in `<state root>/<sweep>/` (see `spotbench.localrun.state`); with no
+Local sweeps live in `<state root>/<sweep>/` (see `spotbench.clouds.local_state`); with no
 sweep given, every sweep directory under the root is searched.
 """
 
@@ -13,9 +13,10 @@ from typing import Any
 
 import psutil
 
-from spotbench.clouds import State, get_cloud
-from spotbench.localrun.state import LocalState
-from spotbench.ops._resources import Resource
+from spotbench.clouds import local_db as db
+from spotbench.clouds.base import Resource, State
+from spotbench.clouds.local import LocalCloud
+from spotbench.clouds.local_state import LocalState
 
 WAIT_MARGIN_S = 30.0  # on top of the grace period, for the supervisor to record the end
 
@@ -39,7 +40,7 @@ class LocalSweeper:
 
     def _cloud(self, sweep: str) -> Any:
         state = self._state(sweep)
-        return get_cloud("local", db_path=state.db_path, grace_s=self.grace_s, log_dir=state.dir / "logs")
+        return LocalCloud(db_path=state.db_path, grace_s=self.grace_s, log_dir=state.dir / "logs")
 
     def find(self, sweep: str | None) -> list[Resource]:
         out: list[Resource] = []
@@ -84,8 +85,6 @@ def _forget(db_path: Path, name: str) -> None:
     """Drop a TERMINATED instance's row from the local cloud's table (LocalCloud keeps
     terminated rows; teardown leaves the table clean)."""
     from contextlib import closing
-
-    from spotbench.clouds import local_db as db
 
     with closing(db.connect(db_path)) as conn, db.transaction(conn):
         conn.execute("DELETE FROM instances WHERE name = ? AND state = ?", (name, State.TERMINATED.value))

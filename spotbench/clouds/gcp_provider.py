@@ -1,0 +1,113 @@
+"""The `gcp` provider: Compute Engine VMs, Cloud Scheduler, Cloud Functions gen2.
+
+Nothing here imports google-cloud at module level; each part loads its SDK when built:
+the driver (`gce`), the schedule control (`gcp_scheduler`), the orphan finder
+(`gcp_orphans`), preflight (`gcp_preflight`) and the caller verifier (`spotbench.auth.gcp`,
+google-auth). Its settings (project, region, bucket) are `spotbench.clouds.gcp`'s.
+
+Environment: `SPOTBENCH_GCP_PROJECT` (else the spec's `gcp.project`, else
+`GOOGLE_CLOUD_PROJECT`), `SPOTBENCH_GCP_API_ENDPOINT` (a local endpoint in tests);
+functions also read `SPOTBENCH_AUDIENCE`, `SPOTBENCH_SCHEDULER_ACCOUNTS` and
+`SPOTBENCH_GCP_FRONT` (`cloud-run`: behind Cloud Run's front end, `spotbench.auth.gcp_front`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from spotbench.clouds.gcp import (
+    PREVIEW_PROJECT, identity_token, member_accounts, project_of, region_of, results_url,
+)
+from spotbench.clouds.provider import FunctionSettings, Provider, env_of
+from spotbench.facts.gcp import FACTS
+from spotbench.interfaces import Problem
+
+if TYPE_CHECKING:
+    import requests
+
+    from spotbench.auth import Caller
+    from spotbench.clouds.base import Sweeper
+    from spotbench.clouds.gce import GcpCloud
+    from spotbench.clouds.gcp_scheduler import GcpSchedule
+    from spotbench.member import MemberContext
+    from spotbench.spec import SweepSpec
+
+
+class GcpProvider(Provider):
+    def results_url(self, spec: SweepSpec, env: Mapping[str, str] | None = None) -> str:
+        if spec.results and not spec.results.startswith("gs://"):
+            return spec.results_url()  # e.g. a local copy the user points at
+        return results_url(spec, project_of(spec, env))
+
+    def driver(self, **options: Any) -> GcpCloud:
+        from spotbench.clouds.gce import GcpCloud
+
+        return GcpCloud(**options)
+
+    def cloud(self, spec: SweepSpec, env: Mapping[str, str] | None = None, *,
+              root: Path | str | None = None, state_dir: Path | None = None) -> GcpCloud:
+        env = env_of(env)
+        return self.driver(project=project_of(spec, env), zones=[spec.zone],
+                           api_endpoint=env.get("SPOTBENCH_GCP_API_ENDPOINT") or None)
+
+    def authenticate(self, headers: Mapping[str, str], settings: FunctionSettings) -> Caller:
+        """The caller of a function: the scheduler's OIDC token, or a member VM's ID token
+        running as its own run group's account (`SPOTBENCH_MEMBER_ACCOUNTS`; unset: no member
+        may call). Its zone and instance id are checked against the instance by `control.done`."""
+        from spotbench.auth.gcp import identify
+
+        env = settings.env
+        return identify(
+            headers,
+            audience=settings.need("SPOTBENCH_AUDIENCE"),
+            scheduler_accounts=[a for a in env.get("SPOTBENCH_SCHEDULER_ACCOUNTS", "").split(",") if a],
+            project=env.get("SPOTBENCH_GCP_PROJECT") or settings.spec.gcp.project or "",
+            member_accounts=member_accounts(settings.spec, env.get("SPOTBENCH_MEMBER_ACCOUNTS", "")),
+            certs_url=env.get("SPOTBENCH_GCP_CERTS_URL") or None,
+            front=env.get("SPOTBENCH_GCP_FRONT") or None,
+        ).caller
+
+    def schedule(self, spec: SweepSpec, root: Path | str | None = None, **options: Any) -> GcpSchedule:
+        from spotbench.clouds.gcp_scheduler import GcpSchedule
+
+        return GcpSchedule.for_spec(spec, **options)
+
+    def credentials_problem(self, env: Mapping[str, str] | None = None) -> str | None:
+        from spotbench.clouds.credentials import gcp_problem
+
+        env = env_of(env)
+        return None if env.get("SPOTBENCH_GCP_API_ENDPOINT") else gcp_problem(env)
+
+    def preflight(self, spec: SweepSpec, env: Mapping[str, str] | None = None) -> list[Problem]:
+        from spotbench.clouds.gcp_preflight import check
+
+        env = env_of(env)
+        return check(spec, project_of(spec, env), env.get("SPOTBENCH_GCP_API_ENDPOINT") or None)
+
+    def orphans(self, spec: SweepSpec | None = None, *, root: Path | str | None = None,
+                regions: list[str] | None = None, project: str | None = None) -> Sweeper:
+        from spotbench.clouds.gcp_orphans import GcpSweeper
+
+        return GcpSweeper(project or project_of(spec))
+
+    def stack_config(self, spec: SweepSpec, project: str | None = None,
+                     region: str | None = None) -> dict[str, str]:
+        return {
+            "gcp:project": project or spec.gcp.project or PREVIEW_PROJECT,
+            "gcp:region": region or region_of(spec),
+        }
+
+    def access_options(self, spec: SweepSpec, via: str) -> dict[str, Any]:
+        # `gcloud compute start-iap-tunnel` needs the instance's project and zone
+        return {"gcp_project": project_of(spec), "gcp_zone": spec.zone} if via == "iap" else {}
+
+    def post_done(self, ctx: MemberContext, body: dict, timeout: float) -> requests.Response:
+        import requests
+
+        headers = {"Authorization": f"Bearer {identity_token(ctx.done_url)}"}
+        return requests.post(ctx.done_url, json=body, headers=headers, timeout=timeout)
+
+
+PROVIDER = GcpProvider(FACTS)
