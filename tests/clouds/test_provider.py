@@ -100,3 +100,17 @@ def test_import_spotbench_loads_no_cloud_sdk():
     # (a bare `google.cloud` namespace is made by site-packages .pth files at start-up)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_aws_region_of_zone_has_one_home_and_a_region_is_its_own():
+    """The catalog's rule, read by the facts, the provider and spec checks alike (the old
+    catalog copy cut the last character: us-east-1 → 'us-east-')."""
+    from spotbench.catalog import AWS_CATALOG
+    from spotbench.facts import facts_of
+
+    for rule in (AWS_CATALOG.region_of, facts_of("aws").region_of_zone,
+                 get_provider("aws").region_of_zone):
+        assert rule("us-east-1a") == "us-east-1"
+        assert rule("us-east-1") == "us-east-1"
+    assert AWS_CATALOG.zone_in_region("us-east-1a", "us-east-1")
+    assert facts_of("aws").price_region("us-east-1") == "us-east-1"
