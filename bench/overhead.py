@@ -23,7 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from spotbench.clouds.base import State
-from spotbench.clouds.local import LocalCloud, LocalInstanceSpec
+from spotbench.clouds.local.cloud import LocalCloud, LocalInstanceSpec
 from spotbench.localrun.net import free_ports
 from spotbench.localrun.runner import run_local
 from spotbench.member import MemberContext

@@ -19,9 +19,9 @@ from pathlib import Path
 import requests
 
 from spotbench.auth.local import member_token, scheduler_token
-from spotbench.clouds.local import LocalCloud, LocalInstanceSpec
+from spotbench.clouds.local.cloud import LocalCloud, LocalInstanceSpec
 from spotbench.localrun.server import FunctionsServer
-from spotbench.clouds.local_state import LocalState
+from spotbench.clouds.local.state import LocalState
 from spotbench.spec import load_spec
 
 REQUESTS = 400

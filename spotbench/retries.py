@@ -1,7 +1,7 @@
 """One retry policy for HTTP calls between spotbench's own parts (a member's `done`, the
 local scheduler's ticks): connection errors, timeouts and 5xx answers are retried with
 exponential backoff; 4xx answers are final. (Cloud SDK calls keep their SDK's transient
-errors: see `spotbench.clouds.gce`.)
+errors: see `spotbench.clouds.gcp.gce`.)
 
 `SPOTBENCH_RETRY_SCALE` (default 1) multiplies every retry wait here and the workloads'
 result-store retries: the fault tests set it below 1 so a store that keeps failing is

@@ -1,9 +1,11 @@
 """The import contracts of docs/architecture.md, enforced by import-linter in `make test`.
 
-Contracts live in pyproject.toml ([tool.importlinter]): spotbench's layers, only infra/
-imports Pulumi, only spotbench.cli calls into infra/ (and infra/ never imports the CLI), only
-spotbench.clouds imports cloud SDKs. These tests run `lint-imports`
-and check that every spotbench module is covered, so a new module cannot slip past them.
+Contracts live in pyproject.toml ([tool.importlinter]): spotbench's layers, each cloud's
+package independent of the others, only infra/ imports Pulumi, only spotbench.cli calls into
+infra/ (and infra/ never imports the CLI), only spotbench.clouds imports cloud SDKs. Every
+import counts, function-local and TYPE_CHECKING ones too. These tests run `lint-imports`,
+check that every spotbench module is covered, so a new module cannot slip past them, and
+that no import cycle exists among the project's packages.
 """
 
 from __future__ import annotations
@@ -63,6 +65,12 @@ def test_every_spotbench_module_sits_in_a_layer_and_is_kept_from_cloud_sdks():
     ("workloads/common.py", "import pulumi  # noqa\n", "only infra/ imports Pulumi"),
     ("spotbench/preview.py", "import pulumi  # noqa\n", "only infra/ imports Pulumi"),
     ("spotbench/ops/teardown.py", "import infra.destroy  # noqa\n", "only spotbench.cli calls into infra/"),
+    # TYPE_CHECKING and function-local imports count too
+    ("spotbench/plan.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import spotbench.spec  # noqa\n",
+     "spotbench layers"),
+    ("spotbench/member.py", "def _later():\n    import spotbench.clouds  # noqa\n", "spotbench layers"),
+    ("spotbench/clouds/gcp/orphans.py", "def _later():\n    import spotbench.clouds.aws.ec2  # noqa\n",
+     "each cloud's package imports no other cloud's"),
 ])
 def test_a_violation_breaks_the_suite(tmp_path: Path, where: str, line: str, contract: str):
     copy = tmp_path / "tree"
@@ -139,6 +147,16 @@ def strongly_connected(graph: dict[str, list[str]]) -> list[list[str]]:
 def test_strongly_connected_finds_a_cycle_and_nothing_else():
     graph = {"a": ["b"], "b": ["c"], "c": ["a", "d"], "d": [], "e": ["e2"], "e2": []}
     assert strongly_connected(graph) == [["a", "b", "c"]]
+
+
+def test_a_lazy_import_cycle_is_found(tmp_path: Path):
+    copy = tmp_path / "tree"
+    for top in ("spotbench", "functions", "workloads", "infra"):
+        shutil.copytree(ROOT / top, copy / top, ignore=shutil.ignore_patterns("__pycache__"))
+    target = copy / "spotbench" / "facts" / "base.py"
+    target.write_text(target.read_text() + "\n\ndef _later():\n    import spotbench.spec  # noqa\n")
+    cycles = import_cycles(copy)
+    assert any({"spotbench.facts.base", "spotbench.spec"} <= set(c) for c in cycles), cycles
 
 
 def test_no_import_cycles():

@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 from spotbench.clouds.base import State
-from spotbench.clouds.local import LocalCloud
+from spotbench.clouds.local.cloud import LocalCloud
 from spotbench.auth.local import scheduler_token
 from spotbench.localrun.scheduler import post
-from spotbench.clouds.local_state import LocalState
+from spotbench.clouds.local.state import LocalState
 from spotbench.results import ResultStore
 
 pytestmark = pytest.mark.slow

@@ -13,9 +13,9 @@ from moto.servicequotas.models import ServiceQuotasBackend
 from typer.testing import CliRunner
 
 from spotbench.cli import app
-from spotbench.clouds.aws_preflight import quota_class
+from spotbench.clouds.aws.preflight import quota_class
 from spotbench.clouds.gcp import BOOTSTRAP_APIS, REQUIRED_APIS
-from spotbench.clouds.gcp_preflight import gpu_quota_metric
+from spotbench.clouds.gcp.preflight import gpu_quota_metric
 from spotbench.preflight import preflight
 from spotbench.spec import load_spec
 from tests.clouds.google_endpoint import GoogleEndpoint

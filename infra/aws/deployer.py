@@ -8,7 +8,7 @@ spotbench commands call (statements ReadQuotas, RunStartNow, ReadResults); `test
 program declares a type missing here, or when docs/aws.md lacks an action, and
 `tests/iam/test_aws_deployer.py` runs every type's calls and those commands with exactly
 this policy under IAM enforcement (and fails when any one action goes unused).
-Teardown's own needs are `spotbench.clouds.aws_orphans.teardown_policy()`.
+Teardown's own needs are `spotbench.clouds.aws.orphans.teardown_policy()`.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ import pulumi_random
 
 from spotbench.labels import name_prefix
 
-# spotbench.clouds.gce: instances.aggregatedList (needs .list) → get → start/stop →
+# spotbench.clouds.gcp.gce: instances.aggregatedList (needs .list) → get → start/stop →
 # zoneOperations.get while waiting. Nothing else: no create/delete/setMetadata.
 FUNCTION_COMPUTE_PERMISSIONS = (  # on the sweep's instances only (IAM condition)
     "compute.instances.get",

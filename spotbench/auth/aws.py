@@ -10,7 +10,7 @@
   (`member_role_name`): the role names the group the caller speaks for, and the control
   logic checks it against the instance's tags (sweep, group) before stopping anything.
 
-Only botocore is used here (signing); EC2 calls stay in `spotbench.clouds.ec2`.
+Only botocore is used here (signing); EC2 calls stay in `spotbench.clouds.aws.ec2`.
 """
 
 from __future__ import annotations

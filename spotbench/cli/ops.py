@@ -128,7 +128,7 @@ def spend_sentence(spend: dict) -> str:
 
 def _local_overview(root: Path | None, as_json: bool) -> None:
     from spotbench.ops.context import state_root
-    from spotbench.clouds.local_orphans import LocalSweeper
+    from spotbench.clouds.local.orphans import LocalSweeper
 
     found = LocalSweeper(state_root(root)).find(None)
     if as_json:

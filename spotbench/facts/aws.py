@@ -23,7 +23,7 @@ class AwsOptions(CloudOptions):
 
 FACTS = CloudFacts(
     name="aws",
-    provider="spotbench.clouds.aws_provider",
+    provider="spotbench.clouds.aws.provider",
     location="region",
     location_example="us-east-1",
     stack_component="infra.aws:AwsSweep",  # the Pulumi component infra/__main__.py declares

@@ -35,7 +35,7 @@ class GcpOptions(CloudOptions):
 
 FACTS = CloudFacts(
     name="gcp",
-    provider="spotbench.clouds.gcp_provider",
+    provider="spotbench.clouds.gcp.provider",
     location="zone",
     location_example="us-central1-a",
     stack_component="infra.gcp:GcpSweep",  # the Pulumi component infra/__main__.py declares

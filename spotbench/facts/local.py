@@ -6,7 +6,7 @@ from spotbench.facts.base import CloudFacts
 
 FACTS = CloudFacts(
     name="local",
-    provider="spotbench.clouds.local_provider",
+    provider="spotbench.clouds.local.provider",
     default_machine_type="local",
     default_zone="local",
     default_concurrency=1,  # trials must not share the machine's cores

@@ -46,11 +46,11 @@ from spotbench import control
 from spotbench.failures import Failure, failures
 from spotbench.auth.local import member_token, scheduler_token
 from spotbench.clouds.base import ACTIVE, State
-from spotbench.clouds.local import LocalCloud, LocalInstanceSpec, halt
+from spotbench.clouds.local.cloud import LocalCloud, LocalInstanceSpec, halt
 from spotbench.localrun.net import free_ports
 from spotbench.localrun.scheduler import LocalScheduler, post
 from spotbench.localrun.server import FunctionsServer
-from spotbench.clouds.local_state import LocalState, StateError
+from spotbench.clouds.local.state import LocalState, StateError
 from spotbench.localrun.takeover import recorded as _recorded, take_over_server
 from spotbench.member import MemberContext
 from spotbench.plan import RunGroup, sweep_labels

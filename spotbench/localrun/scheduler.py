@@ -18,7 +18,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.date import DateTrigger
 
-from spotbench.clouds.local_state import LocalState
+from spotbench.clouds.local.state import LocalState
 from spotbench.retries import http_retry
 from spotbench.spec import SweepSpec
 

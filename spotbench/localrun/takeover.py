@@ -10,7 +10,7 @@ import logging
 import os
 
 from spotbench.localrun.server import FunctionsServer
-from spotbench.clouds.local_state import LocalState
+from spotbench.clouds.local.state import LocalState
 
 log = logging.getLogger("spotbench.run")
 

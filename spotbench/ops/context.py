@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from spotbench.clouds import Cloud, get_provider
-from spotbench.clouds.local_state import LocalState, state_root
+from spotbench.clouds.local.state import LocalState, state_root
 from spotbench.results import ResultStore
 from spotbench.spec import SweepSpec
 

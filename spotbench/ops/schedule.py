@@ -4,9 +4,9 @@ Every sweep has a start tick (the spec's cron) and a stop tick (start + deadline
 pauses only the START: a paused sweep starts nothing, and its deadline stop still fires for
 groups already running. Each cloud keeps the pair in its own scheduler:
 
-- gcp: Cloud Scheduler jobs `{sweep}-start` / `{sweep}-stop` (`clouds/gcp_scheduler`)
-- aws: EventBridge Scheduler schedules `{sweep}-start` / `{sweep}-stop` (`clouds/aws_scheduler`)
-- local: the in-process scheduler, steered by `schedule.json` (`clouds/local_schedule`)
+- gcp: Cloud Scheduler jobs `{sweep}-start` / `{sweep}-stop` (`clouds/gcp/scheduler`)
+- aws: EventBridge Scheduler schedules `{sweep}-start` / `{sweep}-stop` (`clouds/aws/scheduler`)
+- local: the in-process scheduler, steered by `schedule.json` (`clouds/local/schedule`)
 
 `control_for` asks the spec's cloud provider for its control.
 """

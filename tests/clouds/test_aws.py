@@ -11,7 +11,7 @@ import boto3
 import pytest
 
 from spotbench.clouds import get_cloud
-from spotbench.clouds.ec2 import AwsCloud, AwsCloudError
+from spotbench.clouds.aws.ec2 import AwsCloud, AwsCloudError
 from spotbench.clouds.base import State
 from tests.moto_server import MotoServer
 

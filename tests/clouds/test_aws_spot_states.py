@@ -13,7 +13,7 @@ import pytest
 from spotbench import control
 from spotbench.auth import Caller
 from spotbench.clouds.base import ErrorKind, State
-from spotbench.clouds.ec2 import AwsCloud
+from spotbench.clouds.aws.ec2 import AwsCloud
 from spotbench.results import ResultStore
 from spotbench.spec import load_spec
 from tests.ec2_spot_front import SpotFront
@@ -143,7 +143,7 @@ def test_aws_teardown_cancels_spot_requests_before_the_stack_is_destroyed(front)
     not cancel its persistent request first (hashicorp/terraform-provider-aws#38142), so EC2
     opened the request again and would launch a replacement into the subnet being deleted.
     Teardown cancels the sweep's requests before it destroys the stack."""
-    from spotbench.clouds.aws_orphans import AwsSweeper
+    from spotbench.clouds.aws.orphans import AwsSweeper
     from spotbench.ops.teardown import teardown
 
     ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=front.url)

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 
 from spotbench.clouds import Cloud, State, get_cloud
-from spotbench.clouds._gce_status import STATUS_MAP, label_filter
-from spotbench.clouds.gce import GcpCloud
+from spotbench.clouds.gcp._gce_status import STATUS_MAP, label_filter
+from spotbench.clouds.gcp.gce import GcpCloud
 from tests.clouds.fake_gce import FakeGce
 
 pytestmark = pytest.mark.timeout(120)
@@ -170,7 +170,7 @@ def test_terminate_deletes_and_missing_is_a_noop(fake):
 
 
 def to_state(status: str) -> State:
-    """(Was spotbench.clouds._gce_status.to_state, which nothing but this test used.)"""
+    """(Was spotbench.clouds.gcp._gce_status.to_state, which nothing but this test used.)"""
     try:
         return STATUS_MAP[status]
     except KeyError:

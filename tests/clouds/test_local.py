@@ -16,9 +16,9 @@ import psutil
 import pytest
 
 from spotbench.clouds import get_cloud
-from spotbench.clouds import local_db as db
+from spotbench.clouds.local import db
 from spotbench.clouds.base import Cloud, State
-from spotbench.clouds.local import LocalCloud, LocalInstanceSpec
+from spotbench.clouds.local.cloud import LocalCloud, LocalInstanceSpec
 
 GRACE = 1.0
 T = 20.0  # generous: 2 shared cores
@@ -231,7 +231,7 @@ def test_state_survives_a_runner_restart_and_is_never_started_twice(cloud, tmp_p
     other = subprocess.run(  # a separate process (the CLI, the functions server)
         [sys.executable, "-c", textwrap.dedent(f"""
             import json
-            from spotbench.clouds.local import LocalCloud
+            from spotbench.clouds.local.cloud import LocalCloud
             c = LocalCloud({str(cloud.db_path)!r})
             print(json.dumps([(i.name, i.state) for i in c.query({{}})] + [(i.name, i.state) for i in c.start({{}})]))
         """)], capture_output=True, text=True, timeout=60, check=True)
@@ -245,7 +245,7 @@ def test_concurrent_start_from_two_processes_spawns_once(cloud, tmp_path):
     deploy(cloud, "a", sleeper(mark))
     starter = textwrap.dedent(f"""
         import os, time, json
-        from spotbench.clouds.local import LocalCloud
+        from spotbench.clouds.local.cloud import LocalCloud
         c = LocalCloud({str(cloud.db_path)!r})
         while not os.path.exists({str(go)!r}):
             time.sleep(0.005)

@@ -34,9 +34,9 @@ import yaml
 
 from spotbench.auth.local import scheduler_token
 from spotbench.clouds.base import ACTIVE, Instance, State
-from spotbench.clouds.local import LocalCloud
+from spotbench.clouds.local.cloud import LocalCloud
 from spotbench.localrun.scheduler import post
-from spotbench.clouds.local_state import LocalState
+from spotbench.clouds.local.state import LocalState
 from spotbench.results import ResultStore
 from spotbench.retries import RETRY_SCALE_ENV
 
@@ -137,7 +137,7 @@ class FaultSweep:
     def pid_of(self, inst: Instance) -> int:
         from contextlib import closing
 
-        from spotbench.clouds import local_db as db
+        from spotbench.clouds.local import db
 
         with closing(db.connect(self.state.db_path)) as conn:
             row = db.get(conn, inst.name)

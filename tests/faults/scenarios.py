@@ -161,9 +161,9 @@ def duplicate_ticks_and_storm(root: Path, calls: int = 50) -> dict[str, Any]:
     a start tick delivered again after its run closed starts nothing."""
     from spotbench.auth.local import member_token, scheduler_token
     from spotbench.clouds.base import State
-    from spotbench.clouds.local import LocalCloud, LocalInstanceSpec
+    from spotbench.clouds.local.cloud import LocalCloud, LocalInstanceSpec
     from spotbench.localrun.server import FunctionsServer
-    from spotbench.clouds.local_state import LocalState
+    from spotbench.clouds.local.state import LocalState
     from spotbench.results import ResultStore
     from spotbench.spec import load_spec
 

@@ -124,7 +124,7 @@ def runner_sigkill_no_rerun(root: Path, deadline_s: int = 12) -> dict[str, Any]:
     try:
         wait_for(lambda: sw.running("launcher") and sw.running("peer"), 90, "a running group")
         supervisors = [p for p in psutil.process_iter(["cmdline"])
-                       if "spotbench.clouds._local_supervisor" in (p.info["cmdline"] or [])
+                       if "spotbench.clouds.local._local_supervisor" in (p.info["cmdline"] or [])
                        and str(sw.state.db_path) in (p.info["cmdline"] or [])]
         proc.kill()
         proc.communicate()
@@ -185,7 +185,7 @@ def corrupt_state_file(root: Path, name: str) -> dict[str, Any]:
     sw = FaultSweep(root, "fcorrupt", trials=1)
     sw.state.secret()  # the folder as a first run leaves it
     sw.state.update_schedule(paused=False)
-    from spotbench.clouds.local import LocalCloud as _Cloud  # creates cloud.db
+    from spotbench.clouds.local.cloud import LocalCloud as _Cloud  # creates cloud.db
 
     _Cloud(sw.state.db_path)
     _corrupt(sw.state.dir / name, b"SQLite format 3\x00" + b"\xff" * 200 if name == "cloud.db" else b"\x00{[")

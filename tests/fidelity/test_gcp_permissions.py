@@ -36,10 +36,10 @@ from google.auth.credentials import AnonymousCredentials
 
 from functions.app import FunctionConfig, handle
 from spotbench.auth import Caller
-from spotbench.clouds.gce import GcpCloud
+from spotbench.clouds.gcp.gce import GcpCloud
 from spotbench.member import MemberContext
 from spotbench.ops.context import results_for
-from spotbench.clouds.gcp_scheduler import GcpSchedule
+from spotbench.clouds.gcp.scheduler import GcpSchedule
 from spotbench.ops.status import sweep_status
 from spotbench.plan import sweep_labels
 from infra.preview import install, run_declarations

@@ -30,7 +30,7 @@ from botocore.exceptions import ClientError
 from typer.testing import CliRunner
 
 from infra.aws.deployer import ACTIONS, deployer_policy
-from spotbench.clouds.aws_orphans import AwsSweeper
+from spotbench.clouds.aws.orphans import AwsSweeper
 from spotbench.ops.teardown import teardown
 from spotbench.results import ResultStore
 from spotbench.spec import load_spec

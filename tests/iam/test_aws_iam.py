@@ -25,7 +25,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.exceptions import ClientError
 
 from spotbench.auth.aws import member_role_name, signed_post
-from spotbench.clouds.aws_orphans import AwsSweeper, teardown_policy
+from spotbench.clouds.aws.orphans import AwsSweeper, teardown_policy
 from spotbench.ops.teardown import teardown
 from spotbench.spec import load_spec
 from tests.iam.account import EnforcedAccount, Principal, Record, environment

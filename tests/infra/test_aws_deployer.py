@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from infra.aws.deployer import ACTIONS, deployer_policy
-from spotbench.clouds.aws_orphans import teardown_policy
+from spotbench.clouds.aws.orphans import teardown_policy
 
 ROOT = Path(__file__).resolve().parents[2]
 

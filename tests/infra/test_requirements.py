@@ -19,9 +19,9 @@ PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
 # what a deployed function loads on each cloud: the adapter, the driver, the caller check
 ENTRY = {
-    "gcp": ["functions.main", "functions.app", "spotbench.clouds.gce", "spotbench.auth.gcp",
+    "gcp": ["functions.main", "functions.app", "spotbench.clouds.gcp.gce", "spotbench.auth.gcp",
             "spotbench.control", "gcsfs"],
-    "aws": ["functions.lambda_handler", "functions.app", "spotbench.clouds.ec2",
+    "aws": ["functions.lambda_handler", "functions.app", "spotbench.clouds.aws.ec2",
             "spotbench.auth.aws", "spotbench.control", "s3fs"],
 }
 

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from spotbench.cli import app
 from spotbench.clouds import State
-from spotbench.clouds.local import LocalCloud, LocalInstanceSpec
-from spotbench.clouds.local_state import LocalState
+from spotbench.clouds.local.cloud import LocalCloud, LocalInstanceSpec
+from spotbench.clouds.local.state import LocalState
 from spotbench.results import Result, ResultStore
 from spotbench.spec import load_spec
 from tests.ops._sshd import Sshd, known_hosts_line

@@ -16,7 +16,7 @@ import pytest
 
 from spotbench import control
 from spotbench.localrun import live, runner, takeover
-from spotbench.clouds.local_state import LocalState
+from spotbench.clouds.local.state import LocalState
 from spotbench.results import ResultStore
 from spotbench.spec import load_spec
 from tests.test_control import MemoryCloud

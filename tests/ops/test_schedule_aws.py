@@ -11,7 +11,7 @@ import pytest
 import requests
 
 from spotbench.ops.schedule import describe
-from spotbench.clouds.aws_scheduler import AwsSchedule
+from spotbench.clouds.aws.scheduler import AwsSchedule
 from spotbench.spec import load_spec
 
 REGION = "us-east-1"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from google.auth.credentials import AnonymousCredentials
 
 from spotbench.ops.schedule import describe
-from spotbench.clouds.gcp_scheduler import GcpSchedule
+from spotbench.clouds.gcp.scheduler import GcpSchedule
 from spotbench.spec import load_spec
 from tests.ops._http import LocalHttp
 

@@ -7,8 +7,8 @@ import pytest
 
 from spotbench.auth import Unauthorized
 from spotbench.auth.local import caller_from_headers
-from spotbench.clouds.local_state import LocalState
-from spotbench.clouds.local_schedule import LocalSchedule, NoFunctionsServer
+from spotbench.clouds.local.state import LocalState
+from spotbench.clouds.local.schedule import LocalSchedule, NoFunctionsServer
 from tests.ops._http import LocalHttp
 
 

@@ -8,12 +8,12 @@ import sys
 
 from spotbench.auth.local import scheduler_token
 from spotbench.clouds import State
-from spotbench.clouds.local import LocalCloud, LocalInstanceSpec
+from spotbench.clouds.local.cloud import LocalCloud, LocalInstanceSpec
 from spotbench.localrun.scheduler import LocalScheduler
 from spotbench.localrun.server import FunctionsServer
-from spotbench.clouds.local_state import LocalState
-from spotbench.clouds.local_orphans import LocalSweeper
-from spotbench.clouds.local_schedule import LocalSchedule
+from spotbench.clouds.local.state import LocalState
+from spotbench.clouds.local.orphans import LocalSweeper
+from spotbench.clouds.local.schedule import LocalSchedule
 from spotbench.ops.teardown import teardown
 from spotbench.results import ResultStore
 from spotbench.spec import load_spec

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import boto3
 
-from spotbench.clouds.aws_orphans import AwsSweeper
+from spotbench.clouds.aws.orphans import AwsSweeper
 from spotbench.ops.teardown import teardown
 from spotbench.results import ResultStore
 

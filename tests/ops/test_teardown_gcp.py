@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from google.auth.credentials import AnonymousCredentials
 
-from spotbench.clouds.gcp_orphans import GcpSweeper
+from spotbench.clouds.gcp.orphans import GcpSweeper
 from spotbench.ops.teardown import teardown
 from tests.clouds.fake_gce import FakeGce
 

@@ -9,9 +9,9 @@ import sys
 import psutil
 
 from spotbench.clouds import State
-from spotbench.clouds.local import LocalCloud, LocalInstanceSpec
-from spotbench.clouds.local_state import LocalState
-from spotbench.clouds.local_orphans import LocalSweeper
+from spotbench.clouds.local.cloud import LocalCloud, LocalInstanceSpec
+from spotbench.clouds.local.state import LocalState
+from spotbench.clouds.local.orphans import LocalSweeper
 from spotbench.ops.teardown import teardown
 from spotbench.results import ResultStore
 

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from spotbench.auth.local import member_token, scheduler_token
-from spotbench.clouds.local import LocalCloud, LocalInstanceSpec
+from spotbench.clouds.local.cloud import LocalCloud, LocalInstanceSpec
 from spotbench.localrun.server import FunctionsServer
-from spotbench.clouds.local_state import LocalState
+from spotbench.clouds.local.state import LocalState
 from spotbench.spec import load_spec
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(300)"]

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 UntrustedPath = PermissionError  # spotbench._private.UntrustedPath is one
-from spotbench.clouds import local_db
-from spotbench.clouds.local_state import LocalState
+from spotbench.clouds.local import db as local_db
+from spotbench.clouds.local.state import LocalState
 
 pytestmark = pytest.mark.security
 NOBODY = 65534

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from spotbench.clouds.base import State
-from spotbench.clouds.local import LocalCloud
+from spotbench.clouds.local.cloud import LocalCloud
 from spotbench.results import ResultStore
 from tests.test_e2e_local import cli
 

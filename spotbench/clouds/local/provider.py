@@ -1,8 +1,8 @@
 """The `local` provider: every member is a process on this machine (`spotbench run`).
 
-Its parts: the driver (`local.LocalCloud`), its state folder (`local_state`), the schedule
-control steering the runner's in-process scheduler (`local_schedule`), the orphan finder
-(`local_orphans`), HMAC callers (`spotbench.auth.local`).
+Its parts: the driver (`cloud.LocalCloud`), its state folder (`state`), the schedule
+control steering the runner's in-process scheduler (`schedule`), the orphan finder
+(`orphans`), HMAC callers (`spotbench.auth.local`).
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spotbench.clouds.base import Sweeper
-from spotbench.clouds.local import LocalCloud
-from spotbench.clouds.local_orphans import LocalSweeper
-from spotbench.clouds.local_schedule import LocalSchedule
-from spotbench.clouds.local_state import LocalState, state_root
+from spotbench.clouds.local.cloud import LocalCloud
+from spotbench.clouds.local.orphans import LocalSweeper
+from spotbench.clouds.local.schedule import LocalSchedule
+from spotbench.clouds.local.state import LocalState, state_root
 from spotbench.clouds.provider import FunctionSettings, Provider, env_of
 from spotbench.facts.local import FACTS
 

@@ -1,6 +1,6 @@
 """AWS orphan sweep: instances and spot requests tagged `managed-by=spotbench`, every region.
 
-This lists with boto3 directly (not through `spotbench.clouds.ec2`) because the Cloud
+This lists with boto3 directly (not through `spotbench.clouds.aws.ec2`) because the Cloud
 protocol only operates instances of one region, and teardown must also find spot requests
 and look in every region the account has enabled, whether or not a stack still knows them.
 """

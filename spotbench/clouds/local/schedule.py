@@ -11,7 +11,7 @@ from pathlib import Path
 import requests
 
 from spotbench.auth.local import scheduler_token
-from spotbench.clouds.local_state import LocalState, state_root
+from spotbench.clouds.local.state import LocalState, state_root
 from spotbench.ledger import MAX_LAUNCHES_PER_RUN as MAX_TRIES
 
 

@@ -29,7 +29,7 @@ from google.api_core import exceptions as gexc
 from google.auth.credentials import AnonymousCredentials, Credentials
 from google.cloud import compute_v1
 
-from spotbench.clouds._gce_status import (
+from spotbench.clouds.gcp._gce_status import (
     PREEMPTED_OPERATION,
     SETTLING,
     START_NOOP,

@@ -1,7 +1,7 @@
 """The `gcp` cloud's settings: project, region, bucket, APIs, deployer roles, limits.
 
-What the provider (`gcp_provider`), the scheduler (`gcp_scheduler`), preflight
-(`gcp_preflight`) and infra/gcp share; it imports none of them (no SDK either).
+What the provider (`gcp.provider`), the scheduler (`gcp.scheduler`), preflight
+(`gcp.preflight`) and infra/gcp share; it imports none of them (no SDK either).
 
 Environment: `SPOTBENCH_GCP_PROJECT` (else the spec's `gcp.project`, else
 `GOOGLE_CLOUD_PROJECT`), `SPOTBENCH_GCP_API_ENDPOINT` (a local endpoint in tests);

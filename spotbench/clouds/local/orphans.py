@@ -1,7 +1,7 @@
 """Local orphan sweep: every instance row of a local sweep's cloud db (its process is
 killed: SIGTERM, then SIGKILL after the grace period) and the sweep's functions server.
 
-Local sweeps live in `<state root>/<sweep>/` (see `spotbench.clouds.local_state`); with no
+Local sweeps live in `<state root>/<sweep>/` (see `spotbench.clouds.local.state`); with no
 sweep given, every sweep directory under the root is searched.
 """
 
@@ -13,10 +13,10 @@ from typing import Any
 
 import psutil
 
-from spotbench.clouds import local_db as db
+from spotbench.clouds.local import db
 from spotbench.clouds.base import Resource, State
-from spotbench.clouds.local import LocalCloud
-from spotbench.clouds.local_state import LocalState
+from spotbench.clouds.local.cloud import LocalCloud
+from spotbench.clouds.local.state import LocalState
 
 WAIT_MARGIN_S = 30.0  # on top of the grace period, for the supervisor to record the end
 

@@ -1,7 +1,7 @@
 """The `aws` provider: EC2 instances, EventBridge Scheduler, Lambda (function URLs).
 
 Nothing here imports boto3 at module level; each part loads its SDK when built: the
-driver (`ec2`), the schedule control (`aws_scheduler`), the orphan finder (`aws_orphans`)
+driver (`ec2`), the schedule control (`scheduler`), the orphan finder (`orphans`)
 and the member's signed `done` call (`spotbench.auth.aws`, botocore). Callers of the
 functions are authenticated by the Lambda adapter (`functions/lambda_handler.py`).
 
@@ -21,9 +21,9 @@ from spotbench.interfaces import Problem
 if TYPE_CHECKING:
     import requests
 
-    from spotbench.clouds.aws_scheduler import AwsSchedule
+    from spotbench.clouds.aws.scheduler import AwsSchedule
     from spotbench.clouds.base import Sweeper
-    from spotbench.clouds.ec2 import AwsCloud
+    from spotbench.clouds.aws.ec2 import AwsCloud
     from spotbench.member import MemberContext
     from spotbench.spec import SweepSpec
 
@@ -43,7 +43,7 @@ class AwsProvider(Provider):
         )
 
     def driver(self, **options: Any) -> AwsCloud:
-        from spotbench.clouds.ec2 import AwsCloud
+        from spotbench.clouds.aws.ec2 import AwsCloud
 
         return AwsCloud(**options)
 
@@ -52,23 +52,23 @@ class AwsProvider(Provider):
         return self.driver(region=spec.region, endpoint_url=env_of(env).get("AWS_ENDPOINT_URL") or None)
 
     def credentials_problem(self, env: Mapping[str, str] | None = None) -> str | None:
-        from spotbench.clouds.credentials import aws_problem
+        from spotbench.clouds.aws.credentials import aws_problem
 
         return aws_problem(env_of(env))
 
     def preflight(self, spec: SweepSpec, env: Mapping[str, str] | None = None) -> list[Problem]:
-        from spotbench.clouds.aws_preflight import check
+        from spotbench.clouds.aws.preflight import check
 
         return check(spec, env_of(env).get("AWS_ENDPOINT_URL") or None)
 
     def schedule(self, spec: SweepSpec, root: Path | str | None = None, **options: Any) -> AwsSchedule:
-        from spotbench.clouds.aws_scheduler import AwsSchedule
+        from spotbench.clouds.aws.scheduler import AwsSchedule
 
         return AwsSchedule.for_spec(spec, **options)
 
     def orphans(self, spec: SweepSpec | None = None, *, root: Path | str | None = None,
                 regions: list[str] | None = None, project: str | None = None) -> Sweeper:
-        from spotbench.clouds.aws_orphans import AwsSweeper
+        from spotbench.clouds.aws.orphans import AwsSweeper
 
         return AwsSweeper(regions=regions)
 

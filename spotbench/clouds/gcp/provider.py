@@ -1,9 +1,10 @@
 """The `gcp` provider: Compute Engine VMs, Cloud Scheduler, Cloud Functions gen2.
 
 Nothing here imports google-cloud at module level; each part loads its SDK when built:
-the driver (`gce`), the schedule control (`gcp_scheduler`), the orphan finder
-(`gcp_orphans`), preflight (`gcp_preflight`) and the caller verifier (`spotbench.auth.gcp`,
-google-auth). Its settings (project, region, bucket) are `spotbench.clouds.gcp`'s.
+the driver (`gce`), the schedule control (`scheduler`), the orphan finder (`orphans`),
+preflight (`preflight`) and the caller verifier (`spotbench.auth.gcp`, google-auth). Its
+settings (project, region, bucket, the VM's identity token) are the package's
+(`spotbench.clouds.gcp`).
 
 Environment: `SPOTBENCH_GCP_PROJECT` (else the spec's `gcp.project`, else
 `GOOGLE_CLOUD_PROJECT`), `SPOTBENCH_GCP_API_ENDPOINT` (a local endpoint in tests);
@@ -17,9 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spotbench.clouds.gcp import (
-    PREVIEW_PROJECT, identity_token, member_accounts, project_of, region_of, results_url,
-)
+from spotbench.clouds import gcp as settings
+from spotbench.clouds.gcp import PREVIEW_PROJECT, member_accounts, project_of, region_of, results_url
 from spotbench.clouds.provider import FunctionSettings, Provider, env_of
 from spotbench.facts.gcp import FACTS
 from spotbench.interfaces import Problem
@@ -29,8 +29,8 @@ if TYPE_CHECKING:
 
     from spotbench.auth import Caller
     from spotbench.clouds.base import Sweeper
-    from spotbench.clouds.gce import GcpCloud
-    from spotbench.clouds.gcp_scheduler import GcpSchedule
+    from spotbench.clouds.gcp.gce import GcpCloud
+    from spotbench.clouds.gcp.scheduler import GcpSchedule
     from spotbench.member import MemberContext
     from spotbench.spec import SweepSpec
 
@@ -42,7 +42,7 @@ class GcpProvider(Provider):
         return results_url(spec, project_of(spec, env))
 
     def driver(self, **options: Any) -> GcpCloud:
-        from spotbench.clouds.gce import GcpCloud
+        from spotbench.clouds.gcp.gce import GcpCloud
 
         return GcpCloud(**options)
 
@@ -70,25 +70,25 @@ class GcpProvider(Provider):
         ).caller
 
     def schedule(self, spec: SweepSpec, root: Path | str | None = None, **options: Any) -> GcpSchedule:
-        from spotbench.clouds.gcp_scheduler import GcpSchedule
+        from spotbench.clouds.gcp.scheduler import GcpSchedule
 
         return GcpSchedule.for_spec(spec, **options)
 
     def credentials_problem(self, env: Mapping[str, str] | None = None) -> str | None:
-        from spotbench.clouds.credentials import gcp_problem
+        from spotbench.clouds.gcp.credentials import gcp_problem
 
         env = env_of(env)
         return None if env.get("SPOTBENCH_GCP_API_ENDPOINT") else gcp_problem(env)
 
     def preflight(self, spec: SweepSpec, env: Mapping[str, str] | None = None) -> list[Problem]:
-        from spotbench.clouds.gcp_preflight import check
+        from spotbench.clouds.gcp.preflight import check
 
         env = env_of(env)
         return check(spec, project_of(spec, env), env.get("SPOTBENCH_GCP_API_ENDPOINT") or None)
 
     def orphans(self, spec: SweepSpec | None = None, *, root: Path | str | None = None,
                 regions: list[str] | None = None, project: str | None = None) -> Sweeper:
-        from spotbench.clouds.gcp_orphans import GcpSweeper
+        from spotbench.clouds.gcp.orphans import GcpSweeper
 
         return GcpSweeper(project or project_of(spec))
 
@@ -106,7 +106,7 @@ class GcpProvider(Provider):
     def post_done(self, ctx: MemberContext, body: dict, timeout: float) -> requests.Response:
         import requests
 
-        headers = {"Authorization": f"Bearer {identity_token(ctx.done_url)}"}
+        headers = {"Authorization": f"Bearer {settings.identity_token(ctx.done_url)}"}
         return requests.post(ctx.done_url, json=body, headers=headers, timeout=timeout)
 
 

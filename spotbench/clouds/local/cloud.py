@@ -35,7 +35,7 @@ import psutil
 
 import spotbench
 from spotbench._private import open_private_append, private_dir
-from spotbench.clouds import local_db as db
+from spotbench.clouds.local import db
 from spotbench.clouds.base import ACTIVE, ErrorKind, Instance, State, Sweeper, matches
 
 SPAWN_TIMEOUT_S = 30.0  # a supervisor that has not registered by then is counted as failed
@@ -237,7 +237,7 @@ class LocalCloud:
     def _spawn(self, name: str, token: str, watch: bool = False) -> None:
         """Start a supervisor detached (double fork through sh): no child is left to reap."""
         private_dir(self.log_dir)
-        argv = [sys.executable, "-m", "spotbench.clouds._local_supervisor", "--db", str(self.db_path),
+        argv = [sys.executable, "-m", "spotbench.clouds.local._local_supervisor", "--db", str(self.db_path),
                 "--name", name, "--token", token, "--grace", repr(self.grace_s)]
         if watch:
             argv.append("--watch")
@@ -289,7 +289,7 @@ def _own_processes(db_path: Path) -> list[psutil.Process]:
             if proc.status() == psutil.STATUS_ZOMBIE:
                 continue
             cmd = proc.info["cmdline"] or []
-            supervisor = "spotbench.clouds._local_supervisor" in cmd and mine in cmd
+            supervisor = "spotbench.clouds.local._local_supervisor" in cmd and mine in cmd
             if supervisor or proc.environ().get(db.DB_ENV) == mine:
                 out.append(proc)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):

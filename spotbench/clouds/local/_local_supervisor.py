@@ -2,7 +2,7 @@
 
 Started detached by `LocalCloud.start` (double fork, own session) so it outlives its caller:
 
-    python -m spotbench.clouds._local_supervisor --db DB --name NAME --token TOKEN --grace S
+    python -m spotbench.clouds.local._local_supervisor --db DB --name NAME --token TOKEN --grace S
 
 It spawns the workload command as the leader of its own process group, records pid and
 create time in the instance table, and waits on a pidfd (no polling): the moment the
@@ -43,7 +43,7 @@ from datetime import datetime, timezone
 
 import psutil
 
-from spotbench.clouds import local_db as db
+from spotbench.clouds.local import db
 
 WATCH_POLL_S = 0.2
 # The operator's shell settings that must not reach a "VM": SPOTBENCH_RUN (which `spotbench
