@@ -80,9 +80,3 @@ def registry_images(explicit: str | None, workload: str, gpu: bool) -> list[str]
     if user is not None:
         return [user.runner]
     return [] if explicit else [image_name(workload, gpu)]
-
-
-def images_of(explicit: str | None, registry: str, workload: str, gpu: bool) -> list[str]:
-    """Every image a group's VMs run, in boot order (the user's first, when it has one)."""
-    user = user_image_of(explicit, workload)
-    return [*([user] if user else []), resolve_image(explicit, registry, workload, gpu)]

@@ -12,12 +12,10 @@ import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, cast
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 from pydantic import (
     Field,
-    TypeAdapter,
     ValidationError,
     create_model,
     field_validator,
@@ -26,12 +24,12 @@ from pydantic import (
 
 from spotbench._spec_errors import _MISSING as _NO_VALUE
 from spotbench._spec_errors import SpecError, problems_from_validation
-from spotbench.cron import cron_problem
 from spotbench.facts import CLOUDS, facts_of
 from spotbench.image_ref import check_image
 from spotbench.labels import NAME_SEPARATOR
 from spotbench.plan import RunGroup
 from spotbench.plan import plan as plan_groups
+from spotbench.spec_fields import Schedule, parse_duration
 from spotbench.workload import Params
 from spotbench.workload_registry import get_workload, registry
 
@@ -49,25 +47,6 @@ __all__ = [
 NAME_PATTERN = r"^[a-z]([a-z0-9-]{0,22}[a-z0-9])?$"
 MATRIX_MACHINE_KEYS = ("machine_type", "accelerator", "accelerator_count", "placement")
 PLACEMENTS = ("spread", "compact", "none")
-_DURATION = re.compile(r"^\s*(?:(\d+)h)?\s*(?:(\d+)m)?\s*(?:(\d+)s)?\s*$")
-
-
-def parse_duration(value: Any) -> timedelta:
-    """Accept seconds (int/float) or text like `90s`, `30m`, `1h30m`."""
-    if isinstance(value, timedelta):
-        return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return timedelta(seconds=float(value))
-    if isinstance(value, str):
-        match = _DURATION.match(value)
-        if match and any(match.groups()):
-            h, m, s = (int(g or 0) for g in match.groups())
-            return timedelta(hours=h, minutes=m, seconds=s)
-        try:  # ISO 8601 ('PT2M'), as pydantic writes timedeltas to JSON
-            return TypeAdapter(timedelta).validate_python(value)
-        except ValidationError:
-            pass
-    raise ValueError(f"expected seconds or a duration like '90s', '30m', '1h30m', got {value!r}")
 
 
 _Strict = Params  # spec sections, like workload configs: unknown keys are errors
@@ -78,28 +57,6 @@ WorkloadParams = Annotated[
     Union[tuple(w.params for w in registry().values())],  # noqa: UP007 - built at import
     Field(discriminator="name"),
 ]
-
-
-class Schedule(_Strict):
-    cron: str = Field(description="five-field cron, e.g. '0 3 * * *' for 03:00 daily")
-    timezone: str = "UTC"
-
-    @field_validator("cron")
-    @classmethod
-    def _valid_cron(cls, v: str) -> str:
-        problem = cron_problem(v)
-        if problem:
-            raise ValueError(problem)
-        return v
-
-    @field_validator("timezone")
-    @classmethod
-    def _valid_tz(cls, v: str) -> str:
-        try:
-            ZoneInfo(v)
-        except (ZoneInfoNotFoundError, ValueError) as exc:
-            raise ValueError("unknown IANA time zone (e.g. 'UTC', 'Europe/Berlin')") from exc
-        return v
 
 
 # The clouds a spec may name (the registry's), as a Literal: the schema's error lists them.

@@ -75,50 +75,75 @@ def check(spec: SweepSpec, project: str, api_endpoint: str | None = None) -> lis
                         "gcloud auth application-default login")]
     zone = spec.zone or ""
     region = spec.region or region_of_zone(zone)
-    status, body = api.get(COMPUTE, f"/compute/v1/projects/{project}")
-    if status in (401, 403) and "SERVICE_DISABLED" not in str(body) and "has not been used" not in str(body):
-        return [Problem("credentials", f"cannot read project {project}: HTTP {status} {_message(body)}",
-                        f"check the project id, or ask for roles/viewer on {project} "
-                        "(`gcloud auth application-default login` as the deployer)")]
-    if status == 404:
-        return [Problem("credentials", f"project {project} not found",
-                        "set gcp.project in the spec (or SPOTBENCH_GCP_PROJECT) to an existing project id")]
-
+    refused = _project(api, project)
+    if refused:
+        return [refused]
     problems: list[Problem] = []
     why = too_many_groups(spec)
     if why:
         problems.append(Problem("service-accounts", why,
                                 "lower trials or matrix values (spotbench plan lists the groups)"))
-    status, body = api.get(SERVICE_USAGE, f"/v1/projects/{project}/services",
-                           filter="state:ENABLED", pageSize=200)
-    enabled = {s.get("config", {}).get("name") or s.get("name", "").rsplit("/", 1)[-1]
-               for s in body.get("services", [])} if status == 200 else set()
-    missing = [a for a in (*BOOTSTRAP_APIS, *REQUIRED_APIS) if a not in enabled]
+    missing = _missing_apis(api, project)
     if missing:
         problems.append(Problem("apis", f"not enabled in {project}: {', '.join(missing)}",
                                 enable_command(project, missing)))
     if "compute.googleapis.com" in missing:
         return problems  # nothing more can be asked of Compute Engine
-
     groups = spec.plan()
+    cpus = _machine_cpus(api, project, zone, {g.machine_type for g in groups}, problems)
+    accelerators = _accelerators(api, project, zone, {g.accelerator for g in groups if g.accelerator},
+                                 problems)
+    problems += _quota(api, spec, project, region, groups, cpus, accelerators)
+    return problems
+
+
+def _project(api: _Api, project: str) -> Problem | None:
+    """Why the project cannot be read (credentials, a wrong id), or None."""
+    status, body = api.get(COMPUTE, f"/compute/v1/projects/{project}")
+    if status in (401, 403) and "SERVICE_DISABLED" not in str(body) and "has not been used" not in str(body):
+        return Problem("credentials", f"cannot read project {project}: HTTP {status} {_message(body)}",
+                       f"check the project id, or ask for roles/viewer on {project} "
+                       "(`gcloud auth application-default login` as the deployer)")
+    if status == 404:
+        return Problem("credentials", f"project {project} not found",
+                       "set gcp.project in the spec (or SPOTBENCH_GCP_PROJECT) to an existing project id")
+    return None
+
+
+def _missing_apis(api: _Api, project: str) -> list[str]:
+    status, body = api.get(SERVICE_USAGE, f"/v1/projects/{project}/services",
+                           filter="state:ENABLED", pageSize=200)
+    enabled = {s.get("config", {}).get("name") or s.get("name", "").rsplit("/", 1)[-1]
+               for s in body.get("services", [])} if status == 200 else set()
+    return [a for a in (*BOOTSTRAP_APIS, *REQUIRED_APIS) if a not in enabled]
+
+
+def _machine_cpus(api: _Api, project: str, zone: str, machines: set[str],
+                  problems: list[Problem]) -> dict[str, int]:
+    """vCPUs of each machine type offered in the zone; a problem for each one that is not."""
     cpus: dict[str, int] = {}
-    for machine in sorted({g.machine_type for g in groups}):
+    for machine in sorted(machines):
         status, body = api.get(COMPUTE, f"/compute/v1/projects/{project}/zones/{zone}/machineTypes/{machine}")
         if status == 200:
             cpus[machine] = int(body.get("guestCpus", 0))
         else:
             problems.append(Problem("machine-types", f"{machine} is not offered in {zone} (HTTP {status})",
                                     f"pick one from `gcloud compute machine-types list --filter=zone:{zone}`"))
-    accelerators: set[str] = set()
-    for acc in sorted({g.accelerator for g in groups if g.accelerator}):
+    return cpus
+
+
+def _accelerators(api: _Api, project: str, zone: str, wanted: set[str],
+                  problems: list[Problem]) -> set[str]:
+    """The accelerators offered in the zone; a problem for each one that is not."""
+    offered: set[str] = set()
+    for acc in sorted(wanted):
         status, body = api.get(COMPUTE, f"/compute/v1/projects/{project}/zones/{zone}/acceleratorTypes/{acc}")
         if status == 200:
-            accelerators.add(acc)
+            offered.add(acc)
         else:
             problems.append(Problem("accelerators", f"{acc} is not offered in {zone} (HTTP {status})",
                                     f"pick one from `gcloud compute accelerator-types list --filter=zone:{zone}`"))
-    problems += _quota(api, spec, project, region, groups, cpus, accelerators)
-    return problems
+    return offered
 
 
 def _quota(api: _Api, spec: SweepSpec, project: str, region: str, groups: list[RunGroup],
