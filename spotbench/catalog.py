@@ -220,6 +220,11 @@ class CloudCatalog:
     def zone_in_region(self, zone: str, region: str) -> bool:
         return self.region_of(zone) == region
 
+    def family(self, machine_type: str) -> str:
+        """The machine family (GCP: its series): n2-standard-4 → n2, c5.xlarge → c5; a name
+        of no family (the local cloud's) is its own (the one home of this rule)."""
+        return machine_type.lower()
+
     def looks_like_location(self, name: str) -> bool:
         return bool(self.zone_pattern.match(name) or self.region_pattern.match(name))
 
@@ -329,6 +334,9 @@ class GcpCatalog(CloudCatalog):
     def series(machine_type: str) -> str:
         return machine_type.split("-", 1)[0].lower()
 
+    def family(self, machine_type: str) -> str:
+        return self.series(machine_type)
+
     def architecture(self, machine_type: str) -> str:
         return "arm64" if GCP_ARM_SERIES.match(self.series(machine_type)) else IMAGE_ARCHITECTURE
 
@@ -419,8 +427,7 @@ class AwsCatalog(CloudCatalog):
 
     arm_name = "AWS Graviton"
 
-    @staticmethod
-    def family(machine_type: str) -> str:
+    def family(self, machine_type: str) -> str:
         return machine_type.split(".", 1)[0].lower()
 
     def architecture(self, machine_type: str) -> str:

@@ -20,24 +20,17 @@ from infra.gcp.cloud_init import user_data
 from infra.gcp.functions import GCSFS_ENV
 from infra.gcp.network import group_tag, ssh_ports
 from infra.user_image import user_step
+from spotbench.catalog import GCP_CATALOG
+from spotbench.catalog import GCP_COMPACT_SERIES as COMPACT_SERIES
 from spotbench.plan import RunGroup
 from spotbench.spec import SweepSpec
 
-# Machine series that accept a COLLOCATED (compact) placement policy.
-COMPACT_SERIES = frozenset(
-    {"a2", "a3", "a4", "c2", "c2d", "c3", "c3d", "c4", "c4a", "c4d", "g2", "h3", "n2",
-     "n2d", "z3"}
-)
 MAX_AVAILABILITY_DOMAINS = 8
 PREEMPTIBLE_NOTE = (
     "provisioning 'preemptible' deploys as SPOT VMs on GCP: legacy preemptible VMs cannot "
     "have max_run_duration (the sweep's deadline) or a termination action; Spot VMs are "
     "their successor at the same price. Write `provisioning: spot` to silence this note."
 )
-
-
-def machine_series(machine_type: str) -> str:
-    return machine_type.split("-", 1)[0].lower()
 
 
 def scheduling(spec: SweepSpec, *, gpu: bool, compact: bool, domain: int | None) -> dict:
@@ -86,7 +79,7 @@ class GcpRunGroup(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         spec, group = args.spec, args.group
         compact = group.placement == "compact"
-        if compact and machine_series(group.machine_type) not in COMPACT_SERIES:
+        if compact and GCP_CATALOG.series(group.machine_type) not in COMPACT_SERIES:
             raise pulumi.RunError(
                 f"group {group.id}: placement 'compact' is not supported for machine type "
                 f"{group.machine_type!r}; compact placement needs one of the series "

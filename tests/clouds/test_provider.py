@@ -114,3 +114,19 @@ def test_aws_region_of_zone_has_one_home_and_a_region_is_its_own():
         assert rule("us-east-1") == "us-east-1"
     assert AWS_CATALOG.zone_in_region("us-east-1a", "us-east-1")
     assert facts_of("aws").price_region("us-east-1") == "us-east-1"
+
+
+def test_machine_family_compact_series_and_zone_in_region_have_one_home():
+    """The catalog's rules, which the GCE driver and the Pulumi program read too."""
+    from spotbench.catalog import GCP_COMPACT_SERIES
+    from spotbench.clouds.gcp._gce_status import zone_allowed
+    from spotbench.facts import facts_of
+
+    assert facts_of("gcp").catalog.family("N2-standard-4") == "n2"
+    assert facts_of("aws").catalog.family("c5.xlarge") == "c5"
+    assert zone_allowed("us-central1-a", None, "us-central1")
+    assert not zone_allowed("us-central1-a", None, "us-central")
+    pytest.importorskip("pulumi_gcp")
+    import infra.gcp.vms as vms
+
+    assert vms.COMPACT_SERIES is GCP_COMPACT_SERIES

@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 
+from spotbench.catalog import GCP_CATALOG
 from spotbench.clouds.base import ErrorKind, State
 
 # GCE instance lifecycle → the common states. GCE's TERMINATED means *stopped* (it can be
@@ -99,7 +100,7 @@ def zone_allowed(zone: str, zones: Iterable[str] | None, region: str | None) -> 
     if zones:
         return zone in set(zones)
     if region:
-        return zone.startswith(region + "-")
+        return GCP_CATALOG.zone_in_region(zone, region)
     return True
 
 
