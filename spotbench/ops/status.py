@@ -89,17 +89,11 @@ def group_state(members: list[MemberStatus]) -> str:
 
 
 def _launched_at(store: ResultStore, run: RunInfo | None, group: str) -> datetime | None:
+    """The group's latest launch in the open run, as control recorded it (the ledger's time,
+    `ResultStore.last_launch`, the one reading of it)."""
     if run is None:
         return None
-    paths = store.fs.glob(store._p("runs", run.run, "launches", f"{group}.*"))
-    if not paths:
-        return None
-    try:
-        times = [store.fs.modified(p) for p in paths]
-    except (NotImplementedError, OSError):
-        return run.opened_at
-    latest = max(times)
-    return latest if latest.tzinfo else latest.replace(tzinfo=UTC)
+    return store.last_launch(run.run, group)
 
 
 def _last_results(results: list[Result]) -> dict[str, tuple[str, datetime]]:
