@@ -1,8 +1,10 @@
-"""Clouds: one provider per cloud (`local` processes, `gcp` Compute Engine, `aws` EC2).
+"""Clouds: what each cloud does, one package per cloud (`local` processes, `gcp` Compute
+Engine, `aws` EC2), each with its provider (`<cloud>/provider.py`).
 
-`get_provider(name)` is the one lookup by cloud name (see `spotbench.clouds.provider`).
-Only modules in this package import cloud SDKs, and only when a driver, scheduler or
-orphan finder is built: a user of one cloud never needs the other's SDK installed.
+`get_provider(name)` finds a provider through the registry of cloud facts
+(`spotbench.facts.CLOUDS`; see `spotbench.clouds.provider`). The cloud packages never import
+each other. Only modules in this package import cloud SDKs, and only when a driver,
+scheduler or orphan finder is built: a user of one cloud never needs the other's SDK.
 """
 
 from __future__ import annotations
