@@ -24,7 +24,7 @@ import pytest
 from spotbench.auth.local import member_token
 from spotbench.clouds.local import LocalCloud, LocalInstanceSpec
 from spotbench.localrun.net import free_ports
-from spotbench.localrun.runner import deploy
+from spotbench.localrun.deploy import deploy
 from spotbench.localrun.server import FunctionsServer
 from spotbench.localrun.state import LocalState
 from spotbench.spec import load_spec
