@@ -66,15 +66,31 @@ def shift_cron(cron: str, delta: timedelta) -> str:
     if mins == ["*"]:
         raise CronShiftError(f"cron {cron!r} fires every minute; give a fixed minute")
     if hours == ["*"]:
-        if not days_free:
-            raise CronShiftError(
-                f"cron {cron!r}: an hourly schedule limited to some days cannot be shifted "
-                "exactly; use explicit hours or '*' day fields"
-            )
-        new_mins = {(m + minutes_total) % 60 for m in mins}
-        return " ".join([_field(list(new_mins)), "*", *fields[2:]])
+        return _shift_hourly(cron, fields, mins, minutes_total, days_free)
     shifted = {(h * 60 + m + minutes_total) for h in hours for m in mins}
+    new_hours, new_mins = _grid(cron, shifted, minutes_total)
     carries = {t // 1440 for t in shifted}
+    day_fields = fields[2:]
+    if carries != {0} and not days_free:
+        day_fields = _next_weekdays(cron, fields, carries, doms, months, dows, minutes_total)
+    return " ".join([_field(new_mins), _field(new_hours), *day_fields])
+
+
+def _shift_hourly(cron: str, fields: list[str], mins: list, minutes_total: int,
+                  days_free: bool) -> str:
+    """An hourly cron ('*' hour) shifted: only its minutes move."""
+    if not days_free:
+        raise CronShiftError(
+            f"cron {cron!r}: an hourly schedule limited to some days cannot be shifted "
+            "exactly; use explicit hours or '*' day fields"
+        )
+    new_mins = {(m + minutes_total) % 60 for m in mins}
+    return " ".join([_field(list(new_mins)), "*", *fields[2:]])
+
+
+def _grid(cron: str, shifted: set[int], minutes_total: int) -> tuple[list[int], list[int]]:
+    """The hours and minutes of the shifted times (minutes since the start's midnight),
+    which must be every hour × every minute for cron to express them."""
     pairs = {((t % 1440) // 60, t % 60) for t in shifted}
     new_hours = sorted({h for h, _ in pairs})
     new_mins = sorted({m for _, m in pairs})
@@ -83,16 +99,20 @@ def shift_cron(cron: str, delta: timedelta) -> str:
             f"cron {cron!r} + {minutes_total} min gives stop times that are not a "
             "minute × hour grid; use a single start time or a deadline in whole hours"
         )
-    day_fields = fields[2:]
-    if carries != {0} and not days_free:
-        if len(carries) > 1 or doms != ["*"] or months != ["*"]:
-            raise CronShiftError(
-                f"cron {cron!r}: the stop time {minutes_total} min later crosses midnight for "
-                "some starts only, or on a day-of-month schedule; start earlier in the day"
-            )
-        carry = carries.pop()
-        day_fields = [fields[2], fields[3], _field([(d + carry) % 7 for d in dows])]
-    return " ".join([_field(new_mins), _field(new_hours), *day_fields])
+    return new_hours, new_mins
+
+
+def _next_weekdays(cron: str, fields: list[str], carries: set[int], doms: list, months: list,
+                   dows: list, minutes_total: int) -> list[str]:
+    """The day fields of stops that fall after midnight: every start's weekday moved by the
+    same number of days (a day-of-week schedule only)."""
+    if len(carries) > 1 or doms != ["*"] or months != ["*"]:
+        raise CronShiftError(
+            f"cron {cron!r}: the stop time {minutes_total} min later crosses midnight for "
+            "some starts only, or on a day-of-month schedule; start earlier in the day"
+        )
+    carry = next(iter(carries))
+    return [fields[2], fields[3], _field([(d + carry) % 7 for d in dows])]
 
 
 def _check_gap(cron: str, minutes_total: int) -> None:

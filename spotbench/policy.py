@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -186,54 +187,119 @@ def violations(spec: SweepSpec, policy: Policy | None) -> list[str]:
     """One line per violation: the spec field, its value, and what the policy allows."""
     if policy is None:
         return []
-    out: list[str] = []
-    groups = spec.plan()
+    sweep = _Checked(spec, policy, spec.plan())
+    return [line for rule in RULES for line in rule(sweep)]
 
-    def allowed(field: str, value: str | None, choices: list[str] | None, what: str) -> None:
-        if choices is not None and value is not None and value not in choices:
-            out.append(f"{field} {value!r}: the policy allows {what} "
-                       f"{', '.join(choices) or 'none'}")
 
-    allowed("cloud", spec.cloud, policy.clouds, "clouds")
-    provider = get_provider(spec.cloud)
-    if provider.location:  # clouds with places (not the local one)
-        region = spec.region or (provider.region_of_zone(spec.zone) if spec.zone else None)
-        allowed("region", region, policy.regions, "regions")
-    for mt in sorted({t for g in groups for t in [g.machine_type, *member_types(g)]}):
-        if policy.machine_families is not None and family(mt) not in policy.machine_families:
-            out.append(f"machine type {mt!r} (family {family(mt)}): the policy allows machine "
-                       f"families {', '.join(policy.machine_families) or 'none'}")
-    gpus_of = {g.id: group_gpus(g, spec.cloud) for g in groups}
-    for acc in sorted({gpu for g in groups for gpu, n in member_gpus(g, spec.cloud) if gpu and n}):
-        allowed("accelerator", acc, policy.accelerators, "accelerators")
-    capped = policy.max_gpus_per_group is not None or policy.max_gpus_per_sweep is not None
-    unknown = sorted({t for g in groups for t in member_types(g)
-                      if vm_gpus(provider.catalog, t, None, 0)[1] == UNKNOWN_COUNT})
-    if capped and unknown:
-        out.append(f"machine type {', '.join(unknown)}: carries GPUs in a number spotbench's "
-                   "catalog does not know, and the policy caps GPUs; use a listed size")
-    if policy.spot_only and not spec.spot:
-        out.append(f"provisioning {spec.provisioning!r}: the policy allows spot VMs only "
-                   "(provisioning: spot)")
-    for g in groups:
-        if policy.max_vms_per_group is not None and len(g.members) > policy.max_vms_per_group:
-            out.append(f"group {g.id}: {len(g.members)} VMs; the policy allows "
-                       f"{policy.max_vms_per_group} per group")
-        if policy.max_gpus_per_group is not None and gpus_of[g.id] > policy.max_gpus_per_group:
-            out.append(f"group {g.id}: {gpus_of[g.id]} GPUs; the policy allows "
-                       f"{policy.max_gpus_per_group} per group")
-    vms = concurrent_footprint(spec, groups, lambda g: len(g.members))
-    if policy.max_vms_per_sweep is not None and vms > policy.max_vms_per_sweep:
-        out.append(f"{vms} VMs at once (concurrency {spec.max_concurrency or 'all groups'}); the "
-                   f"policy allows {policy.max_vms_per_sweep} per sweep: set `concurrency` lower")
-    gpus = concurrent_footprint(spec, groups, lambda g: max(gpus_of[g.id], 0))
-    if policy.max_gpus_per_sweep is not None and gpus > policy.max_gpus_per_sweep:
-        out.append(f"{gpus} GPUs at once; the policy allows {policy.max_gpus_per_sweep} per sweep: "
-                   "set `concurrency` lower")
-    if policy.max_deadline is not None and spec.deadline > policy.max_deadline:
-        out.append(f"deadline {spec.deadline}: the policy allows at most {policy.max_deadline}")
-    missing = [k for k in policy.required_labels if not spec.labels.get(k)]
-    if missing:
-        out.append(f"labels: missing {', '.join(missing)} (the policy requires "
-                   f"{', '.join(policy.required_labels)}; add them under `labels:`)")
+@dataclass
+class _Checked:
+    """A spec under a policy, with what the rules read of it."""
+
+    spec: SweepSpec
+    policy: Policy
+    groups: list[RunGroup]
+
+    def __post_init__(self) -> None:
+        self.provider = get_provider(self.spec.cloud)
+        self.gpus_of = {g.id: group_gpus(g, self.spec.cloud) for g in self.groups}
+
+
+def _allowed(field: str, value: str | None, choices: list[str] | None, what: str) -> list[str]:
+    if choices is not None and value is not None and value not in choices:
+        return [f"{field} {value!r}: the policy allows {what} {', '.join(choices) or 'none'}"]
+    return []
+
+
+def _cloud(c: _Checked) -> list[str]:
+    return _allowed("cloud", c.spec.cloud, c.policy.clouds, "clouds")
+
+
+def _region(c: _Checked) -> list[str]:
+    if not c.provider.location:  # the local cloud has no places
+        return []
+    spec = c.spec
+    region = spec.region or (c.provider.region_of_zone(spec.zone) if spec.zone else None)
+    return _allowed("region", region, c.policy.regions, "regions")
+
+
+def _machine_families(c: _Checked) -> list[str]:
+    allowed = c.policy.machine_families
+    if allowed is None:
+        return []
+    types = sorted({t for g in c.groups for t in [g.machine_type, *member_types(g)]})
+    return [f"machine type {mt!r} (family {family(mt)}): the policy allows machine "
+            f"families {', '.join(allowed) or 'none'}" for mt in types if family(mt) not in allowed]
+
+
+def _accelerators(c: _Checked) -> list[str]:
+    gpus = sorted({gpu for g in c.groups for gpu, n in member_gpus(g, c.spec.cloud) if gpu and n})
+    return [line for acc in gpus for line in _allowed("accelerator", acc, c.policy.accelerators,
+                                                      "accelerators")]
+
+
+def _uncounted_gpus(c: _Checked) -> list[str]:
+    if c.policy.max_gpus_per_group is None and c.policy.max_gpus_per_sweep is None:
+        return []
+    unknown = sorted({t for g in c.groups for t in member_types(g)
+                      if vm_gpus(c.provider.catalog, t, None, 0)[1] == UNKNOWN_COUNT})
+    if not unknown:
+        return []
+    return [f"machine type {', '.join(unknown)}: carries GPUs in a number spotbench's "
+            "catalog does not know, and the policy caps GPUs; use a listed size"]
+
+
+def _spot_only(c: _Checked) -> list[str]:
+    if not c.policy.spot_only or c.spec.spot:
+        return []
+    return [f"provisioning {c.spec.provisioning!r}: the policy allows spot VMs only "
+            "(provisioning: spot)"]
+
+
+def _group_caps(c: _Checked) -> list[str]:
+    out = []
+    vms_cap, gpus_cap = c.policy.max_vms_per_group, c.policy.max_gpus_per_group
+    for g in c.groups:
+        if vms_cap is not None and len(g.members) > vms_cap:
+            out.append(f"group {g.id}: {len(g.members)} VMs; the policy allows {vms_cap} per group")
+        if gpus_cap is not None and c.gpus_of[g.id] > gpus_cap:
+            out.append(f"group {g.id}: {c.gpus_of[g.id]} GPUs; the policy allows {gpus_cap} per group")
     return out
+
+
+def _sweep_vms(c: _Checked) -> list[str]:
+    vms = concurrent_footprint(c.spec, c.groups, lambda g: len(g.members))
+    cap = c.policy.max_vms_per_sweep
+    if cap is None or vms <= cap:
+        return []
+    return [f"{vms} VMs at once (concurrency {c.spec.max_concurrency or 'all groups'}); the "
+            f"policy allows {cap} per sweep: set `concurrency` lower"]
+
+
+def _sweep_gpus(c: _Checked) -> list[str]:
+    gpus = concurrent_footprint(c.spec, c.groups, lambda g: max(c.gpus_of[g.id], 0))
+    cap = c.policy.max_gpus_per_sweep
+    if cap is None or gpus <= cap:
+        return []
+    return [f"{gpus} GPUs at once; the policy allows {cap} per sweep: set `concurrency` lower"]
+
+
+def _deadline(c: _Checked) -> list[str]:
+    most = c.policy.max_deadline
+    if most is None or c.spec.deadline <= most:
+        return []
+    return [f"deadline {c.spec.deadline}: the policy allows at most {most}"]
+
+
+def _labels(c: _Checked) -> list[str]:
+    missing = [k for k in c.policy.required_labels if not c.spec.labels.get(k)]
+    if not missing:
+        return []
+    return [f"labels: missing {', '.join(missing)} (the policy requires "
+            f"{', '.join(c.policy.required_labels)}; add them under `labels:`)"]
+
+
+# every rule, in the order its lines are listed
+RULES: tuple[Callable[[_Checked], list[str]], ...] = (
+    _cloud, _region, _machine_families, _accelerators, _uncounted_gpus, _spot_only,
+    _group_caps, _sweep_vms, _sweep_gpus, _deadline, _labels,
+)

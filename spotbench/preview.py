@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,58 +80,112 @@ def boot_images(d: Declared) -> list[str]:
 
 def key_properties(d: Declared) -> dict[str, Any]:
     """The few properties a reviewer wants to see for a resource."""
-    out = {k: d.inputs[k] for k in _KEYS if k in d.inputs}
+    out: dict[str, Any] = {}
+    for part in _PROPERTIES:
+        out.update(part(d))
+    return out
+
+
+def _plain(d: Declared) -> dict[str, Any]:
+    return {k: d.inputs[k] for k in _KEYS if k in d.inputs}
+
+
+def _images(d: Declared) -> dict[str, Any]:
     images = boot_images(d)
-    if images:
-        out["images"] = images
+    return {"images": images} if images else {}
+
+
+def _scheduling(d: Declared) -> dict[str, Any]:
     scheduling = d.inputs.get("scheduling")
-    if isinstance(scheduling, dict):
-        for k in ("provisioningModel", "preemptible", "instanceTerminationAction"):
-            if k in scheduling:
-                out[k] = scheduling[k]
-        if "maxRunDuration" in scheduling:
-            out["maxRunDuration"] = f"{scheduling['maxRunDuration'].get('seconds')}s"
+    if not isinstance(scheduling, dict):
+        return {}
+    out = {k: scheduling[k] for k in ("provisioningModel", "preemptible", "instanceTerminationAction")
+           if k in scheduling}
+    if "maxRunDuration" in scheduling:
+        out["maxRunDuration"] = f"{scheduling['maxRunDuration'].get('seconds')}s"
+    return out
+
+
+def _market(d: Declared) -> dict[str, Any]:
     market = d.inputs.get("instanceMarketOptions")  # AWS spot members
-    if isinstance(market, dict):
-        spot = market.get("spotOptions") or {}
-        out["market"] = " ".join(str(v) for v in (market.get("marketType"),
-                                                  spot.get("spotInstanceType"),
-                                                  spot.get("instanceInterruptionBehavior")) if v)
+    if not isinstance(market, dict):
+        return {}
+    spot = market.get("spotOptions") or {}
+    return {"market": " ".join(str(v) for v in (market.get("marketType"),
+                                                spot.get("spotInstanceType"),
+                                                spot.get("instanceInterruptionBehavior")) if v)}
+
+
+def _imds(d: Declared) -> dict[str, Any]:
     metadata = d.inputs.get("metadataOptions")
     # only where the call carries it (RunInstances; a spot request's launch spec cannot)
     if d.type == AWS_INSTANCE and isinstance(metadata, dict) and metadata.get("httpTokens"):
-        out["imdsTokens"] = metadata["httpTokens"]
+        return {"imdsTokens": metadata["httpTokens"]}
+    return {}
+
+
+def _accelerators(d: Declared) -> dict[str, Any]:
     accels = d.inputs.get("guestAccelerators")
-    if accels:
-        out["accelerators"] = [f"{int(a.get('count') or 0)}x{a.get('type')}" for a in accels]
+    if not accels:
+        return {}
+    return {"accelerators": [f"{int(a.get('count') or 0)}x{a.get('type')}" for a in accels]}
+
+
+def _ingress(d: Declared) -> dict[str, Any]:
     service = d.inputs.get("serviceConfig")
     if isinstance(service, dict) and "ingressSettings" in service:
-        out["ingress"] = service["ingressSettings"]
+        return {"ingress": service["ingressSettings"]}
+    return {}
+
+
+def _http_target(d: Declared) -> dict[str, Any]:
     target = d.inputs.get("httpTarget")
-    if isinstance(target, dict):
-        out["uri"] = target.get("uri")
-        out["oidc"] = (target.get("oidcToken") or {}).get("serviceAccountEmail")
+    if not isinstance(target, dict):
+        return {}
+    return {"uri": target.get("uri"), "oidc": (target.get("oidcToken") or {}).get("serviceAccountEmail")}
+
+
+def _permissions(d: Declared) -> dict[str, Any]:
     perms = d.inputs.get("permissions")
-    if perms:
-        out["permissions"] = list(perms)
+    return {"permissions": list(perms)} if perms else {}
+
+
+def _network(d: Declared) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     if isinstance(d.inputs.get("tags"), list):  # GCE network tags (firewall targets)
         out["networkTags"] = list(d.inputs["tags"])
     nics = d.inputs.get("networkInterfaces")
     if isinstance(nics, list) and nics and isinstance(nics[0], dict) and "networkIp" in nics[0]:
         out["networkIp"] = nics[0]["networkIp"]
-    for k in ("privateIp", "vpcSecurityGroupIds", "members", "condition"):
-        if d.inputs.get(k):
-            out[k] = d.inputs[k]
+    return out
+
+
+def _set(d: Declared) -> dict[str, Any]:
+    return {k: d.inputs[k] for k in ("privateIp", "vpcSecurityGroupIds", "members", "condition")
+            if d.inputs.get(k)}
+
+
+def _iam_documents(d: Declared) -> dict[str, Any]:
+    out = {}
     for k in ("policy", "assumeRolePolicy", "policyData"):  # IAM documents, whole
         if isinstance(d.inputs.get(k), str):
             try:
                 out[k] = json.loads(d.inputs[k])
             except ValueError:
                 out[k] = d.inputs[k]
-    rules = network_rules(d)
-    if rules:
-        out["rules"] = rules
     return out
+
+
+def _rules(d: Declared) -> dict[str, Any]:
+    rules = network_rules(d)
+    return {"rules": rules} if rules else {}
+
+
+# what `key_properties` shows, in this order
+_PROPERTIES: tuple[Callable[[Declared], dict[str, Any]], ...] = (
+    _plain, _images, _scheduling, _market, _imds, _accelerators, _ingress, _http_target,
+    _permissions, _network, _set, _iam_documents, _rules,
+)
 
 
 AWS_INSTANCE = "aws:ec2/instance:Instance"
@@ -147,31 +202,41 @@ def network_rules(d: Declared) -> list[dict[str, Any]]:
     """A firewall's / security-group rule's effect, one dict per (action, protocol):
     `{action, direction, protocol, ports, sources, targets}`; `ports` is "all" or a list
     like "2222,50000-50100"; sources/targets name tags, security groups or CIDRs."""
-    i = d.inputs
     if d.type == GCP_FIREWALL:
-        direction = i.get("direction", "INGRESS")
-        sources = {k: i[k] for k in ("sourceTags", "sourceRanges", "sourceServiceAccounts")
-                   if i.get(k)}
-        targets = {k: i[k] for k in ("targetTags", "targetServiceAccounts", "destinationRanges")
-                   if i.get(k)} or {"all instances": i.get("network")}
-        return [{"action": action, "direction": direction, "protocol": a.get("protocol"),
-                 "ports": _ports(a.get("ports")), "sources": sources, "targets": targets}
-                for action, key in (("allow", "allows"), ("deny", "denies"))
-                for a in i.get(key) or []]
+        return _firewall_rules(d.inputs)
     if d.type in AWS_SG_RULES:
-        direction = AWS_SG_RULES[d.type]
-        proto = i.get("ipProtocol")
-        lo, hi = (int(i[k]) if i.get(k) is not None else None for k in ("fromPort", "toPort"))
-        ports = ("all" if proto in ("-1", "all") or lo is None else
-                 f"{lo}-{hi}" if hi not in (None, lo) else str(lo))
-        other = {k: i[k] for k in ("referencedSecurityGroupId", "cidrIpv4", "cidrIpv6",
-                                   "prefixListId") if i.get(k)}
-        own = {"securityGroupId": i.get("securityGroupId")}
-        return [{"action": "allow", "direction": direction,
-                 "protocol": "all" if proto in ("-1", "all") else proto, "ports": ports,
-                 "sources": other if direction == "INGRESS" else own,
-                 "targets": own if direction == "INGRESS" else other}]
+        return [_security_group_rule(AWS_SG_RULES[d.type], d.inputs)]
     return []
+
+
+def _firewall_rules(i: dict[str, Any]) -> list[dict[str, Any]]:
+    direction = i.get("direction", "INGRESS")
+    sources = {k: i[k] for k in ("sourceTags", "sourceRanges", "sourceServiceAccounts") if i.get(k)}
+    targets = {k: i[k] for k in ("targetTags", "targetServiceAccounts", "destinationRanges")
+               if i.get(k)} or {"all instances": i.get("network")}
+    return [{"action": action, "direction": direction, "protocol": a.get("protocol"),
+             "ports": _ports(a.get("ports")), "sources": sources, "targets": targets}
+            for action, key in (("allow", "allows"), ("deny", "denies"))
+            for a in i.get(key) or []]
+
+
+def _security_group_rule(direction: str, i: dict[str, Any]) -> dict[str, Any]:
+    proto = i.get("ipProtocol")
+    every = proto in ("-1", "all")
+    other = {k: i[k] for k in ("referencedSecurityGroupId", "cidrIpv4", "cidrIpv6",
+                               "prefixListId") if i.get(k)}
+    own = {"securityGroupId": i.get("securityGroupId")}
+    ingress = direction == "INGRESS"
+    return {"action": "allow", "direction": direction, "protocol": "all" if every else proto,
+            "ports": "all" if every else _port_range(i), "sources": other if ingress else own,
+            "targets": own if ingress else other}
+
+
+def _port_range(i: dict[str, Any]) -> str:
+    lo, hi = (int(i[k]) if i.get(k) is not None else None for k in ("fromPort", "toPort"))
+    if lo is None:
+        return "all"
+    return f"{lo}-{hi}" if hi not in (None, lo) else str(lo)
 
 
 def kind_of(type_token: str) -> str:

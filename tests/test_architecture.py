@@ -60,7 +60,7 @@ def test_every_spotbench_module_sits_in_a_layer_and_is_kept_from_cloud_sdks():
 
 
 @pytest.mark.parametrize("where, line, contract", [
-    ("spotbench/results.py", "import spotbench.plan  # noqa\n", "spotbench layers"),
+    ("spotbench/results/__init__.py", "import spotbench.plan  # noqa\n", "spotbench layers"),
     ("spotbench/report/cost.py", "import boto3  # noqa\n", "only spotbench.clouds imports cloud SDKs"),
     ("workloads/common.py", "import pulumi  # noqa\n", "only infra/ imports Pulumi"),
     ("spotbench/preview.py", "import pulumi  # noqa\n", "only infra/ imports Pulumi"),

@@ -159,6 +159,18 @@ class WorkloadRun:
             return self.stored_path
         if self._logged:
             raise StoreError("results not stored; the records are in this member's log above")
+        records, preempted, contaminated = self._final_records(preempted, metadata)
+        path = self._write_records(records)
+        self.stored_path = path
+        attempt = int(path.rsplit(".", 2)[-2])
+        self._store_beside(attempt, contaminated)
+        log.info("stored %d records at %s (preempted=%s)", len(records), path, preempted)
+        return path
+
+    def _final_records(self, preempted: bool, metadata: dict[str, Any]) -> tuple[list[Result], bool, str | None]:
+        """The records as stored: ended now, with why the attempt ended and `metadata`;
+        preempted when a stall contaminated it; a marker when it was cut short before any
+        value; priced. Also whether it counts as preempted and why it is contaminated."""
         ended = utcnow()
         if self.dropped:
             log.warning("%d value(s) refused in this attempt", self.dropped)
@@ -180,10 +192,14 @@ class WorkloadRun:
             assert marker is not None
             records = [marker.model_copy(update={"preempted": True, "ended_at": ended})]
         records = _priced(records, [p.machine_type or self.ctx.machine_type for p in self.ctx.members])
+        return records, preempted, contaminated
+
+    def _write_records(self, records: list[Result]) -> str:
+        """Store the attempt file, retried STORE_ATTEMPTS times; the last failure logs every
+        record as JSON lines (once) and raises."""
         for attempt_no in range(1, STORE_ATTEMPTS + 1):
             try:
-                path = self.store.write_group(self.run_id, self.ctx.group, records)
-                break
+                return self.store.write_group(self.run_id, self.ctx.group, records)
             except StoreError as exc:
                 if attempt_no == STORE_ATTEMPTS:
                     self._logged = True
@@ -192,8 +208,11 @@ class WorkloadRun:
                     raise
                 log.warning("storing results failed (%s); retrying", exc)
                 time.sleep(STORE_RETRY_S * attempt_no * retry_scale())
-        self.stored_path = path
-        attempt = int(path.rsplit(".", 2)[-2])
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _store_beside(self, attempt: int, contaminated: str | None) -> None:
+        """The contamination flag and the raw output beside a stored attempt (best effort:
+        the records are stored)."""
         if contaminated:
             try:
                 self.store.flag(self.run_id, self.ctx.group, attempt, contaminated)
@@ -204,8 +223,6 @@ class WorkloadRun:
                 self.store.write_raw(self.run_id, self.ctx.group, name, text, attempt=attempt)
             except StoreError as exc:  # the records are stored: raw output is a nice-to-have
                 log.error("raw output %s not stored: %s", name, exc)
-        log.info("stored %d records at %s (preempted=%s)", len(records), path, preempted)
-        return path
 
     def done(self) -> dict:
         return call_done(self.ctx, started_at=self.started_at)

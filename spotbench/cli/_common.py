@@ -136,46 +136,65 @@ def fit_table(title: str, columns: list[Column], rows: list[list[str]],
     key columns whole, optional columns dropped (highest `drop` first) until every kept
     column has room, the rest folded. Returns the table and the headers left out (say so:
     `dropped_note`). Cells are plain text, never markup."""
-    width = width or console.width
-    cells = [[str(c) for c in row] for row in rows]
-
-    def natural(i: int) -> int:
-        lines = [line for r in cells for line in r[i].splitlines() or [""]]
-        return max([len(line) for line in lines] + [_longest_word(columns[i].header)])
-
-    def need(i: int) -> int:
-        if columns[i].key:
-            return natural(i)
-        words = max([_longest_word(r[i]) for r in cells] + [_longest_word(columns[i].header)])
-        return min(natural(i), max(_MIN_WRAP, min(words, _MAX_WORD)))
-
-    def room(kept: list[int]) -> int:  # for the cells: each column has 2 of padding and a rule
-        return width - 3 * len(kept) - 1
-
-    kept = list(range(len(columns)))
-    while sum(need(i) for i in kept) > room(kept):
-        optional = [i for i in kept if columns[i].drop > 0]
-        if not optional:
-            break
-        kept.remove(max(optional, key=lambda i: (columns[i].drop, i)))
-    widths = {i: need(i) for i in kept}
-    spare = room(kept) - sum(widths.values())
-    while spare > 0:  # widen the folded columns toward their natural width, narrowest first
-        short = [i for i in kept if widths[i] < natural(i)]
-        if not short:
-            break
-        i = min(short, key=lambda i: widths[i] / natural(i))
-        widths[i] += 1
-        spare -= 1
-    fits = sum(widths.values()) <= room(kept)
+    sizes = _Sizes(columns, [[str(c) for c in row] for row in rows], width or console.width)
+    kept = sizes.kept()
+    widths = sizes.widened(kept)
+    fits = sum(widths.values()) <= sizes.room(kept)
     table = Table(title=title, title_justify="left")
     for i in kept:
         col = columns[i]
         table.add_column(col.header, justify=col.justify, no_wrap=col.key, overflow="fold",
-                         width=widths[i] if fits else None, min_width=None if fits else need(i))
-    for row in cells:
+                         width=widths[i] if fits else None, min_width=None if fits else sizes.need(i))
+    for row in sizes.cells:
         table.add_row(*(Text(row[i]) for i in kept))
     return table, [columns[i].header for i in range(len(columns)) if i not in kept]
+
+
+@dataclass
+class _Sizes:
+    """How wide each column of a table wants to be, and what fits in `width`."""
+
+    columns: list[Column]
+    cells: list[list[str]]
+    width: int
+
+    def natural(self, i: int) -> int:
+        lines = [line for r in self.cells for line in r[i].splitlines() or [""]]
+        return max([len(line) for line in lines] + [_longest_word(self.columns[i].header)])
+
+    def need(self, i: int) -> int:
+        if self.columns[i].key:
+            return self.natural(i)
+        words = max([_longest_word(r[i]) for r in self.cells] + [_longest_word(self.columns[i].header)])
+        return min(self.natural(i), max(_MIN_WRAP, min(words, _MAX_WORD)))
+
+    def room(self, kept: list[int]) -> int:  # for the cells: each column has 2 of padding and a rule
+        return self.width - 3 * len(kept) - 1
+
+    def kept(self) -> list[int]:
+        """The columns shown: optional ones dropped (highest `drop` first) until every kept
+        column has room, or none is left to drop."""
+        kept = list(range(len(self.columns)))
+        while sum(self.need(i) for i in kept) > self.room(kept):
+            optional = [i for i in kept if self.columns[i].drop > 0]
+            if not optional:
+                break
+            kept.remove(max(optional, key=lambda i: (self.columns[i].drop, i)))
+        return kept
+
+    def widened(self, kept: list[int]) -> dict[int, int]:
+        """Each kept column's width: what it needs, the room left given to the folded
+        columns toward their natural width, narrowest first."""
+        widths = {i: self.need(i) for i in kept}
+        spare = self.room(kept) - sum(widths.values())
+        while spare > 0:
+            short = [i for i in kept if widths[i] < self.natural(i)]
+            if not short:
+                break
+            i = min(short, key=lambda i: widths[i] / self.natural(i))
+            widths[i] += 1
+            spare -= 1
+        return widths
 
 
 def dropped_note(dropped: list[str], more: str = "--json") -> str:

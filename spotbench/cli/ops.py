@@ -9,8 +9,14 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
+
+if TYPE_CHECKING:
+    from spotbench.ops.schedule import ScheduleInfo
+    from spotbench.ops.status import SweepStatus
+    from spotbench.spec import SweepSpec
 
 from spotbench.cli._common import (
     EXIT_BAD_INPUT, Column, console, credentials_or_exit, credentials_problem, dropped_note,
@@ -37,15 +43,31 @@ def status(
     root: Path | None = RootOpt,
 ) -> None:
     """Every group with members, state, zone, age, deadline, spend, last result, schedule."""
+    if spec_path is None:
+        _local_overview(root, as_json)
+        return
+    spec = spec_or_exit(spec_path)
+    report = _sweep_report(spec, results, root)
+    if as_json:
+        typer.echo(json.dumps(report.as_dict(), indent=2, default=str))
+        return
+    _print_groups(spec, report)
+    _print_schedule(report.schedule)
+    _print_failures(report)
+    if report.spend is not None:
+        console.print(spend_sentence(report.spend), highlight=False, markup=False)
+    for note in report.notes:
+        console.print(f"note: {note}", highlight=False, markup=False)
+
+
+def _sweep_report(spec: SweepSpec, results: str | None, root: Path | None) -> SweepStatus:
+    """The sweep's status from what can be reached: the results store always, the cloud and
+    its schedule when credentials allow (a warning for each that cannot be reached)."""
     from spotbench.ops import status as st
     from spotbench.ops.context import cloud_for, results_url_for
     from spotbench.ops.schedule import control_for
     from spotbench.results import ResultStore
 
-    if spec_path is None:
-        _local_overview(root, as_json)
-        return
-    spec = spec_or_exit(spec_path)
     try:
         url = results_url_for(spec, results)
     except ValueError as exc:  # SettingMissing: only the deployed stack knows the bucket
@@ -68,10 +90,12 @@ def status(
             control = control_for(spec, root)
         except Exception as exc:  # noqa: BLE001
             warn(explained(exc), prefix="schedule state unavailable: ")
-    report = st.sweep_status(spec, cloud, store, control)
-    if as_json:
-        typer.echo(json.dumps(report.as_dict(), indent=2, default=str))
-        return
+    return st.sweep_status(spec, cloud, store, control)
+
+
+def _print_groups(spec: SweepSpec, report: SweepStatus) -> None:
+    from spotbench.ops import status as st
+
     columns = [Column("group", key=True), Column("state"), Column("members"), Column("zone", drop=3),
                Column("age", drop=2), Column("deadline", drop=4), Column("last result", drop=1)]
     rows = []
@@ -85,13 +109,18 @@ def status(
     console.print(table)
     if dropped:
         console.print(dropped_note(dropped), highlight=False, markup=False)
-    sch = report.schedule
+
+
+def _print_schedule(sch: ScheduleInfo) -> None:
     paused = {True: "PAUSED", False: "active", None: "unknown"}[sch.paused]
     if sch.cron:
         console.print(f"schedule: '{sch.cron}' {sch.timezone} · {paused} · next start {sch.next_start} · "
                       f"next stop {sch.next_stop} {sch.detail}", highlight=False, markup=False)
     else:
         console.print(f"schedule: none (runs on demand) · {paused}", highlight=False, markup=False)
+
+
+def _print_failures(report: SweepStatus) -> None:
     for g in report.groups:
         if g.failure is not None:
             err_console.print(styled("failed: ", "bold red", g.failure.line()), highlight=False)
@@ -99,10 +128,6 @@ def status(
                 err_console.print("  its stderr ends with:\n" + "\n".join(
                     "    " + line for line in g.failure.stderr_tail.splitlines()),
                     highlight=False, markup=False)
-    if report.spend is not None:
-        console.print(spend_sentence(report.spend), highlight=False, markup=False)
-    for note in report.notes:
-        console.print(f"note: {note}", highlight=False, markup=False)
 
 
 def spend_sentence(spend: dict) -> str:

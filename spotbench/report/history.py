@@ -140,39 +140,53 @@ def section(df: pd.DataFrame, doc: Document, out_dir: Path, results_url: str,
         f"with a t-test (Apache Otava's method), p < {DEFAULT_MAX_PVALUE:g}; see docs/history.md. "
         "`spotbench history SPEC` prints the same with every value."
     ))
-    changes = hist.changes()
-    if changes:
-        cp = pd.DataFrame(changes)
-        shown = pd.DataFrame({
-            "series": cp["series"], "run": cp["run"], "before": [with_unit(v, u) for v, u in zip(cp["before_mean"], cp["unit"], strict=True)],
-            "after": [with_unit(v, u) for v, u in zip(cp["after_mean"], cp["unit"], strict=True)],
-            "change": [_pct(v) for v in cp["rel_change"]],
-            "p": [p_value(v).removeprefix("p = ") for v in cp["pvalue"]], "kind": cp["kind"],
-        }).set_index("series")
-        doc.add(TableBlock(shown, "Change points"))
-    else:
-        doc.add(Para(f"No change point at p < {DEFAULT_MAX_PVALUE:g}."))
+    _add_change_points(doc, hist)
     table = comparison(hist, baseline)
     if not table.empty:
-        shown = pd.DataFrame({
-            "series": table["series"],
-            "latest": [with_unit(v, u) for v, u in zip(table["latest"], table["unit"], strict=True)],
-            "previous run": [with_unit(v, u) for v, u in zip(table["previous"], table["unit"], strict=True)],
-            "vs previous": [_pct(v) for v in table["vs previous"]], "since previous": table["since previous"],
-            "baseline": [with_unit(v, u) for v, u in zip(table["baseline"], table["unit"], strict=True)],
-            "vs baseline": [_pct(v) for v in table["vs baseline"]], "since baseline": table["since baseline"],
-        }).set_index("series")
-        base = baseline or "the first run of each series"
-        doc.add(TableBlock(shown, f"Latest run {hist.runs[-1]} against the previous run and the baseline "
-                                  f"({base}); changes under {SAME_WITHIN:.0%} shown as ≈"))
+        _add_comparison(doc, hist, table, baseline)
     if stats:
         doc.add(TableBlock(_market_table(stats), "Spot market as this sweep saw it (`spotbench market SPEC`; "
                                                  "— where the store does not hold the figure)"))
     pngs = _plots(hist, out_dir)
     for png in pngs:
         doc.add(Image(png, png.stem.replace("_", " ")))
+    long = _long(table)
+    return pngs, [long] if not long.empty else []
+
+
+def _add_change_points(doc: Document, hist: History) -> None:
+    changes = hist.changes()
+    if not changes:
+        doc.add(Para(f"No change point at p < {DEFAULT_MAX_PVALUE:g}."))
+        return
+    cp = pd.DataFrame(changes)
+    shown = pd.DataFrame({
+        "series": cp["series"], "run": cp["run"], "before": [with_unit(v, u) for v, u in zip(cp["before_mean"], cp["unit"], strict=True)],
+        "after": [with_unit(v, u) for v, u in zip(cp["after_mean"], cp["unit"], strict=True)],
+        "change": [_pct(v) for v in cp["rel_change"]],
+        "p": [p_value(v).removeprefix("p = ") for v in cp["pvalue"]], "kind": cp["kind"],
+    }).set_index("series")
+    doc.add(TableBlock(shown, "Change points"))
+
+
+def _add_comparison(doc: Document, hist: History, table: pd.DataFrame, baseline: str | None) -> None:
+    shown = pd.DataFrame({
+        "series": table["series"],
+        "latest": [with_unit(v, u) for v, u in zip(table["latest"], table["unit"], strict=True)],
+        "previous run": [with_unit(v, u) for v, u in zip(table["previous"], table["unit"], strict=True)],
+        "vs previous": [_pct(v) for v in table["vs previous"]], "since previous": table["since previous"],
+        "baseline": [with_unit(v, u) for v, u in zip(table["baseline"], table["unit"], strict=True)],
+        "vs baseline": [_pct(v) for v in table["vs baseline"]], "since baseline": table["since baseline"],
+    }).set_index("series")
+    base = baseline or "the first run of each series"
+    doc.add(TableBlock(shown, f"Latest run {hist.runs[-1]} against the previous run and the baseline "
+                              f"({base}); changes under {SAME_WITHIN:.0%} shown as ≈"))
+
+
+def _long(table: pd.DataFrame) -> pd.DataFrame:
+    """The comparison in records.csv's long form (table, config, column, value)."""
     long = table.melt(id_vars=["series"], var_name="column", value_name="value") if not table.empty else table
     if not long.empty:
         long.insert(0, "table", "history")
         long = long.rename(columns={"series": "config"})
-    return pngs, [long] if not long.empty else []
+    return long

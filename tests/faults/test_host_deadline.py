@@ -11,7 +11,7 @@ import pytest
 
 from infra.gcp.vms import scheduling
 from spotbench.clouds.local._local_supervisor import TIMEOUT_EXIT, host_deadline
-from spotbench.localrun.runner import member_max_run_s
+from spotbench.localrun.deploy import member_max_run_s
 from spotbench.spec import load_spec
 
 pytestmark = pytest.mark.faults

@@ -24,7 +24,7 @@ import pytest
 from spotbench.auth.local import member_token
 from spotbench.clouds.local.cloud import LocalCloud, LocalInstanceSpec
 from spotbench.localrun.net import free_ports
-from spotbench.localrun.runner import deploy
+from spotbench.localrun.deploy import deploy
 from spotbench.localrun.server import FunctionsServer
 from spotbench.clouds.local.state import LocalState
 from spotbench.spec import load_spec

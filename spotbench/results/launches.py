@@ -1,0 +1,92 @@
+"""Control's own notes on a group's launches: each start (`launches/<group>.<n>`), each
+start request's outcome (`starts/`), each end (`ends/<group>.<n>.json`), read back as the
+ledger `spotbench.ledger` reasons over."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from spotbench.results.model import StartRecord, utcnow
+from spotbench.results.storage import Storage, json_object, read_small, read_time, store_errors
+
+
+class LaunchRecords(Storage):
+    """`runs/<run>/launches|starts|ends/…` of one store."""
+
+    @store_errors
+    def record_launch(self, run: str, group: str, now: datetime | None = None) -> str:
+        """Note that `group` is started in `run` (bounds restarts of a failing group)."""
+        n = self.launch_count(run, group) + 1
+        path = self._p("runs", run, "launches", f"{group}.{n}")
+        self._write_whole(path, (now or utcnow()).isoformat().encode())
+        return path
+
+    @store_errors
+    def forget_launch(self, path: str) -> None:
+        """Undo `record_launch` (the cloud could not run the group: not an attempt)."""
+        self.fs.rm_file(path)
+
+    def record_start(self, run: str, group: str, outcome: dict[str, Any]) -> None:
+        """Note one start request of `group` and its outcome (`StartRecord` fields)."""
+        n = len(self._glob(self._p("runs", run, "starts", f"{group}.*.json"))) + 1
+        body = StartRecord.model_validate({"run": run, "group": group, **outcome})
+        self._write_whole(self._p("runs", run, "starts", f"{group}.{n}.json"),
+                          body.model_dump_json().encode())
+
+    @store_errors
+    def launch_count(self, run: str, group: str) -> int:
+        return len(self._glob(self._p("runs", run, "launches", f"{group}.*")))
+
+    @store_errors
+    def last_launch(self, run: str, group: str) -> datetime | None:
+        """When `group` was last started in `run` (None: never)."""
+        n = self.launch_count(run, group)
+        return self._launch_time(run, group, n) if n else None
+
+    @store_errors
+    def launches(self, run: str, group: str) -> list[datetime]:
+        """When `group` was started in `run`, each launch in order (its attempts' starts)."""
+        times = [self._launch_time(run, group, n) for n in range(1, self.launch_count(run, group) + 1)]
+        return [t for t in times if t is not None]
+
+    def _launch_time(self, run: str, group: str, n: int) -> datetime | None:
+        path = self._p("runs", run, "launches", f"{group}.{n}")
+        return read_time(read_small(self.fs, path), path)
+
+    @store_errors
+    def launch_ledger(self, run: str | None = None) -> dict[tuple[str, str], dict[str, Any]]:
+        """Control's own ledger of `run` (None: every run), one listing per kind:
+        (run, group) → {"launches": {n: when}, "ends": {n: {"at": when, "stored": [n, …]}}}.
+        Unreadable entries are left out, logged."""
+        out: dict[tuple[str, str], dict[str, Any]] = {}
+        for kind, suffix in (("launches", ""), ("ends", ".json")):
+            for path in self._glob(self._p("runs", run or "*", kind, "*")):
+                run_dir, _, name = path.rsplit("/", 3)[-3:]
+                group, _, n = name.removesuffix(suffix).rpartition(".")
+                if not group or not n.isdigit():
+                    continue
+                entry = out.setdefault((run_dir, group), {"launches": {}, "ends": {}})
+                raw = read_small(self.fs, path)
+                if kind == "launches":
+                    when = read_time(raw, path)
+                    if when is not None:
+                        entry["launches"][int(n)] = when
+                    continue
+                data = json_object(self.fs, path, raw)
+                when = read_time(str(data.get("at", "")).encode(), path) if data else None
+                stored = data.get("stored") if data else None
+                if when is not None:
+                    entry["ends"][int(n)] = {"at": when, "stored": [
+                        a for a in (stored if isinstance(stored, list) else []) if isinstance(a, int)]}
+        return out
+
+    @store_errors
+    def record_end(self, run: str, group: str, launch: int, now: datetime | None = None) -> None:
+        """Note that launch `launch` of `group` is over (control stopped it, or saw it
+        stopped), with the attempt files the group has stored by now (theirs, or earlier)."""
+        stored = sorted(o[2] for o in map(self._owner, self._group_files(run, group)) if o)
+        body = json.dumps({"at": (now or utcnow()).isoformat(), "stored": stored}).encode()
+        self._write_whole(self._p("runs", run, "ends", f"{group}.{launch}.json"), body)
+

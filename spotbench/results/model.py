@@ -1,0 +1,136 @@
+"""The records a store keeps: `Result` (one value), `RunInfo` (a run's ledger entry),
+`Attempt` (one stored group run), `StartRecord` (one start request), their bounds, run ids,
+and the store's errors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+# Bounds on one attempt file (what a group may store per attempt; `WorkloadRun` stops
+# recording at MAX_RECORDS, a reader skips a file past either bound, with a warning).
+MAX_RECORDS = 10_000
+MAX_ATTEMPT_BYTES = 16 << 20
+MAX_NAME_LEN = 128  # a metric name (it names files and columns of the report)
+MAX_UNIT_LEN = 32
+
+
+class StoreError(RuntimeError):
+    """The results store could not be read or written (read-only, full, unreachable)."""
+
+
+class CorruptLedger(StoreError):
+    """A run ledger file (`runs/<run>/run.json`) is not what spotbench wrote."""
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+RUN_ID_FORMAT = "%Y%m%dT%H%M%SZ"
+RUN_ID_SUFFIX = 4  # hex digits added to a run opened in the same second as a closed one
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    return (now or utcnow()).strftime(RUN_ID_FORMAT)
+
+
+def run_id_lengths() -> tuple[int, int]:
+    """The lengths a run id has: `new_run_id()`, and with `open_run`'s `-<hex>` suffix.
+
+    IAM resource patterns cannot match one path segment (`*` spans `/`), so the AWS member
+    policy matches a run segment by its length (`?` per character; infra/aws/identity.py).
+    """
+    n = len(new_run_id(datetime(2000, 1, 1, tzinfo=UTC)))
+    return n, n + 1 + RUN_ID_SUFFIX
+
+
+class Result(BaseModel):
+    """One value. Numbers are finite (JSON has no inf/NaN: they would come back as null and
+    refuse to load); costs and billed time are never negative; names are bounded."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    sweep: str
+    run: str
+    group: str
+    trial: int
+    params: dict[str, Any] = Field(default_factory=dict)
+    workload: str
+    metric: str = Field(min_length=1, max_length=MAX_NAME_LEN)
+    value: float
+    unit: str = Field(max_length=MAX_UNIT_LEN)
+    cloud: str
+    machine_type: str
+    accelerator: str | None = None
+    zone: str | None = None
+    spot: bool = False
+    preempted: bool = False
+    started_at: datetime
+    ended_at: datetime
+    billed_s: float | None = Field(default=None, ge=0)
+    cost_usd: float | None = Field(default=None, ge=0)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("metadata")
+    @classmethod
+    def _known_metadata(cls, meta: dict[str, Any]) -> dict[str, Any]:
+        """The metadata keys readers compute with (report, costs) have their type."""
+        for key, kind in _METADATA_TYPES.items():
+            value = meta.get(key)
+            if value is None:
+                continue
+            if kind == "count" and not (isinstance(value, int) and not isinstance(value, bool)
+                                        and 0 <= value <= 1 << 53):
+                raise ValueError(f"metadata {key} must be a whole number ≥ 0")
+            if kind == "text" and not (isinstance(value, str) and len(value) <= MAX_NAME_LEN):
+                raise ValueError(f"metadata {key} must be a string of at most {MAX_NAME_LEN} characters")
+            if kind == "names" and not (isinstance(value, list) and len(value) <= 1024 and all(
+                    isinstance(v, str) and len(v) <= MAX_NAME_LEN for v in value)):
+                raise ValueError(f"metadata {key} must be a list of names")
+        return meta
+
+
+_METADATA_TYPES = {"members": "count", "size_bytes": "count", "cpu_count": "count",
+                   "host_cores": "count", "accelerator_count": "count", "placement": "text",
+                   "member_types": "names"}
+
+
+class RunInfo(BaseModel):
+    run: str
+    opened_at: datetime
+    closed_at: datetime | None = None
+    reason: str | None = None
+    ticks: list[str] = Field(default_factory=list)  # scheduler tick times this run served
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One stored group run (file): whether its records say preempted. When it ran is not
+    here: the records' own times are the member's word (`spotbench.ledger` has control's)."""
+
+    group: str
+    attempt: int
+    preempted: bool
+    contaminated: str | None = None  # why the member found its own numbers untrustworthy (a stall)
+
+    @property
+    def key(self) -> str:
+        return f"{self.group}.{self.attempt}"
+
+
+class StartRecord(BaseModel):
+    """One start request of a group: the cloud's answer, member by member."""
+
+    run: str
+    group: str
+    at: datetime
+    machine_type: str
+    accelerator: str | None = None
+    zone: str | None = None
+    members: int
+    failed: dict[str, str] = Field(default_factory=dict)  # member → the cloud's words
+    errors: dict[str, str] = Field(default_factory=dict)  # member → error kind, when the cloud typed it

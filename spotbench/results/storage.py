@@ -1,0 +1,163 @@
+"""Where a store's files live and how they are read and written: paths under the store's
+root, globbing without "folder" requests, whole-file writes (temporary name + rename on a
+local disk; one PUT on object stores), bounded reads of control's small files, and
+`StoreError` for whatever the filesystem raises."""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import json
+import logging
+import re
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from glob import has_magic
+from typing import Any, TypeVar
+
+import fsspec
+from fsspec.implementations.local import LocalFileSystem
+
+from spotbench.results.model import StoreError
+
+log = logging.getLogger("spotbench.results")
+
+T = TypeVar("T")
+
+_ATTEMPT_FILE = re.compile(r"^(?P<group>[^/]+)\.(?P<n>[0-9]{1,6})\.jsonl$")
+
+
+def store_errors(fn: Callable[..., T]) -> Callable[..., T]:
+    """OSError from the filesystem → StoreError naming the store and the step."""
+    @functools.wraps(fn)
+    def wrapper(self: Storage, *args: Any, **kwargs: Any) -> T:
+        try:
+            return fn(self, *args, **kwargs)
+        except StoreError:
+            raise
+        except OSError as exc:
+            raise StoreError(f"results store {self.url}: {fn.__name__} failed: {exc}") from exc
+    return wrapper
+
+
+class Storage:
+    """The files of one sweep's results under one fsspec URL."""
+
+    def __init__(self, url: str, **storage_options: Any):
+        self.url = url.rstrip("/")
+        if "://" in self.url and not self.url.startswith(("file://", "local://")):
+            # an object store: list afresh every time (a warm function must see what members
+            # stored since its last call), with this store's own client
+            storage_options.setdefault("use_listings_cache", False)
+            storage_options.setdefault("skip_instance_cache", True)
+        self.fs, self.root = fsspec.core.url_to_fs(self.url, **storage_options)
+        self._local = isinstance(self.fs, LocalFileSystem)
+
+    # ---- paths ------------------------------------------------------------------
+    def _p(self, *parts: str) -> str:
+        return "/".join([self.root.rstrip("/"), *parts])
+
+    def _glob(self, pattern: str) -> list[str]:
+        """Paths matching `pattern` (`*` within one path segment), sorted.
+
+        On object stores: one listing under the pattern's literal head (s3fs's own glob also
+        asks for "folder" objects, which a prefix-scoped identity is refused)."""
+        if self._local:
+            return sorted(self.fs.glob(pattern))
+        parts = pattern.split("/")
+        head = next(i for i, part in enumerate(parts) if has_magic(part))
+        parent, name = "/".join(parts[:head]).rsplit("/", 1)
+        try:
+            found = self.fs.find(parent, prefix=name + "/")
+        except FileNotFoundError:
+            return []
+        return sorted(
+            p for p in (f.rstrip("/") for f in found)
+            if len(p.split("/")) == len(parts)
+            and all(fnmatch.fnmatchcase(a, b) for a, b in zip(p.split("/"), parts))
+        )
+
+    def _exists(self, path: str) -> bool:
+        """Whether `path` is stored. On object stores this lists the parent's prefix instead
+        of asking for the object: the sweep's identities may list their own prefix, and a
+        request for a missing object without a bucket-wide listing grant is refused (403)."""
+        if self._local:
+            return self.fs.exists(path)
+        parent, name = path.rsplit("/", 1)
+        try:  # `prefix`: one listing of exactly this name (s3fs, gcsfs; others list the parent)
+            found = self.fs.find(parent, prefix=name)
+        except FileNotFoundError:
+            return False
+        return path in {p.rstrip("/") for p in found}
+
+    def _write_whole(self, path: str, data: bytes) -> None:
+        if self._local:  # rename is atomic on one filesystem
+            self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+            tmp = f"{path}.tmp-{uuid.uuid4().hex}"
+            try:
+                self.fs.pipe_file(tmp, data)
+                self.fs.mv(tmp, path)
+            except OSError:  # e.g. a full disk: leave no partial temporary file behind
+                try:
+                    self.fs.rm_file(tmp)
+                except OSError:
+                    pass
+                raise
+        else:  # object stores have no folders: no makedirs (on GCS it needs buckets.get)
+            self.fs.pipe_file(path, data)
+
+    def _group_files(self, run: str, group: str) -> list[str]:
+        return sorted(self._glob(self._p("runs", run, f"{group}.*.jsonl")))
+
+    @staticmethod
+    def _owner(path: str) -> tuple[str, str, int] | None:
+        """(run, group, attempt) a records file belongs to, from its path
+        `runs/<run>/<group>.<n>.jsonl` (the path is what the group's identity may write, the
+        body is not); None for any other name under a group's prefix (`<group>.x.jsonl`)."""
+        run_dir, name = path.rsplit("/", 2)[-2:]
+        m = _ATTEMPT_FILE.match(name)
+        return (run_dir, m["group"], int(m["n"])) if m else None
+
+    @store_errors
+    def probe(self) -> None:
+        """Write and remove a small file: raises StoreError when results could not be stored."""
+        path = self._p(f".spotbench-probe-{uuid.uuid4().hex}")
+        self._write_whole(path, b"probe")
+        self.fs.rm_file(path)
+
+
+# ---- reading control's small files (bounded; a bad one is logged, never raised) ----------
+_SMALL = 64 << 10
+
+
+def read_small(fs: Any, path: str) -> bytes:
+    try:
+        with fs.open(path, "rb") as fh:
+            return fh.read(_SMALL + 1)
+    except FileNotFoundError:
+        return b""
+
+
+def json_object(fs: Any, path: str, raw: bytes | None = None) -> dict[str, Any] | None:
+    raw = read_small(fs, path) if raw is None else raw
+    try:
+        if len(raw) > _SMALL:
+            raise ValueError(f"more than {_SMALL} bytes")
+        data = json.loads(raw)
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+    except (ValueError, UnicodeDecodeError) as exc:
+        log.warning("skipped %s: %s", path, exc)
+        return None
+    return data
+
+
+def read_time(raw: bytes, path: str) -> datetime | None:
+    try:
+        when = datetime.fromisoformat(raw.decode().strip())
+    except (ValueError, UnicodeDecodeError):
+        log.warning("skipped %s: not a time", path)
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
