@@ -145,12 +145,15 @@ def _builtin_rows() -> tuple[PriceRow, ...]:
     return tuple(rows)
 
 
-def load_catalog(extra: Path | str | None = None, refreshed_dir: Path | None = None) -> Catalog:
+def load_catalog(extra: Path | str | None = None, refreshed_dir: Path | None = None, *,
+                 with_refreshed: bool = True) -> Catalog:
     """The built-in catalog, then the refreshed tables (`refreshed_dir`, default
-    `spotbench.prices.table.prices_dir()`), then the rows of `extra` (a CSV path)."""
+    `spotbench.prices.table.prices_dir()`; none when not `with_refreshed`), then the rows of
+    `extra` (a CSV path)."""
     rows = list(_builtin_rows())
     directory = refreshed_dir or prices_dir()
-    tables = refreshed(sorted({r.cloud for r in rows}), directory)
+    clouds = sorted({r.cloud for r in rows}) if with_refreshed else []
+    tables = refreshed(clouds, directory)
     for table in tables:
         assert table.path is not None
         try:

@@ -26,6 +26,7 @@ from spotbench.costs import (
     HOURS_PER_MONTH, Catalog, billed_seconds, instance_hourly, region_of, run_seconds,
 )
 from spotbench.plan import Member, RunGroup
+from spotbench.prices import notes as price_notes
 from spotbench.results import Result, ResultStore
 from spotbench.spec import MATRIX_MACHINE_KEYS, SweepSpec
 
@@ -171,6 +172,8 @@ class Estimate:
     overridden: list[str] = field(default_factory=list)  # keys set with --assume
     budget: float | None = None  # the spec's `budget` (USD for the whole sweep)
     schedule: str | None = None  # `'0 3 * * *' UTC`, None without a schedule
+    prices: list[str] = field(default_factory=list)  # which price tables and dates, per zone
+    price_warning: str | None = None  # the machine/GPU prices are older than a week
 
     @staticmethod
     def total(lines: list[Line] | None) -> float:
@@ -500,6 +503,7 @@ def estimate(spec: SweepSpec, catalog: Catalog, *, records: list[Result] | None 
         notes.append("no retries: no history of this sweep's preemptions yet (happy path)")
     if ticks is None:
         notes.append("no schedule: no per-month figures (one tick = one `spotbench run`)")
+    rows, prices = _price_rows(spec, catalog, region, [disk_row, sched_row, inv_row, gbs_row])
     approx = sorted({r.item for r in [disk_row, sched_row, inv_row, gbs_row] if r.approximate})
     if approx:
         notes.append("approximate prices: " + ", ".join(approx))
@@ -510,7 +514,25 @@ def estimate(spec: SweepSpec, catalog: Catalog, *, records: list[Result] | None 
         assumptions=notes, assumed=a.as_dict(), overridden=sorted(a.overridden),
         budget=spec.budget,
         schedule=f"'{spec.schedule.cron}' {spec.schedule.timezone}" if spec.schedule else None,
+        prices=prices, price_warning=price_notes.stale(rows, spec.cloud, region, now),
     )
+
+
+def _price_rows(spec: SweepSpec, catalog: Catalog, region: str | None,
+                others: list[Any]) -> tuple[list[Any], list[str]]:
+    """The rows that priced the estimate (machine and GPU of every group, plus `others`) and
+    the lines naming their tables and dates, per zone where a price differs by zone."""
+    rows, zones = list(others), []
+    for g in spec.plan():
+        for mtype in sorted({member_type(g, m) for m in g.members}):
+            row = catalog.find(spec.cloud, region, "machine", mtype, spec.spot)
+            rows.append(row)
+            zones.append(price_notes.by_zone(
+                mtype, catalog.by_zone(spec.cloud, region, "machine", mtype, spec.spot), row, spec.zone))
+        if g.accelerator and g.accelerator_count:
+            rows.append(catalog.find(spec.cloud, region, "gpu", g.accelerator, spec.spot))
+    used = price_notes.used(rows, getattr(catalog, "tables", []))
+    return rows, used + sorted({z for z in zones if z})
 
 
 def _after_free_tier(ln: Line, free: float) -> Line:

@@ -49,7 +49,8 @@ def google(monkeypatch):
 
 def test_prices_gcp_reads_every_page_of_the_billing_catalog_and_prices_machines_per_vcpu_and_gib(google):
     pages: list[str] = []
-    table = gcp_prices.fetch(["us-central1"], ["n1-standard-4", "n2-standard-2"], ["nvidia-tesla-t4"],
+    table = gcp_prices.fetch(["us-central1"], {"machine": ["n1-standard-4", "n2-standard-2"],
+                                                       "gpu": ["nvidia-tesla-t4"]},
                              progress=pages.append, now=NOW)
     got = {(q.kind, q.item, q.provisioning): q.usd for q in table.quotes}
     # 4 vCPU × core + 15 GiB × RAM, on-demand and spot; n2 has no SKUs here: no row
@@ -70,7 +71,7 @@ def test_prices_gcp_an_error_answer_names_the_fix(monkeypatch):
     monkeypatch.setenv("SPOTBENCH_GCP_API_ENDPOINT", endpoint.url_for("user:me@example.com"))
     try:
         with pytest.raises(gcp_prices.PriceFetchError, match="HTTP 404.*spotbench prices --cloud gcp"):
-            gcp_prices.fetch(["us-central1"], ["n1-standard-4"], [])
+            gcp_prices.fetch(["us-central1"], {"machine": ["n1-standard-4"]})
     finally:
         endpoint.stop()
 
@@ -98,7 +99,7 @@ def aws(moto_url, monkeypatch):
 
 
 def test_prices_aws_on_demand_from_the_price_list_and_spot_per_zone_from_moto(aws):
-    table = aws_prices.fetch(["us-east-1"], ["c5.large", "c5.xlarge"], now=NOW)
+    table = aws_prices.fetch(["us-east-1"], {"machine": ["c5.large", "c5.xlarge"]}, now=NOW)
     on_demand = {q.item: q.usd for q in table.quotes if q.provisioning == "on-demand"}
     assert on_demand == {"c5.large": 0.085, "c5.xlarge": 0.17}  # Linux only, this region only
     spot = [q for q in table.quotes if q.provisioning == "spot" and q.item == "c5.large"]
@@ -110,7 +111,7 @@ def test_prices_aws_on_demand_from_the_price_list_and_spot_per_zone_from_moto(aw
 
 
 def test_prices_aws_price_list_request_is_the_documented_one(aws):
-    aws_prices.fetch(["us-east-1"], ["c5.large"], now=NOW)
+    aws_prices.fetch(["us-east-1"], {"machine": ["c5.large"]}, now=NOW)
     call = aws.calls[0]
     assert (call["method"], call["path"], call["target"]) == ("POST", "/", "AWSPriceListService.GetProducts")
     assert call["content_type"] == "application/x-amz-json-1.1"
@@ -133,4 +134,4 @@ def test_prices_aws_without_credentials_says_how_to_get_them(monkeypatch, tmp_pa
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("AWS_ENDPOINT_URL_PRICING", "http://127.0.0.1:9")
     with pytest.raises(aws_prices.PriceFetchError, match="no AWS credentials: run `aws configure`"):
-        aws_prices.fetch(["us-east-1"], ["c5.large"], now=NOW)
+        aws_prices.fetch(["us-east-1"], {"machine": ["c5.large"]}, now=NOW)

@@ -52,6 +52,7 @@ class AwsProvider(Provider):
         ("docker", "`make images`", "https://docs.docker.com/engine/install/"),
     )
     double_env = "AWS_ENDPOINT_URL"
+    prices_module = "spotbench.clouds.aws_prices"
 
     def region_of_zone(self, zone: str) -> str:
         return region_of_zone(zone)

@@ -13,7 +13,7 @@ its dearest zone), its note naming the spread.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,23 +35,25 @@ class PriceFetchError(RuntimeError):
     """The prices could not be fetched; the message says what to do."""
 
 
-def fetch(regions: Iterable[str], instance_types: Iterable[str],
+def fetch(regions: Iterable[str], items: Mapping[str, Iterable[str]],
           progress: Callable[[str], None] = lambda _: None,
           now: datetime | None = None) -> Table:
-    """On-demand and spot prices of `instance_types` in each of `regions`."""
+    """On-demand and spot prices of the instance types `items["machine"]` in each of
+    `regions` (EC2 prices GPUs with their instance type: no other kind is asked)."""
     now = now or datetime.now(UTC)
-    types = sorted(set(instance_types))
+    types = sorted(set(items.get("machine", ())))
     regions = list(regions)
     quotes: list[Quote] = []
     try:
-        pricing = boto3.client("pricing", region_name=PRICING_REGION)
+        session = boto3.Session()  # credentials as they are now (boto3's default session caches)
+        pricing = session.client("pricing", region_name=PRICING_REGION)
         for region in regions:
             for n, itype in enumerate(types, 1):
                 progress(f"{region}: on-demand {itype} ({n}/{len(types)}, AWS Price List API)")
                 quotes += on_demand(pricing, region, itype)
             progress(f"{region}: spot prices of {len(types)} instance types per zone "
                      "(EC2 spot price history)")
-            quotes += spot(boto3.client("ec2", region_name=region), region, types, now)
+            quotes += spot(session.client("ec2", region_name=region), region, types, now)
     except NoCredentialsError as exc:
         raise PriceFetchError("no AWS credentials: run `aws configure` (or `aws sso login`, or set "
                               "AWS_PROFILE) and try again") from exc

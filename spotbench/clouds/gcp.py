@@ -198,6 +198,8 @@ class GcpProvider(Provider):
         ("docker", "`make images`", "https://docs.docker.com/engine/install/"),
     )
     double_env = "SPOTBENCH_GCP_API_ENDPOINT"
+    prices_module = "spotbench.clouds.gcp_prices"
+    prices_needs = ("google.cloud.billing_v1",)
 
     def region_of_zone(self, zone: str) -> str:
         return region_of_zone(zone)

@@ -57,10 +57,11 @@ def client(api_endpoint: str | None = None) -> billing_v1.CloudCatalogClient:
                                          client_options=options)
 
 
-def fetch(regions: Iterable[str], machine_types: Iterable[str], gpus: Iterable[str],
+def fetch(regions: Iterable[str], items: Mapping[str, Iterable[str]],
           progress: Callable[[str], None] = lambda _: None, now: datetime | None = None,
           env: Mapping[str, str] | None = None) -> Table:
-    """On-demand and spot prices of `machine_types`, `gpus` and the boot disks in `regions`."""
+    """On-demand and spot prices of the machine types `items["machine"]`, the GPUs
+    `items["gpu"]` and the persistent disks in `regions`."""
     import os
 
     env = os.environ if env is None else env
@@ -83,7 +84,8 @@ def fetch(regions: Iterable[str], machine_types: Iterable[str], gpus: Iterable[s
     except gexc.GoogleAPICallError as exc:
         raise PriceFetchError(f"the Cloud Billing Catalog API answered HTTP {exc.code}: "
                               f"{exc.message}; run `spotbench prices --cloud gcp` again") from exc
-    quotes = [q for region in regions for q in prices_in(skus, region, machine_types, gpus)]
+    quotes = [q for region in regions
+              for q in prices_in(skus, region, items.get("machine", ()), items.get("gpu", ()))]
     return Table(cloud="gcp", fetched_at=now, quotes=tuple(quotes), regions=tuple(regions),
                  sources=(SOURCE,))
 

@@ -122,6 +122,12 @@ class Provider:
             return region
         return self.region_of_zone(zone) if zone else None
 
+    # `spotbench prices`: the module refreshing this cloud's price table from its own APIs
+    # (`fetch(regions, items, progress) -> spotbench.prices.table.Table`; None: none), and
+    # the modules it imports beyond the cloud's SDK extra
+    prices_module: str | None = None
+    prices_needs: tuple[str, ...] = ()
+
     def disk(self, spec: SweepSpec) -> tuple[str, float]:
         """(price item, GB) of one member's boot disk."""
         return "local", 0.0
