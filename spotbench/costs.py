@@ -249,6 +249,9 @@ def annotate(results: list[Result], prices: Catalog | Path | str | None = None,
             out.append(r.model_copy(update={"billed_s": float(per_member * n), "cost_usd": None,
                                             "metadata": meta}))
             continue
+        row = catalog.find(r.cloud, region, "machine", types[0], r.spot)
+        if row is not None:  # which table priced it (the report names it, spotbench.prices.notes)
+            meta["price_date"], meta["price_source"] = row.date, row.source
         out.append(r.model_copy(update={"billed_s": float(per_member * n),
                                         "cost_usd": hourly * per_member / 3600, "metadata": meta}))
     return out

@@ -8,6 +8,7 @@ refreshes and what moves); disks, schedulers and functions keep their shipped ro
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, date, datetime
 from typing import Protocol
@@ -92,3 +93,28 @@ def by_zone(item: str, zone_rows: Mapping[str, Row], region_row: Row | None,
     own = (f"; the sweep's zone {zone} costs {prices[zone]:g}" if zone in prices else "")
     return (f"{first.provisioning} {item} in {first.region} differs by zone: {listed} USD/h "
             f"(as of {first.date}); {used_text}{own}")
+
+
+_SOURCE = re.compile(r"^[\w .:/()\-,]{1,160}$")  # a URL or an API's name (records come from VMs)
+
+
+def recorded(entries: Iterable[tuple[object, object, datetime]]) -> tuple[list[str], str | None]:
+    """The report's lines for stored runs: each (price date, source) their costs were priced
+    with (the record metadata `price_date`, `price_source` that `spotbench.costs.annotate`
+    writes), and a warning naming the runs priced with prices more than a week older than
+    the run. Values that are not a date or a plain source are left out."""
+    seen: dict[tuple[str, str], int] = {}
+    late = 0
+    for day_text, source, started in entries:
+        day = _day(day_text) if isinstance(day_text, str) else None
+        if day is None or not isinstance(source, str) or not _SOURCE.match(source):
+            continue
+        seen[(day.isoformat(), source)] = seen.get((day.isoformat(), source), 0) + 1
+        if started.date() - day > STALE_AFTER:
+            late += 1
+    lines = [f"{n} group run{'s' if n != 1 else ''} priced with the prices of {day} from {source}"
+             for (day, source), n in sorted(seen.items(), reverse=True)]
+    warning = (f"{late} group run{'s were' if late != 1 else ' was'} priced with prices more than "
+               "a week older than the run: `spotbench prices` refreshes the table, and `spotbench "
+               "report --prices <the CSV it stored>` re-prices with it" if late else None)
+    return lines, warning
