@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import boto3
 import pytest
 
 from spotbench import control
+from spotbench.capacity import order_zones, zone_history
 from spotbench.auth import Caller
 from spotbench.clouds.base import ErrorKind, State
 from spotbench.clouds.gce import GcpCloud
@@ -66,6 +68,12 @@ def test_capacity_gcp_an_exhausted_zone_is_a_capacity_failure_of_the_start(gcp, 
     assert set(record.errors.values()) == {"capacity"} and len(record.errors) == record.members
     assert record.zone == "us-central1-a"
     assert {gce.status("us-central1-a", m.name) for m in sweep.groups[0].members} == {"TERMINATED"}
+
+    # the ledger now ranks the exhausted zone last among the candidates (spotbench.capacity)
+    seen = zone_history(_starts(root, out["run"]), machine_type="n1-standard-4",
+                        now=record.at + timedelta(minutes=1))
+    assert order_zones(["us-central1-a", "us-central1-b", "us-central1-f"], seen) == [
+        "us-central1-b", "us-central1-f", "us-central1-a"]
 
     gce.replenish("us-central1-a")  # capacity is back: the next tick starts the group
     again = control.start(sweep, TICK)
