@@ -22,7 +22,7 @@ persistent spot market options it keeps the instance's spot request as EC2 does
 - `TerminateInstances` of an instance whose persistent request is not cancelled re-opens the
   request (`open`), which is when EC2 would launch a replacement (`relaunched` lists them).
 
-Capacity that says no (docs/platform.md, "EC2 capacity errors"): `exhaust(zone)` makes every
+Capacity that says no (docs/platform.md, "Capacity errors and price APIs"): `exhaust(zone)` makes every
 `StartInstances` of an instance in that Availability Zone, and every `RunInstances` placed
 there, answer `InsufficientInstanceCapacity` (the whole call, as EC2 refuses a batch) until
 `replenish(zone)`; `exhaust_calls(n)` does so for the next n such calls wherever they go.

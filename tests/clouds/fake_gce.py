@@ -10,8 +10,8 @@ real `google-cloud-compute` REST client can be pointed at it. Hooks let a test m
 operation on an instance fail (e.g. ZONE_RESOURCE_POOL_EXHAUSTED), never finish, or make the
 next matching request answer 503 once. Capacity that says no: `exhaust(zone)` makes every
 start/resume in a zone end with GCE's resource-availability error until `replenish(zone)`;
-`exhaust_calls(n)` does so for the next n starts wherever they are (docs/platform.md, "GCE
-capacity errors"). Every request is recorded in `calls`.
+`exhaust_calls(n)` does so for the next n starts wherever they are (docs/platform.md,
+"Capacity errors and price APIs"). Every request is recorded in `calls`.
 """
 
 from __future__ import annotations
