@@ -61,6 +61,7 @@ def test_prices_aws_refresh_from_the_doubles_then_estimate_uses_and_names_the_ta
         monkeypatch.setenv("AWS_ENDPOINT_URL_PRICING", url)
         result = runner.invoke(app, ["prices", "--cloud", "aws", "--region", "us-east-1"])
     assert result.exit_code == 0, result.output
+    assert "aws: fetching prices for us-east-1 (" in result.stderr  # progress, on stderr
     today = datetime.now(UTC).date().isoformat()
     assert f"prices of {today} stored in {prices_dir / 'aws.csv'}" in result.stdout
     assert (prices_dir / "aws.json").is_file()

@@ -76,6 +76,19 @@ def test_prices_gcp_an_error_answer_names_the_fix(monkeypatch):
         endpoint.stop()
 
 
+def test_prices_gcp_a_refused_billing_api_says_how_to_enable_it(monkeypatch):
+    denied = "serviceusage.services.use"  # what Google answers when the API is not enabled
+    endpoint = GoogleEndpoint(billing=FakeBillingCatalog(skus={"6F81-5844-456A": billing_skus()}),
+                              authorize=lambda call: denied)
+    monkeypatch.setenv("SPOTBENCH_GCP_API_ENDPOINT", endpoint.url_for("user:me@example.com"))
+    try:
+        with pytest.raises(gcp_prices.PriceFetchError,
+                           match="gcloud services enable cloudbilling.googleapis.com"):
+            gcp_prices.fetch(["us-central1"], {"machine": ["n1-standard-4"]})
+    finally:
+        endpoint.stop()
+
+
 @pytest.fixture(scope="module")
 def moto_url():
     with MotoServer() as url:

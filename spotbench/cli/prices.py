@@ -37,8 +37,9 @@ def prices(
     The machine types and GPUs priced are the shipped table's. The table is stored with its
     date and source in $SPOTBENCH_PRICES_DIR, else ~/.cache/spotbench/prices (one CSV and
     one JSON per cloud); `estimate` reads it over the shipped table, says which table and date
-    it used, and warns once the prices are older than a week. Delete the folder to go back
-    to the shipped prices. E.g.
+    it used, and warns once the prices are older than a week. A refresh replaces that cloud's
+    previous table (regions not named fall back to the shipped prices); delete the folder to
+    go back to the shipped prices altogether. E.g.
 
         spotbench prices --cloud aws --region us-east-1
     """

@@ -77,7 +77,7 @@ def fetch(regions: Iterable[str], items: Mapping[str, Iterable[str]],
     except auth_exc.DefaultCredentialsError as exc:
         raise PriceFetchError("no Google credentials: run `gcloud auth application-default login` "
                               "and try again") from exc
-    except gexc.PermissionDenied as exc:
+    except (gexc.PermissionDenied, gexc.Forbidden) as exc:  # REST answers 403 as Forbidden
         raise PriceFetchError(f"the Cloud Billing API refused: {exc.message}; enable it with "
                               "`gcloud services enable cloudbilling.googleapis.com` in your "
                               "quota project") from exc
