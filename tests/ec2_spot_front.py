@@ -25,7 +25,9 @@ persistent spot market options it keeps the instance's spot request as EC2 does
 Capacity that says no (docs/platform.md, "Capacity errors and price APIs"): `exhaust(zone)` makes every
 `StartInstances` of an instance in that Availability Zone, and every `RunInstances` placed
 there, answer `InsufficientInstanceCapacity` (the whole call, as EC2 refuses a batch) until
-`replenish(zone)`; `exhaust_calls(n)` does so for the next n such calls wherever they go.
+`replenish(zone)`; `exhaust_calls(n)` does so for the next n such calls wherever they go. An
+`open` persistent request (its instance terminated) in an exhausted zone shows status
+`capacity-not-available`.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ class SpotRequest:
     state: str = "active"
     status: str = "fulfilled"
     stopped_at: float | None = None  # a user stop, settling until settle_s has passed
+    zone: str = ""  # the Availability Zone its instance was launched in
 
     def view(self, settle_s: float) -> tuple[str, str]:
         if self.stopped_at is not None and self.state == "active":
@@ -215,9 +218,14 @@ class SpotFront:
                                 ["terminate"])[0]
             root = ET.fromstring(content)
             with self._lock:
-                for item in root.iter(_q("instanceId")):
+                for inst in root.iter(_q("item")):
+                    iid = inst.find(_q("instanceId"))
+                    if iid is None:
+                        continue
+                    az = inst.find(f"{_q('placement')}/{_q('availabilityZone')}")
                     rid = f"sir-{next(self._ids):08x}"
-                    self.requests[rid] = SpotRequest(rid, item.text or "", behavior)
+                    self.requests[rid] = SpotRequest(rid, iid.text or "", behavior,
+                                                     zone=az.text or "" if az is not None else "")
         return status, out, content
 
     def _on_DescribeInstances(self, h, headers, body, form):
@@ -250,6 +258,8 @@ class SpotFront:
             listing = ET.SubElement(root, _q("spotInstanceRequestSet"))
         for request in self._matching(form):
             state, code = request.view(self.settle_s)
+            if state == "open" and request.zone in self.exhausted:
+                code = "capacity-not-available"  # an open request EC2 cannot fulfil now
             item = ET.SubElement(listing, _q("item"))
             for tag, value in (("spotInstanceRequestId", request.id), ("type", "persistent"),
                                ("state", state), ("instanceId", request.instance),

@@ -155,3 +155,25 @@ def test_capacity_aws_run_instances_placed_in_an_exhausted_zone_gets_ec2s_error(
     ok = ec2.run_instances(ImageId=MotoServer.any_image(ec2), InstanceType="g4dn.xlarge",
                            MinCount=1, MaxCount=1, Placement={"AvailabilityZone": f"{REGION}c"})
     assert ok["Instances"][0]["Placement"]["AvailabilityZone"] == f"{REGION}c"
+
+
+def test_capacity_aws_an_open_spot_request_in_an_exhausted_zone_is_capacity_not_available(front):
+    ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=front.url)
+    out = ec2.run_instances(
+        ImageId=MotoServer.any_image(ec2), InstanceType="g4dn.xlarge", MinCount=1, MaxCount=1,
+        Placement={"AvailabilityZone": f"{REGION}a"},
+        InstanceMarketOptions={"MarketType": "spot", "SpotOptions": {
+            "SpotInstanceType": "persistent", "InstanceInterruptionBehavior": "stop"}})
+    instance = out["Instances"][0]["InstanceId"]
+    request = front.request_of(instance)
+    assert request is not None and request.zone == f"{REGION}a"
+    ec2.terminate_instances(InstanceIds=[instance])  # the persistent request re-opens
+
+    def status() -> tuple[str, str]:
+        [r] = ec2.describe_spot_instance_requests(SpotInstanceRequestIds=[request.id])[
+            "SpotInstanceRequests"]
+        return r["State"], r["Status"]["Code"]
+
+    assert status() == ("open", "instance-terminated-by-user")
+    front.exhaust(f"{REGION}a")
+    assert status() == ("open", "capacity-not-available")
