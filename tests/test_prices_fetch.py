@@ -148,3 +148,17 @@ def test_prices_aws_without_credentials_says_how_to_get_them(monkeypatch, tmp_pa
     monkeypatch.setenv("AWS_ENDPOINT_URL_PRICING", "http://127.0.0.1:9")
     with pytest.raises(aws_prices.PriceFetchError, match="no AWS credentials: run `aws configure`"):
         aws_prices.fetch(["us-east-1"], {"machine": ["c5.large"]}, now=NOW)
+
+
+def test_prices_gcp_per_vcpu_and_gib_reproduces_the_shipped_n1_list_prices(google):
+    """With N1's public us-central1 list rates (core 0.031611, RAM 0.004237 USD/h) the shapes
+    give the list prices the shipped table was copied from: the GiB-per-vCPU table is right."""
+    from spotbench.costs import load_catalog
+
+    shipped = load_catalog(with_refreshed=False)
+    types = ["n1-standard-1", "n1-standard-8", "n1-standard-32", "n1-highmem-32", "n1-highcpu-32"]
+    table = gcp_prices.fetch(["us-central1"], {"machine": types}, now=NOW)
+    got = {q.item: q.usd for q in table.quotes if q.provisioning == "on-demand"}
+    for mtype in types:
+        listed = shipped.get("gcp", "us-central1", "machine", mtype).usd
+        assert got[mtype] == pytest.approx(listed, rel=1e-3), mtype
