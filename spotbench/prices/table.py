@@ -22,6 +22,7 @@ import csv
 import io
 import json
 import os
+import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -79,8 +80,12 @@ def prices_dir(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     if env.get(DIR_ENV):
         return Path(env[DIR_ENV])
-    cache = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
-    return cache / "spotbench" / "prices"
+    if env.get("XDG_CACHE_HOME"):
+        return Path(env["XDG_CACHE_HOME"]) / "spotbench" / "prices"
+    try:
+        return Path.home() / ".cache" / "spotbench" / "prices"
+    except (RuntimeError, KeyError):  # no home (a function's sandbox user): nothing refreshed there
+        return Path(tempfile.gettempdir()) / "spotbench-prices"
 
 
 def to_csv(table: Table) -> str:
