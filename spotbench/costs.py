@@ -92,8 +92,14 @@ class Catalog:
         prov = "spot" if spot else "on-demand"
         return dict(self.zone_rows.get((cloud, region or "*", kind, item, prov), {}))
 
-    def get(self, cloud: str, region: str | None, kind: str, item: str, spot: bool = False) -> PriceRow:
+    def get(self, cloud: str, region: str | None, kind: str, item: str, spot: bool = False,
+            zone: str | None = None) -> PriceRow:
+        """The row for `item` in `region` (or `*`); `zone`'s own row first when it has one."""
         prov = "spot" if spot else "on-demand"
+        if zone:
+            own = self.zone_rows.get((cloud, region or "*", kind, item, prov), {}).get(zone)
+            if own is not None:
+                return own
         for r in (region or "*", "*"):
             for p in (prov, ""):
                 row = self.rows.get((cloud, r, kind, item, p))
@@ -106,9 +112,10 @@ class Catalog:
             f"{_UNITS.get(kind, 'hour')},0.123,,2024-06-01,<source>,<note>)"
         )
 
-    def find(self, cloud: str, region: str | None, kind: str, item: str, spot: bool = False) -> PriceRow | None:
+    def find(self, cloud: str, region: str | None, kind: str, item: str, spot: bool = False,
+             zone: str | None = None) -> PriceRow | None:
         try:
-            return self.get(cloud, region, kind, item, spot)
+            return self.get(cloud, region, kind, item, spot, zone)
         except MissingPrice:
             return None
 
@@ -185,10 +192,11 @@ def region_of(cloud: str, zone: str | None, region: str | None = None) -> str | 
 
 def instance_hourly(
     catalog: Catalog, cloud: str, region: str | None, machine_type: str, spot: bool,
-    accelerator: str | None = None, accelerator_count: int = 0,
+    accelerator: str | None = None, accelerator_count: int = 0, zone: str | None = None,
 ) -> tuple[float, float]:
-    """(machine USD/h, separate GPU USD/h) of one instance."""
-    machine = catalog.get(cloud, region, "machine", machine_type, spot)
+    """(machine USD/h, separate GPU USD/h) of one instance (in `zone`, where its price is the
+    zone's own: EC2 spot)."""
+    machine = catalog.get(cloud, region, "machine", machine_type, spot, zone)
     gpu = 0.0
     separate = get_provider(cloud).gpu_priced_separately
     if accelerator and accelerator_count and not machine.bundled_gpu and separate:
@@ -242,14 +250,14 @@ def annotate(results: list[Result], prices: Catalog | Path | str | None = None,
             hourly = 0.0
             for mtype in types:
                 machine, gpu = instance_hourly(catalog, r.cloud, region, mtype, r.spot,
-                                               r.accelerator, count)
+                                               r.accelerator, count, r.zone)
                 hourly += machine + gpu
         except MissingPrice as exc:
             meta["cost_note"] = str(exc)
             out.append(r.model_copy(update={"billed_s": float(per_member * n), "cost_usd": None,
                                             "metadata": meta}))
             continue
-        row = catalog.find(r.cloud, region, "machine", types[0], r.spot)
+        row = catalog.find(r.cloud, region, "machine", types[0], r.spot, r.zone)
         if row is not None:  # which table priced it (the report names it, spotbench.prices.notes)
             meta["price_date"], meta["price_source"] = row.date, row.source
         out.append(r.model_copy(update={"billed_s": float(per_member * n),

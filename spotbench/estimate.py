@@ -284,7 +284,7 @@ def member_type(group: RunGroup, member: Member) -> str:
 def member_hourly(spec: SweepSpec, group: RunGroup, member: Member, catalog: Catalog) -> tuple[float, float]:
     """(machine, GPU) USD per hour of one member: its own role's type (`role_machine_types`)."""
     return instance_hourly(catalog, spec.cloud, spec_region(spec), member_type(group, member), spec.spot,
-                           group.accelerator, group.accelerator_count)
+                           group.accelerator, group.accelerator_count, spec.zone)
 
 
 def group_hourly(spec: SweepSpec, group: RunGroup, catalog: Catalog) -> tuple[float, float]:
@@ -525,10 +525,10 @@ def _price_rows(spec: SweepSpec, catalog: Catalog, region: str | None,
     rows, zones = list(others), []
     for g in spec.plan():
         for mtype in sorted({member_type(g, m) for m in g.members}):
-            row = catalog.find(spec.cloud, region, "machine", mtype, spec.spot)
+            row = catalog.find(spec.cloud, region, "machine", mtype, spec.spot, spec.zone)
             rows.append(row)
             zones.append(price_notes.by_zone(
-                mtype, catalog.by_zone(spec.cloud, region, "machine", mtype, spec.spot), row, spec.zone))
+                mtype, catalog.by_zone(spec.cloud, region, "machine", mtype, spec.spot), row))
         if g.accelerator and g.accelerator_count:
             rows.append(catalog.find(spec.cloud, region, "gpu", g.accelerator, spec.spot))
     used = price_notes.used(rows, getattr(catalog, "tables", []))

@@ -116,8 +116,15 @@ def test_prices_a_week_old_table_is_warned_about_and_zones_that_differ_are_named
     assert result.exit_code == 0, result.output
     out, err = " ".join(result.stdout.split()), " ".join(result.stderr.split())
     assert ("spot c5.large in us-east-1 differs by zone: us-east-1a 0.031, us-east-1b 0.036 USD/h "
-            f"(as of {old.date().isoformat()}); priced at the region's row, 0.036") in out
-    assert "the sweep's zone us-east-1a costs 0.031" in out
+            f"(as of {old.date().isoformat()}); priced at the sweep's zone us-east-1a, 0.031") in out
+    est = _estimate(spec)  # the spec names us-east-1a: its own price, not the region's dearest
+    g = est["groups"][0]
+    assert g["compute_usd"] == pytest.approx(0.031 * g["billed_s"] * g["members"] / 3600)
+    spec.write_text(spec.read_text().replace("zone: us-east-1a\n", ""))
+    est = _estimate(spec)  # no zone: the region's row (its dearest zone)
+    g = est["groups"][0]
+    assert g["compute_usd"] == pytest.approx(0.036 * g["billed_s"] * g["members"] / 3600)
+    assert any("priced at the region's row, 0.036" in line for line in est["prices"])
     assert f"9 days old ({old.date().isoformat()})" in err
     assert "spotbench prices --cloud aws --region us-east-1" in err
     both = _estimate(_spec(tmp_path, "aws-container.yaml"))  # m5.large: its shipped row, the oldest

@@ -56,3 +56,22 @@ def test_prices_an_unwritable_folder_says_which_setting_moves_it(tmp_path):
     blocker.write_text("")
     with pytest.raises(TableError, match="SPOTBENCH_PRICES_DIR"):
         save(Table(cloud="gcp", fetched_at=NOW, quotes=()), blocker / "prices")
+
+
+def test_prices_a_stored_run_is_priced_at_its_own_zone_when_the_zone_has_a_price(tmp_path):
+    from spotbench.costs import annotate
+    from tests.report.conftest import rec
+
+    save(Table(cloud="aws", fetched_at=NOW, quotes=(
+        Quote("us-east-1", "machine", "c5.large", "spot", "hour", 0.03, "EC2 DescribeSpotPriceHistory",
+              zone="us-east-1a"),
+        Quote("us-east-1", "machine", "c5.large", "spot", "hour", 0.04, "EC2 DescribeSpotPriceHistory"),
+    )), tmp_path)
+    cat = load_catalog(refreshed_dir=tmp_path)
+    start = NOW - timedelta(hours=1)
+    records = [rec(cloud="aws", machine_type="c5.large", spot=True, zone=z, started_at=start,
+                   ended_at=start + timedelta(hours=1)) for z in ("us-east-1a", "us-east-1b")]
+    in_a, in_b = annotate(records, cat)
+    assert in_a.cost_usd == pytest.approx(0.03) and in_b.cost_usd == pytest.approx(0.04)
+    assert in_a.metadata["price_date"] == "2026-11-25"
+    assert in_a.metadata["price_source"] == "EC2 DescribeSpotPriceHistory"

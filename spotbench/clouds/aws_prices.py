@@ -5,9 +5,10 @@ List does not carry spot prices).
 Endpoints as boto3 resolves them (`AWS_ENDPOINT_URL`, `AWS_ENDPOINT_URL_EC2`,
 `AWS_ENDPOINT_URL_PRICING`: the tests' moto_server and Price List double). The Price List API
 answers only in a few regions (us-east-1, eu-central-1, ap-south-1): it is asked in us-east-1
-whatever the priced region. Each spot zone's newest price is its own row; the region's row is
-the highest of its zones (where a group lands is EC2's choice, so the region is priced at
-its dearest zone), its note naming the spread.
+whatever the priced region. Each spot zone's newest price is its own row (a spec or a stored
+run in that zone is priced with it); the region's row is the highest of its zones (where a
+group lands is EC2's choice, so the region is priced at its dearest zone), its note naming
+the spread.
 """
 
 from __future__ import annotations

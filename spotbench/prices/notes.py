@@ -79,20 +79,22 @@ def stale(rows: Iterable[Row | None], cloud: str, region: str | None,
             f"move: run `spotbench prices --cloud {cloud}{where}` to refresh them")
 
 
-def by_zone(item: str, zone_rows: Mapping[str, Row], region_row: Row | None,
-            zone: str | None = None) -> str | None:
-    """A line when a spot price differs by zone (EC2): each zone's price, the sweep's own
-    `zone`'s, and what was used."""
+def by_zone(item: str, zone_rows: Mapping[str, Row], used: Row | None) -> str | None:
+    """A line when a spot price differs by zone (EC2): each zone's price and the one used
+    (the sweep's zone's own row, else the region's: its dearest zone)."""
     prices = {z: r.usd for z, r in sorted(zone_rows.items())}
     if len(set(prices.values())) < 2:
         return None
     listed = ", ".join(f"{z} {usd:g}" for z, usd in prices.items())
     first = next(iter(zone_rows.values()))
-    used_text = (f"priced at the region's row, {region_row.usd:g} (its dearest zone: the cloud "
-                 "picks the zone)") if region_row is not None else "no region row"
-    own = (f"; the sweep's zone {zone} costs {prices[zone]:g}" if zone in prices else "")
+    if used is None:
+        used_text = "no row priced it"
+    elif used.zone:
+        used_text = f"priced at the sweep's zone {used.zone}, {used.usd:g}"
+    else:
+        used_text = f"priced at the region's row, {used.usd:g} (its dearest zone: the cloud picks the zone)"
     return (f"{first.provisioning} {item} in {first.region} differs by zone: {listed} USD/h "
-            f"(as of {first.date}); {used_text}{own}")
+            f"(as of {first.date}); {used_text}")
 
 
 _SOURCE = re.compile(r"^[\w .:/()\-,]{1,160}$")  # a URL or an API's name (records come from VMs)
