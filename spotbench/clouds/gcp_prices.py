@@ -91,7 +91,7 @@ def fetch(regions: Iterable[str], items: Mapping[str, Iterable[str]],
 
 
 def unit_usd(sku: Any) -> tuple[str, float] | None:
-    """(usage unit, USD) of a SKU's current price: its first tier that starts at 0 usage."""
+    """(usage unit, USD) of a SKU's current price: its first paid tier."""
     infos = list(sku.pricing_info)
     if not infos:
         return None
@@ -99,8 +99,8 @@ def unit_usd(sku: Any) -> tuple[str, float] | None:
     rates = sorted(expr.tiered_rates, key=lambda r: r.start_usage_amount)
     if not rates:
         return None
-    price = rates[-1] if len(rates) > 1 and rates[0].unit_price.nanos == 0 \
-        and int(rates[0].unit_price.units or 0) == 0 else rates[0]  # a free first tier: the paid one
+    # past a free first tier (e.g. a monthly free allowance), the first tier that is paid
+    price = next((r for r in rates if int(r.unit_price.units or 0) or r.unit_price.nanos), rates[0])
     if price.unit_price.currency_code not in ("", "USD"):
         return None
     return expr.usage_unit, int(price.unit_price.units or 0) + price.unit_price.nanos / 1e9
@@ -142,11 +142,11 @@ def prices_in(skus: Iterable[Any], region: str, machine_types: Iterable[str],
                                 note=f"{cpus} vCPU × {core:g} + {gib:g} GiB × {ram:g} USD/h"))
     for gpu in sorted(set(gpus)):
         for prov in ("on-demand", "spot"):
-            if (usd := per.get((gpu, "gpu", prov))) is not None:
+            if (gpu_usd := per.get((gpu, "gpu", prov))) is not None:
                 quotes.append(Quote(region=region, kind="gpu", item=gpu, provisioning=prov,
-                                    unit="hour", usd=usd, source=SOURCE, note="per GPU"))
-    for (item, kind, _), usd in sorted(per.items()):
+                                    unit="hour", usd=gpu_usd, source=SOURCE, note="per GPU"))
+    for (item, kind, _), disk_usd in sorted(per.items()):
         if kind == "disk":
             quotes.append(Quote(region=region, kind="disk", item=item, provisioning="",
-                                unit="gb-month", usd=usd, source=SOURCE, note="per GiB-month"))
+                                unit="gb-month", usd=disk_usd, source=SOURCE, note="per GiB-month"))
     return quotes
