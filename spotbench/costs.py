@@ -1,10 +1,14 @@
 """Prices as data and the billing rules that turn run time into dollars.
 
 The catalog is the CSV files in `spotbench/prices/` (loaded with importlib.resources), one
-row per price with its date and source; a user CSV (`--prices FILE`, same columns) overrides
-rows with the same key or adds new ones. Columns:
+row per price with its date and source; then the tables `spotbench prices` refreshed from the
+clouds' APIs (`spotbench.prices.table`: the user's cache); then a user CSV (`--prices FILE`,
+same columns). Each later row overrides the row with the same key or adds a new one. Columns:
 
-    cloud,region,kind,item,provisioning,unit,usd,bundled_gpu,date,source,note
+    cloud,region,kind,item,provisioning,unit,usd,bundled_gpu,date,source,note[,zone]
+
+A row with a `zone` is that zone's own price (EC2 spot prices differ by zone): kept apart
+(`Catalog.zone_rows`), so the region's row still prices the region.
 
 `kind` is machine | gpu | disk | scheduler | function; `region` `*` matches any region;
 `provisioning` is on-demand | spot (empty: any). Billing rules (GCE and EC2 alike):
@@ -31,6 +35,7 @@ from importlib import resources
 from pathlib import Path
 
 from spotbench.facts import facts_of
+from spotbench.prices.table import COLUMNS, Table, prices_dir, refreshed
 from spotbench.results import Result
 
 __all__ = [
@@ -40,8 +45,6 @@ __all__ = [
 
 HOURS_PER_MONTH = 730.0  # what both clouds use to turn monthly prices into hourly ones
 MIN_BILLED_S = 60
-COLUMNS = ["cloud", "region", "kind", "item", "provisioning", "unit", "usd", "bundled_gpu",
-           "date", "source", "note"]
 
 
 class MissingPrice(LookupError):
@@ -61,6 +64,7 @@ class PriceRow:
     date: str = ""
     source: str = ""
     note: str = ""
+    zone: str = ""
 
     @property
     def key(self) -> tuple[str, str, str, str, str]:
@@ -72,13 +76,30 @@ class PriceRow:
 
 
 class Catalog:
-    def __init__(self, rows: Iterable[PriceRow]):
+    def __init__(self, rows: Iterable[PriceRow], tables: Iterable[Table] = ()):
         self.rows: dict[tuple[str, str, str, str, str], PriceRow] = {}
+        self.zone_rows: dict[tuple[str, str, str, str, str], dict[str, PriceRow]] = {}
+        self.tables = list(tables)  # the refreshed tables read (`spotbench prices`)
         for row in rows:
-            self.rows[row.key] = row  # later rows (user overrides) win
+            if row.zone:
+                self.zone_rows.setdefault(row.key, {})[row.zone] = row
+            else:
+                self.rows[row.key] = row  # later rows (user overrides) win
 
-    def get(self, cloud: str, region: str | None, kind: str, item: str, spot: bool = False) -> PriceRow:
+    def by_zone(self, cloud: str, region: str | None, kind: str, item: str,
+                spot: bool = False) -> dict[str, PriceRow]:
+        """Zone → that zone's own row (empty when the region has one price)."""
         prov = "spot" if spot else "on-demand"
+        return dict(self.zone_rows.get((cloud, region or "*", kind, item, prov), {}))
+
+    def get(self, cloud: str, region: str | None, kind: str, item: str, spot: bool = False,
+            zone: str | None = None) -> PriceRow:
+        """The row for `item` in `region` (or `*`); `zone`'s own row first when it has one."""
+        prov = "spot" if spot else "on-demand"
+        if zone:
+            own = self.zone_rows.get((cloud, region or "*", kind, item, prov), {}).get(zone)
+            if own is not None:
+                return own
         for r in (region or "*", "*"):
             for p in (prov, ""):
                 row = self.rows.get((cloud, r, kind, item, p))
@@ -91,9 +112,10 @@ class Catalog:
             f"{_UNITS.get(kind, 'hour')},0.123,,2024-06-01,<source>,<note>)"
         )
 
-    def find(self, cloud: str, region: str | None, kind: str, item: str, spot: bool = False) -> PriceRow | None:
+    def find(self, cloud: str, region: str | None, kind: str, item: str, spot: bool = False,
+             zone: str | None = None) -> PriceRow | None:
         try:
-            return self.get(cloud, region, kind, item, spot)
+            return self.get(cloud, region, kind, item, spot, zone)
         except MissingPrice:
             return None
 
@@ -130,15 +152,29 @@ def _builtin_rows() -> tuple[PriceRow, ...]:
     return tuple(rows)
 
 
-def load_catalog(extra: Path | str | None = None) -> Catalog:
-    """The built-in catalog, with the rows of `extra` (a CSV path) overriding/adding."""
+def load_catalog(extra: Path | str | None = None, refreshed_dir: Path | None = None, *,
+                 with_refreshed: bool = True) -> Catalog:
+    """The built-in catalog, then the refreshed tables (`refreshed_dir`, default
+    `spotbench.prices.table.prices_dir()`; none when not `with_refreshed`), then the rows of
+    `extra` (a CSV path)."""
     rows = list(_builtin_rows())
+    directory = refreshed_dir or prices_dir()
+    clouds = sorted({r.cloud for r in rows}) if with_refreshed else []
+    tables = refreshed(clouds, directory)
+    for table in tables:
+        assert table.path is not None
+        try:
+            text = table.path.read_text()
+        except OSError as exc:
+            raise ValueError(f"{table.path}: unreadable ({exc}); run `spotbench prices --cloud "
+                             f"{table.cloud}` again, or delete it to use the shipped prices") from exc
+        rows += _read_rows(text, str(table.path))
     if extra is not None:
         path = Path(extra)
         if not path.is_file():
             raise ValueError(f"--prices {path}: file not found")
         rows += _read_rows(path.read_text(), str(path))
-    return Catalog(rows)
+    return Catalog(rows, tables)
 
 
 # ---- billing rules ------------------------------------------------------------------
@@ -156,10 +192,11 @@ def region_of(cloud: str, zone: str | None, region: str | None = None) -> str | 
 
 def instance_hourly(
     catalog: Catalog, cloud: str, region: str | None, machine_type: str, spot: bool,
-    accelerator: str | None = None, accelerator_count: int = 0,
+    accelerator: str | None = None, accelerator_count: int = 0, zone: str | None = None,
 ) -> tuple[float, float]:
-    """(machine USD/h, separate GPU USD/h) of one instance."""
-    machine = catalog.get(cloud, region, "machine", machine_type, spot)
+    """(machine USD/h, separate GPU USD/h) of one instance (in `zone`, where its price is the
+    zone's own: EC2 spot)."""
+    machine = catalog.get(cloud, region, "machine", machine_type, spot, zone)
     gpu = 0.0
     separate = facts_of(cloud).gpu_priced_separately
     if accelerator and accelerator_count and not machine.bundled_gpu and separate:
@@ -213,13 +250,16 @@ def annotate(results: list[Result], prices: Catalog | Path | str | None = None,
             hourly = 0.0
             for mtype in types:
                 machine, gpu = instance_hourly(catalog, r.cloud, region, mtype, r.spot,
-                                               r.accelerator, count)
+                                               r.accelerator, count, r.zone)
                 hourly += machine + gpu
         except MissingPrice as exc:
             meta["cost_note"] = str(exc)
             out.append(r.model_copy(update={"billed_s": float(per_member * n), "cost_usd": None,
                                             "metadata": meta}))
             continue
+        row = catalog.find(r.cloud, region, "machine", types[0], r.spot, r.zone)
+        if row is not None:  # which table priced it (the report names it, spotbench.prices.notes)
+            meta["price_date"], meta["price_source"] = row.date, row.source
         out.append(r.model_copy(update={"billed_s": float(per_member * n),
                                         "cost_usd": hourly * per_member / 3600, "metadata": meta}))
     return out

@@ -21,6 +21,13 @@ persistent spot market options it keeps the instance's spot request as EC2 does
   moto, which may be enforcing IAM);
 - `TerminateInstances` of an instance whose persistent request is not cancelled re-opens the
   request (`open`), which is when EC2 would launch a replacement (`relaunched` lists them).
+
+Capacity that says no (docs/platform.md, "Capacity errors and price APIs"): `exhaust(zone)` makes every
+`StartInstances` of an instance in that Availability Zone, and every `RunInstances` placed
+there, answer `InsufficientInstanceCapacity` (the whole call, as EC2 refuses a batch) until
+`replenish(zone)`; `exhaust_calls(n)` does so for the next n such calls wherever they go. An
+`open` persistent request (its instance terminated) in an exhausted zone shows status
+`capacity-not-available`.
 """
 
 from __future__ import annotations
@@ -58,6 +65,7 @@ class SpotRequest:
     state: str = "active"
     status: str = "fulfilled"
     stopped_at: float | None = None  # a user stop, settling until settle_s has passed
+    zone: str = ""  # the Availability Zone its instance was launched in
 
     def view(self, settle_s: float) -> tuple[str, str]:
         if self.stopped_at is not None and self.state == "active":
@@ -77,6 +85,9 @@ class SpotFront:
     terminated_by_cancel: list[str] = field(default_factory=list)
     refused: list[tuple[str, list[str]]] = field(default_factory=list)  # (action, instance ids)
     errors: list[str] = field(default_factory=list)
+    exhausted: set[str] = field(default_factory=set)  # Availability Zones without capacity
+    capacity_refused: list[tuple[str, list[str]]] = field(default_factory=list)
+    calls_without_capacity: int = 0  # the next calls refused wherever they go (exhaust_calls)
 
     def __post_init__(self) -> None:
         self._lock = threading.RLock()
@@ -100,6 +111,47 @@ class SpotFront:
             self.relaunched.clear()
             self.terminated_by_cancel.clear()
             self.refused.clear()
+            self.exhausted.clear()
+            self.capacity_refused.clear()
+            self.calls_without_capacity = 0
+
+    # ---- capacity -------------------------------------------------------------------------
+    def exhaust(self, zone: str) -> None:
+        self.exhausted.add(zone)
+
+    def replenish(self, zone: str) -> None:
+        self.exhausted.discard(zone)
+
+    def exhaust_calls(self, count: int) -> None:
+        """The next `count` StartInstances / RunInstances calls, anywhere, get no capacity."""
+        self.calls_without_capacity += count
+
+    def _no_capacity(self, action: str, placed: dict[str, tuple[str, str]]) -> tuple[int, dict, bytes] | None:
+        """EC2's capacity answer when one of `placed` (id → (zone, type)) has none."""
+        short = [(i, z, t) for i, (z, t) in placed.items() if z in self.exhausted]
+        with self._lock:
+            if not short and self.calls_without_capacity > 0 and placed:
+                self.calls_without_capacity -= 1
+                short = [(i, z, t) for i, (z, t) in list(placed.items())[:1]]
+        if not short:
+            return None
+        self.capacity_refused.append((action, [i for i, _, _ in short]))
+        _, zone, itype = short[0]
+        others = ", ".join(f"{self.region}{c}" for c in "abcdef"
+                           if f"{self.region}{c}" != zone and f"{self.region}{c}" not in self.exhausted)
+        return _error("InsufficientInstanceCapacity",
+                      f"We currently do not have sufficient {itype} capacity in the Availability "
+                      f"Zone you requested ({zone}). Our system will be working on provisioning "
+                      f"additional capacity. You can currently get {itype} capacity by not "
+                      f"specifying an Availability Zone in your request or choosing {others}.")
+
+    def _placement(self, ids: list[str]) -> dict[str, tuple[str, str]]:
+        try:
+            reservations = self._ec2().describe_instances(InstanceIds=ids)["Reservations"]
+        except Exception:  # noqa: BLE001 - unknown ids: let EC2 (moto) answer the call
+            return {}
+        return {i["InstanceId"]: (i["Placement"]["AvailabilityZone"], i["InstanceType"])
+                for r in reservations for i in r["Instances"]}
 
     # ---- what EC2 does on its own ---------------------------------------------------------
     def _ec2(self) -> Any:
@@ -153,6 +205,11 @@ class SpotFront:
 
     # ---- EC2 actions the state machine changes ------------------------------------------
     def _on_RunInstances(self, h, headers, body, form):
+        zone = form.get("Placement.AvailabilityZone", [""])[0]
+        itype = form.get("InstanceType", ["m1.small"])[0]
+        refused = self._no_capacity("RunInstances", {"(new)": (zone, itype)})
+        if refused is not None:
+            return refused
         status, out, content = self._forward(h, headers, body)
         spot = (form.get("InstanceMarketOptions.MarketType") == ["spot"]
                 and form.get("InstanceMarketOptions.SpotOptions.SpotInstanceType") == ["persistent"])
@@ -161,9 +218,14 @@ class SpotFront:
                                 ["terminate"])[0]
             root = ET.fromstring(content)
             with self._lock:
-                for item in root.iter(_q("instanceId")):
+                for inst in root.iter(_q("item")):
+                    iid = inst.find(_q("instanceId"))
+                    if iid is None:
+                        continue
+                    az = inst.find(f"{_q('placement')}/{_q('availabilityZone')}")
                     rid = f"sir-{next(self._ids):08x}"
-                    self.requests[rid] = SpotRequest(rid, item.text or "", behavior)
+                    self.requests[rid] = SpotRequest(rid, iid.text or "", behavior,
+                                                     zone=az.text or "" if az is not None else "")
         return status, out, content
 
     def _on_DescribeInstances(self, h, headers, body, form):
@@ -196,6 +258,8 @@ class SpotFront:
             listing = ET.SubElement(root, _q("spotInstanceRequestSet"))
         for request in self._matching(form):
             state, code = request.view(self.settle_s)
+            if state == "open" and request.zone in self.exhausted:
+                code = "capacity-not-available"  # an open request EC2 cannot fulfil now
             item = ET.SubElement(listing, _q("item"))
             for tag, value in (("spotInstanceRequestId", request.id), ("type", "persistent"),
                                ("state", state), ("instanceId", request.instance),
@@ -231,6 +295,10 @@ class SpotFront:
             yield request
 
     def _on_StartInstances(self, h, headers, body, form):
+        if self.exhausted or self.calls_without_capacity:
+            refused = self._no_capacity("StartInstances", self._placement(_indexed(form, "InstanceId")))
+            if refused is not None:
+                return refused
         held = []
         for iid in _indexed(form, "InstanceId"):
             request = self.request_of(iid)

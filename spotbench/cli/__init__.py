@@ -16,6 +16,7 @@ from spotbench.cli import preview as preview_cli
 from spotbench.cli import preflight as preflight_cli
 from spotbench.cli import ops as ops_cli
 from spotbench.cli import history as history_cli
+from spotbench.cli import prices as prices_cli
 
 app = typer.Typer(
     name="spotbench",
@@ -57,6 +58,7 @@ preview_cli.register(app)
 preflight_cli.register(app)
 ops_cli.register(app)
 history_cli.register(app)
+prices_cli.register(app)
 
 
 def main(args: list[str] | None = None, prog_name: str | None = None) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 from spotbench.cli._common import (
     EXIT_BAD_INPUT, Column, console, dropped_note, fail, fit_table, spec_or_exit,
+    err_console, styled,
 )
 from spotbench.report.numbers import num
 
@@ -103,6 +104,12 @@ def estimate(
                       for k, v in est.assumed.items())
     console.print(f"assumptions: {shown}", highlight=False, markup=False)
     console.print("\n".join(f"  - {n}" for n in est.assumptions), highlight=False, markup=False)
+    if est.prices:
+        console.print("price tables:", highlight=False, markup=False)
+        console.print("\n".join(f"  - {n}" for n in est.prices), highlight=False, markup=False)
+    if est.price_warning:  # wrapped to the terminal like the tables above
+        err_console.print(styled("warning: ", "yellow", est.price_warning), highlight=False,
+                          soft_wrap=False)
 
 
 def register(app: typer.Typer) -> None:

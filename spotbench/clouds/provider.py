@@ -96,6 +96,12 @@ class Provider:
     def name(self) -> str:
         return self.facts.name
 
+    # `spotbench prices`: the module refreshing this cloud's price table from its own APIs
+    # (`fetch(regions, items, progress) -> spotbench.prices.table.Table`; None: none), and
+    # the modules it imports beyond the cloud's SDK extra
+    prices_module: str | None = None
+    prices_needs: tuple[str, ...] = ()
+
     def disk(self, spec: SweepSpec) -> tuple[str, float]:
         """(price item, GB) of one member's boot disk."""
         option = self.facts.disk_gb_option

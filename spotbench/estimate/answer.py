@@ -51,6 +51,8 @@ class Estimate:
     overridden: list[str] = field(default_factory=list)  # keys set with --assume
     budget: float | None = None  # the spec's `budget` (USD for the whole sweep)
     schedule: str | None = None  # `'0 3 * * *' UTC`, None without a schedule
+    prices: list[str] = field(default_factory=list)  # which price tables and dates, per zone
+    price_warning: str | None = None  # the machine/GPU prices are older than a week
 
     @staticmethod
     def total(lines: list[Line] | None) -> float:

@@ -16,7 +16,8 @@ from spotbench.clouds import get_provider
 from spotbench.costs import HOURS_PER_MONTH, Catalog, PriceRow, billed_seconds, run_seconds
 from spotbench.estimate.answer import Estimate, GroupCost, Line
 from spotbench.estimate.assumptions import Assumptions
-from spotbench.estimate.pricing import group_hourly, spec_region, types_label
+from spotbench.estimate.pricing import group_hourly, price_rows, spec_region, types_label
+from spotbench.prices import notes as price_notes
 from spotbench.estimate.ticks import ticks_per_month
 from spotbench.plan import RunGroup
 from spotbench.results import Result, ResultStore
@@ -32,8 +33,8 @@ def estimate(spec: SweepSpec, catalog: Catalog, *, records: list[Result] | None 
     """Price the spec. `records`: earlier results (default: read from the spec's results URL);
     `market`: the sweep's spot-market statistics (`spotbench.history.market.market`, which the
     CLI passes in; None: happy path, no retries); `assume`: `KEY=VALUE` overrides of the
-    `Assumptions` (raises BadAssumption). `now` is accepted for callers of the older
-    signature; no figure depends on it."""
+    `Assumptions` (raises BadAssumption). `now` dates the price-table age warning; no
+    figure depends on it."""
     a = assume if isinstance(assume, Assumptions) else Assumptions.for_spec(spec, assume)
     records = _stored_records(spec) if records is None else records
     groups = [_group_cost(spec, g, catalog, a, records, market or []) for g in spec.plan()]
@@ -48,6 +49,8 @@ def estimate(spec: SweepSpec, catalog: Catalog, *, records: list[Result] | None 
             per_month = [_after_free_tier(ln, free.get(ln.item, 0.0)) for ln in per_month]
     saving_tick = (sum(g.deadline_usd for g in groups) - sum(g.compute_usd for g in groups)
                    - sum(g.gpu_usd for g in groups))
+    rows, prices = price_rows(spec, catalog, [rates.disk, rates.scheduler, rates.invocation,
+                                               rates.gb_second])
     return Estimate(
         sweep=spec.name, cloud=spec.cloud, region=spec_region(spec), groups=groups,
         per_tick=per_tick, per_month=per_month, ticks_per_month=ticks,
@@ -56,6 +59,7 @@ def estimate(spec: SweepSpec, catalog: Catalog, *, records: list[Result] | None 
         assumptions=_notes(spec, a, groups, rates, ticks), assumed=a.as_dict(),
         overridden=sorted(a.overridden), budget=spec.budget,
         schedule=f"'{spec.schedule.cron}' {spec.schedule.timezone}" if spec.schedule else None,
+        prices=prices, price_warning=price_notes.stale(rows, spec.cloud, spec_region(spec), now),
     )
 
 

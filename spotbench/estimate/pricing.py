@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from spotbench.clouds import get_provider
 from spotbench.costs import Catalog, billed_seconds, instance_hourly, region_of
 from spotbench.plan import Member, RunGroup
+from spotbench.prices import notes as price_notes
 from spotbench.spec import SweepSpec
 
 
@@ -20,7 +23,7 @@ def member_type(group: RunGroup, member: Member) -> str:
 def member_hourly(spec: SweepSpec, group: RunGroup, member: Member, catalog: Catalog) -> tuple[float, float]:
     """(machine, GPU) USD per hour of one member: its own role's type (`role_machine_types`)."""
     return instance_hourly(catalog, spec.cloud, spec_region(spec), member_type(group, member), spec.spot,
-                           group.accelerator, group.accelerator_count)
+                           group.accelerator, group.accelerator_count, spec.zone)
 
 
 def group_hourly(spec: SweepSpec, group: RunGroup, catalog: Catalog) -> tuple[float, float]:
@@ -49,3 +52,20 @@ def types_label(group: RunGroup) -> str:
                     if m.machine_type and m.machine_type != group.machine_type})
     return group.machine_type + (f" ({', '.join(f'{r}: {t}' for r, t in other)})" if other else "")
 
+
+
+def price_rows(spec: SweepSpec, catalog: Catalog, others: list[Any]) -> tuple[list[Any], list[str]]:
+    """The rows that priced the estimate (machine and GPU of every group, plus `others`) and
+    the lines naming their tables and dates, per zone where a price differs by zone."""
+    region = spec_region(spec)
+    rows, zones = list(others), []
+    for g in spec.plan():
+        for mtype in sorted({member_type(g, m) for m in g.members}):
+            row = catalog.find(spec.cloud, region, "machine", mtype, spec.spot, spec.zone)
+            rows.append(row)
+            zones.append(price_notes.by_zone(
+                mtype, catalog.by_zone(spec.cloud, region, "machine", mtype, spec.spot), row))
+        if g.accelerator and g.accelerator_count:
+            rows.append(catalog.find(spec.cloud, region, "gpu", g.accelerator, spec.spot))
+    used = price_notes.used(rows, getattr(catalog, "tables", []))
+    return rows, used + sorted({z for z in zones if z})

@@ -16,6 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from spotbench.prices import notes as price_notes  # noqa: E402
 from spotbench.report.data import fmt  # noqa: E402
 from spotbench.report._doc import Document, Heading, Image, Para, TableBlock  # noqa: E402
 
@@ -137,6 +138,12 @@ def section(df: pd.DataFrame, doc: Document, out_dir: Path, base: str | None = N
         shown[f"cost for {WORK_STEPS:,} steps (USD)"] = [fmt(v, 4) for v in table["work_usd"]]
     shown["normalised cost"] = [fmt(v, 2) for v in table["normalised"]]
     doc.add(TableBlock(shown, "Cost per configuration (means of complete runs)"))
+    lines, late = price_notes.recorded(
+        ((m or {}).get("price_date"), (m or {}).get("price_source"), started)
+        for m, started in runs(df)[["metadata", "started_at"]].itertuples(index=False))
+    if lines:
+        doc.add(Para("Price tables: " + "; ".join(lines) + "."
+                     + (f" Warning: {late}." if late else "")))
     pngs = _plots(table, out_dir)
     for png in pngs:
         doc.add(Image(png, png.stem.replace("_", " ")))

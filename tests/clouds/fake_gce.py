@@ -8,7 +8,10 @@ operation), and the static addresses teardown
 sweeps (`aggregated/addresses`, address delete, region operations get / wait), over plain HTTP on 127.0.0.1, so the
 real `google-cloud-compute` REST client can be pointed at it. Hooks let a test make the next
 operation on an instance fail (e.g. ZONE_RESOURCE_POOL_EXHAUSTED), never finish, or make the
-next matching request answer 503 once. Every request is recorded in `calls`.
+next matching request answer 503 once. Capacity that says no: `exhaust(zone)` makes every
+start/resume in a zone end with GCE's resource-availability error until `replenish(zone)`;
+`exhaust_calls(n)` does so for the next n starts wherever they are (docs/platform.md,
+"Capacity errors and price APIs"). Every request is recorded in `calls`.
 """
 
 from __future__ import annotations
@@ -81,6 +84,8 @@ class FakeGce:
     _fail: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
     _stuck: set[tuple[str, str]] = field(default_factory=set)
     _refuse: list[tuple[str, str, int]] = field(default_factory=list)
+    _exhausted: dict[str, str] = field(default_factory=dict)  # zone → error code
+    _exhaust_calls: list[str] = field(default_factory=list)  # one code per next start
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _ids: Any = field(default_factory=lambda: itertools.count(1))
     _server: ThreadingHTTPServer | None = None
@@ -98,6 +103,33 @@ class FakeGce:
                   message: str = "The zone does not have enough resources.") -> None:  # fmt: skip
         """The next `verb` operation on instance `name` ends DONE with this error."""
         self._fail[(verb, name)] = (code, message)
+
+    def exhaust(self, zone: str, code: str = "ZONE_RESOURCE_POOL_EXHAUSTED") -> None:
+        """No capacity in `zone`: every start/resume there ends DONE with `code`
+        (ZONE_RESOURCE_POOL_EXHAUSTED or ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS)."""
+        self._exhausted[zone] = code
+
+    def replenish(self, zone: str) -> None:
+        self._exhausted.pop(zone, None)
+
+    def exhaust_calls(self, count: int, code: str = "ZONE_RESOURCE_POOL_EXHAUSTED") -> None:
+        """The next `count` start/resume operations, in any zone, end with `code`."""
+        self._exhaust_calls += [code] * count
+
+    def _capacity_error(self, kind: str, zone: str, name: str) -> tuple[str, str] | None:
+        if kind not in ("start", "resume"):
+            return None
+        code = self._exhausted.get(zone) or (self._exhaust_calls.pop(0) if self._exhaust_calls else None)
+        if code is None:
+            return None
+        if code.endswith("_WITH_DETAILS"):  # the message names the VM's shape, as GCE's does
+            return code, (f"A VM instance {name} is currently unavailable in the {zone} zone. "
+                          "Capacity changes frequently, so try your request in a different zone, "
+                          "with a different VM hardware configuration, or at a later time. For "
+                          "more options, see troubleshooting documentation.")
+        return code, (f"The zone 'projects/{self.project}/zones/{zone}' does not have enough "
+                      "resources available to fulfill the request.  Try a different zone, or try "
+                      "again later.")
 
     def stick_next(self, verb: str, name: str) -> None:
         """The next `verb` operation on `name` never reaches DONE."""
@@ -229,7 +261,7 @@ class FakeGce:
         if method not in ("POST", "DELETE") or kind not in _EFFECT:
             return 400, _error(400, f"fake GCE: unsupported {method} {verb}")
         op = _Op(f"operation-{next(self._ids)}", zone, name, kind,
-                 error=self._fail.pop((kind, name), None),
+                 error=self._fail.pop((kind, name), None) or self._capacity_error(kind, zone, name),
                  stuck=(kind, name) in self._stuck,
                  target_id=self.instances[(zone, name)]["id"])  # fmt: skip
         self._stuck.discard((kind, name))

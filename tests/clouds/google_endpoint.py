@@ -12,7 +12,8 @@ made it:
     endpoint.calls                           # [Call(identity, method, path, query)]
 
 Paths are routed by prefix: `/compute/v1/` → FakeGce, `/storage/v1/`, `/upload/storage/`,
-`/download/storage/` → FakeGcs, `/v1/projects/…/jobs/` → FakeScheduler. `authorize(call)` returns None to allow or the missing
+`/download/storage/` → FakeGcs, `/v1/projects/…/jobs/` → FakeScheduler, `/v1/services/…/skus`
+→ FakeBillingCatalog (the Cloud Billing Catalog). `authorize(call)` returns None to allow or the missing
 permission to refuse with GCP's 403 PERMISSION_DENIED body, before the fake acts.
 """
 
@@ -26,6 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tests.clouds.fake_billing import FakeBillingCatalog
 from tests.clouds.fake_gce import FakeGce
 from tests.clouds.fake_gcs import FakeGcs
 
@@ -49,10 +51,12 @@ Authorizer = Callable[[Call], "str | None"]
 class GoogleEndpoint:
     def __init__(self, *, gce: FakeGce | None = None, gcs: FakeGcs | None = None,
                  scheduler: FakeScheduler | None = None,
+                 billing: FakeBillingCatalog | None = None,
                  authorize: Authorizer | None = None) -> None:  # fmt: skip
         self.gce = gce or FakeGce()
         self.gcs = gcs or FakeGcs()
         self.scheduler = scheduler or FakeScheduler()
+        self.billing = billing or FakeBillingCatalog()
         self.project = FakeProject()
         self.authorize = authorize
         self.calls: list[Call] = []
@@ -106,6 +110,8 @@ class GoogleEndpoint:
             return self.gcs.handle(method, path, query, body, headers)
         if path.startswith("/v1/projects/") and "/jobs/" in path:
             return (*self.scheduler.handle(method, path), "application/json")
+        if path.startswith("/v1/services/"):
+            return (*self.billing.handle(method, path, query), "application/json")
         return 404, {"error": {"code": 404, "message": f"no fake serves {path}"}}, "application/json"
 
 

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 
 class AwsProvider(Provider):
+    prices_module = "spotbench.clouds.aws.prices"
+
     def access_options(self, spec: SweepSpec, via: str) -> dict[str, Any]:
         # `aws ssm start-session` must look for the instance in the sweep's region
         return {"aws_region": spec.region} if via == "ssm" else {}

@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 
 
 class GcpProvider(Provider):
+    prices_module = "spotbench.clouds.gcp.prices"
+    prices_needs = ("google.cloud.billing_v1",)
+
     def results_url(self, spec: SweepSpec, env: Mapping[str, str] | None = None) -> str:
         if spec.results and not spec.results.startswith("gs://"):
             return spec.results_url()  # e.g. a local copy the user points at

@@ -1,0 +1,101 @@
+"""Which candidate zone to ask first: capacity and preemption history per zone (pure).
+
+    seen = zone_history(starts, market, machine_type="n1-standard-4",
+                        accelerator="nvidia-tesla-t4", now=now)
+    order_zones(["us-central1-a", "us-central1-b", "us-central1-f"], seen)
+
+`starts` is the store's start ledger (`runs/<run>/starts/`, `spotbench.results.StartRecord`:
+one record per start request, each refused member with the kind the cloud typed); `market`
+is the spot-market statistics (`spotbench.history.market.market` rows: per zone × machine
+type × accelerator, `preemptions_per_vm_hour`). Ordering, for one machine type and
+accelerator: fewest capacity failures within `window` first; then fewest preempted
+attempts recorded in the window (`preemptions`, zone and time); then the lower preemption
+rate of the whole history; then the zone whose last capacity failure is oldest; then the
+candidates' own order (a zone never tried ranks as one without failures: it is worth a try).
+Not wired into a start yet: the created-at-start lifecycle (issue #26) asks it where the
+cloud lets a preference be expressed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+WINDOW = timedelta(days=14)
+CAPACITY = "capacity"
+
+
+class StartLike(Protocol):
+    at: datetime
+    zone: str | None
+    machine_type: str
+    accelerator: str | None
+    errors: dict[str, str]
+
+
+@dataclass(frozen=True)
+class ZoneHistory:
+    zone: str
+    starts: int = 0  # start requests within the window
+    capacity_failures: int = 0  # of them, refused for capacity (any member)
+    last_failure: datetime | None = None
+    preemptions: int = 0  # preempted attempts within the window
+    preemptions_per_vm_hour: float | None = None  # the whole history (market statistics)
+
+    def key(self) -> tuple[int, int, float, float]:
+        rate = self.preemptions_per_vm_hour or 0.0
+        last = self.last_failure.timestamp() if self.last_failure else float("-inf")
+        return (self.capacity_failures, self.preemptions, rate, last)
+
+
+def zone_history(starts: Iterable[StartLike], market: Iterable[Mapping[str, Any]] = (), *,
+                 machine_type: str, accelerator: str | None = None, now: datetime,
+                 preemptions: Iterable[tuple[str, datetime]] = (),
+                 window: timedelta = WINDOW) -> dict[str, ZoneHistory]:
+    """Per zone, what happened to starts of `machine_type` × `accelerator` since `now − window`."""
+    since = now - window
+    counts: dict[str, dict[str, Any]] = {}
+
+    def entry(zone: str) -> dict[str, Any]:
+        return counts.setdefault(zone, {"starts": 0, "capacity_failures": 0, "last_failure": None,
+                                        "preemptions": 0, "preemptions_per_vm_hour": None})
+
+    for s in starts:
+        if not s.zone or s.machine_type != machine_type or (s.accelerator or None) != (accelerator or None):
+            continue
+        if not since <= s.at <= now:
+            continue
+        e = entry(s.zone)
+        e["starts"] += 1
+        if CAPACITY in s.errors.values():
+            e["capacity_failures"] += 1
+            if e["last_failure"] is None or s.at > e["last_failure"]:
+                e["last_failure"] = s.at
+    for zone, at in preemptions:
+        if zone and since <= at <= now:
+            entry(zone)["preemptions"] += 1
+    for row in market:
+        if row.get("zone") and row.get("machine_type") == machine_type \
+                and (row.get("accelerator") or None) == (accelerator or None):
+            entry(row["zone"])["preemptions_per_vm_hour"] = row.get("preemptions_per_vm_hour")
+    return {zone: ZoneHistory(zone=zone, **e) for zone, e in counts.items()}
+
+
+def order_zones(candidates: Sequence[str], history: Mapping[str, ZoneHistory]) -> list[str]:
+    """`candidates` in the order to ask them (a stable sort: ties keep the given order)."""
+    return sorted(candidates, key=lambda z: history.get(z, ZoneHistory(z)).key())
+
+
+def why(zone: str, history: Mapping[str, ZoneHistory]) -> str:
+    """One line for people: what the history says about `zone`."""
+    h = history.get(zone)
+    if h is None or not (h.starts or h.preemptions or h.preemptions_per_vm_hour):
+        return f"{zone}: no recent history"
+    parts = [f"{h.capacity_failures} of {h.starts} recent starts refused for capacity"]
+    if h.preemptions:
+        parts.append(f"{h.preemptions} recent preemptions")
+    if h.preemptions_per_vm_hour is not None:
+        parts.append(f"{h.preemptions_per_vm_hour:.3g} preemptions per VM-hour overall")
+    return f"{zone}: " + ", ".join(parts)
