@@ -94,7 +94,7 @@ def run(
             code=EXIT_BAD_INPUT,
         )
     from spotbench.localrun.live import run_with_progress
-    from spotbench.localrun.runner import RunError
+    from spotbench.localrun.outcome import RunError
     from spotbench.localrun.takeover import AlreadyRunning
 
     try:

@@ -18,7 +18,8 @@ from rich.table import Table
 from rich.text import Text
 
 from spotbench import control
-from spotbench.localrun.runner import Progress, RunOutcome, run_local
+from spotbench.localrun.outcome import RunOutcome
+from spotbench.localrun.runner import Progress, run_local
 from spotbench.spec import SweepSpec
 
 PLAIN_EVERY_S = 30.0  # without a terminal: a progress line when it changes, or this often

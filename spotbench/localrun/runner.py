@@ -60,7 +60,7 @@ POLL_S = 0.5
 STALE_S = 20.0  # a group complete but still running this long lost its done: stop it
 KICK_FAILURES_MAX = 3  # consecutive failed kicks (the store or the server keeps failing): give up
 
-__all__ = ["Progress", "RunError", "RunOutcome", "overrun_sentence", "run_local", "run_window"]
+__all__ = ["Progress", "overrun_sentence", "run_local", "run_window"]
 
 
 @dataclass
