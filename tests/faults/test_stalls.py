@@ -163,3 +163,93 @@ def test_a_second_sigterm_while_storing_does_not_lose_the_attempt() -> None:
 
     out = subprocess.run([sys.executable, "-c", TWICE_CHILD], capture_output=True, text=True, timeout=30)
     assert "stored 1 exit 143" in out.stdout, (out.stdout, out.stderr[-2000:])
+
+
+class FakeComm:
+    """Rank `rank` of two; rank 1's figures as rank 0 receives them."""
+
+    def __init__(self, rank: int, theirs: list[float] | None = None) -> None:
+        self.rank, self.theirs, self.sent = rank, theirs, []
+
+    def Get_rank(self) -> int:  # noqa: N802 - mpi4py's name
+        return self.rank
+
+    def send(self, obj, dest: int, tag: int) -> None:
+        self.sent.append(obj)
+
+    def recv(self, source: int, tag: int):
+        return self.theirs
+
+
+def _beat(monkeypatch: pytest.MonkeyPatch, *, mono_step: float, wall_step: float):
+    """An OSU harness heartbeat over ten iterations 0.01 s apart, then one stretch where the
+    monotonic clock moved `mono_step` and the wall clock `wall_step`."""
+    from workloads.osu import harness
+
+    mono, wall = Clock(), Clock()
+    monkeypatch.setattr(harness.time, "monotonic", mono)
+    monkeypatch.setattr(harness.time, "time", wall)
+    beat = harness.Beat(stall_s=2.0)
+    for _ in range(10):
+        mono.t += 0.01
+        wall.t += 0.01
+        beat()
+    mono.t += mono_step
+    wall.t += wall_step
+    beat()
+    return beat
+
+
+def test_a_paused_vm_is_found_by_its_clocks_disagreeing(monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture) -> None:
+    """A paused VM's monotonic clock misses the pause and its wall clock is stepped back in
+    line (kvmclock, docs/platform.md): no gap on its own loop, a clock skew instead."""
+    beat = _beat(monkeypatch, mono_step=0.01, wall_step=30.0)
+    beat.report(FakeComm(0, theirs=[0.01, 0.0]), size=8, stall_s=2.0)
+    err = capsys.readouterr().err
+    from workloads.osu.launch import stalls
+
+    [stall] = stalls(err)
+    assert stall["rank"] == 0 and stall["clock_skew_s"] == pytest.approx(29.99, abs=0.02), err
+    assert stall["gap_s"] < 2.0, err
+
+
+def test_a_rank_whose_own_clocks_saw_nothing_is_caught_by_its_peers_view(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """The heartbeat's arrival: rank 0's VM paused and its clocks noticed nothing (no gap, no
+    skew yet); rank 1 waited on rank 0 for 6 s by its own clock, and its figures reach rank 0,
+    which reports the stall."""
+    beat = _beat(monkeypatch, mono_step=0.01, wall_step=0.01)
+    beat.report(FakeComm(0, theirs=[6.0, 0.0]), size=1024, stall_s=2.0)
+    from workloads.osu.launch import stalls
+
+    [stall] = stalls(capsys.readouterr().err)
+    assert stall == {"size_bytes": 1024, "rank": 1, "gap_s": 6.0, "clock_skew_s": 0.0}, stall
+
+
+def test_rank_one_sends_its_figures_to_rank_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    beat = _beat(monkeypatch, mono_step=5.0, wall_step=5.0)
+    comm = FakeComm(1)
+    beat.report(comm, size=8, stall_s=2.0)
+    [(gap, skew)] = comm.sent
+    assert gap == pytest.approx(5.0) and skew == pytest.approx(0.0), comm.sent
+
+
+def test_the_container_heartbeat_sees_a_paused_vm_by_its_clocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The container runner's heartbeat thread: its monotonic ticks on time, the wall clock
+    jumps 30 s (a paused VM, stepped back in line): a stall with its clock skew."""
+    import time
+
+    import workloads.common as common
+
+    jump = {"s": 0.0}
+    real = time.time
+    monkeypatch.setattr(common.time, "time", lambda: real() + jump["s"])
+    run = WorkloadRun.__new__(WorkloadRun)
+    run.stalls = []
+    with run.heartbeat("a command", stall_s=2.0, period=0.05):
+        time.sleep(0.2)
+        jump["s"] = 30.0
+        time.sleep(0.2)
+    [stall] = run.stalls
+    assert stall["clock_skew_s"] == pytest.approx(30.0, abs=0.5) and stall["loop_gap_s"] < 2.0, stall
