@@ -39,6 +39,7 @@ from tests.faults.scenarios_stall_state import (
     osu_freeze,
     runner_sigkill_no_rerun,
     state_disk_full,
+    tf_freeze,
 )
 
 
@@ -349,6 +350,7 @@ SCENARIOS = {
     "deadline_overrun": deadline_overrun,
     "duplicate_ticks_and_storm": duplicate_ticks_and_storm,
     "osu_freeze": osu_freeze,
+    "tf_freeze": tf_freeze,
     "launcher_kills": launcher_kills,
     "runner_sigkill_no_rerun": runner_sigkill_no_rerun,
     "corrupt_run_ledger": corrupt_run_ledger,

@@ -270,3 +270,61 @@ def launcher_kills(root: Path) -> dict[str, Any]:
     finally:
         sw.kill_runner()
     return _close(sw, rc, out, attempts=stored_attempts(sw))
+
+
+TF_FREEZE_S = 5.0  # longer than the spec's stall_s below
+# chief + ps + one worker on 2048 synthetic images, a sync point every 10 steps: seconds of
+# measurement after a warm-up of 5 steps, so the freeze lands inside it
+TINY_TF = {"name": "tf-mnist", "strategy": "parameter_server", "workers": 1, "dataset": "synthetic",
+           "steps": 45, "warmup_steps": 5, "batch_size": 16, "stall_s": 2.0}
+
+
+def tf_freeze(root: Path) -> dict[str, Any]:
+    """SIGSTOP the TF worker's process tree for 5 s while the chief measures (stall_s 2 s),
+    then SIGCONT: the chief's sync points see the stretch; the attempt is stored
+    contaminated (kept, flagged), the group is retried within its budget, the retry
+    completes, and the report shows the flagged attempt apart from the averages."""
+    from workloads.tf_mnist.measure import MEASURING
+
+    sw = FaultSweep(root, "ftffreeze", trials=1, deadline="4m", workload=TINY_TF,
+                    env={"SPOTBENCH_TF_SYNC_EVERY": "5", "TF_CPP_MIN_LOG_LEVEL": "3"})
+    sw.run()
+    windows: list[tuple[datetime, datetime]] = []
+    measuring = MEASURING.split("%d")[-1]
+    try:
+        chief = wait_for(lambda: sw.running("chief"), 90, "a running chief")
+        wait_for(lambda: measuring in sw.cloud.log_path(chief.name).read_text(errors="replace"),
+                 120, "the chief's measurement")
+        worker = wait_for(lambda: sw.running("worker"), 10, "a running worker")
+        time.sleep(1.5)  # a few sync points at the normal pace first
+        frozen = _tree(sw.pid_of(worker))
+        began = datetime.now(UTC)
+        _signal_tree(frozen, signal.SIGSTOP)
+        time.sleep(TF_FREEZE_S)
+        _signal_tree(frozen, signal.SIGCONT)
+        windows.append((began, datetime.now(UTC)))
+        sw.faults.append({"fault": f"SIGSTOP to a TF worker's process tree for {TF_FREEZE_S:g} s",
+                          "detect_s": 0.0})
+        rc, out = sw.finish()
+    finally:
+        sw.kill_runner()
+    store = sw.store
+    attempts = []
+    for info in store.runs():
+        flags = store.flags(info.run)
+        for a in store.attempts(info.run):
+            rows = store.load_attempt(store._p("runs", info.run, f"{a.key}.jsonl")) or []
+            rate = next((r.value for r in rows if r.metric == "steps_per_s"), None)
+            attempts.append({"key": a.key, "preempted": a.preempted, "flag": flags.get(a.key),
+                             "contaminated": a.contaminated, "steps_per_s": rate,
+                             "launches": store.launch_count(info.run, a.group),
+                             "stalls": rows[0].metadata.get("stalls") if rows else None})
+    return _close(sw, rc, out, attempts=attempts, unflagged_contaminated=unflagged_across(sw, windows),
+                  report=_report_text(sw))
+
+
+def _report_text(sw: FaultSweep) -> str:
+    """The Markdown report of the sweep's results."""
+    from spotbench.report import write_report
+
+    return write_report(sw.store.url, sw.root / "report").markdown.read_text()

@@ -24,6 +24,7 @@ from tests.faults.scenarios import (
     osu_freeze,
     runner_sigkill_no_rerun,
     state_disk_full,
+    tf_freeze,
     readonly_store,
     readonly_store_at_start,
     runner_sigkill_then_resume,
@@ -137,6 +138,32 @@ def test_a_frozen_osu_peer_makes_its_attempt_contaminated_and_it_is_retried(tmp_
     assert first["contaminated"] == first["flag"]
     assert rest and not rest[-1]["preempted"] and not rest[-1]["flag"], f["attempts"]
     assert f["rc"] == 0 and set(f["states"].values()) == {"complete"}, f["output"]
+
+
+def test_a_frozen_tf_worker_makes_its_attempt_contaminated_and_it_is_retried(tmp_path: Path) -> None:
+    """SIGSTOP of a TF worker's process tree for 5 s while the chief measures (stall_s 2 s),
+    then SIGCONT: training only waits (the chief's port watch sees a stopped worker alive),
+    the chief's sync points see the stretch. The attempt is kept and flagged, not averaged,
+    the group retried within its budget, and the report lists the attempt apart."""
+    from spotbench.control import MAX_LAUNCHES_PER_RUN
+    from spotbench.report.numbers import num
+
+    f = tf_freeze(tmp_path)
+    clean(f)
+    assert f["unflagged_contaminated"] == 0, f["attempts"]
+    first, *rest = f["attempts"]
+    assert first["preempted"] and first["flag"] and first["flag"].startswith("stalled: training"), f["attempts"]
+    assert first["contaminated"] == first["flag"]
+    [stall] = first["stalls"]
+    assert stall["gap_s"] > 2.0, stall  # the spec's stall_s
+    assert rest and not rest[-1]["preempted"] and not rest[-1]["flag"], f["attempts"]
+    assert rest[-1]["launches"] <= MAX_LAUNCHES_PER_RUN, f["attempts"]
+    assert f["rc"] == 0 and set(f["states"].values()) == {"complete"}, f["output"]
+    report = f["report"]
+    apart = report[report.index("Contaminated attempts"):].split("\n## ")[0]
+    assert first["flag"] in apart, apart
+    steps_per_s = next(line for line in report.splitlines() if line.startswith("| local | 1 |"))
+    assert f"| {num(rest[-1]['steps_per_s'])} |" in steps_per_s, steps_per_s  # the retry's rate only
 
 
 def test_members_stop_at_deadline_plus_grace_with_no_runner_and_no_supervisor(tmp_path: Path) -> None:
