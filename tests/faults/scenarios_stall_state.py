@@ -69,8 +69,9 @@ def osu_freeze(root: Path) -> dict[str, Any]:
     """SIGSTOP the OSU peer's whole process tree (member, exec agent, MPI rank) for 3 s
     mid-measurement, then SIGCONT: the attempt is stored contaminated (flagged, kept), the
     group is retried within its budget and the retry completes."""
-    # long enough to still be measuring after the rank is seen and 1 s more, on an idle machine
-    sw = FaultSweep(root, "ffreeze", trials=1, osu={"iterations": 400_000, "max_size": 1})
+    # long enough to still be measuring after the rank is seen and 1 s more, on an idle machine;
+    # at load 20-25 on two cores an attempt takes 1-3 min: the deadline leaves the retry room
+    sw = FaultSweep(root, "ffreeze", trials=1, deadline="5m", osu={"iterations": 400_000, "max_size": 1})
     sw.run()
     windows: list[tuple[datetime, datetime]] = []
     try:
@@ -88,7 +89,7 @@ def osu_freeze(root: Path) -> dict[str, Any]:
         windows.append((began, datetime.now(UTC)))
         sw.faults.append({"fault": f"SIGSTOP to the peer's process tree for {FREEZE_S:g} s",
                           "detect_s": 0.0})
-        rc, out = sw.finish()
+        rc, out = sw.finish(600)
     finally:
         sw.kill_runner()
     store = sw.store
