@@ -330,3 +330,48 @@ def _report_text(sw: FaultSweep) -> str:
     from spotbench.report import write_report
 
     return write_report(sw.store.url, sw.root / "report").markdown.read_text()
+
+
+CONTAINER_FREEZE_S = 8.0  # longer than the container runner's heartbeat threshold (STALL_S, 5 s)
+# the user's command: 6 s of work, then its metric
+SLOW_COMMAND = "import time; time.sleep(6); print('work_s=6 s', flush=True)"
+
+
+def container_freeze(root: Path) -> dict[str, Any]:
+    """SIGSTOP a `container` member's process tree (the runner and the user's command) for
+    8 s while the command runs, then SIGCONT: the runner's heartbeat thread sees its ticks
+    late; the attempt is stored contaminated (kept, flagged), the group retried, the retry
+    completes."""
+    import sys
+
+    from workloads.common import STALL_S
+
+    assert CONTAINER_FREEZE_S > STALL_S
+    sw = FaultSweep(root, "fcfreeze", trials=1, deadline="2m",
+                    workload={"name": "container", "command": [sys.executable, "-c", SLOW_COMMAND]})
+    sw.run()
+    windows: list[tuple[datetime, datetime]] = []
+    try:
+        member = wait_for(lambda: sw.running("member"), 90, "a running member")
+        wait_for(lambda: "running: " in sw.cloud.log_path(member.name).read_text(errors="replace"),
+                 60, "the user's command")
+        time.sleep(1.0)
+        frozen = _tree(sw.pid_of(member))
+        began = datetime.now(UTC)
+        _signal_tree(frozen, signal.SIGSTOP)
+        time.sleep(CONTAINER_FREEZE_S)
+        _signal_tree(frozen, signal.SIGCONT)
+        windows.append((began, datetime.now(UTC)))
+        sw.faults.append({"fault": f"SIGSTOP to a container member's process tree for "
+                                   f"{CONTAINER_FREEZE_S:g} s", "detect_s": 0.0})
+        rc, out = sw.finish()
+    finally:
+        sw.kill_runner()
+    store = sw.store
+    attempts = []
+    for info in store.runs():
+        flags = store.flags(info.run)
+        attempts += [{"key": a.key, "preempted": a.preempted, "flag": flags.get(a.key),
+                      "contaminated": a.contaminated,
+                      "launches": store.launch_count(info.run, a.group)} for a in store.attempts(info.run)]
+    return _close(sw, rc, out, attempts=attempts, unflagged_contaminated=unflagged_across(sw, windows))

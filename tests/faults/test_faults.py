@@ -14,6 +14,7 @@ import pytest
 from tests.faults.harness import EXIT_INCOMPLETE, GRACE_S
 from tests.faults.scenarios_stall_state import TINY_TF
 from tests.faults.scenarios import (
+    container_freeze,
     deadline_overrun,
     duplicate_ticks_and_storm,
     full_store,
@@ -165,6 +166,19 @@ def test_a_frozen_tf_worker_makes_its_attempt_contaminated_and_it_is_retried(tmp
     assert first["flag"] in apart, apart
     steps_per_s = next(line for line in report.splitlines() if line.startswith("| local | 1 |"))
     assert f"| {num(rest[-1]['steps_per_s'])} |" in steps_per_s, steps_per_s  # the retry's rate only
+
+
+def test_a_frozen_container_member_makes_its_attempt_contaminated_and_it_is_retried(tmp_path: Path) -> None:
+    """SIGSTOP of a `container` member (its runner and the user's command) for 8 s: the
+    runner's heartbeat thread (5 s) sees it; kept, flagged, retried, the retry completes."""
+    f = container_freeze(tmp_path)
+    clean(f)
+    assert f["unflagged_contaminated"] == 0, f["attempts"]
+    first, *rest = f["attempts"]
+    assert first["preempted"] and first["flag"] and first["flag"].startswith("stalled: the runner"), f["attempts"]
+    assert first["contaminated"] == first["flag"]
+    assert rest and not rest[-1]["preempted"] and not rest[-1]["flag"], f["attempts"]
+    assert f["rc"] == 0 and set(f["states"].values()) == {"complete"}, f["output"]
 
 
 def test_members_stop_at_deadline_plus_grace_with_no_runner_and_no_supervisor(tmp_path: Path) -> None:
