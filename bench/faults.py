@@ -1,9 +1,9 @@
 """Fault injection figures on the local cloud: the scenarios `tests/faults` asserts on
 (member SIGKILL/SIGTERM, launcher SIGKILL/SIGTERM, runner SIGTERM, runner SIGKILL then
 resume, runner and supervisors SIGKILLed with no re-run, functions server SIGKILL, deadline
-overruns, 50 concurrent start/done + a repeated tick, a frozen (SIGSTOPped) OSU peer and TF worker, a
-corrupt run ledger / cloud.db / secret / schedule, a full state disk, a read-only and a full
-results store), run once each, with their figures.
+overruns, 50 concurrent start/done + a repeated tick, a frozen (SIGSTOPped) OSU peer, TF
+worker and container member, a corrupt run ledger / cloud.db / secret / schedule, a full
+state disk, a read-only and a full results store), run once each, with their figures.
 
 Prints JSON:
 - `faults_injected`: how many faults were delivered;
