@@ -154,7 +154,7 @@ def test_a_frozen_tf_worker_makes_its_attempt_contaminated_and_it_is_retried(tmp
     clean(f)
     assert f["unflagged_contaminated"] == 0, f["attempts"]
     first, *rest = f["attempts"]
-    assert first["preempted"] and first["flag"] and first["flag"].startswith("stalled: training"), f["attempts"]
+    assert first["preempted"] and (first["flag"] or "").startswith("stalled: training"), f["attempts"]
     assert first["contaminated"] == first["flag"]
     [stall] = first["stalls"]
     assert stall["gap_s"] > TINY_TF["stall_s"], stall
@@ -175,7 +175,7 @@ def test_a_frozen_container_member_makes_its_attempt_contaminated_and_it_is_retr
     clean(f)
     assert f["unflagged_contaminated"] == 0, f["attempts"]
     first, *rest = f["attempts"]
-    assert first["preempted"] and first["flag"] and first["flag"].startswith("stalled: the runner"), f["attempts"]
+    assert first["preempted"] and (first["flag"] or "").startswith("stalled: the runner"), f["attempts"]
     assert first["contaminated"] == first["flag"]
     assert rest and not rest[-1]["preempted"] and not rest[-1]["flag"], f["attempts"]
     assert f["rc"] == 0 and set(f["states"].values()) == {"complete"}, f["output"]

@@ -253,3 +253,63 @@ def test_the_container_heartbeat_sees_a_paused_vm_by_its_clocks(monkeypatch: pyt
         time.sleep(0.2)
     [stall] = run.stalls
     assert stall["clock_skew_s"] == pytest.approx(30.0, abs=0.5) and stall["loop_gap_s"] < 2.0, stall
+
+
+def test_a_vm_paused_while_a_users_image_ran_makes_collect_note_a_stall(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a cloud VM no spotbench process lives while the user's image runs: `check` notes
+    the host's clocks, `collect` compares them. A pause (monotonic missed 30 s the wall
+    clock was stepped over) is a stall; clocks that agree are none."""
+    import time
+
+    import workloads.container.__main__ as container
+
+    monkeypatch.setattr(container, "exit_if_outside_run", lambda ctx: None)
+    monkeypatch.setattr(container.MemberContext, "from_env", classmethod(lambda cls: None))
+    monkeypatch.delenv("SPOTBENCH_RUN", raising=False)
+    assert container.check(tmp_path) == 0
+    run = WorkloadRun.__new__(WorkloadRun)
+    run.stalls = []
+    container.clock_stall(run, tmp_path)
+    assert run.stalls == []  # the clocks agree
+    real = time.time
+    monkeypatch.setattr(container.time, "time", lambda: real() + 30.0)
+    container.clock_stall(run, tmp_path)
+    [stall] = run.stalls
+    assert stall["clock_skew_s"] == pytest.approx(30.0, abs=0.5), stall
+    assert run.contamination().startswith("stalled: the VM while the user's command ran"), run.stalls
+    (tmp_path / container.CLOCKS_FILE).write_text("garbage\n")  # unreadable: checks nothing
+    run.stalls = []
+    container.clock_stall(run, tmp_path)
+    assert run.stalls == []
+
+
+def test_collect_stores_an_attempt_across_a_paused_vm_contaminated_and_flagged(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`collect` after the user's image, the VM paused meanwhile: the attempt is stored
+    contaminated and flagged (here through the stopped path, which calls no `done`)."""
+    import time
+
+    import workloads.container.__main__ as container
+    from spotbench.spec import load_spec
+
+    store = ResultStore("file://" + str(tmp_path / "res"))
+    run_id = store.open_run().run
+    spec = load_spec({"name": "c", "cloud": "local",
+                      "workload": {"name": "container", "command": ["true"]}})
+    group = spec.plan()[0]
+    me = group.members[0]
+    ctx = MemberContext.for_member(group, me, addresses={me.name: ("127.0.0.1", 1)}, cloud="local",
+                                   results_url=store.url, done_url="http://127.0.0.1:9/done")
+    for key, value in ctx.to_env().items():
+        monkeypatch.setenv(key, value)
+    folder = tmp_path / "dir"
+    (folder / container.RESULTS).mkdir(parents=True)
+    (folder / container.RUN_FILE).write_text(run_id + "\n")
+    (folder / container.STDOUT).write_text("work_s=6 s\n")
+    (folder / container.CLOCKS_FILE).write_text(f"{time.monotonic() - 10!r} {time.time() - 40!r}\n")
+    with pytest.raises(SystemExit):
+        container.collect(folder, 143, stopped=True)
+    [attempt] = store.attempts(run_id)
+    assert attempt.contaminated and "the VM while the user's command ran" in attempt.contaminated, attempt
+    assert store.flags(run_id) == {attempt.key: attempt.contaminated}
