@@ -27,8 +27,8 @@ Prints JSON:
 The read-only and full-disk scenarios need root (mounts); without it they are listed as
 skipped. Run from the repository root: `python bench/faults.py` (scenarios run two at a
 time, `--jobs N` to change it, except the `SOLO` ones, which run alone after the others:
-10-12 minutes on two quiet cores; `python bench/faults.py osu_freeze launcher_kills` runs
-only those).
+12 minutes on two cores at load 8-24 from other work; `python bench/faults.py osu_freeze
+launcher_kills` runs only those).
 
 Why some run alone: the OSU ranks busy-poll, so two scenarios measuring MPI loops at once
 put four spinning processes on two cores, and a round trip then costs a scheduler time
