@@ -12,6 +12,7 @@ import pandas as pd
 from spotbench.report._doc import Document, Heading, Para
 
 REASON_KEY = "contaminated"  # metadata: why the attempt cannot be trusted (`ResultStore.read`)
+MAX_REASON = 300  # characters of a reason shown (a member writes it: text, bounded)
 
 
 def section(df: pd.DataFrame, doc: Document) -> list[str]:
@@ -23,7 +24,8 @@ def section(df: pd.DataFrame, doc: Document) -> list[str]:
         if not isinstance(why, str) or not why:
             continue
         key = (str(run), str(group), str(started))
-        found[key] = (why, found.get(key, (why, 0))[1] + 1)
+        shown = why if len(why) <= MAX_REASON else why[:MAX_REASON] + "…"
+        found[key] = (shown, found.get(key, (shown, 0))[1] + 1)
     if not found:
         return []
     lines = [f"Run {run}, group {group}, attempt started {started}: {why} ({n} value{'s' if n != 1 else ''})"

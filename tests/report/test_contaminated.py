@@ -32,3 +32,16 @@ def test_a_contaminated_attempt_is_listed_with_why_and_left_out_of_the_averages(
 def test_a_report_without_flagged_attempts_has_no_such_section(store, tmp_path):
     store.write_group("r1", "tf-t1", [_tf(6.25, attempt_started=T0)])
     assert "Contaminated" not in write_report(store.url, tmp_path / "out").markdown.read_text()
+
+
+def test_a_reason_is_text_and_bounded(store, tmp_path):
+    """A member writes the reason: it is escaped like every value and cut at MAX_REASON."""
+    from spotbench.report.contaminated import MAX_REASON
+
+    why = "stalled: <script>alert(1)</script> " + "x" * 2000
+    store.write_group("r1", "tf-t1", [_tf(1.5, attempt_started=T0, preempted=True, contaminated=why)])
+    paths = write_report(store.url, tmp_path / "out")
+    md, page = paths.markdown.read_text(), paths.html.read_text()
+    line = next(l for l in md.splitlines() if l.startswith("Run r1, group tf-t1"))
+    assert "<script>" not in line and "x" * MAX_REASON not in line and "…" in line, line[:400]
+    assert "<script>alert(1)" not in page
