@@ -16,6 +16,7 @@ import matplotlib
 import pandas as pd
 
 from spotbench.report import data, cost, history, reference as reference_mod, summary
+from spotbench.report import contaminated as contaminated_section
 from spotbench.report import failures as failures_section
 from spotbench.report._doc import Document, Para, to_html, to_markdown
 from spotbench.report.escape import out_folder_name, write_csv
@@ -87,6 +88,7 @@ def write_report(
         f"{df['group'].nunique()} groups · clouds: {', '.join(sorted(df['cloud'].unique()))}."
     ))
     failed = failures_section.section(df, doc)  # the banner: failed groups before any chart
+    contaminated_section.section(df, doc)  # attempts kept apart (stalled, overlapped), and why
     first = summary.blocks(df, loaded[0] if loaded else None, failed)
     doc.insert(summary_at, *first)
 

@@ -71,6 +71,8 @@ class FaultSweep:
     concurrency: int | None = None
     results: Path | None = None
     osu: dict[str, Any] = field(default_factory=dict)
+    workload: dict[str, Any] | None = None  # another workload's config instead of TINY_OSU + osu
+    env: dict[str, str] = field(default_factory=dict)  # more environment for the run (and its members)
     retry_scale: float | None = None  # SPOTBENCH_RETRY_SCALE for the run (None: normal waits)
     proc: subprocess.Popen | None = None
     faults: list[dict[str, Any]] = field(default_factory=list)
@@ -79,7 +81,7 @@ class FaultSweep:
         self.results = self.results or self.root / "results"
         spec: dict[str, Any] = {"name": self.name, "cloud": "local", "trials": self.trials,
                                 "deadline": self.deadline, "results": str(self.results),
-                                "workload": {**TINY_OSU, **self.osu}}
+                                "workload": self.workload or {**TINY_OSU, **self.osu}}
         if self.concurrency is not None:
             spec["concurrency"] = self.concurrency
         self.spec_path = self.root / f"{self.name}.yaml"
@@ -88,7 +90,8 @@ class FaultSweep:
     # ---- the runner ----------------------------------------------------------------------
     def run(self) -> subprocess.Popen:
         env = {**os.environ, "SPOTBENCH_STATE_ROOT": str(self.root / "state"),
-               "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "SPOTBENCH_GRACE_S": str(GRACE_S)}
+               "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "SPOTBENCH_GRACE_S": str(GRACE_S),
+               **self.env}
         env.pop("SPOTBENCH_RUN", None)
         if self.retry_scale is not None:
             env[RETRY_SCALE_ENV] = str(self.retry_scale)

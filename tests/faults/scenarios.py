@@ -33,12 +33,14 @@ from tests.faults.harness import (
 from tests.faults.harness import close_figures as _close
 from tests.faults.scenarios_stall_state import (
     STATE_FILES,
+    container_freeze,
     corrupt_run_ledger,
     corrupt_state_file,
     launcher_kills,
     osu_freeze,
     runner_sigkill_no_rerun,
     state_disk_full,
+    tf_freeze,
 )
 
 
@@ -349,6 +351,8 @@ SCENARIOS = {
     "deadline_overrun": deadline_overrun,
     "duplicate_ticks_and_storm": duplicate_ticks_and_storm,
     "osu_freeze": osu_freeze,
+    "tf_freeze": tf_freeze,
+    "container_freeze": container_freeze,
     "launcher_kills": launcher_kills,
     "runner_sigkill_no_rerun": runner_sigkill_no_rerun,
     "corrupt_run_ledger": corrupt_run_ledger,

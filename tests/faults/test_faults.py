@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.faults.harness import EXIT_INCOMPLETE, GRACE_S
+from tests.faults.scenarios_stall_state import TINY_TF
 from tests.faults.scenarios import (
+    container_freeze,
     deadline_overrun,
     duplicate_ticks_and_storm,
     full_store,
@@ -24,6 +26,7 @@ from tests.faults.scenarios import (
     osu_freeze,
     runner_sigkill_no_rerun,
     state_disk_full,
+    tf_freeze,
     readonly_store,
     readonly_store_at_start,
     runner_sigkill_then_resume,
@@ -134,6 +137,45 @@ def test_a_frozen_osu_peer_makes_its_attempt_contaminated_and_it_is_retried(tmp_
     assert f["unflagged_contaminated"] == 0, f["attempts"]
     first, *rest = f["attempts"]
     assert first["preempted"] and first["flag"] and first["flag"].startswith("stalled"), f["attempts"]
+    assert first["contaminated"] == first["flag"]
+    assert rest and not rest[-1]["preempted"] and not rest[-1]["flag"], f["attempts"]
+    assert f["rc"] == 0 and set(f["states"].values()) == {"complete"}, f["output"]
+
+
+def test_a_frozen_tf_worker_makes_its_attempt_contaminated_and_it_is_retried(tmp_path: Path) -> None:
+    """SIGSTOP of a TF worker's process tree for 6 s while the chief measures (stall_s 3 s),
+    then SIGCONT: training only waits (the chief's port watch sees a stopped worker alive),
+    the chief's sync points see the stretch. The attempt is kept and flagged, not averaged,
+    the group retried within its budget, and the report lists the attempt apart."""
+    from spotbench.control import MAX_LAUNCHES_PER_RUN
+    from spotbench.report.numbers import num
+
+    f = tf_freeze(tmp_path)
+    clean(f)
+    assert f["unflagged_contaminated"] == 0, f["attempts"]
+    first, *rest = f["attempts"]
+    assert first["preempted"] and (first["flag"] or "").startswith("stalled: training"), f["attempts"]
+    assert first["contaminated"] == first["flag"]
+    [stall] = first["stalls"]
+    assert stall["gap_s"] > TINY_TF["stall_s"], stall
+    assert rest and not rest[-1]["preempted"] and not rest[-1]["flag"], f["attempts"]
+    assert rest[-1]["launches"] <= MAX_LAUNCHES_PER_RUN, f["attempts"]
+    assert f["rc"] == 0 and set(f["states"].values()) == {"complete"}, f["output"]
+    report = f["report"]
+    apart = report[report.index("Contaminated attempts"):].split("\n## ")[0]
+    assert first["flag"] in apart, apart
+    steps_per_s = next(line for line in report.splitlines() if line.startswith("| local | 1 |"))
+    assert f"| {num(rest[-1]['steps_per_s'])} |" in steps_per_s, steps_per_s  # the retry's rate only
+
+
+def test_a_frozen_container_member_makes_its_attempt_contaminated_and_it_is_retried(tmp_path: Path) -> None:
+    """SIGSTOP of a `container` member (its runner and the user's command) for 8 s: the
+    runner's heartbeat thread (5 s) sees it; kept, flagged, retried, the retry completes."""
+    f = container_freeze(tmp_path)
+    clean(f)
+    assert f["unflagged_contaminated"] == 0, f["attempts"]
+    first, *rest = f["attempts"]
+    assert first["preempted"] and (first["flag"] or "").startswith("stalled: the runner"), f["attempts"]
     assert first["contaminated"] == first["flag"]
     assert rest and not rest[-1]["preempted"] and not rest[-1]["flag"], f["attempts"]
     assert f["rc"] == 0 and set(f["states"].values()) == {"complete"}, f["output"]

@@ -1,11 +1,16 @@
 """Every member's host-side deadline is its group's deadline + grace, not later
 (`pytest -m faults`): the local cloud's (supervisor, and coreutils `timeout` when no supervisor
-is left: tests/faults/test_faults.py proves it end to end) and GCE's max_run_duration."""
+is left: tests/faults/test_faults.py proves it end to end) and GCE's max_run_duration on every
+member the GCP program declares (GCE itself stops the VM: no function, tick or guest process
+is needed). AWS's counterpart, a poweroff timer each run boot arms, is proven in
+tests/fidelity/test_aws_deadman.py."""
 
 from __future__ import annotations
 
+import runpy
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +22,8 @@ from spotbench.spec import load_spec
 pytestmark = pytest.mark.faults
 
 GRACE_S = 30.0
+ROOT = Path(__file__).resolve().parents[2]
+GCP_EXAMPLES = sorted(p.name for p in (ROOT / "examples").glob("gcp-*.yaml"))
 
 
 @pytest.mark.parametrize("deadline", ["45s", "2m", "1h"])
@@ -41,3 +48,25 @@ def test_the_host_deadline_stops_a_command_that_ignores_sigterm_with_no_supervis
     took = time.monotonic() - began
     assert proc.returncode in (-9, 128 + 9, TIMEOUT_EXIT), proc.returncode
     assert 1.8 <= took <= 6.0, took
+
+
+@pytest.mark.parametrize("example", GCP_EXAMPLES)
+def test_every_gcp_member_is_stopped_by_gce_itself_by_deadline_plus_grace(example: str) -> None:
+    """The Pulumi program of each GCP example (OSU, TF parameter server and all-reduce, GPU,
+    a user's container) under mocks: every member VM carries a max run duration between
+    the deadline and deadline + grace, and GCE stops (not deletes) it then."""
+    from infra.preview import PROGRAM
+    from tests.infra.conftest import snapshot
+
+    path = ROOT / "examples" / example
+    spec = load_spec(path)
+    config = {"gcp:project": "proj-1", "gcp:region": "us-central1", "spotbench:spec": str(path)}
+    declared = snapshot(lambda: runpy.run_path(str(PROGRAM), run_name="__main__"), config)
+    vms = declared.of_type("gcp:compute/instance:Instance")
+    members = {m.name for g in spec.plan() for m in g.members}
+    assert {vm.inputs["name"] for vm in vms} == members, example
+    deadline = spec.deadline.total_seconds()
+    for vm in vms:
+        s = vm.inputs["scheduling"]
+        assert deadline <= s["maxRunDuration"]["seconds"] <= deadline + GRACE_S, (vm.inputs["name"], s)
+        assert s["instanceTerminationAction"] == "STOP", (vm.inputs["name"], s)

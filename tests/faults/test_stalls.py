@@ -163,3 +163,153 @@ def test_a_second_sigterm_while_storing_does_not_lose_the_attempt() -> None:
 
     out = subprocess.run([sys.executable, "-c", TWICE_CHILD], capture_output=True, text=True, timeout=30)
     assert "stored 1 exit 143" in out.stdout, (out.stdout, out.stderr[-2000:])
+
+
+class FakeComm:
+    """Rank `rank` of two; rank 1's figures as rank 0 receives them."""
+
+    def __init__(self, rank: int, theirs: list[float] | None = None) -> None:
+        self.rank, self.theirs, self.sent = rank, theirs, []
+
+    def Get_rank(self) -> int:  # noqa: N802 - mpi4py's name
+        return self.rank
+
+    def send(self, obj, dest: int, tag: int) -> None:
+        self.sent.append(obj)
+
+    def recv(self, source: int, tag: int):
+        return self.theirs
+
+
+def _beat(monkeypatch: pytest.MonkeyPatch, *, mono_step: float, wall_step: float):
+    """An OSU harness heartbeat over ten iterations 0.01 s apart, then one stretch where the
+    monotonic clock moved `mono_step` and the wall clock `wall_step`."""
+    from workloads.osu import harness
+
+    mono, wall = Clock(), Clock()
+    monkeypatch.setattr(harness.time, "monotonic", mono)
+    monkeypatch.setattr(harness.time, "time", wall)
+    beat = harness.Beat(stall_s=2.0)
+    for _ in range(10):
+        mono.t += 0.01
+        wall.t += 0.01
+        beat()
+    mono.t += mono_step
+    wall.t += wall_step
+    beat()
+    return beat
+
+
+def test_a_paused_vm_is_found_by_its_clocks_disagreeing(monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture) -> None:
+    """A paused VM's monotonic clock misses the pause and its wall clock is stepped back in
+    line (kvmclock, docs/platform.md): no gap on its own loop, a clock skew instead."""
+    beat = _beat(monkeypatch, mono_step=0.01, wall_step=30.0)
+    beat.report(FakeComm(0, theirs=[0.01, 0.0]), size=8, stall_s=2.0)
+    err = capsys.readouterr().err
+    from workloads.osu.launch import stalls
+
+    [stall] = stalls(err)
+    assert stall["rank"] == 0 and stall["clock_skew_s"] == pytest.approx(29.99, abs=0.02), err
+    assert stall["gap_s"] < 2.0, err
+
+
+def test_a_rank_whose_own_clocks_saw_nothing_is_caught_by_its_peers_view(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """The heartbeat's arrival: rank 0's VM paused and its clocks noticed nothing (no gap, no
+    skew yet); rank 1 waited on rank 0 for 6 s by its own clock, and its figures reach rank 0,
+    which reports the stall."""
+    beat = _beat(monkeypatch, mono_step=0.01, wall_step=0.01)
+    beat.report(FakeComm(0, theirs=[6.0, 0.0]), size=1024, stall_s=2.0)
+    from workloads.osu.launch import stalls
+
+    [stall] = stalls(capsys.readouterr().err)
+    assert stall == {"size_bytes": 1024, "rank": 1, "gap_s": 6.0, "clock_skew_s": 0.0}, stall
+
+
+def test_rank_one_sends_its_figures_to_rank_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    beat = _beat(monkeypatch, mono_step=5.0, wall_step=5.0)
+    comm = FakeComm(1)
+    beat.report(comm, size=8, stall_s=2.0)
+    [(gap, skew)] = comm.sent
+    assert gap == pytest.approx(5.0) and skew == pytest.approx(0.0), comm.sent
+
+
+def test_the_container_heartbeat_sees_a_paused_vm_by_its_clocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The container runner's heartbeat thread: its monotonic ticks on time, the wall clock
+    jumps 30 s (a paused VM, stepped back in line): a stall with its clock skew."""
+    import time
+
+    import workloads.common as common
+
+    jump = {"s": 0.0}
+    real = time.time
+    monkeypatch.setattr(common.time, "time", lambda: real() + jump["s"])
+    run = WorkloadRun.__new__(WorkloadRun)
+    run.stalls = []
+    with run.heartbeat("a command", stall_s=2.0, period=0.05):
+        time.sleep(0.2)
+        jump["s"] = 30.0
+        time.sleep(0.2)
+    [stall] = run.stalls
+    assert stall["clock_skew_s"] == pytest.approx(30.0, abs=0.5) and stall["loop_gap_s"] < 2.0, stall
+
+
+def test_a_vm_paused_while_a_users_image_ran_makes_collect_note_a_stall(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a cloud VM no spotbench process lives while the user's image runs: `check` notes
+    the host's clocks, `collect` compares them. A pause (monotonic missed 30 s the wall
+    clock was stepped over) is a stall; clocks that agree are none."""
+    import time
+
+    import workloads.container.__main__ as container
+
+    monkeypatch.setattr(container, "exit_if_outside_run", lambda ctx: None)
+    monkeypatch.setattr(container.MemberContext, "from_env", classmethod(lambda cls: None))
+    monkeypatch.delenv("SPOTBENCH_RUN", raising=False)
+    assert container.check(tmp_path) == 0
+    run = WorkloadRun.__new__(WorkloadRun)
+    run.stalls = []
+    container.clock_stall(run, tmp_path)
+    assert run.stalls == []  # the clocks agree
+    real = time.time
+    monkeypatch.setattr(container.time, "time", lambda: real() + 30.0)
+    container.clock_stall(run, tmp_path)
+    [stall] = run.stalls
+    assert stall["clock_skew_s"] == pytest.approx(30.0, abs=0.5), stall
+    assert run.contamination().startswith("stalled: the VM while the user's command ran"), run.stalls
+    (tmp_path / container.CLOCKS_FILE).write_text("garbage\n")  # unreadable: checks nothing
+    run.stalls = []
+    container.clock_stall(run, tmp_path)
+    assert run.stalls == []
+
+
+def test_collect_stores_an_attempt_across_a_paused_vm_contaminated_and_flagged(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`collect` after the user's image, the VM paused meanwhile: the attempt is stored
+    contaminated and flagged (here through the stopped path, which calls no `done`)."""
+    import time
+
+    import workloads.container.__main__ as container
+    from spotbench.spec import load_spec
+
+    store = ResultStore("file://" + str(tmp_path / "res"))
+    run_id = store.open_run().run
+    spec = load_spec({"name": "c", "cloud": "local",
+                      "workload": {"name": "container", "command": ["true"]}})
+    group = spec.plan()[0]
+    me = group.members[0]
+    ctx = MemberContext.for_member(group, me, addresses={me.name: ("127.0.0.1", 1)}, cloud="local",
+                                   results_url=store.url, done_url="http://127.0.0.1:9/done")
+    for key, value in ctx.to_env().items():
+        monkeypatch.setenv(key, value)
+    folder = tmp_path / "dir"
+    (folder / container.RESULTS).mkdir(parents=True)
+    (folder / container.RUN_FILE).write_text(run_id + "\n")
+    (folder / container.STDOUT).write_text("work_s=6 s\n")
+    (folder / container.CLOCKS_FILE).write_text(f"{time.monotonic() - 10!r} {time.time() - 40!r}\n")
+    with pytest.raises(SystemExit):
+        container.collect(folder, 143, stopped=True)
+    [attempt] = store.attempts(run_id)
+    assert attempt.contaminated and "the VM while the user's command ran" in attempt.contaminated, attempt
+    assert store.flags(run_id) == {attempt.key: attempt.contaminated}

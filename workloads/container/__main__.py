@@ -12,7 +12,11 @@ and writes the run's id to DIR/run; `collect` reads what the command left in DIR
 (`--stopped`: the VM was being stopped, so it is stored as preempted and `done` is not called).
 
 The runner's own heartbeat (`WorkloadRun.heartbeat`) watches the command's run: this
-process or its VM stopped for longer than the threshold makes the attempt contaminated.
+process or its VM stopped for longer than the threshold makes the attempt contaminated. On a
+cloud VM no spotbench process lives while the user's image runs, so `check` notes the host's
+monotonic and wall clocks and `collect` compares them (`clock_stall`): a VM paused meanwhile
+(its monotonic clock misses the pause, its wall clock is stepped back in line) made the
+attempt contaminated.
 
 A SIGTERM (preemption, deadline) stops the command's whole process group and stores what it
 had reported so far, marked preempted. A command that cannot start, exits non-zero or
@@ -33,11 +37,12 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from spotbench import failures
 from spotbench.member import MemberContext
-from workloads.common import Preempted, WorkloadRun, exit_if_outside_run
+from workloads.common import STALL_S, Preempted, WorkloadRun, exit_if_outside_run
 from workloads.container import metrics
 from spotbench.workload import USER_ENV
 from workloads.container import descriptor
@@ -187,6 +192,7 @@ def main() -> int:
 
 # ---- on a cloud VM: around the user's own image ----------------------------------------
 RUN_FILE = "run"  # DIR/run: the run `check` found open, for `collect`
+CLOCKS_FILE = "clocks"  # DIR/clocks: the host's monotonic and wall clocks when `check` ended
 RESULTS = "results"  # DIR/results: the user's container's results folder
 STDOUT = "stdout.txt"  # DIR/stdout.txt: its stdout and stderr
 
@@ -197,7 +203,23 @@ def check(folder: Path) -> int:
     run_id = os.environ.get("SPOTBENCH_RUN")  # set by the check (VMs boot outside runs)
     if run_id:
         (folder / RUN_FILE).write_text(run_id + "\n")
+    (folder / CLOCKS_FILE).write_text(f"{time.monotonic()!r} {time.time()!r}\n")
     return 0
+
+
+def clock_stall(run: WorkloadRun, folder: Path, stall_s: float = STALL_S) -> None:
+    """Note a stall when the host's monotonic and wall clocks drifted apart by more than
+    `stall_s` since `check` (containers share the host's clocks): the VM was paused while
+    the user's command ran. No note, or one that cannot be read, checks nothing."""
+    try:
+        mono0, wall0 = (float(v) for v in (folder / CLOCKS_FILE).read_text().split())
+    except (OSError, ValueError):
+        return
+    mono, wall = time.monotonic() - mono0, time.time() - wall0
+    skew = abs(wall - mono)
+    if skew > stall_s:
+        run.stalled("the VM while the user's command ran", skew, clock_skew_s=round(skew, 3),
+                    monotonic_s=round(mono, 3), wall_s=round(wall, 3))
 
 
 def collect(folder: Path, code: int, *, stopped: bool) -> int:
@@ -210,6 +232,7 @@ def collect(folder: Path, code: int, *, stopped: bool) -> int:
     text = stdout.read_text(errors="replace") if stdout.exists() else ""
     sys.stdout.write(text)  # the member's log shows the command's output
     results = folder / RESULTS
+    clock_stall(run, folder)
     with run.preemptible():
         if stopped:
             record_stopped(run, text, results)

@@ -12,6 +12,7 @@ is a stall, and the attempt is stored contaminated (`WorkloadRun.stalled`).
 
 from __future__ import annotations
 
+import logging
 import os
 import statistics
 import time
@@ -19,6 +20,9 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+log = logging.getLogger("spotbench.tf_mnist")
+MEASURING = "warm-up over at step %d: measuring"  # logged once per attempt (tests/faults waits for it)
 
 
 @dataclass
@@ -39,6 +43,7 @@ class StepTimer:
         if self.warmup == 0:
             self.warm_at = self.last
             self.wall_warm = self.wall()
+            log.info(MEASURING, self.first_step)
 
     def at(self, step: int) -> None:
         """All steps up to `step` (global) are complete."""
@@ -49,6 +54,7 @@ class StepTimer:
         if self.warm_at is None and step - self.first_step >= self.warmup:
             self.warm_at = (step, now)
             self.wall_warm = self.wall()
+            log.info(MEASURING, step)
 
     def stalls(self, stall_s: float) -> list[dict[str, float]]:
         """Stretches of the measurement with more than `stall_s` unaccounted for at the
