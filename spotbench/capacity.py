@@ -57,30 +57,58 @@ def zone_history(starts: Iterable[StartLike], market: Iterable[Mapping[str, Any]
     """Per zone, what happened to starts of `machine_type` × `accelerator` since `now − window`."""
     since = now - window
     counts: dict[str, dict[str, Any]] = {}
+    _count_starts(counts, starts, machine_type, accelerator, since, now)
+    _count_preemptions(counts, preemptions, since, now)
+    _add_market_rates(counts, market, machine_type, accelerator)
+    return {zone: ZoneHistory(zone=zone, **e) for zone, e in counts.items()}
 
-    def entry(zone: str) -> dict[str, Any]:
-        return counts.setdefault(zone, {"starts": 0, "capacity_failures": 0, "last_failure": None,
-                                        "preemptions": 0, "preemptions_per_vm_hour": None})
 
+def _entry(counts: dict[str, dict[str, Any]], zone: str) -> dict[str, Any]:
+    """`zone`'s counters in `counts`, added (all zero) the first time the zone is seen."""
+    return counts.setdefault(zone, {"starts": 0, "capacity_failures": 0, "last_failure": None,
+                                    "preemptions": 0, "preemptions_per_vm_hour": None})
+
+
+def _same_kind(row_machine_type: str | None, row_accelerator: str | None,
+               machine_type: str, accelerator: str | None) -> bool:
+    """A start or market row of `machine_type` × `accelerator` (no accelerator: "" or None)."""
+    return row_machine_type == machine_type and (row_accelerator or None) == (accelerator or None)
+
+
+def _count_starts(counts: dict[str, dict[str, Any]], starts: Iterable[StartLike],
+                  machine_type: str, accelerator: str | None,
+                  since: datetime, now: datetime) -> None:
+    """Start requests in the window per zone, those refused for capacity and the last of them."""
     for s in starts:
-        if not s.zone or s.machine_type != machine_type or (s.accelerator or None) != (accelerator or None):
+        if not s.zone or not _same_kind(s.machine_type, s.accelerator, machine_type, accelerator):
             continue
         if not since <= s.at <= now:
             continue
-        e = entry(s.zone)
+        e = _entry(counts, s.zone)
         e["starts"] += 1
         if CAPACITY in s.errors.values():
             e["capacity_failures"] += 1
             if e["last_failure"] is None or s.at > e["last_failure"]:
                 e["last_failure"] = s.at
+
+
+def _count_preemptions(counts: dict[str, dict[str, Any]],
+                       preemptions: Iterable[tuple[str, datetime]],
+                       since: datetime, now: datetime) -> None:
+    """Preempted attempts in the window per zone."""
     for zone, at in preemptions:
         if zone and since <= at <= now:
-            entry(zone)["preemptions"] += 1
+            _entry(counts, zone)["preemptions"] += 1
+
+
+def _add_market_rates(counts: dict[str, dict[str, Any]], market: Iterable[Mapping[str, Any]],
+                      machine_type: str, accelerator: str | None) -> None:
+    """Each zone's preemption rate over the whole history, from the market statistics."""
     for row in market:
-        if row.get("zone") and row.get("machine_type") == machine_type \
-                and (row.get("accelerator") or None) == (accelerator or None):
-            entry(row["zone"])["preemptions_per_vm_hour"] = row.get("preemptions_per_vm_hour")
-    return {zone: ZoneHistory(zone=zone, **e) for zone, e in counts.items()}
+        if row.get("zone") and _same_kind(row.get("machine_type"), row.get("accelerator"),
+                                          machine_type, accelerator):
+            rate = row.get("preemptions_per_vm_hour")
+            _entry(counts, row["zone"])["preemptions_per_vm_hour"] = rate
 
 
 def order_zones(candidates: Sequence[str], history: Mapping[str, ZoneHistory]) -> list[str]:

@@ -6,6 +6,7 @@ import importlib
 import importlib.util
 import json
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import typer
 from spotbench.cli import extras
@@ -13,6 +14,12 @@ from spotbench.cli._common import (
     EXIT_BAD_INPUT, Column, console, credentials_problem, err_console, fail, fit_table, warn,
 )
 from spotbench.report.numbers import num
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from spotbench.costs import Catalog
+    from spotbench.prices.table import Table
 
 ITEM_KINDS = ("machine", "gpu")  # what a refresh asks each cloud for (disks come with GCP's)
 
@@ -43,9 +50,31 @@ def prices(
 
         spotbench prices --cloud aws --region us-east-1
     """
-    from spotbench.clouds import PROVIDERS, UnknownCloud, get_provider
     from spotbench.costs import load_catalog
-    from spotbench.prices.table import TableError, prices_dir, save
+    from spotbench.prices.table import prices_dir
+
+    clouds = _clouds(cloud)
+    shipped = load_catalog(with_refreshed=False)
+    directory = prices_dir()
+    stored = []
+    for name in clouds:
+        regions, items = _to_price(name, region, shipped)
+        table = _fetch(name, regions, items)
+        if not table.quotes:
+            warn(f"{name}: the APIs priced nothing in {', '.join(regions)}; the table is unchanged")
+            continue
+        stored.append((table, _save(table, directory), shipped))
+    if as_json:
+        typer.echo(json.dumps([_as_dict(t, p) for t, p, _ in stored], indent=2))
+        return
+    for table, path, old in stored:
+        _show(table, path, old)
+
+
+def _clouds(cloud: str | None) -> list[str]:
+    """The clouds to refresh (`cloud`, else every cloud with a price API), each checked for
+    its extra and credentials before any long call; a bad `--cloud` or a lack exits."""
+    from spotbench.clouds import PROVIDERS, UnknownCloud, get_provider
 
     priced = [n for n in PROVIDERS if get_provider(n).prices_module]
     if cloud is not None and cloud not in priced:
@@ -60,37 +89,47 @@ def prices(
         problem = _missing(name)
         if problem:
             fail(problem)
-    shipped = load_catalog(with_refreshed=False)
-    directory = prices_dir()
-    stored = []
-    for name in clouds:
-        rows = [r for r in shipped.rows.values() if r.cloud == name]
-        regions = list(region) or sorted({r.region for r in rows if r.region != "*"})
-        items = {k: sorted({r.item for r in rows if r.kind == k}) for k in ITEM_KINDS}
-        fetcher = importlib.import_module(get_provider(name).prices_module or "")
-        err_console.print(f"{name}: fetching prices for {', '.join(regions)} "
-                          f"({len(items['machine'])} machine types, {len(items['gpu'])} GPUs)",
-                          highlight=False, markup=False)
-        with err_console.status(f"{name}: asking the price APIs") as status:
-            def progress(text: str, _name: str = name) -> None:
-                status.update(f"{_name}: {text}")
-            try:
-                table = fetcher.fetch(regions, items, progress=progress, now=datetime.now(UTC))
-            except fetcher.PriceFetchError as exc:
-                fail(f"{name}: {exc}")
-        if not table.quotes:
-            warn(f"{name}: the APIs priced nothing in {', '.join(regions)}; the table is unchanged")
-            continue
+    return clouds
+
+
+def _to_price(cloud: str, region: list[str],
+              shipped: Catalog) -> tuple[list[str], dict[str, list[str]]]:
+    """The regions (`region`, else the shipped table's) and the items per kind (the shipped
+    table's) to ask `cloud` for."""
+    rows = [r for r in shipped.rows.values() if r.cloud == cloud]
+    regions = list(region) or sorted({r.region for r in rows if r.region != "*"})
+    items = {k: sorted({r.item for r in rows if r.kind == k}) for k in ITEM_KINDS}
+    return regions, items
+
+
+def _fetch(cloud: str, regions: list[str], items: dict[str, list[str]]) -> Table:
+    """`cloud`'s prices from its price APIs, with a status line; a failed fetch exits."""
+    from spotbench.clouds import get_provider
+
+    fetcher = importlib.import_module(get_provider(cloud).prices_module or "")
+    err_console.print(f"{cloud}: fetching prices for {', '.join(regions)} "
+                      f"({len(items['machine'])} machine types, {len(items['gpu'])} GPUs)",
+                      highlight=False, markup=False)
+    with err_console.status(f"{cloud}: asking the price APIs") as status:
+        def progress(text: str) -> None:
+            status.update(f"{cloud}: {text}")
         try:
-            path = save(table, directory)
-        except TableError as exc:
-            fail(str(exc))
-        stored.append((table, path, shipped))
-    if as_json:
-        typer.echo(json.dumps([_as_dict(t, p) for t, p, _ in stored], indent=2))
-        return
-    for table, path, old in stored:
-        _show(table, path, old)
+            table = fetcher.fetch(regions, items, progress=progress, now=datetime.now(UTC))
+        except fetcher.PriceFetchError as exc:
+            fail(f"{cloud}: {exc}")
+    return table
+
+
+def _save(table: Table, directory: Path) -> Path:
+    """Store `table` in `directory` (replacing that cloud's previous one); its CSV's path.
+    A file that cannot be written exits."""
+    from spotbench.prices.table import TableError, save
+
+    try:
+        path = save(table, directory)
+    except TableError as exc:
+        fail(str(exc))
+    return path
 
 
 def _missing(cloud: str) -> str | None:

@@ -106,9 +106,22 @@ def unit_usd(sku: Any) -> tuple[str, float] | None:
     return expr.usage_unit, int(price.unit_price.units or 0) + price.unit_price.nanos / 1e9
 
 
+# (family or item, core|ram|gpu|disk, provisioning) → USD per unit
+RateKey = tuple[str, str, str]
+PROVISIONINGS = ("on-demand", "spot")
+
+
 def prices_in(skus: Iterable[Any], region: str, machine_types: Iterable[str],
               gpus: Iterable[str]) -> list[Quote]:
-    per: dict[tuple[str, str, str], float] = {}  # (family or item, core|ram|gpu|disk, prov) → USD
+    """`region`'s quotes: the machine types and GPUs asked for, and every disk priced."""
+    per = _rates_in(skus, region)
+    return (_machine_quotes(per, region, machine_types) + _gpu_quotes(per, region, gpus)
+            + _disk_quotes(per, region))
+
+
+def _rates_in(skus: Iterable[Any], region: str) -> dict[RateKey, float]:
+    """The core, RAM, GPU and disk rates that `region`'s SKUs price (a later SKU wins)."""
+    per: dict[RateKey, float] = {}
     for sku in skus:
         prov = USAGE.get(sku.category.usage_type)
         if prov is None or region not in sku.service_regions:
@@ -117,15 +130,29 @@ def prices_in(skus: Iterable[Any], region: str, machine_types: Iterable[str],
         if priced is None:
             continue
         unit, usd = priced
-        desc = sku.description.removeprefix("Spot Preemptible ").removeprefix("Preemptible ")
-        if (m := _CORE_RAM.match(desc)) and m["family"] in FAMILIES and unit in ("h", "GiBy.h"):
-            per[(FAMILIES[m["family"]], m["what"].lower(), prov)] = usd
-        elif (m := _GPU.match(desc)) and unit == "h":
-            per[(m["name"].lower().replace(" ", "-"), "gpu", prov)] = usd
-        elif prov == "on-demand" and unit == "GiBy.mo":
-            disk = next((d for p, d in DISKS.items() if desc.startswith(p)), None)
-            if disk:
-                per[(disk, "disk", "")] = usd
+        key = _rate_key(sku.description, unit, prov)
+        if key is not None:
+            per[key] = usd
+    return per
+
+
+def _rate_key(description: str, unit: str, prov: str) -> RateKey | None:
+    """What a SKU prices, from its description and usage unit; None: nothing we price."""
+    desc = description.removeprefix("Spot Preemptible ").removeprefix("Preemptible ")
+    if (m := _CORE_RAM.match(desc)) and m["family"] in FAMILIES and unit in ("h", "GiBy.h"):
+        return (FAMILIES[m["family"]], m["what"].lower(), prov)
+    if (m := _GPU.match(desc)) and unit == "h":
+        return (m["name"].lower().replace(" ", "-"), "gpu", prov)
+    if prov == "on-demand" and unit == "GiBy.mo":
+        disk = next((d for p, d in DISKS.items() if desc.startswith(p)), None)
+        if disk:
+            return (disk, "disk", "")
+    return None
+
+
+def _machine_quotes(per: Mapping[RateKey, float], region: str,
+                    machine_types: Iterable[str]) -> list[Quote]:
+    """Predefined machine types: vCPUs × the family's core rate + GiB × its RAM rate."""
     quotes = []
     for mtype in sorted(set(machine_types)):
         shape = _SHAPE.match(mtype)
@@ -133,20 +160,29 @@ def prices_in(skus: Iterable[Any], region: str, machine_types: Iterable[str],
             continue
         cpus = int(shape["cpus"])
         gib = cpus * GIB_PER_VCPU[(shape["family"], shape["cls"])]
-        for prov in ("on-demand", "spot"):
+        for prov in PROVISIONINGS:
             core, ram = per.get((shape["family"], "core", prov)), per.get((shape["family"], "ram", prov))
             if core is None or ram is None:
                 continue
             quotes.append(Quote(region=region, kind="machine", item=mtype, provisioning=prov,
                                 unit="hour", usd=round(cpus * core + gib * ram, 6), source=SOURCE,
                                 note=f"{cpus} vCPU × {core:g} + {gib:g} GiB × {ram:g} USD/h"))
+    return quotes
+
+
+def _gpu_quotes(per: Mapping[RateKey, float], region: str, gpus: Iterable[str]) -> list[Quote]:
+    """GPUs, per GPU-hour."""
+    quotes = []
     for gpu in sorted(set(gpus)):
-        for prov in ("on-demand", "spot"):
+        for prov in PROVISIONINGS:
             if (gpu_usd := per.get((gpu, "gpu", prov))) is not None:
                 quotes.append(Quote(region=region, kind="gpu", item=gpu, provisioning=prov,
                                     unit="hour", usd=gpu_usd, source=SOURCE, note="per GPU"))
-    for (item, kind, _), disk_usd in sorted(per.items()):
-        if kind == "disk":
-            quotes.append(Quote(region=region, kind="disk", item=item, provisioning="",
-                                unit="gb-month", usd=disk_usd, source=SOURCE, note="per GiB-month"))
     return quotes
+
+
+def _disk_quotes(per: Mapping[RateKey, float], region: str) -> list[Quote]:
+    """Every persistent disk priced, per GiB-month (on-demand only)."""
+    return [Quote(region=region, kind="disk", item=item, provisioning="",
+                  unit="gb-month", usd=disk_usd, source=SOURCE, note="per GiB-month")
+            for (item, kind, _), disk_usd in sorted(per.items()) if kind == "disk"]
