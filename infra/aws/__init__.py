@@ -96,23 +96,25 @@ class AwsSweep(pulumi.ComponentResource):
         pullable = (pulumi.Output.from_input(spec.image)
                     if spec.image and not get_workload(spec.workload.name).user_image else
                     self.registry.url.apply(lambda r: f"{r}/*"))
+        keys = (account.apply(lambda a: keys_arn(region, a, spec.name))
+                if self.key_parameters else None)
         self.identities = AwsIdentities(
             f"{name}-id",
-            AwsIdentitiesArgs(sweep=spec.name, results_bucket=self.bucket.results_bucket,
+            AwsIdentitiesArgs(sweep=spec.name, region=region,
+                              results_bucket=self.bucket.results_bucket,
                               prefix=self.bucket.prefix, image=pullable, tags=tags,
-                              checkpoints=spec.keeps_checkpoints(),
-                              groups=[g.id for g in groups],
-                              keys={g: account.apply(lambda a, g=g: keys_arn(region, a, spec.name, g))
-                                    for g in self.key_parameters}),
+                              checkpoints=spec.keeps_checkpoints(), keys=keys),
             child,
         )
         ids = self.identities
         self.functions = AwsFunctions(
             f"{name}-fn",
             AwsFunctionsArgs(spec=spec, role_arn=ids.lambda_role.arn,
-                             results_url=self.bucket.results_url, tags=tags),
+                             results_url=self.bucket.results_url, tags=tags,
+                             secret_files=sorted({f for p in self.key_parameters.values()
+                                                  for f in p})),
             pulumi.ResourceOptions(parent=self, provider=self.provider,
-                                   depends_on=[ids.lambda_policy]),
+                                   depends_on=[ids.lambda_policy, ids.grant_policy]),
         )
         arns = self.functions.arns
         # failed asynchronous start/stop invocations (Lambda's and the scheduler's) land here
@@ -139,14 +141,14 @@ class AwsSweep(pulumi.ComponentResource):
                 AwsRunGroupArgs(
                     spec=spec, group=g, ips=ips, subnet_id=self.network.subnet.id,
                     security_group_id=self.network.security_groups[g.id].id,
-                    instance_profile=ids.instance_profiles[g.id].name,
+                    instance_profile=ids.instance_profile.name,
                     amis=amis, image=self.registry.url.apply(
                         lambda r, g=g: resolve_image(spec.image, r, g.workload, gpu_of[g.id])),
                     results_url=self.bucket.results_url, done_url=self.functions.urls["done"],
                     ssh=mpi.groups[g.id] if mpi else None,
                 ),
                 pulumi.ResourceOptions(parent=self, provider=self.provider,
-                                       depends_on=[self.network.nat, ids.member_policies[g.id],
+                                       depends_on=[self.network.nat, ids.member_policy,
                                                    *self.key_parameters.get(g.id, {}).values()]),
             )
             for g in groups
