@@ -32,6 +32,7 @@ from spotbench.auth import aws_grants
 from spotbench.auth.aws import grant_role_name, member_role_name
 from spotbench.clouds import Instance
 from spotbench.labels import GROUP_LABEL, SWEEP_LABEL, sweep_labels
+from spotbench.results import run_id_lengths
 
 log = logging.getLogger("spotbench.functions")
 
@@ -88,8 +89,8 @@ def grant(config: FunctionConfig, caller: Caller, account: str,
                         f"{run.run}: no grant; the stop tick stops it")
     bucket, prefix = _bucket_prefix(config)
     checkpoints = config.spec.keeps_checkpoints()
-    policy = aws_grants.session_policy(bucket, prefix, run.run, group, checkpoints=checkpoints,
-                                       until=deadline)
+    policy = aws_grants.session_policy(bucket, prefix, group, checkpoints=checkpoints,
+                                       until=deadline, run_lengths=run_id_lengths())
     region = config.spec.region or ""
     role = f"arn:aws:iam::{account}:role/{grant_role_name(config.spec.name, region)}"
     creds = aws_grants.assume_grant(role, policy, session_name=caller.name,

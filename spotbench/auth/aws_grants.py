@@ -5,7 +5,7 @@ member of a sweep runs as one role, which writes nothing. Once the function has 
 calling instance to its group (from the sweep's own records), it mints for that group:
 
 - `session_policy()` + `assume_grant()`: `sts:AssumeRole` on the sweep's grant role with a
-  session policy naming only `runs/<run>/<group>.*` (put) and, when the sweep keeps
+  session policy naming only `runs/<run>/<group>.*` (put; `group_objects`) and, when the sweep keeps
   checkpoints, `checkpoints/<group>/*` (get/put/delete, list with that `s3:prefix`). AWS
   grants a session the intersection of the role's policy and the session policy. The
   functions' own credentials are a role session, so this is role chaining: at most 1 h
@@ -53,9 +53,24 @@ def checkpoints_prefix(prefix: str, group: str) -> str:
     return _under(prefix, f"checkpoints/{group}/")
 
 
-def session_policy(bucket: str, prefix: str, run: str, group: str, *, checkpoints: bool,
-                   until: datetime) -> dict[str, Any]:
-    """The session policy of group `group`'s grant in run `run`, void after `until`."""
+def group_objects(bucket: str, prefix: str, group: str, run_lengths: Iterable[int]) -> list[str]:
+    """ARNs of the objects run group `group` stores in any run of the sweep:
+    `runs/<run>/<group>.<n>.jsonl` and `runs/<run>/<group>.<n>/<name>` (spotbench/results.py).
+
+    In an IAM resource `*` matches any characters, `/` included, so `runs/*/<group>.*`
+    would also match `runs/<run>/<other>.1/<group>.x` or `runs/<run>/flags/<group>.1.json`.
+    The run segment is matched by its length instead (`?` is exactly one character; a run
+    id has one of `run_lengths`, `spotbench.results.run_id_lengths()`: a run opened twice in
+    one second carries a suffix),
+    and `<group>.` (group ids hold no `.`) ends the group's name: `…-t1.` is not a prefix
+    of `…-t10.`."""
+    runs = _under(prefix, "runs")
+    return [f"arn:aws:s3:::{bucket}/{runs}/{'?' * n}/{group}.*" for n in run_lengths]
+
+
+def session_policy(bucket: str, prefix: str, group: str, *, checkpoints: bool,
+                   until: datetime, run_lengths: Iterable[int]) -> dict[str, Any]:
+    """The session policy of group `group`'s grant, void after `until`."""
     arn = f"arn:aws:s3:::{bucket}"
     runs = _under(prefix, "runs")
     before = {"DateLessThan": {"aws:CurrentTime": until.astimezone(UTC).strftime(
@@ -63,9 +78,7 @@ def session_policy(bucket: str, prefix: str, run: str, group: str, *, checkpoint
     statements: list[dict[str, Any]] = [
         {"Sid": "PutGroupResults", "Effect": "Allow",
          "Action": ["s3:PutObject", "s3:AbortMultipartUpload"],
-         "Resource": f"{arn}/{records_prefix(prefix, run, group)}*", "Condition": before},
-        {"Sid": "ReadLedger", "Effect": "Allow", "Action": "s3:GetObject",
-         "Resource": f"{arn}/{runs}/*/run.json", "Condition": before},
+         "Resource": group_objects(bucket, prefix, group, run_lengths), "Condition": before},
         {"Sid": "ListRuns", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": arn,
          "Condition": {**before, "StringLike": {"s3:prefix": [f"{runs}/", f"{runs}/*"]}}},
     ]

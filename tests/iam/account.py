@@ -191,7 +191,7 @@ class EnforcedAccount:
     # ---- principals -------------------------------------------------------------------------
     def create_role(self, name: str, assume_role_policy: str, policies: list[dict]) -> None:
         iam = self.admin("iam")
-        iam.create_role(RoleName=name, AssumeRolePolicyDocument=assume_role_policy)
+        iam.create_role(RoleName=name, AssumeRolePolicyDocument=_moto_trust(assume_role_policy))
         self.trusts[name] = json.loads(assume_role_policy) if assume_role_policy else {}
         self.roles[name] = [json.loads(json.dumps(p)) for p in policies]
         self.sync_role(name)
@@ -217,6 +217,10 @@ class EnforcedAccount:
             secret_key=creds["SecretAccessKey"], token=creds["SessionToken"])
         self._keys[principal.access_key] = principal
         return principal
+
+    def principal_of(self, access_key: str) -> Principal:
+        """The session behind credentials the account handed out (e.g. a function's grant)."""
+        return self._keys[access_key]
 
     # ---- decisions ------------------------------------------------------------------------
     def denials(self) -> list[Record]:
@@ -459,6 +463,18 @@ class EnforcedAccount:
             logs.put_log_events(logGroupName=group, logStreamName=stream, logEvents=[
                 {"timestamp": int(time.time() * 1000), "message": json.dumps(result)[:1000]}])
         return result
+
+
+def _moto_trust(document: str) -> str:
+    """The trust policy handed to moto. AWS lets a role named as a trust principal assume
+    through any of its sessions (`assumed-role/<role>/<session>`); moto compares the
+    session's ARN with the role's and refuses. An AWS principal is widened to `*` for moto:
+    the front checks the declared trust itself (`EnforcedAccount.trusted`)."""
+    doc = json.loads(document) if document else {}
+    for statement in doc.get("Statement", []):
+        if "AWS" in (statement.get("Principal") or {}):
+            statement["Principal"] = {"AWS": "*"}
+    return json.dumps(doc) if doc else document
 
 
 @contextlib.contextmanager
