@@ -1,17 +1,19 @@
 """The AWS function URL's `grant` and `keys` paths: a group's storage grant and its entries,
 for an instance of that group only.
 
-The caller is an instance session of the sweep's one member role (the URL verified the
-signature; `spotbench.auth.aws.caller_from_function_url`). Which group it speaks for comes
-from the sweep's own records (`instance_group`): the instance with that id must be one of
-the sweep's (its deployer-written `spotbench-sweep` tag), its `Name` one of the plan's
-member names and its `spotbench-group` tag that member's group. Then:
+The caller is an instance session of the sweep's one member role in the function's own
+account (the URL verified the signature; `spotbench.auth.aws.caller_from_function_url`).
+Which group it speaks for comes from the sweep's own records by the neutral rule
+(`spotbench.auth.instance.group_of`, `instance_group`): the live instance with that id (EC2
+DescribeInstances) must carry a `Name` that is one of the plan's member names and the
+deployer-written `spotbench-group` tag of that member's group. Then:
 
-- `grant`: the group's deadline is its latest launch in the open run + the spec's deadline;
-  past it, or with no open run or launch, the answer is 403. Otherwise the answer holds
-  `credentials` (STS, the grant role narrowed to the group's objects, `expires` ≤ the
-  deadline and ≤ 1 h: the member asks again), `post` (a presigned POST for the group's
-  records, `starts-with` its key prefix), the `run`, `group`, `prefixes` and `expires`.
+- `grant`: the group's deadline is its latest launch in the open run + the spec's deadline
+  (`deadline_of`); past it, or with no open run or launch, the answer is 403. Otherwise the
+  answer is the neutral `Grant` (`group`, `run`, `prefixes` relative to the results root
+  `root`, `expires` = the deadline) plus `credentials` (STS, the grant role narrowed to the
+  group's objects; their `Expiration` ≤ the deadline and ≤ 1 h: the member asks again) and
+  `post` (a presigned POST for the group's records, `starts-with` its key prefix).
 - `keys`: the group's entries under the sweep's parameter path (`SPOTBENCH_SECRET_FILES`
   names them), as `{"group": …, "files": {name: base64}}`.
 
@@ -30,8 +32,10 @@ from functions.app import FunctionConfig
 from spotbench.auth import Caller, Forbidden
 from spotbench.auth import aws_grants
 from spotbench.auth.aws import grant_role_name, member_role_name
+from spotbench.auth.instance import (Grant, InstanceClaim, LiveInstance, Roster, deadline_of,
+                                     group_of)
 from spotbench.clouds import Instance
-from spotbench.labels import GROUP_LABEL, SWEEP_LABEL, sweep_labels
+from spotbench.labels import GROUP_LABEL
 from spotbench.results import run_id_lengths
 
 log = logging.getLogger("spotbench.functions")
@@ -39,27 +43,27 @@ log = logging.getLogger("spotbench.functions")
 PATHS = ("grant", "keys")
 
 
-def instance_group(config: FunctionConfig, instance_id: str,
+def instance_group(config: FunctionConfig, instance_id: str, account: str,
                    find: Callable[[str], Instance | None] | None = None) -> str:
-    """The run group of the sweep's instance `instance_id`, from the sweep's own records
-    (raises `Forbidden` for an instance that is not the sweep's member of that name)."""
+    """The run group of instance `instance_id` by the neutral rule (`spotbench.auth.instance`):
+    EC2 DescribeInstances by id gives its `Name` and deployer-written `spotbench-group` tags;
+    the name must be one of the plan's members and the tag that member's group. Raises
+    `InstanceRefused` (403) otherwise."""
     spec = config.spec
     if find is None:
-        def find(iid: str) -> Instance | None:
-            return next((i for i in config.cloud.query(sweep_labels(spec.name)) if i.name == iid),
-                        None)
-    inst = find(instance_id)
-    if inst is None or inst.labels.get(SWEEP_LABEL) != spec.name:
-        raise Forbidden(f"instance {instance_id} is not part of sweep {spec.name}")
-    members = {m.name: g.id for g in config.sweep.groups for m in g.members}
-    name = inst.labels.get("Name", "")
-    if name not in members:
-        raise Forbidden(f"instance {instance_id} ({name or 'no Name tag'}) is not a member "
-                        f"of sweep {spec.name}'s plan")
-    if inst.labels.get(GROUP_LABEL) != members[name]:
-        raise Forbidden(f"instance {instance_id} is tagged for group "
-                        f"{inst.labels.get(GROUP_LABEL)}; member {name} is of {members[name]}")
-    return members[name]
+        find = config.cloud.find  # spotbench.clouds.ec2.AwsCloud.find
+    found = find(instance_id)
+
+    def lookup(claim: InstanceClaim) -> LiveInstance | None:
+        if found is None or found.name != claim.instance_id:
+            return None
+        return LiveInstance(found.name, found.labels.get("Name", ""), found.labels.get(GROUP_LABEL))
+
+    # an EC2 session names only the id: the name the plan gave it is its Name tag
+    claim = InstanceClaim(instance_id=instance_id,
+                          instance_name=found.labels.get("Name", "") if found else "",
+                          location=spec.region or "", account=account)
+    return group_of(claim, Roster.of_plan(spec.name, account, config.sweep.groups), lookup)
 
 
 def _bucket_prefix(config: FunctionConfig) -> tuple[str, str]:
@@ -74,7 +78,7 @@ def grant(config: FunctionConfig, caller: Caller, account: str,
           now: datetime | None = None) -> dict[str, Any]:
     """The caller's group's storage grant (see the module's docstring)."""
     now = now or datetime.now(UTC)
-    group = instance_group(config, caller.name)
+    group = instance_group(config, caller.name, account)
     store = config.sweep.store
     run = store.current_run()
     if run is None:
@@ -82,33 +86,32 @@ def grant(config: FunctionConfig, caller: Caller, account: str,
     launched = store.last_launch(run.run, group)
     if launched is None:
         raise Forbidden(f"group {group} has not been launched in run {run.run}")
-    deadline = launched + config.spec.deadline
-    window = aws_grants.GrantWindow.until(deadline, now)
-    if window is None:
-        raise Forbidden(f"group {group} is past its deadline ({deadline.isoformat()}) in run "
-                        f"{run.run}: no grant; the stop tick stops it")
+    granted = Grant.for_group(group, run.run, deadline_of(launched, config.spec.deadline),
+                              checkpoints=config.spec.keeps_checkpoints())
+    window = aws_grants.GrantWindow.until(granted.expires, now)
+    if window is None or granted.expired(now):
+        raise Forbidden(f"group {group} is past its deadline ({granted.expires.isoformat()}) "
+                        f"in run {run.run}: no grant; the stop tick stops it")
     bucket, prefix = _bucket_prefix(config)
-    checkpoints = config.spec.keeps_checkpoints()
-    policy = aws_grants.session_policy(bucket, prefix, group, checkpoints=checkpoints,
-                                       until=deadline, run_lengths=run_id_lengths())
+    policy = aws_grants.session_policy(bucket, prefix, group,
+                                       checkpoints=granted.checkpoints is not None,
+                                       until=granted.expires, run_lengths=run_id_lengths())
     region = config.spec.region or ""
     role = f"arn:aws:iam::{account}:role/{grant_role_name(config.spec.name, region)}"
     creds = aws_grants.assume_grant(role, policy, session_name=caller.name,
                                     duration_s=window.duration_s)
-    expires = window.expires(now)
-    records = aws_grants.records_prefix(prefix, run.run, group)
-    post = aws_grants.presigned_post(bucket, records, int((expires - now).total_seconds()))
-    prefixes = [records] + ([aws_grants.checkpoints_prefix(prefix, group)] if checkpoints else [])
+    until = window.expires(now)
+    records = aws_grants.under(prefix, granted.records)
+    post = aws_grants.presigned_post(bucket, records, int((until - now).total_seconds()))
     log.info("grant for %s: group %s, run %s, until %s", caller.name, group, run.run,
-             expires.isoformat())
-    return {"group": group, "run": run.run, "bucket": bucket, "prefixes": prefixes,
-            "expires": expires.isoformat(), "deadline": deadline.isoformat(),
-            "credentials": creds, "post": post}
+             until.isoformat())
+    return {**granted.to_json(), "bucket": bucket, "root": prefix,
+            "credentials": {**creds, "Expiration": until.isoformat()}, "post": post}
 
 
-def keys(config: FunctionConfig, caller: Caller) -> dict[str, Any]:
+def keys(config: FunctionConfig, caller: Caller, account: str) -> dict[str, Any]:
     """The caller's group's entries (base64, as stored)."""
-    group = instance_group(config, caller.name)
+    group = instance_group(config, caller.name, account)
     files = json.loads(config.env.get("SPOTBENCH_SECRET_FILES") or "[]")
     return {"group": group,
             "files": aws_grants.read_secrets(config.spec.name, group, [str(f) for f in files])}
@@ -124,7 +127,7 @@ def answer(path: str, config: FunctionConfig, caller: Caller, account: str,
     try:
         if path == "grant":
             return 200, grant(config, caller, account, now)
-        return 200, keys(config, caller)
+        return 200, keys(config, caller, account)
     except Forbidden as exc:
         log.warning("%s refused for %s: %s", path, caller.name, exc)
         return 403, {"error": str(exc)}

@@ -39,18 +39,13 @@ def group_secret_path(sweep: str, group: str) -> str:
     return f"/spotbench/{sweep}/{group}"
 
 
-def _under(prefix: str, path: str) -> str:
+def under(prefix: str, path: str) -> str:
+    """`path` (relative to the sweep's results root) as a key of the bucket."""
     return f"{prefix}/{path}" if prefix else path
 
 
-def records_prefix(prefix: str, run: str, group: str) -> str:
-    """The key prefix of the group's objects in run `run`: `<prefix>/runs/<run>/<group>.`
-    (group ids hold no `.`, so `…-t1.` is not a prefix of `…-t10.`)."""
-    return _under(prefix, f"runs/{run}/{group}.")
-
-
 def checkpoints_prefix(prefix: str, group: str) -> str:
-    return _under(prefix, f"checkpoints/{group}/")
+    return under(prefix, f"checkpoints/{group}/")
 
 
 def group_objects(bucket: str, prefix: str, group: str, run_lengths: Iterable[int]) -> list[str]:
@@ -64,7 +59,7 @@ def group_objects(bucket: str, prefix: str, group: str, run_lengths: Iterable[in
     one second carries a suffix),
     and `<group>.` (group ids hold no `.`) ends the group's name: `…-t1.` is not a prefix
     of `…-t10.`."""
-    runs = _under(prefix, "runs")
+    runs = under(prefix, "runs")
     return [f"arn:aws:s3:::{bucket}/{runs}/{'?' * n}/{group}.*" for n in run_lengths]
 
 
@@ -72,7 +67,7 @@ def session_policy(bucket: str, prefix: str, group: str, *, checkpoints: bool,
                    until: datetime, run_lengths: Iterable[int]) -> dict[str, Any]:
     """The session policy of group `group`'s grant, void after `until`."""
     arn = f"arn:aws:s3:::{bucket}"
-    runs = _under(prefix, "runs")
+    runs = under(prefix, "runs")
     before = {"DateLessThan": {"aws:CurrentTime": until.astimezone(UTC).strftime(
         "%Y-%m-%dT%H:%M:%SZ")}}
     statements: list[dict[str, Any]] = [

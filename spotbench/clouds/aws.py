@@ -124,7 +124,7 @@ class AwsProvider(Provider):
         creds = grant["credentials"]
         return ({"key": creds["AccessKeyId"], "secret": creds["SecretAccessKey"],
                  "token": creds["SessionToken"]},
-                datetime.fromisoformat(grant["expires"]).timestamp())
+                datetime.fromisoformat(creds["Expiration"]).timestamp())
 
 
 PROVIDER = AwsProvider()
