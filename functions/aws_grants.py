@@ -102,7 +102,7 @@ def grant(config: FunctionConfig, caller: Caller, account: str,
                                     duration_s=window.duration_s)
     until = window.expires(now)
     records = aws_grants.under(prefix, granted.records)
-    post = aws_grants.presigned_post(bucket, records, int((until - now).total_seconds()))
+    post = aws_grants.presigned_post(bucket, records, until)
     log.info("grant for %s: group %s, run %s, until %s", caller.name, group, run.run,
              until.isoformat())
     return {**granted.to_json(), "bucket": bucket, "root": prefix,

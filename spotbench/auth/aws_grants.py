@@ -132,13 +132,16 @@ def assume_grant(role_arn: str, policy: dict[str, Any], *, session_name: str,
             "Expiration": creds["Expiration"].astimezone(UTC).isoformat()}
 
 
-def presigned_post(bucket: str, key_prefix: str, expires_s: int) -> dict[str, Any]:
-    """An S3 POST policy for objects named `key_prefix…` (`starts-with $key`), signed with the
-    function's credentials (which may put under the whole sweep: the policy's conditions are
-    what confine it)."""
-    return _client("s3").generate_presigned_post(
+def presigned_post(bucket: str, key_prefix: str, until: datetime) -> dict[str, Any]:
+    """An S3 POST policy for objects named `key_prefix…` (`starts-with $key`) that expires by
+    `until`, signed with the function's credentials (which may put under the whole sweep:
+    the policy's conditions are what confine it). Its expiration is counted from the moment
+    of signing, rounded down, so it never passes `until`."""
+    client = _client("s3")
+    left = int((until - datetime.now(UTC)).total_seconds()) - 1
+    return client.generate_presigned_post(
         bucket, key_prefix + "${filename}",
-        Conditions=[["starts-with", "$key", key_prefix]], ExpiresIn=max(1, int(expires_s)))
+        Conditions=[["starts-with", "$key", key_prefix]], ExpiresIn=max(1, left))
 
 
 def read_secrets(sweep: str, group: str, files: Iterable[str]) -> dict[str, str]:

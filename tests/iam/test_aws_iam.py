@@ -481,3 +481,145 @@ def test_aws_a_member_cannot_read_another_groups_ssh_keys(deployed):
     with pytest.raises(ClientError, match="AccessDenied"):
         other.get_parameter(Name=group_parameters(d, mine)[0], WithDecryption=True)
     assert not d.account.errors, d.account.errors
+
+
+# ---- the grants (issue #29): what the function mints, and what it refuses -----------------
+
+def _put(client, d: Deployed, key: str) -> None:
+    client.put_object(Bucket=d.bucket, Key=key, Body=b"{}")
+
+
+@pytest.mark.security
+def test_aws_a_grant_replayed_after_the_deadline_is_refused(deployed):
+    """Attack: a group keeps (or leaks) its grant and writes with it after the group's
+    deadline (a next attempt's results, a forged late record). STS hands out at least 15
+    minutes, so the session policy itself says `aws:CurrentTime < deadline`; and once the
+    deadline passed the function mints no new grant."""
+    from datetime import UTC, datetime, timedelta
+
+    d = deployed
+    run = d.tick("start")["run"]
+    mine = d.declared.spec.plan()[0].id
+    member = d.member(next(n for n, c in d.contexts.items() if c.group == mine))
+    answer = signed_post(d.done_url + "grant", {}, region=REGION, credentials=member.credentials())
+    assert answer.status_code == 200, answer.text
+    grant = answer.json()
+    deadline = datetime.fromisoformat(grant["expires"])
+    assert timedelta(0) < deadline - datetime.now(UTC) <= timedelta(minutes=45)
+    assert datetime.fromisoformat(grant["credentials"]["Expiration"]) <= deadline
+    s3 = d.account.client("s3", d.account.principal_of(grant["credentials"]["AccessKeyId"]))
+    _put(s3, d, f"ax/runs/{run}/{mine}.1.jsonl")  # before the deadline: its own records
+    d.account.now = deadline + timedelta(seconds=1)  # the same credentials, a second too late
+    with pytest.raises(ClientError, match="AccessDenied"):
+        _put(s3, d, f"ax/runs/{run}/{mine}.2.jsonl")
+    assert d.account.denials()[-1].decision.by.startswith("session policy")
+    d.account.now = None
+    # the function: the group's launch is older than the deadline → no grant
+    with d.account.setup():
+        d.account.admin("s3").put_object(
+            Bucket=d.bucket, Key=f"ax/runs/{run}/launches/{mine}.1",
+            Body=(datetime.now(UTC) - timedelta(minutes=46)).isoformat().encode())
+    late = signed_post(d.done_url + "grant", {}, region=REGION, credentials=member.credentials())
+    assert late.status_code == 403 and "past its deadline" in late.json()["error"], late.text
+    assert not d.account.errors, d.account.errors
+
+
+@pytest.mark.security
+def test_aws_a_grant_covers_only_its_own_groups_prefix(deployed):
+    """Attack: a group's grant is used for another group's prefix (records, raw output, the
+    group `…-t10` beside `…-t1`), the ledger, or another sweep's prefix in the same bucket;
+    and the presigned POST's `starts-with` condition names the group's records only."""
+    import base64 as b64
+
+    d = deployed
+    run = d.tick("start")["run"]
+    mine, theirs = (g.id for g in d.declared.spec.plan())
+    member = d.member(next(n for n, c in d.contexts.items() if c.group == mine))
+    answer = signed_post(d.done_url + "grant", {}, region=REGION, credentials=member.credentials())
+    grant = answer.json()
+    assert grant["group"] == mine and grant["prefixes"] == [f"runs/{run}/{mine}."]
+    s3 = d.account.client("s3", d.account.principal_of(grant["credentials"]["AccessKeyId"]))
+    for key in (f"ax/runs/{run}/{theirs}.1.jsonl", f"ax/runs/{run}/{theirs}.1/{mine}.1.jsonl",
+                f"ax/runs/{run}/{mine}0.1.jsonl", f"ax/checkpoints/{theirs}/{run}/x",
+                f"ax/runs/{run}/launches/{mine}.2", "other/runs/r/x.1.jsonl", "ax/control.lock"):
+        with pytest.raises(ClientError, match="AccessDenied"):
+            _put(s3, d, key)
+    for prefix in (f"ax/runs/{run}/{theirs}.", "ax/checkpoints/", "other/"):
+        with pytest.raises(ClientError, match="AccessDenied"):
+            s3.list_objects_v2(Bucket=d.bucket, Prefix=prefix) if prefix == "other/" else \
+                s3.get_object(Bucket=d.bucket, Key=prefix + "x")
+    _put(s3, d, f"ax/runs/{run}/{mine}.1.jsonl")
+    # the POST policy (S3 checks its conditions; moto does not: evaluated here)
+    post = grant["post"]
+    policy = json.loads(b64.b64decode(post["fields"]["policy"]))
+    assert post_policy_allows(policy, f"ax/runs/{run}/{mine}.1.jsonl", d.bucket)
+    for key in (f"ax/runs/{run}/{theirs}.1.jsonl", f"ax/runs/{run}/{mine}0.1.jsonl",
+                f"ax/runs/{run}/flags/{mine}.1.json"):
+        assert not post_policy_allows(policy, key, d.bucket), key
+    expiry = policy["expiration"].replace("Z", "+00:00")
+    from datetime import datetime
+    assert datetime.fromisoformat(expiry) <= datetime.fromisoformat(grant["expires"])
+    assert not d.account.errors, d.account.errors
+
+
+def post_policy_allows(policy: dict, key: str, bucket: str) -> bool:
+    """S3's check of a POST policy's conditions on `key` and `bucket` (AWS: "Creating a POST
+    policy", conditions `eq`/`starts-with` and the `{"field": value}` form)."""
+    fields = {"key": key, "bucket": bucket}
+    for cond in policy["conditions"]:
+        if isinstance(cond, dict):
+            (name, value), = cond.items()
+            if name in fields and fields[name] != value:
+                return False
+        elif cond[0] in ("starts-with", "eq"):
+            name = cond[1].lstrip("$")
+            if name in fields and not (fields[name].startswith(cond[2]) if cond[0] == "starts-with"
+                                       else fields[name] == cond[2]):
+                return False
+    return True
+
+
+@pytest.mark.security
+def test_aws_an_instance_of_another_sweep_gets_nothing(deployed):
+    """Attack: an instance of another sweep in the same account (tagged for its own sweep and
+    group), holding a session of this sweep's member role named after itself, asks for a
+    grant, keys or `done`: it is not one of this plan's members."""
+    d = deployed
+    d.tick("start")
+    stranger = d.account.session(MEMBER, d.other_instance)
+    for path in ("grant", "keys", ""):
+        answer = signed_post(d.done_url + path, {"group": "other-g1"}, region=REGION,
+                             credentials=stranger.credentials())
+        assert answer.status_code == 403, (path, answer.text)
+        assert "not a member of sweep ax" in answer.json()["error"] or \
+            "not part of sweep ax" in answer.json()["error"], answer.text
+    assert {d.states()[i] for g in d.declared.spec.plan() for i in d.group_ids(g.id)} == {"running"}
+    assert not d.account.errors, d.account.errors
+
+
+@pytest.mark.security
+def test_aws_a_forged_instance_identity_is_refused(deployed):
+    """Attack: a caller that is not an instance session of this account's member role asks for
+    a grant or keys: a session of another role named after a member's instance, and (a
+    direct event, as a forged URL event would carry) an assumed-role ARN of another account."""
+    from types import SimpleNamespace
+
+    from functions import lambda_handler
+
+    d = deployed
+    d.tick("start")
+    victim = next(iter(d.instance_ids.values()))
+    d.account.roles["ax-scheduler"] = [*d.account.roles["ax-scheduler"], *d.account.roles[MEMBER]]
+    forged = d.account.session("ax-scheduler", victim)
+    for path in ("grant", "keys"):
+        answer = signed_post(d.done_url + path, {}, region=REGION, credentials=forged.credentials())
+        assert answer.status_code == 403 and "not this sweep's member role" in answer.json()["error"]
+    event = {"rawPath": "/grant", "body": "{}", "requestContext": {
+        "http": {"method": "POST"}, "authorizer": {"iam": {
+            "accountId": "999999999999",
+            "userArn": f"arn:aws:sts::999999999999:assumed-role/{MEMBER}/{victim}"}}}}
+    fn = d.functions["ax-done"]
+    answer = d.account.run_function(fn, event)
+    assert answer["statusCode"] == 403 and "999999999999" in json.loads(answer["body"])["error"]
+    assert lambda_handler is not None and SimpleNamespace  # the adapter the account runs
+    assert not d.account.errors, d.account.errors
