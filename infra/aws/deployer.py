@@ -131,10 +131,11 @@ def deployer_policy(sweep: str = "*", region: str = "*") -> dict[str, Any]:
          "Resource": passable_roles(sweep, region),
          "Condition": {"StringEquals": {"iam:PassedToService": [
              "ec2.amazonaws.com", "lambda.amazonaws.com", "scheduler.amazonaws.com"]}}},
-        # the deployer's own spotbench commands: `preflight` reads the EC2 vCPU quotas,
+        # the deployer's own spotbench commands: `preflight` reads the EC2 vCPU quotas and
+        # the IAM account summary (room for the sweep's roles),
         # `schedule run-now` invokes the start function, `status`/`report` read results
-        {"Sid": "ReadQuotas", "Effect": "Allow", "Action": "servicequotas:GetServiceQuota",
-         "Resource": "*"},
+        {"Sid": "ReadQuotas", "Effect": "Allow",
+         "Action": ["servicequotas:GetServiceQuota", "iam:GetAccountSummary"], "Resource": "*"},
         {"Sid": "RunStartNow", "Effect": "Allow", "Action": "lambda:InvokeFunction",
          "Resource": f"arn:aws:lambda:*:*:function:{sweep}-start"},
         {"Sid": "ReadResults", "Effect": "Allow", "Action": "s3:GetObject",
