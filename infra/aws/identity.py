@@ -123,8 +123,8 @@ def grant_trust(lambda_role_arn: str) -> Doc:
 
 
 def grant_policy(bucket: str, prefix: str, checkpoints: bool = False) -> Doc:
-    """The ceiling of every group's grant: put under the sweep's `runs/` and list it (the
-    store numbers its attempt from the listing), and, when the sweep keeps checkpoints,
+    """The ceiling of every group's grant: put under the sweep's `runs/`, list it (the store
+    numbers its attempt from the listing) and read the ledger's `run.json`, and, when the sweep keeps checkpoints,
     read, write, delete and list under `checkpoints/`. Each grant's session policy
     (`spotbench.auth.aws_grants.session_policy`) narrows it to one group's objects."""
     bucket_arn, _ = prefix_arns(bucket, prefix)
@@ -142,6 +142,9 @@ def grant_policy(bucket: str, prefix: str, checkpoints: bool = False) -> Doc:
         {"Sid": "PutResults", "Effect": "Allow",
          "Action": ["s3:PutObject", "s3:AbortMultipartUpload"],
          "Resource": f"{bucket_arn}/{runs}/*"},
+        # the group's store finds its run in the ledger (`current_run` reads `run.json`)
+        {"Sid": "ReadLedger", "Effect": "Allow", "Action": "s3:GetObject",
+         "Resource": f"{bucket_arn}/{runs}/*/run.json"},
         {"Sid": "ListRuns", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": bucket_arn,
          "Condition": {"StringLike": {"s3:prefix": [f"{runs}/", f"{runs}/*"]}}},
     )

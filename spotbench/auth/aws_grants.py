@@ -74,6 +74,8 @@ def session_policy(bucket: str, prefix: str, group: str, *, checkpoints: bool,
         {"Sid": "PutGroupResults", "Effect": "Allow",
          "Action": ["s3:PutObject", "s3:AbortMultipartUpload"],
          "Resource": group_objects(bucket, prefix, group, run_lengths), "Condition": before},
+        {"Sid": "ReadLedger", "Effect": "Allow", "Action": "s3:GetObject",
+         "Resource": f"{arn}/{runs}/*/run.json", "Condition": before},
         {"Sid": "ListRuns", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": arn,
          "Condition": {**before, "StringLike": {"s3:prefix": [f"{runs}/", f"{runs}/*"]}}},
     ]

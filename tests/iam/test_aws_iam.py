@@ -291,7 +291,10 @@ def test_aws_conditions_are_proved_by_calls_that_must_be_denied(deployed):
 # statements only AWS services use, with the role, after an invocation failed for good
 # (Lambda's on-failure destination, the scheduler's DLQ): no call of this path needs them;
 # tests/infra/test_aws_failures.py asserts what they grant, and to which queue only
-SERVICE_ONLY = {("ax-lambda", "FailedInvocations"), ("ax-scheduler", "DeadLetters")}
+SERVICE_ONLY = {("ax-lambda", "FailedInvocations"), ("ax-scheduler", "DeadLetters"),
+                # the grant's store reads `run.json` when the member runs without a prior
+                # `exit_if_outside_run` (tests/faults/test_control_lock.py takes that path)
+                (GRANT, "ReadLedger")}
 
 
 def test_aws_every_declared_statement_is_needed(path_run, declared):
@@ -352,6 +355,7 @@ def test_aws_sweep_lambda_role_cannot_write_the_logs_of_a_sweep_its_name_prefixe
 # needed statement escapes the statement-level check above).
 NOT_EXERCISED = {
     (GRANT, "PutResults", "s3:AbortMultipartUpload"): "a failed multipart upload",
+    (GRANT, "ReadLedger", "s3:GetObject"): "tests/faults/test_control_lock.py's member path",
     (MEMBER, "PullImage", "ecr:GetDownloadUrlForLayer"): "docker pull's layer downloads",
     (MEMBER, "SsmSessions", "ssmmessages:OpenControlChannel"): "the agent's websocket",
     (MEMBER, "SsmSessions", "ssmmessages:OpenDataChannel"): "the agent's websocket",
