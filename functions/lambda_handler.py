@@ -13,8 +13,10 @@ One handler (`functions.lambda_handler.handler`) serves all three Lambdas; each 
   retry policy retries (actions are idempotent); other outcomes are returned as a dict.
 
 Environment: as `functions/app.py` (SPOTBENCH_CLOUD=aws, SPOTBENCH_SPEC,
-SPOTBENCH_RESULTS_URL) plus SPOTBENCH_ACTION. Only sessions of the sweep's member roles
-(one per run group, `member_role_name`) may call `done`, each for its own group.
+SPOTBENCH_RESULTS_URL) plus SPOTBENCH_ACTION and SPOTBENCH_SECRET_FILES (`keys`). Only
+instance sessions of the sweep's one member role (`member_role_name`) may call the URL; the
+instance's group comes from the sweep's own records: `done` stops only that group, and the
+URL's `/grant` and `/keys` paths answer for that group only (functions/aws_grants.py).
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ from typing import Any
 
 from functions.app import BadBody, ConfigError, FunctionConfig, handle, parse_body
 from spotbench.auth import Caller, Forbidden, Unauthorized
-from spotbench.auth.aws import (caller_from_function_url, caller_from_invocation, function_account,
-                                member_role_name)
+from functions import aws_grants
+from spotbench.auth.aws import caller_from_function_url, caller_from_invocation, function_account
 
 log = logging.getLogger("spotbench.functions")
 log.setLevel(logging.INFO)
@@ -83,18 +85,25 @@ def _url_body(event: Mapping[str, Any]) -> Any:
     return body
 
 
+def _url_path(event: Mapping[str, Any]) -> str:
+    """`done`, `grant` or `keys` from the URL's path (`/` is `done`), else the raw path."""
+    raw = str(event.get("rawPath") or "/").strip("/")
+    return raw or "done"
+
+
 def handle_function_url(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     method = ((event.get("requestContext") or {}).get("http") or {}).get("method", "POST")
+    path = _url_path(event)
     try:
         config = _get_config()
         action = _action(config)
+        if path not in ("done", *aws_grants.PATHS):
+            return _response(404, {"error": f"no path /{path[:40]} here; use /, /grant or /keys"})
         if method != "POST":
-            return _response(405, {"error": f"{action} takes POST with a JSON body"})
-        caller = caller_from_function_url(
-            event,
-            account=function_account(getattr(context, "invoked_function_arn", "")),
-            member_roles={member_role_name(g.id): g.id for g in config.spec.plan()},
-        )
+            return _response(405, {"error": f"{path} takes POST with a JSON body"})
+        account = function_account(getattr(context, "invoked_function_arn", ""))
+        caller = caller_from_function_url(event, account=account,
+                                          member_role=aws_grants.member_role(config))
     except Unauthorized as exc:
         return _response(401, {"error": str(exc)})
     except Forbidden as exc:
@@ -109,6 +118,8 @@ def handle_function_url(event: Mapping[str, Any], context: Any) -> dict[str, Any
         return _response(exc.status, {"error": str(exc)})
     except ValueError as exc:
         return _response(400, {"error": str(exc)})
+    if path != "done":
+        return _response(*aws_grants.answer(path, config, caller, account))
     status, payload = handle(action, body, caller, config)
     return _response(status, payload)
 

@@ -1,4 +1,5 @@
-"""The VM side of self-stop: call the sweep's `done` function for this member's group.
+"""The VM side of self-stop: call the sweep's `done` function for this member's group (and
+ask it how the group writes its objects, `group_storage`).
 
 Auth per cloud (the provider's `post_done`): `local` sends the member's bearer token; `gcp`
 fetches the VM's identity token from the metadata server (audience = the done URL,
@@ -10,6 +11,7 @@ backoff; 4xx answers are final and raised with the function's JSON error.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 import requests
 
@@ -45,3 +47,10 @@ def call_done(ctx: MemberContext, *, started_at: datetime | None = None, timeout
     if resp.status_code >= 400:
         raise DoneError(f"done refused ({resp.status_code}): {resp.text.strip()}")
     return resp.json()
+
+
+def group_storage(ctx: MemberContext) -> tuple[dict[str, Any], float | None]:
+    """How this member writes its group's objects (fsspec storage options) and until when
+    (epoch seconds; None: no end): on AWS the grant the sweep's function mints for its group
+    (`/grant`, signed like `done`), elsewhere its own identity."""
+    return get_provider(ctx.cloud).group_storage(ctx)

@@ -33,7 +33,7 @@ from infra.aws.scheduler import AwsScheduler, AwsSchedulerArgs, schedule_pair
 from infra.keys import group_known_hosts, mpi_keys
 from infra.user_image import user_step
 from spotbench.images import registry_images, resolve_image
-from spotbench.plan import sweep_labels
+from spotbench.plan import RunGroup, sweep_labels
 from spotbench.workload_registry import get_workload
 from spotbench.spec import SweepSpec
 
@@ -45,22 +45,32 @@ class AwsSweepArgs:
     spec: SweepSpec
 
 
+def _check_region(spec: SweepSpec) -> str:
+    if not spec.region:
+        raise pulumi.RunError(f"spec {spec.name!r} is not an aws spec with a region")
+    if spec.zone and not spec.zone.startswith(spec.region):
+        raise pulumi.RunError(f"spec {spec.name!r}: zone {spec.zone!r} is not in {spec.region}")
+    return spec.region
+
+
+def _gpu_of(groups: list[RunGroup]) -> dict[str, bool]:
+    return {g.id: any(has_gpu(machine_type(g, m), g.accelerator) for m in g.members)
+            for g in groups}
+
+
 class AwsSweep(pulumi.ComponentResource):
     Args = AwsSweepArgs
 
     def __init__(self, name: str, args: AwsSweepArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("spotbench:aws:Sweep", name, None, opts)
         spec = args.spec
-        if not spec.region:
-            raise pulumi.RunError(f"spec {spec.name!r} is not an aws spec with a region")
-        if spec.zone and not spec.zone.startswith(spec.region):
-            raise pulumi.RunError(f"spec {spec.name!r}: zone {spec.zone!r} is not in {spec.region}")
+        region = _check_region(spec)
         groups = spec.plan()
         start_cron, stop_cron, start_expr, stop_expr = schedule_pair(spec)  # fail early
         ips = member_ips(groups, spec.aws.subnet_cidr)
         tags = {**spec.labels, **sweep_labels(spec.name)}  # the spec's labels are tags here
 
-        self.provider = aws.Provider(f"{name}-aws", region=spec.region,
+        self.provider = aws.Provider(f"{name}-aws", region=region,
                                      default_tags={"tags": tags},
                                      opts=pulumi.ResourceOptions(parent=self))
         child = pulumi.ResourceOptions(parent=self, provider=self.provider)
@@ -69,50 +79,39 @@ class AwsSweep(pulumi.ComponentResource):
         self.network = AwsNetwork(f"{name}-net", AwsNetworkArgs(spec=spec, tags=tags, zone=spec.zone),
                                   child)
         self.bucket = ResultsBucket(f"{name}-results", ResultsBucketArgs(spec=spec, tags=tags), child)
-        gpu_of = {g.id: any(has_gpu(machine_type(g, m), g.accelerator) for m in g.members)
-                  for g in groups}
+        gpu_of = _gpu_of(groups)
         account = aws.get_caller_identity_output(opts=invoke).account_id
         self.registry = AwsRegistry(
-            f"{name}-registry", sweep=spec.name, region=spec.region, tags=tags,
+            f"{name}-registry", sweep=spec.name, region=region, tags=tags,
             images=sorted({image for g in groups
                            for image in registry_images(spec.image, g.workload, gpu_of[g.id])}),
             account=account, opts=child)
-        mpi = None
+        mpi = self._secrets(name, spec, groups, tags, child)
         workload = get_workload(spec.workload.name)
-        self.key_parameters: dict[str, dict[str, aws.ssm.Parameter]] = {}
-        if workload.mpi:  # keys per group: a member reads only its own group's (SSM)
-            mpi = mpi_keys(name, self, [g.id for g in groups])
-            self.key_parameters = {
-                g.id: group_key_parameters(f"{name}-keys", spec.name, g.id, mpi.groups[g.id],
-                                           tags, child) for g in groups}
-        for g in groups:  # a container group's env (secret values): its role only, like keys
-            step = user_step(g, spec.image)
-            if step is not None and step.secret:
-                self.key_parameters.setdefault(g.id, {})[USER_ENV] = user_env_parameter(
-                    f"{name}-env", spec.name, g.id, step.env_file_text(), tags, child)
-        region = spec.region
         # the members may pull the spec's image, or any of the stack's repositories (a user's
         # image runs beside the stack's runner: public, or in the stack's registry)
         pullable = (pulumi.Output.from_input(spec.image)
-                    if spec.image and not get_workload(spec.workload.name).user_image else
+                    if spec.image and not workload.user_image else
                     self.registry.url.apply(lambda r: f"{r}/*"))
+        keys = (account.apply(lambda a: keys_arn(region, a, spec.name))
+                if self.key_parameters else None)
         self.identities = AwsIdentities(
             f"{name}-id",
-            AwsIdentitiesArgs(sweep=spec.name, results_bucket=self.bucket.results_bucket,
+            AwsIdentitiesArgs(sweep=spec.name, region=region,
+                              results_bucket=self.bucket.results_bucket,
                               prefix=self.bucket.prefix, image=pullable, tags=tags,
-                              checkpoints=spec.keeps_checkpoints(),
-                              groups=[g.id for g in groups],
-                              keys={g: account.apply(lambda a, g=g: keys_arn(region, a, spec.name, g))
-                                    for g in self.key_parameters}),
+                              checkpoints=spec.keeps_checkpoints(), keys=keys),
             child,
         )
         ids = self.identities
         self.functions = AwsFunctions(
             f"{name}-fn",
             AwsFunctionsArgs(spec=spec, role_arn=ids.lambda_role.arn,
-                             results_url=self.bucket.results_url, tags=tags),
+                             results_url=self.bucket.results_url, tags=tags,
+                             secret_files=sorted({f for p in self.key_parameters.values()
+                                                  for f in p})),
             pulumi.ResourceOptions(parent=self, provider=self.provider,
-                                   depends_on=[ids.lambda_policy]),
+                                   depends_on=[ids.lambda_policy, ids.grant_policy]),
         )
         arns = self.functions.arns
         # failed asynchronous start/stop invocations (Lambda's and the scheduler's) land here
@@ -139,23 +138,48 @@ class AwsSweep(pulumi.ComponentResource):
                 AwsRunGroupArgs(
                     spec=spec, group=g, ips=ips, subnet_id=self.network.subnet.id,
                     security_group_id=self.network.security_groups[g.id].id,
-                    instance_profile=ids.instance_profiles[g.id].name,
+                    instance_profile=ids.instance_profile.name,
                     amis=amis, image=self.registry.url.apply(
                         lambda r, g=g: resolve_image(spec.image, r, g.workload, gpu_of[g.id])),
                     results_url=self.bucket.results_url, done_url=self.functions.urls["done"],
                     ssh=mpi.groups[g.id] if mpi else None,
                 ),
                 pulumi.ResourceOptions(parent=self, provider=self.provider,
-                                       depends_on=[self.network.nat, ids.member_policies[g.id],
+                                       depends_on=[self.network.nat, ids.member_policy,
                                                    *self.key_parameters.get(g.id, {}).values()]),
             )
             for g in groups
         }
-        self.outputs = {
+        self.outputs = self._outputs(spec, groups, ips, mpi, workload,
+                                     (start_cron, stop_cron, start_expr, stop_expr))
+        self.register_outputs(self.outputs)  # infra/__main__.py exports them
+
+    def _secrets(self, name: str, spec: SweepSpec, groups: list[RunGroup], tags: dict[str, str],
+                 child: pulumi.ResourceOptions):
+        """Each group's entries under the sweep's one parameter path (its ssh keys, a
+        container's secret env), which the functions alone read; the keys (or None)."""
+        mpi = None
+        self.key_parameters: dict[str, dict[str, aws.ssm.Parameter]] = {}
+        if get_workload(spec.workload.name).mpi:  # keys per group, handed out by the function
+            mpi = mpi_keys(name, self, [g.id for g in groups])
+            self.key_parameters = {
+                g.id: group_key_parameters(f"{name}-keys", spec.name, g.id, mpi.groups[g.id],
+                                           tags, child) for g in groups}
+        for g in groups:  # a container group's env (secret values): like keys
+            step = user_step(g, spec.image)
+            if step is not None and step.secret:
+                self.key_parameters.setdefault(g.id, {})[USER_ENV] = user_env_parameter(
+                    f"{name}-env", spec.name, g.id, step.env_file_text(), tags, child)
+        return mpi
+
+    def _outputs(self, spec: SweepSpec, groups: list[RunGroup], ips: dict[str, str], mpi,
+                 workload, crons: tuple[str, str, str, str]) -> dict:
+        start_cron, stop_cron, start_expr, stop_expr = crons
+        outputs = {
             "bucket_url": self.bucket.results_url,
             "image_registry": self.registry.url,
             "function_urls": dict(self.functions.urls),
-            "function_arns": dict(arns),
+            "function_arns": dict(self.functions.arns),
             "failed_invocations": self.failures.url,  # read it: docs/aws.md, Failed ticks
             "groups": {gid: grp.instance_ids for gid, grp in self.groups.items()},
             "crons": {"start": start_cron, "stop": stop_cron,
@@ -164,9 +188,9 @@ class AwsSweep(pulumi.ComponentResource):
         }
         if mpi is not None:  # for `spotbench exec/collect --port 2222`: pinned, never TOFU
             # by private IP (direct, jump) and by instance id (`--via ssm` names the instance)
-            self.outputs["known_hosts"] = group_known_hosts(
+            outputs["known_hosts"] = group_known_hosts(
                 {g.id: [*(ips[m.name] for m in g.members),
                         *self.groups[g.id].member_ids.values()] for g in groups},
                 mpi.host_public, workload.port)
-            self.outputs["ssh_private_key"] = mpi.login_private  # the operator's key
-        self.register_outputs(self.outputs)  # infra/__main__.py exports them
+            outputs["ssh_private_key"] = mpi.login_private  # the operator's key
+        return outputs

@@ -17,7 +17,6 @@ import fnmatch
 from typing import Any
 
 from spotbench.auth.aws import member_role_name
-from spotbench.labels import name_prefix
 
 _EC2_READ = ["ec2:Describe*"]
 ACTIONS: dict[str, list[str]] = {
@@ -106,15 +105,18 @@ ACTIONS: dict[str, list[str]] = {
 READS = [*_EC2_READ, "ssm:GetParameter"]
 
 
-def passable_roles(sweep: str) -> list[str]:
+def passable_roles(sweep: str, region: str = "*") -> list[str]:
     """ARNs of the roles the stack hands to services: exactly the sweep's own, its functions'
-    and schedules' and its groups' member roles (`<sweep>--<point>-t<n>-member`: sweep names
-    hold no `--`); a pattern `role/<sweep>-*` also matches sweep `<sweep>-gpu`'s roles."""
-    names = [f"{sweep}-lambda", f"{sweep}-scheduler", member_role_name(f"{name_prefix(sweep)}*")]
+    and schedules' and its member role (`<sweep>-<region>-member`, one per sweep; the grant
+    role is assumed by the functions, never passed); a pattern `role/<sweep>-*` also
+    matches sweep `<sweep>-gpu`'s roles. Any region: `<sweep>-??-*-?-member` (regions are
+    `xx-name-N`), which `<sweep>-gpu-…` does not match."""
+    member = member_role_name(sweep, region) if region != "*" else f"{sweep}-??-*-?-member"
+    names = [f"{sweep}-lambda", f"{sweep}-scheduler", member]
     return [f"arn:aws:iam::*:role/{n}" for n in names]
 
 
-def deployer_policy(sweep: str = "*") -> dict[str, Any]:
+def deployer_policy(sweep: str = "*", region: str = "*") -> dict[str, Any]:
     """One policy document for `pulumi up` and `pulumi destroy` of sweep `sweep` (`*`: any)
     and the deployer's spotbench commands (preflight, schedule, status, teardown).
     iam:PassRole is limited to the sweep's roles, handed to their services; invoking to the
@@ -126,13 +128,14 @@ def deployer_policy(sweep: str = "*") -> dict[str, Any]:
     return {"Version": "2012-10-17", "Statement": [
         {"Sid": "Deploy", "Effect": "Allow", "Action": actions, "Resource": "*"},
         {"Sid": "PassSweepRoles", "Effect": "Allow", "Action": "iam:PassRole",
-         "Resource": passable_roles(sweep),
+         "Resource": passable_roles(sweep, region),
          "Condition": {"StringEquals": {"iam:PassedToService": [
              "ec2.amazonaws.com", "lambda.amazonaws.com", "scheduler.amazonaws.com"]}}},
-        # the deployer's own spotbench commands: `preflight` reads the EC2 vCPU quotas,
+        # the deployer's own spotbench commands: `preflight` reads the EC2 vCPU quotas and
+        # the IAM account summary (room for the sweep's roles),
         # `schedule run-now` invokes the start function, `status`/`report` read results
-        {"Sid": "ReadQuotas", "Effect": "Allow", "Action": "servicequotas:GetServiceQuota",
-         "Resource": "*"},
+        {"Sid": "ReadQuotas", "Effect": "Allow",
+         "Action": ["servicequotas:GetServiceQuota", "iam:GetAccountSummary"], "Resource": "*"},
         {"Sid": "RunStartNow", "Effect": "Allow", "Action": "lambda:InvokeFunction",
          "Resource": f"arn:aws:lambda:*:*:function:{sweep}-start"},
         {"Sid": "ReadResults", "Effect": "Allow", "Action": "s3:GetObject",

@@ -1,7 +1,9 @@
 """The `start`, `stop` and `done` Lambdas: one archive of `functions/` + `spotbench/` + `workloads/`
 (`infra.function_source.function_source`), one handler (`functions.lambda_handler.handler`), the
 action chosen by `SPOTBENCH_ACTION`. `done` gets a function URL with `AWS_IAM` auth: members
-sign their call with the instance role, and the handler reads the caller from it.
+sign their call with the instance role, and the handler reads the caller from it. The URL's
+paths: `/` (and `/done`) stops the caller's group, `/grant` mints its storage grant, `/keys`
+hands it its group's entries (functions/aws_grants.py).
 
 Third-party dependencies (pydantic, pyyaml, croniter, fsspec, s3fs, …; boto3 is in the
 runtime) come from a Lambda layer built into `build/lambda-layer/` (see docs/aws.md). When
@@ -11,7 +13,8 @@ to import until the layer is built and `pulumi up` is run again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
@@ -42,6 +45,9 @@ class AwsFunctionsArgs:
     role_arn: pulumi.Input[str]
     results_url: pulumi.Input[str]
     tags: dict[str, str]
+    # the file names of a group's entries under the sweep's parameter path (its ssh keys,
+    # a container's env): what the `keys` path reads for the calling instance's group
+    secret_files: list[str] = field(default_factory=list)
 
 
 class AwsFunctions(pulumi.ComponentResource):
@@ -85,6 +91,8 @@ class AwsFunctions(pulumi.ComponentResource):
                     "SPOTBENCH_ACTION": action,
                     "SPOTBENCH_SPEC": spec.model_dump_json(),
                     "SPOTBENCH_RESULTS_URL": args.results_url,
+                    **({"SPOTBENCH_SECRET_FILES": json.dumps(args.secret_files)}
+                       if args.secret_files else {}),
                 }},
                 tags=args.tags,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[log_group]),

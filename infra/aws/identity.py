@@ -1,24 +1,29 @@
-"""Who may do what: a role per run group for its members, and two roles for the functions.
+"""Who may do what: one member role for the sweep, a grant role, and the functions' roles.
 
-- member roles (one per run group, each with its instance profile, `member_role_name`): put
-  objects only under that group's own names (`runs/<run>/<group>.<n>.jsonl` and
-  `runs/<run>/<group>.<n>/…`, see `group_objects`), read the run ledger, pull the workload
-  image from ECR, invoke the `done` function through its URL only
-  (`lambda:InvokedViaFunctionUrl`, `lambda:FunctionUrlAuthType = AWS_IAM`), and register
-  with Session Manager — nothing else. A VM of one group cannot write, or overwrite,
-  another group's results; `done` checks that the caller's role is its instance's group's.
+Identities per sweep, isolation by instance, authorization by the functions (issue #29,
+docs/identity.md): the IAM objects are the same five whatever the group count.
+
+- member role (one per sweep, with its instance profile, `member_role_name`: the region is
+  in the name, IAM names being account-wide): read the run ledger and list `runs/`, pull the
+  workload image from ECR, call the `done` function through its URL only
+  (`lambda:InvokedViaFunctionUrl`, `lambda:FunctionUrlAuthType = AWS_IAM`) — `done`, `grant`
+  and `keys` are paths of that URL — and register with Session Manager. It writes nothing:
+  a member writes its group's results with the grant the function mints for it.
+- grant role (one per sweep, `grant_role_name`): assumed by the functions only, with a
+  session policy naming one group's objects (`spotbench.auth.aws_grants.session_policy`);
+  its own policy is the ceiling (put under `runs/`, the group's checkpoints, read the
+  ledger), the session policy the group's share of it (AWS intersects the two).
 - scheduler role (EventBridge Scheduler): invoke `start` and `stop` only, and send an
   event it could not deliver to the sweep's failed-invocations queue (its dead-letter queue).
 - Lambda role: `ec2:StartInstances`/`StopInstances` only on instances tagged
   `managed-by=spotbench` and this sweep (`aws:ResourceTag/...`), `ec2:DescribeInstances`
-  (EC2 does not support resource conditions on Describe*), its functions' log groups (by
-  name: the program declares them), read/write under the sweep's results prefix (the run
-  ledger), and delete only its control lock (`control.lock`, spotbench.lease) and launch
-  markers; and (`spotbench-lambda-failures`) send a failed asynchronous invocation to the
-  sweep's failed-invocations queue (Lambda's on-failure destination, infra/aws/failures.py).
-
-Members also read the run ledger (`runs/*/run.json`) and list `runs/`: a workload finds
-its run at boot and numbers its attempt from what is stored.
+  (EC2 does not support resource conditions on Describe*; it maps a caller's instance to its
+  group), its functions' log groups (by name: the program declares them), read/write under
+  the sweep's results prefix (the run ledger), delete only its control lock
+  (`control.lock`, spotbench.lease) and launch markers, assume the grant role, read the
+  sweep's parameter path (each group's keys, handed to that group's instances only); and
+  (`spotbench-lambda-failures`) send a failed asynchronous invocation to the sweep's
+  failed-invocations queue (Lambda's on-failure destination, infra/aws/failures.py).
 
 The policy documents are plain functions (`*_policy`) so tests can read them; the grants
 that need function ARNs are made by `grant()` once the functions exist.
@@ -27,8 +32,7 @@ that need function ARNs are made by `grant()` once the functions exist.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -37,9 +41,8 @@ import pulumi_aws as aws
 from infra.aws.failures import failure_policy
 from infra.aws.functions import ACTIONS as FUNCTION_ACTIONS
 from infra.aws.functions import log_group_name
-from spotbench.auth.aws import member_role_name
+from spotbench.auth.aws import grant_role_name, member_role_name
 from spotbench.plan import MANAGED_BY, SWEEP_LABEL
-from spotbench.results import run_id_lengths
 
 Doc = dict[str, Any]
 
@@ -76,46 +79,12 @@ def _under(prefix: str, path: str) -> str:
     return f"{prefix}/{path}" if prefix else path
 
 
-def group_objects(bucket: str, prefix: str, group: str, checkpoints: bool = False) -> list[str]:
-    """ARNs of the objects run group `group` stores: `runs/<run>/<group>.<n>.jsonl` and
-    `runs/<run>/<group>.<n>/<name>` (spotbench/results.py), its checkpoints
-    (`checkpoints/<group>/…`) when it keeps them, and no other group's.
-
-    In an IAM resource `*` matches any characters, `/` included, so `runs/*/<group>.*`
-    would also match `runs/<run>/<other>.1/<group>.x` or `runs/<run>/flags/<group>.1.json`.
-    The run segment is matched by its length instead (`?` is exactly one character; a run
-    id has one of `run_id_lengths()`), and `<group>.` (group ids hold no `.`) ends the
-    group's name: `…-t1.` is not a prefix of `…-t10.`.
-    """
-    runs = _under(prefix, "runs")
-    out = [f"arn:aws:s3:::{bucket}/{runs}/{'?' * n}/{group}.*" for n in run_id_lengths()]
-    if checkpoints:
-        out.append(f"arn:aws:s3:::{bucket}/{_under(prefix, 'checkpoints')}/{group}/*")
-    return out
-
-
-def member_policy(bucket: str, prefix: str, group: str, done_arn: str, image: str | None,
-                  checkpoints: bool = False, keys: str | None = None) -> Doc:
-    """What the members of run group `group` may do (its role's only policy).
-
-    `checkpoints`: members keep checkpoints (`checkpoints/<group>/<run>/`): they list, read
-    and delete their group's there too (`workloads/tf_mnist/checkpoints.py`).
-    `keys`: the ARN pattern of the group's ssh key parameters (infra/aws/secrets.py), which
-    its members read at boot — and no other group's."""
+def member_policy(bucket: str, prefix: str, done_arn: str, image: str | None) -> Doc:
+    """What every member of the sweep may do with its instance role (the role's only policy):
+    nothing that tells one group from another. Writes go through the group's grant."""
     bucket_arn, _ = prefix_arns(bucket, prefix)
     runs = _under(prefix, "runs")
-    ckpt = f"{_under(prefix, 'checkpoints')}/{group}"
-    kept = [
-        {"Sid": "Checkpoints", "Effect": "Allow", "Action": ["s3:GetObject", "s3:DeleteObject"],
-         "Resource": f"{bucket_arn}/{ckpt}/*"},
-        {"Sid": "ListCheckpoints", "Effect": "Allow", "Action": "s3:ListBucket",
-         "Resource": bucket_arn, "Condition": {"StringLike": {"s3:prefix": f"{ckpt}/*"}}},
-    ] if checkpoints else []
     return _doc(
-        *kept,
-        {"Sid": "PutResults", "Effect": "Allow",
-         "Action": ["s3:PutObject", "s3:AbortMultipartUpload"],
-         "Resource": group_objects(bucket, prefix, group, checkpoints)},
         # the workload finds its run in the ledger at boot, and lists its run's attempts
         {"Sid": "ReadLedger", "Effect": "Allow", "Action": "s3:GetObject",
          "Resource": f"{bucket_arn}/{runs}/*/run.json"},
@@ -144,10 +113,40 @@ def member_policy(bucket: str, prefix: str, group: str, done_arn: str, image: st
         {"Sid": "CallDoneInvoke", "Effect": "Allow", "Action": "lambda:InvokeFunction",
          "Resource": done_arn,
          "Condition": {"Bool": {"lambda:InvokedViaFunctionUrl": "true"}}},
-        # SecureStrings under the account's AWS-managed aws/ssm key: GetParameter
-        # WithDecryption needs no kms:Decrypt grant of the caller
-        *([{"Sid": "ReadGroupKeys", "Effect": "Allow", "Action": "ssm:GetParameter",
-            "Resource": keys}] if keys else []),
+    )
+
+
+def grant_trust(lambda_role_arn: str) -> Doc:
+    """Only the functions' role may assume the grant role."""
+    return _doc({"Effect": "Allow", "Principal": {"AWS": lambda_role_arn},
+                 "Action": "sts:AssumeRole"})
+
+
+def grant_policy(bucket: str, prefix: str, checkpoints: bool = False) -> Doc:
+    """The ceiling of every group's grant: put under the sweep's `runs/`, list it (the store
+    numbers its attempt from the listing) and read the ledger's `run.json`, and, when the sweep keeps checkpoints,
+    read, write, delete and list under `checkpoints/`. Each grant's session policy
+    (`spotbench.auth.aws_grants.session_policy`) narrows it to one group's objects."""
+    bucket_arn, _ = prefix_arns(bucket, prefix)
+    runs = _under(prefix, "runs")
+    ckpt = _under(prefix, "checkpoints")
+    kept = [
+        {"Sid": "Checkpoints", "Effect": "Allow",
+         "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+         "Resource": f"{bucket_arn}/{ckpt}/*"},
+        {"Sid": "ListCheckpoints", "Effect": "Allow", "Action": "s3:ListBucket",
+         "Resource": bucket_arn, "Condition": {"StringLike": {"s3:prefix": f"{ckpt}/*"}}},
+    ] if checkpoints else []
+    return _doc(
+        *kept,
+        {"Sid": "PutResults", "Effect": "Allow",
+         "Action": ["s3:PutObject", "s3:AbortMultipartUpload"],
+         "Resource": f"{bucket_arn}/{runs}/*"},
+        # the group's store finds its run in the ledger (`current_run` reads `run.json`)
+        {"Sid": "ReadLedger", "Effect": "Allow", "Action": "s3:GetObject",
+         "Resource": f"{bucket_arn}/{runs}/*/run.json"},
+        {"Sid": "ListRuns", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": bucket_arn,
+         "Condition": {"StringLike": {"s3:prefix": [f"{runs}/", f"{runs}/*"]}}},
     )
 
 
@@ -162,7 +161,10 @@ def scheduler_policy(start_arn: str, stop_arn: str, dead_letter_arn: str | None 
     return _doc(*statements)
 
 
-def lambda_policy(sweep: str, bucket: str, prefix: str) -> Doc:
+def lambda_policy(sweep: str, bucket: str, prefix: str, grant_role: str | None = None,
+                  keys: str | None = None) -> Doc:
+    """`grant_role`: the grant role's ARN (mint a group's storage grant); `keys`: the ARN
+    pattern of the sweep's parameter path (`secrets.keys_arn`), when its groups have keys."""
     bucket_arn, objects = prefix_arns(bucket, prefix)
     tag_condition = {"StringEquals": {
         **{f"aws:ResourceTag/{k}": v for k, v in MANAGED_BY.items()},
@@ -190,6 +192,12 @@ def lambda_policy(sweep: str, bucket: str, prefix: str) -> Doc:
         {"Sid": "Logs", "Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
          "Resource": [f"arn:aws:logs:*:*:log-group:{log_group_name(sweep, a)}:*"
                       for a in FUNCTION_ACTIONS]},
+        *([{"Sid": "MintGrants", "Effect": "Allow", "Action": "sts:AssumeRole",
+            "Resource": grant_role}] if grant_role else []),
+        # SecureStrings under the account's AWS-managed aws/ssm key: GetParameter
+        # WithDecryption needs no kms:Decrypt grant of the caller
+        *([{"Sid": "ReadGroupKeys", "Effect": "Allow", "Action": "ssm:GetParameter",
+            "Resource": keys}] if keys else []),
     )
 
 
@@ -200,47 +208,55 @@ def _json(doc_fn, *args: pulumi.Input[str]) -> pulumi.Output[str]:
 @dataclass
 class AwsIdentitiesArgs:
     sweep: str
+    region: str
     results_bucket: pulumi.Input[str]
     prefix: str
     image: pulumi.Input[str]
     tags: dict[str, str]
-    checkpoints: bool = False  # members keep checkpoints (member_policy)
-    groups: list[str] = field(default_factory=list)  # run group ids: a member role each
-    # where each group's ssh key parameters are (`secrets.keys_arn`), when members have keys
-    keys: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
+    checkpoints: bool = False  # groups keep checkpoints (grant_policy)
+    # the ARN pattern of the sweep's parameter path (`secrets.keys_arn`), when groups have keys
+    keys: pulumi.Input[str] | None = None
 
 
 class AwsIdentities(pulumi.ComponentResource):
+    """The sweep's five roles (member, grant, Lambda, scheduler) and one instance profile,
+    whatever its group count."""
+
     def __init__(self, name: str, args: AwsIdentitiesArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("spotbench:aws:Identities", name, None, opts)
         self._args, self._base = args, name
         child = pulumi.ResourceOptions(parent=self)
         sweep, tags = args.sweep, args.tags
 
-        def role(suffix: str, service: str, what: str) -> aws.iam.Role:
-            return aws.iam.Role(f"{name}-{suffix}", name=f"{sweep}-{suffix}",
+        def role(suffix: str, trust: pulumi.Input[str], what: str,
+                 named: str | None = None) -> aws.iam.Role:
+            return aws.iam.Role(f"{name}-{suffix}", name=named or f"{sweep}-{suffix}",
                                 description=f"spotbench {sweep}: {what}",
-                                assume_role_policy=json.dumps(assume_role(service)),
-                                tags=tags, opts=child)
+                                assume_role_policy=trust, tags=tags, opts=child)
 
-        self.lambda_role = role("lambda", "lambda.amazonaws.com", "start/stop/done functions")
-        self.scheduler_role = role("scheduler", "scheduler.amazonaws.com", "start/stop schedules")
-        # group id → its members' role and instance profile (same name)
-        self.member_roles: dict[str, aws.iam.Role] = {}
-        self.instance_profiles: dict[str, aws.iam.InstanceProfile] = {}
-        for gid in args.groups:
-            named = member_role_name(gid)
-            self.member_roles[gid] = aws.iam.Role(
-                f"{name}-{gid}-member", name=named,
-                description=f"spotbench {sweep}: members of group {gid}",
-                assume_role_policy=json.dumps(assume_role("ec2.amazonaws.com")),
-                tags=tags, opts=child)
-            self.instance_profiles[gid] = aws.iam.InstanceProfile(
-                f"{name}-{gid}-member", name=named, role=self.member_roles[gid].name,
-                tags=tags, opts=child)
+        self.lambda_role = role("lambda", json.dumps(assume_role("lambda.amazonaws.com")),
+                                "start/stop/done functions")
+        self.scheduler_role = role("scheduler", json.dumps(assume_role("scheduler.amazonaws.com")),
+                                   "start/stop schedules")
+        member = member_role_name(sweep, args.region)
+        self.member_role = role("member", json.dumps(assume_role("ec2.amazonaws.com")),
+                                "every member instance", named=member)
+        self.instance_profile = aws.iam.InstanceProfile(
+            f"{name}-member", name=member, role=self.member_role.name, tags=tags, opts=child)
+        self.grant_role = role("grant", self.lambda_role.arn.apply(
+                                   lambda arn: json.dumps(grant_trust(arn))),
+                               "storage grants the functions mint per group",
+                               named=grant_role_name(sweep, args.region))
+        self.grant_policy = aws.iam.RolePolicy(
+            f"{name}-grant", role=self.grant_role.id, name="spotbench-grant",
+            policy=_json(lambda b: grant_policy(b, args.prefix, args.checkpoints),
+                         args.results_bucket),
+            opts=child,
+        )
         self.lambda_policy = aws.iam.RolePolicy(
             f"{name}-lambda", role=self.lambda_role.id, name="spotbench-lambda",
-            policy=_json(lambda b: lambda_policy(sweep, b, args.prefix), args.results_bucket),
+            policy=_json(lambda b, g, k: lambda_policy(sweep, b, args.prefix, g, k or None),
+                         args.results_bucket, self.grant_role.arn, args.keys or ""),
             opts=child,
         )
 
@@ -249,16 +265,12 @@ class AwsIdentities(pulumi.ComponentResource):
         """The grants that name the functions (made once they exist) and the queue their
         failed asynchronous invocations go to (infra/aws/failures.py)."""
         args, child = self._args, pulumi.ResourceOptions(parent=self)
-        self.member_policies = {
-            gid: aws.iam.RolePolicy(
-                f"{self._base}-{gid}-member", role=role.id, name="spotbench-member",
-                policy=_json(lambda b, d, i, k, gid=gid: member_policy(
-                                 b, args.prefix, gid, d, i, args.checkpoints, k or None),
-                             args.results_bucket, done_arn, args.image, args.keys.get(gid, "")),
-                opts=child,
-            )
-            for gid, role in self.member_roles.items()
-        }
+        self.member_policy = aws.iam.RolePolicy(
+            f"{self._base}-member", role=self.member_role.id, name="spotbench-member",
+            policy=_json(lambda b, d, i: member_policy(b, args.prefix, d, i),
+                         args.results_bucket, done_arn, args.image),
+            opts=child,
+        )
         self.scheduler_policy = aws.iam.RolePolicy(
             f"{self._base}-scheduler", role=self.scheduler_role.id, name="spotbench-scheduler",
             policy=_json(scheduler_policy, start_arn, stop_arn, *([failures_arn] if failures_arn else [])),
@@ -272,6 +284,6 @@ class AwsIdentities(pulumi.ComponentResource):
                 opts=child,
             )
         self.register_outputs({
-            "member_roles": {gid: r.arn for gid, r in self.member_roles.items()},
+            "member_role": self.member_role.arn, "grant_role": self.grant_role.arn,
             "lambda_role": self.lambda_role.arn, "scheduler_role": self.scheduler_role.arn,
         })

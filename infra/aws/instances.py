@@ -27,10 +27,10 @@ from collections.abc import Mapping
 import pulumi
 import pulumi_aws as aws
 
-from infra.aws.secrets import keys_path
 from infra.aws.user_data import DEADMAN_GRACE_S, SshKeys, user_data
 from infra.members import member_contexts, workload_env
 from infra.user_image import user_step
+from spotbench.auth.aws import function_url_path
 from spotbench.plan import Member, RunGroup
 from spotbench.spec import SweepSpec
 
@@ -109,8 +109,8 @@ class AwsRunGroup(pulumi.ComponentResource):
                                        done_url=done_url, zone=spec.zone, spot=spec.spot,
                                        deadline_s=int(spec.deadline.total_seconds()))
             return {n: user_data(image=image, env={**ctx.to_env(), **extra}, gpu=gpus[n],
-                                 ssh=keys, key_parameters=(spec.region or "",
-                                                           keys_path(spec.name, group.id)),
+                                 ssh=keys, keys_url=(spec.region or "",
+                                                     function_url_path(done_url, "keys")),
                                  user=user_step(group, spec.image),
                                  max_run_s=int(spec.deadline.total_seconds()) + DEADMAN_GRACE_S)
                     for n, ctx in contexts.items()}

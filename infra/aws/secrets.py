@@ -7,8 +7,10 @@ any process that reaches IMDS: it carries the public key files only. Each privat
 parameter `/spotbench/<sweep>/<group>/<file>` (encrypted with the account's AWS-managed
 `aws/ssm` key), holding the key base64-encoded (one line, so the boot's `sed` reads it
 from the JSON answer without a JSON parser: the AMIs have none). Only that group's
-member role may `ssm:GetParameter` under its path (`keys_arn`, infra/aws/identity.py); the
-unit's `fetch-keys` step (infra/aws/user_data.py) reads them at boot.
+the functions' role may `ssm:GetParameter` under the sweep's path (`keys_arn`,
+infra/aws/identity.py: one grant per sweep, whatever its group count); the function's `keys`
+path hands a group's entries to that group's instances only (functions/aws_grants.py), and
+the unit's `fetch-keys` step (infra/aws/user_data.py) asks it for them at boot.
 """
 
 from __future__ import annotations
@@ -19,17 +21,24 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.keys import HOST_KEY, LOGIN_KEY, SshKeys, private_keys
+from spotbench.auth.aws_grants import group_secret_path
 
 
 def keys_path(sweep: str, group: str) -> str:
-    """The parameter path holding run group `group`'s keys (group ids hold no `/`)."""
-    return f"/spotbench/{sweep}/{group}"
+    """The parameter path holding run group `group`'s keys, under the sweep's path (the
+    functions read it there: one home, `spotbench.auth.aws_grants`)."""
+    return group_secret_path(sweep, group)
 
 
-def keys_arn(region: str, account: str, sweep: str, group: str) -> str:
-    """Every parameter under the group's path (a name with a leading `/` is the ARN's
-    `parameter/...` without a second slash)."""
-    return f"arn:aws:ssm:{region}:{account}:parameter{keys_path(sweep, group)}/*"
+def sweep_path(sweep: str) -> str:
+    """The sweep's one parameter path: every group's entry lies under it."""
+    return f"/spotbench/{sweep}"
+
+
+def keys_arn(region: str, account: str, sweep: str) -> str:
+    """Every parameter under the sweep's path, which the functions' role alone reads (a
+    name with a leading `/` is the ARN's `parameter/...` without a second slash)."""
+    return f"arn:aws:ssm:{region}:{account}:parameter{sweep_path(sweep)}/*"
 
 
 def encode(text: str) -> str:

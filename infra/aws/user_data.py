@@ -14,9 +14,10 @@ ECR login uses only what the ECS-optimized AMIs ship (curl ≥ 7.75, sed, base64
 `ecr-login` reads the instance role's credentials from IMDSv2 and calls ECR's
 GetAuthorizationToken signed with `curl --aws-sigv4` — those AMIs have no `aws` CLI.
 The group's ssh private keys are never in user-data (readable through
-`DescribeInstanceAttribute` and IMDS): the unit's `fetch-keys` step reads them the same way
-from SSM Parameter Store (`GetParameter` WithDecryption, infra/aws/secrets.py) into the key
-folder, 0600, before the folder is handed to the image's uid.
+`DescribeInstanceAttribute` and IMDS): the unit's `fetch-keys` step asks the sweep's function
+for them the same way (a POST to its URL's `/keys`, signed with the instance role; the
+function reads the group's parameters, infra/aws/secrets.py) into the key folder, 0600,
+before the folder is handed to the image's uid.
 """
 
 from __future__ import annotations
@@ -96,44 +97,43 @@ printf '%s' "$answer" | sed -n 's/.*"authorizationToken" *: *"\\([^"]*\\)".*/\\1
 """
 
 
-def fetch_keys_script(region: str, parameters: Mapping[str, str], ssh_dir: str = SSH_DIR,
-                      files: Mapping[str, str] | None = None) -> str:
-    """Put the group's private keys (`parameters`: file name → SSM parameter holding it,
-    base64) into the key folder, 0600, with the instance role: GetParameter WithDecryption
-    signed by curl --aws-sigv4. A key already there is kept (the disk outlives a stop).
-    Refusals and network errors are retried for about a minute (a new role's grants take
-    a few seconds to reach every endpoint); then the VM powers itself off (it would
-    otherwise idle, billing, until the deadline stop)."""
-    target = "AmazonSSM.GetParameter"
-    fetches = "".join(
-        f"fetch {shlex.quote(name)} {shlex.quote(f'{ssh_dir}/{file}')}\n"
-        for file, name in sorted(parameters.items()))
-    # `files`: absolute path → parameter (a `container` group's env file, infra/user_image.py)
-    fetches += "".join(f"fetch {shlex.quote(name)} {shlex.quote(path)}\n"
-                       for path, name in sorted((files or {}).items()))
+def fetch_keys_script(region: str, keys_url: str, files: Mapping[str, str],
+                      ssh_dir: str = SSH_DIR) -> str:
+    """Put the group's entries (`files`: entry name → where it goes, e.g. the ssh private
+    keys in the key folder) on disk, 0600, from the sweep's function: a POST to its URL's
+    `/keys` path (`keys_url`) signed with the instance role by curl --aws-sigv4 (service
+    `lambda`); the function answers the calling instance's own group's entries only
+    (`{"group": …, "files": {name: base64}}`, functions/aws_grants.py). An entry already
+    there is kept (the disk outlives a stop). Refusals and network errors are retried for
+    about a minute; then the VM powers itself off (it would otherwise idle, billing, until
+    the deadline stop)."""
+    writes = "".join(f"put {shlex.quote(name)} {shlex.quote(path)}\n"
+                     for name, path in sorted(files.items()))
+    present = " && ".join(f"[ -s {shlex.quote(path)} ]" for _, path in sorted(files.items()))
     return f"""#!/bin/sh
-# The run group's ssh private keys from SSM Parameter Store (written by spotbench's
-# user-data; the keys themselves are never in user-data). IMDSv2 credentials + SSM
-# GetParameter signed by curl --aws-sigv4: the AMI has no aws CLI.
+# The run group's secret entries (ssh private keys, a container's env) from the sweep's
+# function (written by spotbench's user-data; the entries themselves are never in
+# user-data). IMDSv2 credentials + a POST to the function URL's /keys path signed by curl
+# --aws-sigv4: the AMI has no aws CLI.
 set -eu
 umask 077
-{FETCH_KEYS_PREAMBLE}{_IMDS_CREDENTIALS}fetch() {{
+{FETCH_KEYS_PREAMBLE}if {present or 'false'}; then exit 0; fi
+{_IMDS_CREDENTIALS}tries=0
+until answer=$(curl -fsS --aws-sigv4 "aws:amz:{region}:lambda" --user "$key:$secret" \\
+    -H "X-Amz-Security-Token: $session" -H "Content-Type: application/json" \\
+    -d '{{}}' {shlex.quote(keys_url)}); do
+  tries=$((tries + 1))
+  [ "$tries" -lt 6 ] || {{ echo "fetch-keys: the function refused or is unreachable" >&2; exit 1; }}
+  sleep 10
+done
+put() {{
   [ -s "$2" ] && return 0
-  tries=0
-  until answer=$(curl -fsS --aws-sigv4 "aws:amz:{region}:ssm" --user "$key:$secret" \\
-      -H "X-Amz-Security-Token: $session" -H "X-Amz-Target: {target}" \\
-      -H "Content-Type: application/x-amz-json-1.1" \\
-      -d "{{\\"Name\\":\\"$1\\",\\"WithDecryption\\":true}}" "https://ssm.{region}.amazonaws.com/"); do
-    tries=$((tries + 1))
-    [ "$tries" -lt 6 ] || {{ echo "fetch-keys: cannot read $1" >&2; exit 1; }}
-    sleep 10
-  done
-  printf '%s' "$answer" | sed -n 's/.*"Value" *: *"\\([^"]*\\)".*/\\1/p' | base64 -d > "$2.tmp"
-  [ -s "$2.tmp" ] || {{ echo "fetch-keys: $1 holds no key" >&2; exit 1; }}
+  printf '%s' "$answer" | sed -n "s/.*\\"$1\\" *: *\\"\\([^\\"]*\\)\\".*/\\1/p" | base64 -d > "$2.tmp"
+  [ -s "$2.tmp" ] || {{ echo "fetch-keys: no entry $1 for this group" >&2; exit 1; }}
   mv "$2.tmp" "$2"
 }}
 mkdir -p {shlex.quote(ssh_dir)}
-{fetches}"""
+{writes}"""
 
 
 def docker_command(image: str, *, gpu: bool, ssh: bool, name: str = CONTAINER,
@@ -173,30 +173,33 @@ def unit(image: str, *, gpu: bool, ssh: bool, user: ui.UserStep | None = None,
 
 
 def user_data(*, image: str, env: Mapping[str, str], gpu: bool = False,
-              ssh: SshKeys | None = None, key_parameters: tuple[str, str] | None = None,
+              ssh: SshKeys | None = None, keys_url: tuple[str, str] | None = None,
               user: ui.UserStep | None = None, max_run_s: int | None = None) -> str:
     """The `#cloud-config` document for one member (`image` must be a valid OCI reference:
     it lands in a root systemd unit and, for ECR, its host in a login script). `user`: the
     user's own image runs the command first and `image` (spotbench's runner) checks and
     collects around it (infra/user_image.py); the ECR login is `image`'s registry's, so the
     user's image is public or in that registry. `ssh`: the group's keys, whose public files
-    are written here and whose private keys the boot fetches from the SSM parameters under
-    `key_parameters` = (region, parameter path) (infra/aws/secrets.py); so does a `user`
-    env with secret values (`user.secret`: the parameter `<path>/user.env`). `max_run_s`:
+    are written here and whose private keys the boot fetches from the sweep's function at
+    `keys_url` = (region, the function URL's `/keys`), which reads them from the group's
+    parameters (infra/aws/secrets.py); so does a `user` env with secret values
+    (`user.secret`: the entry `user.env`). `max_run_s`:
     every boot that runs the workload powers off that long after its unit starts (the
     sweep's deadline + `DEADMAN_GRACE_S`), the stop function's backstop."""
     check_image(image)
     files = [{"path": ENV_FILE, "permissions": "0600", "owner": "root", "content": env_file(env)}]
     fetched = user is not None and user.secret
-    if (ssh or fetched) and key_parameters is None:
-        raise ValueError("ssh keys and a secret env need key_parameters: they never go in user-data")
+    if (ssh or fetched) and keys_url is None:
+        raise ValueError("ssh keys and a secret env need keys_url: they never go in user-data")
     if ssh or fetched:
-        region, path = key_parameters
+        region, url = keys_url
         if ssh:
             files += ssh_files(SSH_DIR, ssh, private=False)
-        files.append({"path": FETCH_KEYS, "permissions": "0700", "content": fetch_keys_script(
-            region, {file: f"{path}/{file}" for file in private_keys(ssh)} if ssh else {},
-            files={ui.ENV_FILE: f"{path}/{USER_ENV}"} if fetched else None)})
+        wanted = {file: f"{SSH_DIR}/{file}" for file in private_keys(ssh)} if ssh else {}
+        if fetched:
+            wanted[USER_ENV] = ui.ENV_FILE
+        files.append({"path": FETCH_KEYS, "permissions": "0700",
+                      "content": fetch_keys_script(region, url, wanted)})
     if user:
         files += ui.write_files(
             user, runner=docker_command(image, gpu=False, ssh=False, volumes=ui.RUNNER_VOLUMES),

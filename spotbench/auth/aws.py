@@ -6,9 +6,11 @@
 - `caller_from_function_url()` runs in the Lambda: the function URL has already verified the
   signature and put the signer into `requestContext.authorizer.iam`. An EC2 instance role's
   session is named after the instance (`arn:aws:sts::ACCT:assumed-role/ROLE/i-0abc…`), so
-  the caller is `Caller("member", "i-0abc…", group=…)`. Every run group has its own role
-  (`member_role_name`): the role names the group the caller speaks for, and the control
-  logic checks it against the instance's tags (sweep, group) before stopping anything.
+  the caller is `Caller("member", "i-0abc…")`. Every member of a sweep
+  runs as one role (`member_role_name`): which group an instance speaks for comes from the
+  sweep's own records (the instance's deployer-written tags), never from the caller.
+- `fetch_grant()` runs on a member VM: it asks the function for its group's storage grant
+  (`grant`) or keys (`keys`) with the same signature.
 
 Only botocore is used here (signing); EC2 calls stay in `spotbench.clouds.aws.ec2`.
 """
@@ -78,28 +80,36 @@ def function_account(invoked_function_arn: str) -> str:
     return match.group("account")
 
 
-def member_role_name(group_id: str) -> str:
-    """The IAM role (and instance profile) of run group `group_id`'s members.
-
-    Group ids are `<sweep>--<point>-t<trial>` (`spotbench.labels`): unique across sweeps
-    (sweep names cannot hold `--`) and apart from a sweep's other roles (`<sweep>-lambda`,
-    …); at most 24 + 2 + 6 + 2 + 3 characters, so the name stays within IAM's 64.
-    """
-    name = f"{group_id}-member"
+def _sweep_iam_name(sweep: str, region: str, what: str) -> str:
+    name = f"{sweep}-{region}-{what}"
     if len(name) > 64:
-        raise ValueError(f"group id {group_id!r} is too long for an IAM role name ({name})")
+        raise ValueError(f"sweep {sweep!r} in {region} is too long for an IAM role name ({name}); "
+                         "use a shorter sweep name")
     return name
 
 
-def caller_from_function_url(
-    event: Mapping[str, Any], *, account: str, member_roles: Mapping[str, str] | None = None
-) -> Caller:
-    """The member instance that signed a function-URL request, and the group its role is for.
+def member_role_name(sweep: str, region: str) -> str:
+    """The IAM role (and instance profile) every member of sweep `sweep` runs as: one per
+    sweep, whatever its group count (issue #29, docs/identity.md). IAM names are account-wide,
+    so the region is part of it: the same sweep deployed in two regions does not collide.
+    Sweep names are at most 24 characters, regions 14: within IAM's 64."""
+    return _sweep_iam_name(sweep, region, "member")
 
-    `member_roles` maps the sweep's member roles to their groups (`member_role_name`); when
-    given, any other role is refused. Raises `Unauthorized` (401) when the request carries
-    no IAM caller, and `Forbidden` (403) for another account, a role that is not one of
-    `member_roles` or a session that is not an EC2 instance.
+
+def grant_role_name(sweep: str, region: str) -> str:
+    """The role the functions assume (with a per-group session policy) to mint a group's
+    storage grant (`spotbench.auth.aws_grants`)."""
+    return _sweep_iam_name(sweep, region, "grant")
+
+
+def caller_from_function_url(event: Mapping[str, Any], *, account: str, member_role: str) -> Caller:
+    """The member instance that signed a function-URL request: an EC2 instance session
+    (`arn:aws:sts::ACCT:assumed-role/<member_role>/<instance id>`) of the sweep's member role
+    in the function's own account. Which group it speaks for is not said here: the function
+    looks the instance up among the sweep's own (`spotbench.auth.instance`, the EC2 lookup).
+
+    Raises `Unauthorized` (401) when the request carries no IAM caller, and `Forbidden` (403)
+    for another account, another role or a session that is not an EC2 instance id.
     """
     iam = ((event.get("requestContext") or {}).get("authorizer") or {}).get("iam")
     if not isinstance(iam, Mapping) or not iam.get("userArn"):
@@ -114,12 +124,29 @@ def caller_from_function_url(
     if not match:
         raise Forbidden(f"caller {arn} is not an assumed role (expected an EC2 instance role)")
     role = match.group("role")
-    if member_roles is not None and role not in member_roles:
-        raise Forbidden(f"caller role {role} is not a member role of this sweep")
+    if role != member_role:
+        raise Forbidden(f"caller role {role} is not this sweep's member role ({member_role})")
     session = match.group("session")
     if not _INSTANCE_ID.match(session):
         raise Forbidden(f"caller session {session!r} is not an EC2 instance id")
-    return Caller("member", session, group=member_roles[role] if member_roles else None)
+    return Caller("member", session)  # EC2 names an instance by its id
+
+
+def function_url_path(done_url: str, action: str) -> str:
+    """The URL of `action` (`done`, `grant`, `keys`) on the sweep's function URL."""
+    return done_url.rstrip("/") + "/" + action
+
+
+def fetch_grant(done_url: str, action: str = "grant", timeout: float = 30, *,
+                region: str | None = None, credentials: Any = None) -> dict[str, Any]:
+    """This instance's group's grant (`grant`: storage credentials; `keys`: its secret files)
+    from the sweep's function, signed with the instance role. Raises `Forbidden` with the
+    function's reason on a 4xx answer."""
+    resp = signed_post(function_url_path(done_url, action), {}, timeout, region=region,
+                       credentials=credentials)
+    if resp.status_code >= 400:
+        raise Forbidden(f"{action} refused ({resp.status_code}): {resp.text.strip()[:300]}")
+    return resp.json()
 
 
 def caller_from_invocation(event: Mapping[str, Any]) -> Caller:

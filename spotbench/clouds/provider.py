@@ -169,5 +169,11 @@ class Provider:
         headers = {"Authorization": f"Bearer {ctx.token}"} if ctx.token else {}
         return requests.post(ctx.done_url, json=body, headers=headers, timeout=timeout)
 
+    def group_storage(self, ctx: MemberContext) -> tuple[dict[str, Any], float | None]:
+        """How a member writes its group's objects: fsspec storage options for the results
+        store (and checkpoints), and the epoch second they stop working (None: never; ask
+        again before then). Default: the member's own identity."""
+        return {}, None
+
     def __repr__(self) -> str:
         return f"<{self.name} provider>"

@@ -108,30 +108,29 @@ def _event(iam):
 
 
 def test_caller_from_function_url():
-    arn = "arn:aws:sts::111122223333:assumed-role/sx--a1b2c3-t1-member/i-0abc1234def567890"
+    role = member_role_name("sx", "eu-west-1")  # the sweep's one member role (issue #29)
+    assert role == "sx-eu-west-1-member"
+    arn = f"arn:aws:sts::111122223333:assumed-role/{role}/i-0abc1234def567890"
     iam = {"accountId": "111122223333", "userArn": arn}
-    assert caller_from_function_url(_event(iam), account="111122223333") == Caller(
-        "member", "i-0abc1234def567890"
-    )
-    roles = {member_role_name("sx--a1b2c3-t1"): "sx--a1b2c3-t1"}
-    assert caller_from_function_url(_event(iam), account="111122223333", member_roles=roles) \
-        == Caller("member", "i-0abc1234def567890", group="sx--a1b2c3-t1")
+    assert caller_from_function_url(_event(iam), account="111122223333", member_role=role) \
+        == Caller("member", "i-0abc1234def567890")
     with pytest.raises(Unauthorized):
-        caller_from_function_url(_event(None), account="111122223333")
+        caller_from_function_url(_event(None), account="111122223333", member_role=role)
     with pytest.raises(Unauthorized):
-        caller_from_function_url(_event({"accountId": "111122223333"}), account="111122223333")
+        caller_from_function_url(_event({"accountId": "111122223333"}), account="111122223333",
+                                 member_role=role)
     with pytest.raises(Forbidden, match="account"):
-        caller_from_function_url(_event(iam), account="999999999999")
-    with pytest.raises(Forbidden, match="not a member role"):
+        caller_from_function_url(_event(iam), account="999999999999", member_role=role)
+    with pytest.raises(Forbidden, match="not this sweep's member role"):
         caller_from_function_url(_event(iam), account="111122223333",
-                                 member_roles={"sx--a1b2c3-t2-member": "sx--a1b2c3-t2"})
+                                 member_role=member_role_name("sx", "us-east-1"))
     user = {"accountId": "111122223333", "userArn": "arn:aws:iam::111122223333:user/alice"}
     with pytest.raises(Forbidden, match="assumed role"):
-        caller_from_function_url(_event(user), account="111122223333")
+        caller_from_function_url(_event(user), account="111122223333", member_role=role)
     forged = {"accountId": "111122223333",
               "userArn": "arn:aws:sts::999999999999:assumed-role/r/i-0abc1234def567890"}
     with pytest.raises(Forbidden):
-        caller_from_function_url(_event(forged), account="111122223333")
+        caller_from_function_url(_event(forged), account="111122223333", member_role=role)
 
 
 def test_caller_from_invocation():

@@ -25,7 +25,7 @@ REGION = "us-east-1"
 ACCOUNT = "123456789012"  # moto's default account
 SPEC = {"name": "lx", "cloud": "aws", "region": REGION, "workload": {"name": "osu"},
         "matrix": {"machine_type": ["c5n.large"]}, "trials": 2}
-ROLE = member_role_name(load_spec(SPEC).plan()[0].id)  # the first group's members' role
+ROLE = member_role_name("lx", REGION)  # every member's role (one per sweep, issue #29)
 CONTEXT = SimpleNamespace(invoked_function_arn=f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:lx-done")
 
 

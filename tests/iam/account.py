@@ -50,7 +50,7 @@ from botocore.credentials import Credentials
 
 from tests.iam import requests as aws_requests
 from tests.local_http import LocalServer, read_body as _read_body, reply as _reply
-from tests.iam.policy import Authorization, Decision, evaluate, moto_projection
+from tests.iam.policy import Authorization, Decision, as_list, evaluate, moto_projection
 
 ACCOUNT = "123456789012"  # moto's default account
 CREDENTIAL_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
@@ -65,6 +65,9 @@ class Principal:
     access_key: str
     secret_key: str
     token: str
+    # an AssumeRole's session policy (the functions' grants): AWS allows a request only when
+    # the role's policies *and* this allow it
+    session_policy: dict | None = None
 
     def env(self) -> dict[str, str]:
         return {"AWS_ACCESS_KEY_ID": self.access_key, "AWS_SECRET_ACCESS_KEY": self.secret_key,
@@ -99,6 +102,8 @@ class EnforcedAccount:
     moto_url: str
     region: str = "us-east-1"
     roles: dict[str, list[dict]] = field(default_factory=dict)  # role → declared documents
+    trusts: dict[str, dict] = field(default_factory=dict)  # role → its trust policy
+    now: Any = None  # the account's clock (aws:CurrentTime); None: the real time
     functions: dict[str, LambdaFunction] = field(default_factory=dict)  # by arn
     decisions: list[Record] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # the front could not interpret a request
@@ -147,6 +152,8 @@ class EnforcedAccount:
         self._enforce(False)
         requests.post(f"{self.moto_url}/moto-api/reset", timeout=10).raise_for_status()
         self.roles.clear()
+        self.trusts.clear()
+        self.now = None
         self.functions.clear()
         self.decisions.clear()
         self.errors.clear()
@@ -184,7 +191,8 @@ class EnforcedAccount:
     # ---- principals -------------------------------------------------------------------------
     def create_role(self, name: str, assume_role_policy: str, policies: list[dict]) -> None:
         iam = self.admin("iam")
-        iam.create_role(RoleName=name, AssumeRolePolicyDocument=assume_role_policy)
+        iam.create_role(RoleName=name, AssumeRolePolicyDocument=_moto_trust(assume_role_policy))
+        self.trusts[name] = json.loads(assume_role_policy) if assume_role_policy else {}
         self.roles[name] = [json.loads(json.dumps(p)) for p in policies]
         self.sync_role(name)
 
@@ -210,6 +218,10 @@ class EnforcedAccount:
         self._keys[principal.access_key] = principal
         return principal
 
+    def principal_of(self, access_key: str) -> Principal:
+        """The session behind credentials the account handed out (e.g. a function's grant)."""
+        return self._keys[access_key]
+
     # ---- decisions ------------------------------------------------------------------------
     def denials(self) -> list[Record]:
         return [r for r in self.decisions if not r.decision.allowed]
@@ -217,17 +229,60 @@ class EnforcedAccount:
     def denial_lines(self) -> list[str]:
         return [f"{r.who}: {r.auth.describe()} ({r.source})" for r in self.denials()]
 
+    def clock(self) -> str:
+        from datetime import UTC, datetime
+
+        return (self.now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
     def authorize(self, principal: Principal, auths: list[Authorization]) -> Record | None:
-        """Evaluate every authorization; returns the first denial (all are recorded)."""
+        """Evaluate every authorization; returns the first denial (all are recorded). A
+        session with a session policy is allowed only what both its role's policies and the
+        session policy allow (AWS: the intersection); every request carries the account's
+        clock as `aws:CurrentTime`."""
         first = None
         for auth in auths:
+            auth = Authorization(auth.action, auth.resource,
+                                 {**auth.context, "aws:CurrentTime": self.clock()})
             decision = evaluate(self.roles.get(principal.role, []), auth)
+            if decision.allowed and principal.session_policy is not None:
+                narrowed = evaluate([principal.session_policy], auth)
+                if not narrowed.allowed:
+                    decision = Decision(False, f"session policy ({narrowed.by or 'implicit'})")
             record = Record(principal.arn, auth, decision, role=principal.role)
             with self._lock:
                 self.decisions.append(record)
             if not decision.allowed and first is None:
                 first = record
         return first
+
+    def trusted(self, principal: Principal, role_arn: str) -> bool:
+        """Whether `role_arn`'s trust policy lets `principal`'s role assume it (AWS
+        principals only: the services' own trust is theirs to check)."""
+        role = role_arn.rsplit("/", 1)[-1]
+        mine = f"arn:aws:iam::{ACCOUNT}:role/{principal.role}"
+        for s in (self.trusts.get(role) or {}).get("Statement", []):
+            who = (s.get("Principal") or {}).get("AWS")
+            if s.get("Effect") == "Allow" and "sts:AssumeRole" in as_list(s.get("Action")) \
+                    and mine in as_list(who):
+                return True
+        return False
+
+    def _assumed(self, caller: Principal, request, content: bytes) -> None:
+        """Keep the session an AssumeRole through the front handed out, with its policy."""
+        from urllib.parse import parse_qs
+        from xml.etree import ElementTree
+
+        form = parse_qs(request.body.decode())
+        tree = ElementTree.fromstring(content)
+        text = {el.tag.rsplit("}", 1)[-1]: el.text for el in tree.iter()}
+        role = form["RoleArn"][0].rsplit("/", 1)[-1]
+        session = form["RoleSessionName"][0]
+        policy = json.loads(form["Policy"][0]) if "Policy" in form else None
+        principal = Principal(arn=f"arn:aws:sts::{ACCOUNT}:assumed-role/{role}/{session}",
+                              role=role, session=session, access_key=text["AccessKeyId"],
+                              secret_key=text["SecretAccessKey"], token=text["SessionToken"],
+                              session_policy=policy)
+        self._keys[principal.access_key] = principal
 
     # ---- the front --------------------------------------------------------------------------
     def _handle(self, h: http.server.BaseHTTPRequestHandler) -> None:
@@ -247,6 +302,12 @@ class EnforcedAccount:
                 request = aws_requests.AwsRequest(h.command, h.path, headers, body, scope)
                 auths = aws_requests.authorizations(request, lookup)
                 denied = self.authorize(principal, auths)
+                if denied is None and auths and auths[0].action == "sts:AssumeRole" \
+                        and not self.trusted(principal, auths[0].resource):
+                    denied = Record(principal.arn, auths[0], Decision(False, "trust policy"),
+                                    role=principal.role)
+                    with self._lock:
+                        self.decisions.append(denied)
                 if denied is not None:
                     return _reply(h, *aws_requests.denial(request, denied.auth, principal.arn))
                 if scope.service == "lambda" and "/functions/" in h.path:
@@ -259,6 +320,8 @@ class EnforcedAccount:
             if principal is not None:
                 status, out_headers, content = self._after(principal, request, status,
                                                            out_headers, content)
+                if status == 200 and auths and auths[0].action == "sts:AssumeRole":
+                    self._assumed(principal, request, content)
             return _reply(h, status, out_headers, content)
         except Exception as exc:  # noqa: BLE001 - a harness gap must fail the test loudly
             self.errors.append(f"{h.command} {h.path}: {exc}\n{traceback.format_exc()}")
@@ -344,8 +407,11 @@ class EnforcedAccount:
         ]
         if self.authorize(principal, auths) is not None:
             return forbidden
+        # the function sees the path after its URL's host: `/`, `/grant`, `/keys`
+        raw_path = "/" + urlsplit(h.path).path[len(FUNCTION_URL_PREFIX):].split("/", 1)[1] \
+            if "/" in urlsplit(h.path).path[len(FUNCTION_URL_PREFIX):] else "/"
         event = {
-            "version": "2.0", "rawPath": urlsplit(h.path).path, "headers": headers,
+            "version": "2.0", "rawPath": raw_path, "headers": headers,
             "body": body.decode(), "isBase64Encoded": False,
             "requestContext": {
                 "accountId": "anonymous", "http": {"method": h.command, "path": "/"},
@@ -397,6 +463,18 @@ class EnforcedAccount:
             logs.put_log_events(logGroupName=group, logStreamName=stream, logEvents=[
                 {"timestamp": int(time.time() * 1000), "message": json.dumps(result)[:1000]}])
         return result
+
+
+def _moto_trust(document: str) -> str:
+    """The trust policy handed to moto. AWS lets a role named as a trust principal assume
+    through any of its sessions (`assumed-role/<role>/<session>`); moto compares the
+    session's ARN with the role's and refuses. An AWS principal is widened to `*` for moto:
+    the front checks the declared trust itself (`EnforcedAccount.trusted`)."""
+    doc = json.loads(document) if document else {}
+    for statement in doc.get("Statement", []):
+        if "AWS" in (statement.get("Principal") or {}):
+            statement["Principal"] = {"AWS": "*"}
+    return json.dumps(doc) if doc else document
 
 
 @contextlib.contextmanager

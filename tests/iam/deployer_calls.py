@@ -102,8 +102,8 @@ class Stack:
         return f"arn:aws:iam::{ACCOUNT}:role/{self.role_name(suffix)}"
 
     def role_name(self, suffix: str) -> str:
-        """`lambda`, `scheduler`, or `member`: the role of one run group's members."""
-        return member_role_name(self.group) if suffix == "member" else f"{self.sweep}-{suffix}"
+        """`lambda`, `scheduler`, or `member`: the role of the sweep's members (one per sweep)."""
+        return member_role_name(self.sweep, self.region) if suffix == "member" else f"{self.sweep}-{suffix}"
 
     @property
     def group(self) -> str:

@@ -25,7 +25,7 @@ import yaml
 from spotbench.member import MemberContext
 from infra.preview import RecordingMocks, _computed, install, run_declarations
 from spotbench.spec import SweepSpec
-from tests.iam.account import EnforcedAccount, LambdaFunction, Principal
+from tests.iam.account import ACCOUNT, EnforcedAccount, LambdaFunction, Principal
 from tests.moto_server import MotoServer
 
 INSTANCE = "aws:ec2/instance:Instance"
@@ -85,13 +85,24 @@ def declare(spec: SweepSpec) -> Declared:
     role_ids = {f"{r.name}-id": r for r in mocks.of_type(ROLE)}
     role_arns = {_computed(ROLE, r.name, r.inputs)["arn"]: r for r in mocks.of_type(ROLE)}
     roles, policies = {}, {}
+    # the mocks' role ARNs, as IAM writes them (the grant role's trust and the Lambda's
+    # `sts:AssumeRole` name roles by ARN)
+    real = {arn: f"arn:aws:iam::{ACCOUNT}:role/{r.inputs['name']}" for arn, r in role_arns.items()}
+
+    def iam_arns(text: str) -> str:
+        for mock, arn in real.items():
+            text = text.replace(mock, arn)
+        return text
+
     for r in mocks.of_type(ROLE):
-        trust = r.inputs["assumeRolePolicy"]
-        service = json.loads(trust)["Statement"][0]["Principal"]["Service"]
+        trust = iam_arns(r.inputs["assumeRolePolicy"])
+        who = json.loads(trust)["Statement"][0]["Principal"]
+        service = who.get("Service") or f"aws:{who['AWS']}"  # the grant role: the functions' role
         roles[r.inputs["name"]] = {"trust": trust, "service": service}
         policies[r.inputs["name"]] = []
     for p in mocks.of_type(ROLE_POLICY):
-        policies[role_ids[p.inputs["role"]].inputs["name"]].append(json.loads(p.inputs["policy"]))
+        policies[role_ids[p.inputs["role"]].inputs["name"]].append(
+            json.loads(iam_arns(p.inputs["policy"])))
     functions = {}
     for f in mocks.of_type(FUNCTION):
         functions[f.inputs["name"]] = {**f.inputs, "arn": _computed(FUNCTION, f.name, f.inputs)["arn"],
@@ -135,8 +146,8 @@ class Deployed:
                 for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]}
 
     def member(self, name: str) -> Principal:
-        """The session EC2 gives a member: its instance profile's role (its group's), named
-        after the instance."""
+        """The session EC2 gives a member: its instance profile's role (the sweep's one
+        member role), named after the instance."""
         return self.account.session(self.declared.member_role(name), self.instance_ids[name])
 
     def scheduler(self) -> Principal:

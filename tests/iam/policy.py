@@ -15,6 +15,9 @@ policies in a spotbench account):
   `StringNotLike`, `ArnNotEquals`, `ArnNotLike`: true); condition *keys* are
   case-insensitive, values are compared case-sensitively (`StringEqualsIgnoreCase` aside).
 
+Date operators compare the request's value with the policy's (`aws:CurrentTime` the
+request's time, which the harness puts in every request's context).
+
 Only the operators spotbench's policies use are implemented; any other raises, so a new
 operator in `infra/` cannot be silently treated as matching.
 """
@@ -62,6 +65,12 @@ def _arn_like(pattern: str, value: str) -> bool:
     return len(p) == len(v) == 6 and all(wildcard(a, b) for a, b in zip(p, v))
 
 
+def _date(text: str):
+    from datetime import datetime
+
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
 _OPERATORS = {
     "StringEquals": lambda want, got: want == got,
     "StringEqualsIgnoreCase": lambda want, got: want.lower() == got.lower(),
@@ -69,6 +78,9 @@ _OPERATORS = {
     "ArnEquals": lambda want, got: want == got,
     "ArnLike": _arn_like,
     "Bool": lambda want, got: want.lower() == got.lower(),
+    # the request's value against the policy's: aws:CurrentTime < the grant's deadline
+    "DateLessThan": lambda want, got: _date(got) < _date(want),
+    "DateGreaterThan": lambda want, got: _date(got) > _date(want),
 }
 _NEGATED = {"StringNotEquals": "StringEquals", "StringNotLike": "StringLike",
             "ArnNotEquals": "ArnEquals", "ArnNotLike": "ArnLike"}

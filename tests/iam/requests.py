@@ -21,7 +21,8 @@ services' docs, for the operations spotbench's code paths make:
 - The SSM agent: `ssm:UpdateInstanceInformation` on its instance, and the Session Manager
   channels it creates (`POST /v1/control-channel/ID`, `/v1/data-channel/ID` of
   `ssmmessages`: `ssmmessages:Create*Channel`, no resource ARN).
-- STS `GetCallerIdentity` needs no permission.
+- STS `GetCallerIdentity` needs no permission; `AssumeRole` is `sts:AssumeRole` on the role
+  (and the role's trust policy must name the caller's role: the front checks it).
 
 An operation not listed raises `NotImplementedError`: the harness must never wave through a
 call it cannot judge.
@@ -250,6 +251,8 @@ def _sts(req: AwsRequest) -> list[Authorization]:
     form = parse_qs(req.body.decode() or urlsplit(req.path).query)
     if form.get("Action") == ["GetCallerIdentity"]:
         return []  # needs no permission
+    if form.get("Action") == ["AssumeRole"]:  # the role's trust policy is the front's check
+        return [Authorization("sts:AssumeRole", form["RoleArn"][0])]
     raise NotImplementedError(f"sts {form.get('Action')}: not modelled by the IAM harness")
 
 

@@ -36,6 +36,7 @@ from spotbench.results import ResultStore
 from spotbench.spec import load_spec
 from tests.iam import deployer_calls as calls
 from tests.iam.account import EnforcedAccount, Principal, environment
+from spotbench.auth.aws import grant_role_name, member_role_name
 from tests.iam.policy import Authorization, as_list, evaluate
 from tests.ec2_spot_front import SpotFront
 from tests.moto_server import MotoServer
@@ -253,9 +254,10 @@ def test_aws_deployer_may_pass_only_its_own_sweeps_roles():
             {"iam:PassedToService": service})).allowed
 
     assert passing("ax-lambda", "lambda.amazonaws.com")
-    assert passing("ax--a1b2c3-t1-member", "ec2.amazonaws.com")
+    assert passing(member_role_name("ax", REGION), "ec2.amazonaws.com")
     assert not passing("ax-gpu-lambda", "lambda.amazonaws.com")
-    assert not passing("ax-gpu--a1b2c3-t1-member", "ec2.amazonaws.com")
+    assert not passing(member_role_name("ax-gpu", REGION), "ec2.amazonaws.com")
+    assert not passing(grant_role_name("ax", REGION), "ec2.amazonaws.com")
     assert not passing("ax-admin", "lambda.amazonaws.com")
     assert not passing("ax-lambda", "glue.amazonaws.com")
     invoke = Authorization("lambda:InvokeFunction",

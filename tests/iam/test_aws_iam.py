@@ -1,8 +1,9 @@
 """Every AWS code path a deployment takes, run under IAM enforcement with the policies the
 Pulumi program declares (`tests/iam/account.py` says how the account enforces them).
 
-- the member's path: boot (ECR login and pull), the ledger read, the result write (s3fs),
-  `done` through the function URL;
+- the member's path: boot (ECR login and pull, its group's keys from the function's `/keys`),
+  the ledger read, its group's grant from `/grant`, the result write with it (s3fs), `done`
+  through the function URL;
 - the Lambdas' path: the scheduler's `start` tick opening a run and starting the groups,
   `done` stopping the caller's group, the `stop` tick at the deadline closing the run;
 - teardown's orphan sweep with the operator's teardown policy.
@@ -24,7 +25,7 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.exceptions import ClientError
 
-from spotbench.auth.aws import member_role_name, signed_post
+from spotbench.auth.aws import grant_role_name, member_role_name, signed_post
 from spotbench.clouds.aws.orphans import AwsSweeper, teardown_policy
 from spotbench.ops.teardown import teardown
 from spotbench.spec import load_spec
@@ -33,7 +34,7 @@ from tests.iam.policy import evaluate
 from tests.iam.deployment import Declared, Deployed, declare, deploy, redeploy
 from tests.ec2_spot_front import SpotFront
 from tests.moto_server import MotoServer
-from workloads.common import WorkloadRun
+from workloads.common import WorkloadRun, exit_if_outside_run
 
 pytestmark = pytest.mark.fidelity
 
@@ -46,6 +47,8 @@ SPEC = {
     "results": f"s3://{BUCKET}/ax", "schedule": {"cron": "0 3 * * *", "timezone": "UTC"},
     "deadline": "45m", "image": f"123456789012.dkr.ecr.{REGION}.amazonaws.com/spotbench/osu:1",
 }
+MEMBER = member_role_name("ax", REGION)  # every member's role (one per sweep)
+GRANT = grant_role_name("ax", REGION)  # what a group writes with: the function's grant
 
 
 @pytest.fixture(scope="module")
@@ -110,25 +113,37 @@ def ssm_agent(d: Deployed, name: str, principal: Principal) -> None:
 
 
 def fetched_keys(d: Deployed, name: str) -> list[str]:
-    """The parameters member `name`'s `fetch-keys` step reads (its `fetch NAME FILE` lines)."""
+    """The entries member `name`'s `fetch-keys` step asks the function for (its `put NAME
+    PATH` lines)."""
     inst = next(i for i in d.declared.instances if i["tags"]["Name"] == name)
     doc = yaml.safe_load(inst["userData"].removeprefix("#cloud-config\n"))
     script = next(f["content"] for f in doc["write_files"] if f["path"].endswith("/fetch-keys"))
-    return [line.split()[1] for line in script.splitlines() if line.startswith("fetch /")]
+    return [line.split()[1] for line in script.splitlines() if line.startswith("put ")]
+
+
+def group_parameters(d: Deployed, group: str) -> list[str]:
+    """The SSM parameters holding `group`'s entries (under the sweep's one path)."""
+    return sorted(n for n in d.declared.parameters if n.startswith(f"/spotbench/ax/{group}/"))
+
+
+def keys_of(d: Deployed, principal: Principal) -> requests.Response:
+    """What `fetch-keys` does with curl: a signed POST to the function URL's `/keys`."""
+    return signed_post(d.done_url + "keys", {}, region=REGION, credentials=principal.credentials())
 
 
 def boot(d: Deployed, name: str) -> WorkloadRun:
     """A member's boot as the unit runs it: the SSM agent registers, the unit logs in to ECR
-    and pulls, fetches the group's ssh keys, then the workload starts and finds its run in
-    the ledger."""
+    and pulls, fetches the group's ssh keys from the function, then the workload checks it
+    is inside a run, starts (asking for its group's grant) and finds its run in the ledger."""
     principal = d.member(name)
     ssm_agent(d, name, principal)
-    ssm = d.account.client("ssm", principal)
     names = fetched_keys(d, name)
     assert len(names) == 2
-    for parameter in names:  # what fetch-keys does with curl: GetParameter WithDecryption
-        value = ssm.get_parameter(Name=parameter, WithDecryption=True)["Parameter"]["Value"]
-        assert "OPENSSH PRIVATE KEY" in base64.b64decode(value).decode()
+    answer = keys_of(d, principal)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["group"] == d.contexts[name].group
+    for file in names:
+        assert "OPENSSH PRIVATE KEY" in base64.b64decode(answer.json()["files"][file]).decode()
     ecr = d.account.client("ecr", principal)
     ecr.get_authorization_token()
     repo = d.declared.spec.image.split("/", 1)[1].split(":")[0]
@@ -140,6 +155,7 @@ def boot(d: Deployed, name: str) -> WorkloadRun:
         except ClientError as exc:  # the image itself is not in moto: only a denial matters
             if exc.response["Error"]["Code"] in ("AccessDeniedException", "AccessDenied"):
                 raise
+    exit_if_outside_run(d.contexts[name])
     return WorkloadRun(d.contexts[name])
 
 
@@ -186,7 +202,7 @@ def whole_path(d: Deployed) -> None:
     assert {states[i] for i in d.group_ids(groups[0])} == {"stopped"}
     assert {states[i] for i in d.group_ids(groups[1])} == {"running"}
     assert answer.get("running") == [groups[1]], answer
-    # every group has its own role: the other group's members take the whole path too
+    # the other group's members take the whole path too, with their own group's grant
     answer = member_finishes(d, groups[1])
     assert answer["group"] == groups[1] and answer["completed"] == 2, answer
     assert {d.states()[i] for g in groups for i in d.group_ids(g)} == {"stopped"}
@@ -222,12 +238,13 @@ def path_run(first, declared) -> list[Record]:
 def test_aws_whole_path_runs_with_the_declared_policies_and_no_denial(path_run, declared):
     assert [r.auth.describe() for r in path_run if not r.decision.allowed] == []
     used = {(r.role, r.auth.action, r.decision.by) for r in path_run}
-    member = member_role_name(declared.spec.plan()[0].id)  # the group that finishes
     assert ("ax-lambda", "ec2:StartInstances", "StartStopSweepInstances") in used
-    assert (member, "s3:ListBucket", "ListRuns") in used
-    assert (member, "s3:PutObject", "PutResults") in used
-    assert (member, "lambda:InvokeFunction", "CallDoneInvoke") in used
-    assert (member, "ssmmessages:CreateControlChannel", "SsmSessions") in used
+    assert ("ax-lambda", "sts:AssumeRole", "MintGrants") in used
+    assert ("ax-lambda", "ssm:GetParameter", "ReadGroupKeys") in used
+    assert (MEMBER, "s3:ListBucket", "ListRuns") in used
+    assert (GRANT, "s3:PutObject", "PutResults") in used
+    assert (MEMBER, "lambda:InvokeFunction", "CallDoneInvoke") in used
+    assert (MEMBER, "ssmmessages:CreateControlChannel", "SsmSessions") in used
 
 
 def test_aws_conditions_are_proved_by_calls_that_must_be_denied(deployed):
@@ -274,7 +291,10 @@ def test_aws_conditions_are_proved_by_calls_that_must_be_denied(deployed):
 # statements only AWS services use, with the role, after an invocation failed for good
 # (Lambda's on-failure destination, the scheduler's DLQ): no call of this path needs them;
 # tests/infra/test_aws_failures.py asserts what they grant, and to which queue only
-SERVICE_ONLY = {("ax-lambda", "FailedInvocations"), ("ax-scheduler", "DeadLetters")}
+SERVICE_ONLY = {("ax-lambda", "FailedInvocations"), ("ax-scheduler", "DeadLetters"),
+                # the grant's store reads `run.json` when the member runs without a prior
+                # `exit_if_outside_run` (tests/faults/test_control_lock.py takes that path)
+                (GRANT, "ReadLedger")}
 
 
 def test_aws_every_declared_statement_is_needed(path_run, declared):
@@ -333,15 +353,12 @@ def test_aws_sweep_lambda_role_cannot_write_the_logs_of_a_sweep_its_name_prefixe
 # Actions of declared statements that the whole path above does not call, and why they are
 # still needed; everything else a statement lists must be called (a superfluous action in a
 # needed statement escapes the statement-level check above).
-MEMBER_NOT_EXERCISED = {  # in every group's member role
-    ("PutResults", "s3:AbortMultipartUpload"): "a failed multipart upload",
-    ("PullImage", "ecr:GetDownloadUrlForLayer"): "docker pull's layer downloads",
-    ("SsmSessions", "ssmmessages:OpenControlChannel"): "the agent's websocket",
-    ("SsmSessions", "ssmmessages:OpenDataChannel"): "the agent's websocket",
-}
 NOT_EXERCISED = {
-    **{(member_role_name(g.id), sid, action): why
-       for g in load_spec(SPEC).plan() for (sid, action), why in MEMBER_NOT_EXERCISED.items()},
+    (GRANT, "PutResults", "s3:AbortMultipartUpload"): "a failed multipart upload",
+    (GRANT, "ReadLedger", "s3:GetObject"): "tests/faults/test_control_lock.py's member path",
+    (MEMBER, "PullImage", "ecr:GetDownloadUrlForLayer"): "docker pull's layer downloads",
+    (MEMBER, "SsmSessions", "ssmmessages:OpenControlChannel"): "the agent's websocket",
+    (MEMBER, "SsmSessions", "ssmmessages:OpenDataChannel"): "the agent's websocket",
     ("spotbench-operator", "FindSweepResources", "ec2:DescribeRegions"): "teardown of all regions",
     # sent by Lambda / EventBridge Scheduler with these roles after an asynchronous start or
     # stop failed for good: no invocation of this path fails (tests/infra/test_aws_failures.py)
@@ -369,16 +386,26 @@ def test_aws_every_declared_action_is_called(path_run, declared):
     assert set(NOT_EXERCISED) <= declared_actions, "NOT_EXERCISED names an action no longer declared"
 
 
+def group_grant(d: Deployed, member: Principal) -> Principal:
+    """The grant the sweep's function mints for `member`'s group (its `/grant` path)."""
+    answer = signed_post(d.done_url + "grant", {}, region=REGION, credentials=member.credentials())
+    assert answer.status_code == 200, answer.text
+    return d.account.principal_of(answer.json()["credentials"]["AccessKeyId"])
+
+
 @pytest.mark.security
 def test_aws_a_member_cannot_write_another_groups_results(deployed):
     """Attack: a VM of one group writes (or overwrites) another group's records, raw output
-    or the run's ledger entries, with its own instance role. Each group's role may put only
-    `runs/<run>/<its group>.<n>…` (AWS's `*` spans `/`: the run segment is matched by length)."""
+    or the run's ledger entries, with what it holds: its instance role (the sweep's one
+    member role, which writes nothing) and its group's grant (the function's STS session,
+    narrowed by a session policy to `runs/<run>/<its group>.<n>…`; AWS's `*` spans `/`: the
+    run segment is matched by length)."""
     d = deployed
     run = d.tick("start")["run"]
     mine, theirs = (g.id for g in d.declared.spec.plan())
     attacker = next(n for n, c in d.contexts.items() if c.group == mine)
-    s3 = d.account.client("s3", d.member(attacker))
+    role = d.account.client("s3", d.member(attacker))
+    s3 = d.account.client("s3", group_grant(d, d.member(attacker)))
     prefix = "ax/runs"
     for key in (f"{prefix}/{run}/{theirs}.1.jsonl", f"{prefix}/{run}/{theirs}.1/osu.txt",
                 f"{prefix}/{run}/{theirs}.1/{mine}.1.jsonl",  # inside their raw folder
@@ -386,33 +413,46 @@ def test_aws_a_member_cannot_write_another_groups_results(deployed):
                 f"{prefix}/{run}/flags/{theirs}.1.json", f"{prefix}/{run}/flags/{mine}.1.json",
                 f"{prefix}/{run}/starts/{mine}.2.json", f"{prefix}/{run}/launches/{mine}.9",
                 f"{prefix}/{run}/run.json", f"{prefix}/{run}-abcd/x/{mine}.1.jsonl"):
-        with pytest.raises(ClientError, match="AccessDenied"):
-            s3.put_object(Bucket=d.bucket, Key=key, Body=b"{}")
+        for client in (s3, role):
+            with pytest.raises(ClientError, match="AccessDenied"):
+                client.put_object(Bucket=d.bucket, Key=key, Body=b"{}")
     for key in (f"{prefix}/{run}/{mine}.1.jsonl", f"{prefix}/{run}/{mine}.1/osu.txt",
                 f"{prefix}/{run}-abcd/{mine}.1.jsonl"):  # a run opened twice in one second
         s3.put_object(Bucket=d.bucket, Key=key, Body=b"{}")
+        with pytest.raises(ClientError, match="AccessDenied"):  # the role itself: nothing
+            role.put_object(Bucket=d.bucket, Key=key, Body=b"{}")
     assert not d.account.errors, d.account.errors
 
 
 @pytest.mark.security
-def test_aws_done_refuses_a_caller_whose_role_is_not_its_instances_group(deployed):
-    """Attack: credentials of one group's role, in a session named after an instance of the
-    other group, call `done` for that group through the function URL. IAM lets the call in
-    (every member role may call done); the function takes the caller's group from its role
-    and refuses it, so the other group keeps running."""
+def test_aws_done_refuses_a_caller_that_is_not_the_sweeps_instance_session(deployed):
+    """Attack: credentials that are not an instance session of the sweep's member role (the
+    grant role's, the functions' or the scheduler's), in a session named after an instance
+    of the other group, call `done` for that group through the function URL. The function
+    takes the group from the instance the sweep's member role session names, and refuses any
+    other role, so the other group keeps running; its genuine instance session is obeyed."""
     d = deployed
     started = d.tick("start")
     mine, theirs = (g.id for g in d.declared.spec.plan())
     assert sorted(started["started"]) == sorted([mine, theirs]), json.dumps(started)
     victim = d.group_ids(theirs)[0]
     assert {d.states()[i] for i in d.group_ids(theirs)} == {"running"}
-    forged = d.account.session(member_role_name(mine), victim)
-    answer = signed_post(d.done_url, {"group": theirs}, region=REGION,
-                         credentials=forged.credentials())
-    assert answer.status_code == 403, answer.text
-    assert f"identity of group {mine}" in answer.json()["error"]
+    # a role the attacker could hold: give it the URL call the member role has
+    for role in (GRANT, "ax-lambda", "ax-scheduler"):
+        d.account.roles[role] = [*d.account.roles[role], *d.account.roles[MEMBER]]
+        forged = d.account.session(role, victim)
+        answer = signed_post(d.done_url, {"group": theirs}, region=REGION,
+                             credentials=forged.credentials())
+        assert answer.status_code == 403, answer.text
+        assert f"not this sweep's member role" in answer.json()["error"]
     assert {d.states()[i] for i in d.group_ids(theirs)} == {"running"}
-    honest = d.account.session(member_role_name(theirs), victim)
+    # a member of one group asking `done` for the other group: refused (its own group only)
+    attacker = d.member(next(n for n, c in d.contexts.items() if c.group == mine))
+    answer = signed_post(d.done_url, {"group": theirs}, region=REGION,
+                         credentials=attacker.credentials())
+    assert answer.status_code == 403 and "only its own group" in answer.json()["error"]
+    assert {d.states()[i] for i in d.group_ids(theirs)} == {"running"}
+    honest = d.account.session(MEMBER, victim)
     answer = signed_post(d.done_url, {"group": theirs}, region=REGION,
                          credentials=honest.credentials())
     assert answer.status_code == 200 and answer.json()["group"] == theirs, answer.text
@@ -421,21 +461,169 @@ def test_aws_done_refuses_a_caller_whose_role_is_not_its_instances_group(deploye
 
 @pytest.mark.security
 def test_aws_a_member_cannot_read_another_groups_ssh_keys(deployed):
-    """Attack: a VM of one group reads the other group's ssh private keys from Parameter
-    Store with its own role (to log in to, or pose as, that group's members): refused."""
+    """Attack: a VM of one group reads the other group's ssh private keys (to log in to, or
+    pose as, that group's members): from Parameter Store with its own role (refused: only
+    the functions' role reads the sweep's path), or from the function (which answers its
+    own group's only)."""
     d = deployed
     mine, theirs = (g.id for g in d.declared.spec.plan())
     attacker = next(n for n, c in d.contexts.items() if c.group == mine)
-    victim = next(n for n, c in d.contexts.items() if c.group == theirs)
     ssm = d.account.client("ssm", d.member(attacker))
-    for parameter in fetched_keys(d, victim):
+    for parameter in [*group_parameters(d, theirs), *group_parameters(d, mine)]:
         with pytest.raises(ClientError, match="AccessDenied"):
             ssm.get_parameter(Name=parameter, WithDecryption=True)
-    own = fetched_keys(d, attacker)
-    assert own and ssm.get_parameter(Name=own[0], WithDecryption=True)["Parameter"]["Value"]
-    # nor may the functions' or the scheduler's roles read any key
-    for service in ("lambda.amazonaws.com", "scheduler.amazonaws.com"):
-        other = d.account.client("ssm", d.account.session(d.declared.role_for(service), "probe"))
+    answer = keys_of(d, d.member(attacker))
+    assert answer.status_code == 200 and answer.json()["group"] == mine
+    admin = d.account.admin("ssm")
+    with d.account.setup():
+        theirs_values = {admin.get_parameter(Name=p, WithDecryption=True)["Parameter"]["Value"]
+                         for p in group_parameters(d, theirs)}
+    assert theirs_values and not theirs_values & set(answer.json()["files"].values())
+    # nor may the scheduler's role read any key
+    other = d.account.client("ssm", d.account.session(d.declared.role_for("scheduler.amazonaws.com"),
+                                                      "probe"))
+    with pytest.raises(ClientError, match="AccessDenied"):
+        other.get_parameter(Name=group_parameters(d, mine)[0], WithDecryption=True)
+    assert not d.account.errors, d.account.errors
+
+
+# ---- the grants (issue #29): what the function mints, and what it refuses -----------------
+
+def _put(client, d: Deployed, key: str) -> None:
+    client.put_object(Bucket=d.bucket, Key=key, Body=b"{}")
+
+
+@pytest.mark.security
+def test_aws_a_grant_replayed_after_the_deadline_is_refused(deployed):
+    """Attack: a group keeps (or leaks) its grant and writes with it after the group's
+    deadline (a next attempt's results, a forged late record). STS hands out at least 15
+    minutes, so the session policy itself says `aws:CurrentTime < deadline`; and once the
+    deadline passed the function mints no new grant."""
+    from datetime import UTC, datetime, timedelta
+
+    d = deployed
+    run = d.tick("start")["run"]
+    mine = d.declared.spec.plan()[0].id
+    member = d.member(next(n for n, c in d.contexts.items() if c.group == mine))
+    answer = signed_post(d.done_url + "grant", {}, region=REGION, credentials=member.credentials())
+    assert answer.status_code == 200, answer.text
+    grant = answer.json()
+    deadline = datetime.fromisoformat(grant["expires"])
+    assert timedelta(0) < deadline - datetime.now(UTC) <= timedelta(minutes=45)
+    assert datetime.fromisoformat(grant["credentials"]["Expiration"]) <= deadline
+    s3 = d.account.client("s3", d.account.principal_of(grant["credentials"]["AccessKeyId"]))
+    _put(s3, d, f"ax/runs/{run}/{mine}.1.jsonl")  # before the deadline: its own records
+    d.account.now = deadline + timedelta(seconds=1)  # the same credentials, a second too late
+    with pytest.raises(ClientError, match="AccessDenied"):
+        _put(s3, d, f"ax/runs/{run}/{mine}.2.jsonl")
+    assert d.account.denials()[-1].decision.by.startswith("session policy")
+    d.account.now = None
+    # the function: the group's launch is older than the deadline → no grant
+    with d.account.setup():
+        d.account.admin("s3").put_object(
+            Bucket=d.bucket, Key=f"ax/runs/{run}/launches/{mine}.1",
+            Body=(datetime.now(UTC) - timedelta(minutes=46)).isoformat().encode())
+    late = signed_post(d.done_url + "grant", {}, region=REGION, credentials=member.credentials())
+    assert late.status_code == 403 and "past its deadline" in late.json()["error"], late.text
+    assert not d.account.errors, d.account.errors
+
+
+@pytest.mark.security
+def test_aws_a_grant_covers_only_its_own_groups_prefix(deployed):
+    """Attack: a group's grant is used for another group's prefix (records, raw output, the
+    group `…-t10` beside `…-t1`), the ledger, or another sweep's prefix in the same bucket;
+    and the presigned POST's `starts-with` condition names the group's records only."""
+    import base64 as b64
+
+    d = deployed
+    run = d.tick("start")["run"]
+    mine, theirs = (g.id for g in d.declared.spec.plan())
+    member = d.member(next(n for n, c in d.contexts.items() if c.group == mine))
+    answer = signed_post(d.done_url + "grant", {}, region=REGION, credentials=member.credentials())
+    grant = answer.json()
+    assert grant["group"] == mine and grant["prefixes"] == [f"runs/{run}/{mine}."]
+    s3 = d.account.client("s3", d.account.principal_of(grant["credentials"]["AccessKeyId"]))
+    for key in (f"ax/runs/{run}/{theirs}.1.jsonl", f"ax/runs/{run}/{theirs}.1/{mine}.1.jsonl",
+                f"ax/runs/{run}/{mine}0.1.jsonl", f"ax/checkpoints/{theirs}/{run}/x",
+                f"ax/runs/{run}/launches/{mine}.2", "other/runs/r/x.1.jsonl", "ax/control.lock"):
         with pytest.raises(ClientError, match="AccessDenied"):
-            other.get_parameter(Name=own[0], WithDecryption=True)
+            _put(s3, d, key)
+    for prefix in (f"ax/runs/{run}/{theirs}.", "ax/checkpoints/", "other/"):
+        with pytest.raises(ClientError, match="AccessDenied"):
+            s3.list_objects_v2(Bucket=d.bucket, Prefix=prefix) if prefix == "other/" else \
+                s3.get_object(Bucket=d.bucket, Key=prefix + "x")
+    _put(s3, d, f"ax/runs/{run}/{mine}.1.jsonl")
+    # the POST policy (S3 checks its conditions; moto does not: evaluated here)
+    post = grant["post"]
+    policy = json.loads(b64.b64decode(post["fields"]["policy"]))
+    assert post_policy_allows(policy, f"ax/runs/{run}/{mine}.1.jsonl", d.bucket)
+    for key in (f"ax/runs/{run}/{theirs}.1.jsonl", f"ax/runs/{run}/{mine}0.1.jsonl",
+                f"ax/runs/{run}/flags/{mine}.1.json"):
+        assert not post_policy_allows(policy, key, d.bucket), key
+    expiry = policy["expiration"].replace("Z", "+00:00")
+    from datetime import datetime
+    assert datetime.fromisoformat(expiry) <= datetime.fromisoformat(grant["expires"])
+    assert not d.account.errors, d.account.errors
+
+
+def post_policy_allows(policy: dict, key: str, bucket: str) -> bool:
+    """S3's check of a POST policy's conditions on `key` and `bucket` (AWS: "Creating a POST
+    policy", conditions `eq`/`starts-with` and the `{"field": value}` form)."""
+    fields = {"key": key, "bucket": bucket}
+    for cond in policy["conditions"]:
+        if isinstance(cond, dict):
+            (name, value), = cond.items()
+            if name in fields and fields[name] != value:
+                return False
+        elif cond[0] in ("starts-with", "eq"):
+            name = cond[1].lstrip("$")
+            if name in fields and not (fields[name].startswith(cond[2]) if cond[0] == "starts-with"
+                                       else fields[name] == cond[2]):
+                return False
+    return True
+
+
+@pytest.mark.security
+def test_aws_an_instance_of_another_sweep_gets_nothing(deployed):
+    """Attack: an instance of another sweep in the same account (tagged for its own sweep and
+    group), holding a session of this sweep's member role named after itself, asks for a
+    grant, keys or `done`: it is not one of this plan's members."""
+    d = deployed
+    d.tick("start")
+    stranger = d.account.session(MEMBER, d.other_instance)
+    for path in ("grant", "keys", ""):
+        answer = signed_post(d.done_url + path, {"group": "other-g1"}, region=REGION,
+                             credentials=stranger.credentials())
+        assert answer.status_code == 403, (path, answer.text)
+        assert "not a member of sweep ax" in answer.json()["error"] or \
+            "not part of sweep ax" in answer.json()["error"], answer.text
+    assert {d.states()[i] for g in d.declared.spec.plan() for i in d.group_ids(g.id)} == {"running"}
+    assert not d.account.errors, d.account.errors
+
+
+@pytest.mark.security
+def test_aws_a_forged_instance_identity_is_refused(deployed):
+    """Attack: a caller that is not an instance session of this account's member role asks for
+    a grant or keys: a session of another role named after a member's instance, and (a
+    direct event, as a forged URL event would carry) an assumed-role ARN of another account."""
+    from types import SimpleNamespace
+
+    from functions import lambda_handler
+
+    d = deployed
+    d.tick("start")
+    victim = next(iter(d.instance_ids.values()))
+    d.account.roles["ax-scheduler"] = [*d.account.roles["ax-scheduler"], *d.account.roles[MEMBER]]
+    forged = d.account.session("ax-scheduler", victim)
+    for path in ("grant", "keys"):
+        answer = signed_post(d.done_url + path, {}, region=REGION, credentials=forged.credentials())
+        assert answer.status_code == 403 and "not this sweep's member role" in answer.json()["error"]
+    event = {"rawPath": "/grant", "body": "{}", "requestContext": {
+        "http": {"method": "POST"}, "authorizer": {"iam": {
+            "accountId": "999999999999",
+            "userArn": f"arn:aws:sts::999999999999:assumed-role/{MEMBER}/{victim}"}}}}
+    fn = d.functions["ax-done"]
+    answer = d.account.run_function(fn, event)
+    assert answer["statusCode"] == 403 and "999999999999" in json.loads(answer["body"])["error"]
+    assert lambda_handler is not None and SimpleNamespace  # the adapter the account runs
     assert not d.account.errors, d.account.errors

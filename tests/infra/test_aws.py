@@ -89,7 +89,7 @@ def test_instances_are_stopped_persistent_spot_with_imdsv2_and_no_public_ip(decl
         assert i["associatePublicIpAddress"] is False
         assert i["instanceType"] == "c5n.large"
         assert i["ami"] == "ami-0mock"
-        assert i["iamInstanceProfile"] == member_role_name(i["tags"]["spotbench-group"])
+        assert i["iamInstanceProfile"] == member_role_name("ax", "eu-west-1")  # one per sweep
         assert not i.get("placementGroup")  # EC2 puts no stop-on-interruption spot in one
         assert i["rootBlockDevice"]["encrypted"] is True
         tags = i["tags"]
@@ -166,10 +166,12 @@ def test_user_data_runs_the_container_with_the_member_context(declare):
     assert "boot_id" in unit  # never runs in the creation boot
     assert any(f["path"].endswith("authorized_keys") for f in doc["write_files"])
     assert any(f["path"].endswith("/ssh_host_ed25519_key.pub") for f in doc["write_files"])
-    # the private keys come from the group's SSM parameters at each start, before the chown
+    # the private keys come from the sweep's function (`/keys`, signed for service lambda:
+    # it answers the group's own entries) at each start, before the chown
     fetch = next(f for f in doc["write_files"] if f["path"] == "/var/lib/spotbench/fetch-keys")
-    assert fetch["permissions"] == "0700" and "aws:amz:eu-west-1:ssm" in fetch["content"]
-    assert f"/spotbench/ax/{group.id}/ssh_host_ed25519_key" in fetch["content"]
+    assert fetch["permissions"] == "0700" and "aws:amz:eu-west-1:lambda" in fetch["content"]
+    assert "put ssh_host_ed25519_key /var/lib/spotbench/ssh/ssh_host_ed25519_key" in fetch["content"]
+    assert "/keys" in fetch["content"] and "/spotbench/ax/" not in fetch["content"]
     pre = [line for line in unit.splitlines() if line.startswith("ExecStartPre=")]
     assert pre.index("ExecStartPre=/bin/sh /var/lib/spotbench/fetch-keys") < next(
         i for i, line in enumerate(pre) if "chown" in line)
@@ -221,19 +223,24 @@ def test_iam_policies_are_scoped(declare):
 
     groups = [g.id for g in spec.plan()]
     assert len(groups) > 1
-    for gid in groups:  # each group's members: their own role, writing only their own objects
-        inst = policy(mocks, f"-id-{gid}-member")
-        assert statement(inst, "PutResults")["Resource"] == [
-            f"arn:aws:s3:::res-bucket/runs/ax/runs/{'?' * n}/{gid}.*" for n in (16, 21)]
-        done = statement(inst, "CallDone")
-        assert done["Action"] == "lambda:InvokeFunctionUrl" and done["Resource"].endswith("-fn-done")
-        assert done["Condition"] == {"StringEquals": {"lambda:FunctionUrlAuthType": "AWS_IAM"}}
-        assert statement(inst, "CallDoneInvoke")["Resource"] == done["Resource"]
-        assert statement(inst, "PullImage")["Resource"] == (
-            "arn:aws:ecr:eu-west-1:123456789012:repository/spotbench/osu")
-        assert not any("ec2:" in json.dumps(s) for s in inst["Statement"])
+    # one member role for every group (issue #29): it writes nothing; writes go through the
+    # grant role, narrowed per group by the functions' session policy
+    inst = policy(mocks, "-id-member")
+    assert not any(a.startswith("s3:Put") or a.startswith("ssm:GetParameter")
+                   for s in inst["Statement"]
+                   for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"]))
+    done = statement(inst, "CallDone")
+    assert done["Action"] == "lambda:InvokeFunctionUrl" and done["Resource"].endswith("-fn-done")
+    assert done["Condition"] == {"StringEquals": {"lambda:FunctionUrlAuthType": "AWS_IAM"}}
+    assert statement(inst, "CallDoneInvoke")["Resource"] == done["Resource"]
+    assert statement(inst, "PullImage")["Resource"] == (
+        "arn:aws:ecr:eu-west-1:123456789012:repository/spotbench/osu")
+    assert not any("ec2:" in json.dumps(s) for s in inst["Statement"])
+    grant = policy(mocks, "-id-grant")
+    assert statement(grant, "PutResults")["Resource"] == "arn:aws:s3:::res-bucket/runs/ax/runs/*"
+    assert statement(lam, "MintGrants")["Resource"].endswith("ax-id-grant")
     profiles = {p.inputs["name"]: p.inputs["role"] for p in mocks.of_type(PROFILE)}
-    assert profiles == {member_role_name(g): member_role_name(g) for g in groups}
+    assert len(profiles) == 1 and set(profiles) == {member_role_name("ax", "eu-west-1")}
 
     sched = policy(mocks, "-id-scheduler")
     assert sched["Statement"] == [{
@@ -245,7 +252,8 @@ def test_iam_policies_are_scoped(declare):
     }]
     roles = {r.name: json.loads(r.inputs["assumeRolePolicy"])["Statement"][0]["Principal"]
              for r in mocks.of_type("aws:iam/role:Role")}
-    assert roles == {**{f"ax-id-{g}-member": {"Service": "ec2.amazonaws.com"} for g in groups},
+    assert roles == {"ax-id-member": {"Service": "ec2.amazonaws.com"},
+                     "ax-id-grant": {"AWS": "arn:aws:iam:us-east-1:123456789012:ax-id-lambda"},
                      "ax-id-lambda": {"Service": "lambda.amazonaws.com"},
                      "ax-id-scheduler": {"Service": "scheduler.amazonaws.com"}}
 

@@ -37,14 +37,14 @@ FUNCTION = "aws:lambda/function:Function"
 
 @pytest.fixture
 def declared(declare, sweep):
-    """The first group's member role policy and the done function's ARN, as `pulumi up` would make them
-    for the same spec the moto instances belong to."""
+    """The member role's policy (one per sweep) and the done function's ARN, as `pulumi up`
+    would make them for the same spec the moto instances belong to."""
     from infra.aws import AwsSweep, AwsSweepArgs
 
     spec = load_spec({**sweep.spec.model_dump(mode="json", exclude_none=True),
                       "schedule": {"cron": "0 3 * * *", "timezone": "UTC"}})
     mocks = declare(lambda: AwsSweep(spec.name, AwsSweepArgs(spec=spec)))
-    policy = json.loads(mocks.one(POLICY, f"{spec.plan()[0].id}-member").inputs["policy"])
+    policy = json.loads(mocks.one(POLICY, f"{spec.name}-id-member").inputs["policy"])
     done = next(f for f in mocks.of_type(FUNCTION) if f.inputs["name"] == f"{spec.name}-done")
     return policy, _computed(done.type, done.name, done.inputs)["arn"]  # the mock's ARN
 

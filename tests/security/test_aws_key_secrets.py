@@ -3,9 +3,11 @@
 User-data is returned by `ec2:DescribeInstanceAttribute` (any operator, any tool with
 read-only EC2 access) and served by IMDS to every process on the VM. The login and host
 private keys of each run group must not be in it: they are SecureString parameters under
-`/spotbench/<sweep>/<group>/`, which only that group's member role may read (the boot
-fetches them). The enforcing account (tests/iam) proves the refusal with moto; here, the
-declared program: every member's user-data, every parameter and every member policy.
+`/spotbench/<sweep>/<group>/`, which only the functions' role may read; the function hands
+a group's entries to that group's instances only (its `/keys` path, which the boot asks;
+issue #29). The enforcing account (tests/iam) proves the refusals with moto and the real
+function; here, the declared program: every member's user-data, every parameter and every
+role's policy.
 """
 
 from __future__ import annotations
@@ -58,15 +60,12 @@ def test_aws_user_data_holds_no_private_key_and_each_group_reads_only_its_own(de
     role_ids = {f"{r.name}-id": r.inputs["name"] for r in mocks.of_type(ROLE)}
     policies = {role_ids[p.inputs["role"]]: json.loads(p.inputs["policy"])
                 for p in mocks.of_type(POLICY)}
-    for gid in groups:
-        mine = policies[member_role_name(gid)]
-        for name in params:
-            arn = f"arn:aws:ssm:us-east-1:123456789012:parameter{name}"
-            allowed = evaluate([mine], Authorization("ssm:GetParameter", arn))
-            assert bool(allowed) == (f"/{gid}/" in name), (gid, name)
-    for role, doc in policies.items():  # nobody else may read a key
-        if role in {member_role_name(g) for g in groups}:
-            continue
-        assert not any(evaluate([doc], Authorization("ssm:GetParameter",
-                                                     f"arn:aws:ssm:us-east-1:123456789012:parameter{n}"))
-                       for n in params), role
+    readers = {role for role, doc in policies.items()
+               if any(evaluate([doc], Authorization(
+                   "ssm:GetParameter", f"arn:aws:ssm:us-east-1:123456789012:parameter{n}"))
+                   for n in params)}
+    assert readers == {"kx-lambda"}  # the functions alone; no member, grant or scheduler role
+    assert member_role_name("kx", "us-east-1") in policies
+    lam = policies["kx-lambda"]
+    assert not evaluate([lam], Authorization(  # and only this sweep's path
+        "ssm:GetParameter", "arn:aws:ssm:us-east-1:123456789012:parameter/spotbench/kx2/g/id_ed25519"))

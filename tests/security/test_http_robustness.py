@@ -164,7 +164,7 @@ def test_lambda_adapter_refuses_deep_and_broken_bodies(monkeypatch) -> None:
             "matrix": {"machine_type": ["c5n.large"]}}
     monkeypatch.setenv("SPOTBENCH_SPEC", json.dumps(spec))
     monkeypatch.setattr(lambda_handler, "_config", None)
-    role = member_role_name(load_spec(spec).plan()[0].id)
+    role = member_role_name(load_spec(spec).name, "us-east-1")  # the sweep's member role
     iam = instance_iam("i-0123456789abcdef0", role=role)
     for raw, b64, status in (("[" * 50_000, False, 400), ('{"a":' * 3000 + "1" + "}" * 3000, False, 400),
                              ("x" * 100_000, False, 413), ("@@not base64@@", True, 400),

@@ -54,7 +54,7 @@ def _record(run, ctx: MemberContext, params: TfMnistParams, n_threads: tuple[int
     from workloads.tf_mnist.checkpoints import CheckpointStore
     from workloads.tf_mnist.datasets import load
 
-    checkpoints = CheckpointStore(ctx.results_url, ctx.group, run.run_id) if params.checkpoint_every else None
+    checkpoints = CheckpointStore(ctx.results_url, ctx.group, run.run_id, **run.storage_options) if params.checkpoint_every else None
     trainer = None
     try:
         with run.preemptible():
@@ -135,7 +135,7 @@ def main() -> int:
     from workloads.tf_mnist.checkpoints import CheckpointStore
     from workloads.tf_mnist.datasets import load
 
-    checkpoints = CheckpointStore(ctx.results_url, ctx.group, run.run_id) if params.checkpoint_every else None
+    checkpoints = CheckpointStore(ctx.results_url, ctx.group, run.run_id, **run.storage_options) if params.checkpoint_every else None
     _trainer(ctx, params, load(params.dataset, params.dataset_url), checkpoints, n_threads, chief=False).run()
     return 0
 

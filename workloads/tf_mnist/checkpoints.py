@@ -30,11 +30,13 @@ log = logging.getLogger("spotbench.tf_mnist")
 
 
 class CheckpointStore:
-    def __init__(self, results_url: str, group: str, run: str):
+    def __init__(self, results_url: str, group: str, run: str, **storage_options: Any):
         self.url = f"{results_url.rstrip('/')}/checkpoints/{group}/{run}"
         local = "://" not in self.url or self.url.startswith(("file://", "local://"))
-        # object stores: list afresh (another attempt's files), with this store's own client
-        options = {} if local else {"use_listings_cache": False, "skip_instance_cache": True}
+        # object stores: list afresh (another attempt's files), with this store's own client;
+        # `storage_options`: the group's grant where the cloud grants per group (AWS)
+        options = {} if local else {"use_listings_cache": False, "skip_instance_cache": True,
+                                    **storage_options}
         self.fs, self.root = fsspec.core.url_to_fs(self.url, **options)
         self.root = self.root.rstrip("/")
         self._local = isinstance(self.fs, LocalFileSystem)

@@ -138,6 +138,18 @@ class AwsCloud:
                 else:
                     del details[instance_id]
 
+    def find(self, instance_id: str) -> Instance | None:
+        """The live instance with this id (DescribeInstances by id; None: no such instance,
+        or terminated): how the functions map a caller's instance to its group (issue #29)."""
+        try:
+            raw = self._describe({}, [instance_id])
+        except AwsCloudError as exc:
+            if "InvalidInstanceID" in str(exc):
+                return None
+            raise
+        live = [r for r in raw if r.get("State", {}).get("Name") in LIVE_STATES]
+        return _to_instance(live[0]) if live else None
+
     def _describe(self, labels: Mapping[str, str], ids: list[str] | None = None) -> list[dict]:
         kwargs: dict[str, Any] = {}
         if ids is not None:

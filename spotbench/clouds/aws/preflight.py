@@ -6,6 +6,10 @@
    concurrent footprint fit the class's limit — "All Standard (A, C, D, H, I, M, R, T, Z)
    Spot Instance Requests" and kin for spot, "Running On-Demand … instances" otherwise.
    (Running instances count against the same limit; Service Quotas gives the limit only.)
+4. IAM: the account has room for the sweep's roles and instance profile (`SWEEP_ROLES`,
+   `SWEEP_INSTANCE_PROFILES`: constant in the group count, issue #29), from
+   `iam:GetAccountSummary` (`Roles`/`RolesQuota`, `InstanceProfiles`/`InstanceProfilesQuota`;
+   1,000 roles per account by default, shared with everything else in it).
 
 `endpoint_url` (`AWS_ENDPOINT_URL`, moto in tests) redirects every client.
 """
@@ -29,6 +33,12 @@ QUOTA_CLASSES: dict[str, tuple[frozenset[str], str, str]] = {
     "F": (frozenset({"f"}), "L-88CF9481", "L-74FC7D96"),
     "Inf": (frozenset({"inf"}), "L-B5D1601B", "L-1945791B"),
 }
+
+
+# what one sweep creates in IAM, whatever its group count (infra/aws/identity.py: member,
+# grant, Lambda and scheduler roles; the members' one instance profile)
+SWEEP_ROLES = 4
+SWEEP_INSTANCE_PROFILES = 1
 
 
 def quota_class(instance_type: str) -> str | None:
@@ -69,7 +79,31 @@ def check(spec: SweepSpec, endpoint_url: str | None = None) -> list[Problem]:
                                     f"pick one from `aws ec2 describe-instance-type-offerings --region {region}`"))
     quotas = boto3.client("service-quotas", **kw)
     problems += _quota(quotas, spec, groups, vcpus)
+    problems += iam_room(boto3.client("iam", **kw))
     return problems
+
+
+def iam_room(iam: Any) -> list[Problem]:
+    """Whether the account has room for the sweep's roles and instance profile."""
+    try:
+        summary = iam.get_account_summary()["SummaryMap"]
+    except Exception as exc:  # noqa: BLE001 - botocore ClientError; the check cannot run
+        return [Problem("iam-quota", f"cannot read the IAM account summary: {exc}",
+                        "grant iam:GetAccountSummary, or check IAM quotas in the console")]
+    out = []
+    for what, used_key, quota_key, need in (
+            ("roles", "Roles", "RolesQuota", SWEEP_ROLES),
+            ("instance profiles", "InstanceProfiles", "InstanceProfilesQuota",
+             SWEEP_INSTANCE_PROFILES)):
+        used, limit = summary.get(used_key), summary.get(quota_key)
+        if used is None or limit is None:
+            continue
+        if used + need > limit:
+            out.append(Problem(
+                "iam-quota", f"IAM {what}: the account has {used} of {limit}; the sweep adds {need}",
+                f"delete unused {what} (or old sweeps: `spotbench teardown`), or ask AWS to raise "
+                f"the IAM {what} quota (Service Quotas, service `iam`)"))
+    return out
 
 
 def _quota(client: Any, spec: SweepSpec, groups: list[RunGroup], vcpus: dict[str, int]) -> list[Problem]:

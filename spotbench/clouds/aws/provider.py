@@ -83,5 +83,20 @@ class AwsProvider(Provider):
 
         return signed_post(ctx.done_url, body, timeout=timeout)
 
+    def group_storage(self, ctx: MemberContext) -> tuple[dict[str, Any], float | None]:
+        """The group's grant from the sweep's function (`/grant`, issue #29): the instance
+        role writes nothing; the grant's credentials write the group's objects only."""
+        from datetime import datetime
+
+        from spotbench.auth.aws import fetch_grant  # botocore: only on AWS VMs
+
+        if not ctx.done_url:
+            return {}, None
+        grant = fetch_grant(ctx.done_url, "grant")
+        creds = grant["credentials"]
+        return ({"key": creds["AccessKeyId"], "secret": creds["SecretAccessKey"],
+                 "token": creds["SessionToken"]},
+                datetime.fromisoformat(creds["Expiration"]).timestamp())
+
 
 PROVIDER = AwsProvider(FACTS)

@@ -1,0 +1,160 @@
+"""What the AWS functions hand one run group: storage grants and its secret entries.
+
+Isolation by instance, authorization by the functions (issue #29, docs/identity.md): every
+member of a sweep runs as one role, which writes nothing. Once the function has mapped the
+calling instance to its group (from the sweep's own records), it mints for that group:
+
+- `session_policy()` + `assume_grant()`: `sts:AssumeRole` on the sweep's grant role with a
+  session policy naming only `runs/<run>/<group>.*` (put; `group_objects`) and, when the sweep keeps
+  checkpoints, `checkpoints/<group>/*` (get/put/delete, list with that `s3:prefix`). AWS
+  grants a session the intersection of the role's policy and the session policy. The
+  functions' own credentials are a role session, so this is role chaining: at most 1 h
+  (`MAX_CHAINED_S`); a member asks again for a fresh grant. The policy also refuses
+  everything once `aws:CurrentTime` passes the group's deadline (`DateLessThan`), so a
+  grant is worthless after it even though STS hands out at least 15 minutes.
+- `presigned_post()`: an S3 POST policy for the group's records (`starts-with` on
+  `$key` = `<prefix>/runs/<run>/<group>.`), expiring at the group's deadline (≤ 1 h).
+- `read_secrets()`: the group's entries under the sweep's one parameter path
+  (`group_secret_path`), which the functions' role alone may read.
+
+Only botocore is used here (the STS, S3 and SSM clients of the function's own session);
+endpoints follow `AWS_ENDPOINT_URL` (tests).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+MAX_CHAINED_S = 3600  # a role-chained session lasts at most 1 h (STS AssumeRole)
+MIN_SESSION_S = 900  # STS's shortest DurationSeconds
+
+
+def group_secret_path(sweep: str, group: str) -> str:
+    """The parameter path of group `group`'s entries (ssh keys, a container's env), under the
+    sweep's one path `/spotbench/<sweep>` (group ids hold no `/`)."""
+    return f"/spotbench/{sweep}/{group}"
+
+
+def under(prefix: str, path: str) -> str:
+    """`path` (relative to the sweep's results root) as a key of the bucket."""
+    return f"{prefix}/{path}" if prefix else path
+
+
+def checkpoints_prefix(prefix: str, group: str) -> str:
+    return under(prefix, f"checkpoints/{group}/")
+
+
+def group_objects(bucket: str, prefix: str, group: str, run_lengths: Iterable[int]) -> list[str]:
+    """ARNs of the objects run group `group` stores in any run of the sweep:
+    `runs/<run>/<group>.<n>.jsonl` and `runs/<run>/<group>.<n>/<name>` (spotbench/results.py).
+
+    In an IAM resource `*` matches any characters, `/` included, so `runs/*/<group>.*`
+    would also match `runs/<run>/<other>.1/<group>.x` or `runs/<run>/flags/<group>.1.json`.
+    The run segment is matched by its length instead (`?` is exactly one character; a run
+    id has one of `run_lengths`, `spotbench.results.run_id_lengths()`: a run opened twice in
+    one second carries a suffix),
+    and `<group>.` (group ids hold no `.`) ends the group's name: `…-t1.` is not a prefix
+    of `…-t10.`."""
+    runs = under(prefix, "runs")
+    return [f"arn:aws:s3:::{bucket}/{runs}/{'?' * n}/{group}.*" for n in run_lengths]
+
+
+def session_policy(bucket: str, prefix: str, group: str, *, checkpoints: bool,
+                   until: datetime, run_lengths: Iterable[int]) -> dict[str, Any]:
+    """The session policy of group `group`'s grant, void after `until`."""
+    arn = f"arn:aws:s3:::{bucket}"
+    runs = under(prefix, "runs")
+    before = {"DateLessThan": {"aws:CurrentTime": until.astimezone(UTC).strftime(
+        "%Y-%m-%dT%H:%M:%SZ")}}
+    statements: list[dict[str, Any]] = [
+        {"Sid": "PutGroupResults", "Effect": "Allow",
+         "Action": ["s3:PutObject", "s3:AbortMultipartUpload"],
+         "Resource": group_objects(bucket, prefix, group, run_lengths), "Condition": before},
+        {"Sid": "ReadLedger", "Effect": "Allow", "Action": "s3:GetObject",
+         "Resource": f"{arn}/{runs}/*/run.json", "Condition": before},
+        {"Sid": "ListRuns", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": arn,
+         "Condition": {**before, "StringLike": {"s3:prefix": [f"{runs}/", f"{runs}/*"]}}},
+    ]
+    if checkpoints:
+        ckpt = checkpoints_prefix(prefix, group)
+        statements += [
+            {"Sid": "GroupCheckpoints", "Effect": "Allow",
+             "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+             "Resource": f"{arn}/{ckpt}*", "Condition": before},
+            {"Sid": "ListGroupCheckpoints", "Effect": "Allow", "Action": "s3:ListBucket",
+             "Resource": arn, "Condition": {**before, "StringLike": {"s3:prefix": f"{ckpt}*"}}},
+        ]
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+@dataclass(frozen=True)
+class GrantWindow:
+    """When a grant starts being refused: the group's deadline, and how long to ask STS for."""
+
+    deadline: datetime
+    duration_s: int
+
+    @classmethod
+    def until(cls, deadline: datetime, now: datetime) -> GrantWindow | None:
+        """The window up to `deadline` (None once it passed)."""
+        left = (deadline - now).total_seconds()
+        if left <= 0:
+            return None
+        return cls(deadline, int(max(MIN_SESSION_S, min(MAX_CHAINED_S, left))))
+
+    def expires(self, now: datetime) -> datetime:
+        """When the credentials stop working: STS's expiry or the deadline, the earlier."""
+        return min(self.deadline, now + timedelta(seconds=self.duration_s))
+
+
+def _client(service: str) -> Any:
+    from botocore.session import get_session
+
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    return get_session().create_client(service, region_name=region,
+                                       endpoint_url=os.environ.get("AWS_ENDPOINT_URL") or None)
+
+
+def assume_grant(role_arn: str, policy: dict[str, Any], *, session_name: str,
+                 duration_s: int) -> dict[str, str]:
+    """Credentials of the grant role narrowed by `policy`: AccessKeyId, SecretAccessKey,
+    SessionToken, Expiration (ISO 8601)."""
+    import json
+
+    answer = _client("sts").assume_role(RoleArn=role_arn, RoleSessionName=session_name[:64],
+                                        Policy=json.dumps(policy, separators=(",", ":")),
+                                        DurationSeconds=duration_s)
+    creds = answer["Credentials"]
+    return {"AccessKeyId": creds["AccessKeyId"], "SecretAccessKey": creds["SecretAccessKey"],
+            "SessionToken": creds["SessionToken"],
+            "Expiration": creds["Expiration"].astimezone(UTC).isoformat()}
+
+
+def presigned_post(bucket: str, key_prefix: str, until: datetime) -> dict[str, Any]:
+    """An S3 POST policy for objects named `key_prefix…` (`starts-with $key`) that expires by
+    `until`, signed with the function's credentials (which may put under the whole sweep:
+    the policy's conditions are what confine it). Its expiration is counted from the moment
+    of signing, rounded down, so it never passes `until`."""
+    client = _client("s3")
+    left = int((until - datetime.now(UTC)).total_seconds()) - 1
+    return client.generate_presigned_post(
+        bucket, key_prefix + "${filename}",
+        Conditions=[["starts-with", "$key", key_prefix]], ExpiresIn=max(1, left))
+
+
+def read_secrets(sweep: str, group: str, files: Iterable[str]) -> dict[str, str]:
+    """file name → value (as stored: base64) of the group's entries that exist."""
+    ssm = _client("ssm")
+    out = {}
+    for file in files:
+        try:
+            answer = ssm.get_parameter(Name=f"{group_secret_path(sweep, group)}/{file}",
+                                       WithDecryption=True)
+        except ssm.exceptions.ParameterNotFound:
+            continue
+        out[file] = answer["Parameter"]["Value"]
+    return out
