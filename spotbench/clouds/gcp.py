@@ -59,38 +59,15 @@ DEPLOYER_ROLES = {
     "roles/secretmanager.admin": "each run group's ssh private keys and who may read them (MPI sweeps)",
 }
 PREVIEW_PROJECT = "spotbench-preview"
-# One service account per run group (infra/gcp/identity.py) plus the sweep's scheduler,
-# function and build accounts: a project holds 100 service accounts by default
-# (cloud.google.com/iam/quotas), and each group adds its own conditional bindings to the
-# results bucket's policy (at most 100 conditional bindings; the sweep-wide grants share a
-# few): one for its records, and one for its checkpoints when the workload keeps them
-# (infra/gcp/bucket.py). 90 groups (45 that checkpoint) leave room for the rest.
+# What a sweep holds of the project's IAM quotas, whatever its group count (issue #29,
+# docs/identity.md): the member, scheduler, function and build service accounts (a project
+# holds 100 by default, cloud.google.com/iam/quotas), and its custom roles (300 per
+# project): start/stop, list, sign, and ops when it has operators. Preflight counts what
+# the project already holds (spotbench/clouds/gcp_preflight.py).
 SERVICE_ACCOUNT_QUOTA = 100
-SWEEP_ACCOUNTS = 3
-MAX_GROUPS = 90  # service accounts, and conditional bucket bindings of the sweep's groups
-
-
-def group_bindings(spec: SweepSpec) -> int:
-    """Conditional bucket bindings per run group: records, plus checkpoints if kept."""
-    return 2 if spec.keeps_checkpoints() else 1
-
-
-def max_groups(spec: SweepSpec) -> int:
-    return MAX_GROUPS // group_bindings(spec)
-
-
-def too_many_groups(spec: SweepSpec) -> str | None:
-    """Why a sweep has more run groups than a GCP deployment can give accounts and bucket
-    conditions, or None."""
-    n, most = len(spec.plan()), max_groups(spec)
-    if n <= most:
-        return None
-    per = ("two bucket conditions (its records, its checkpoints)" if group_bindings(spec) == 2
-           else "a bucket condition")
-    return (f"sweep {spec.name!r} plans {n} run groups; on GCP each group gets its own service "
-            f"account (a project holds {SERVICE_ACCOUNT_QUOTA} by default, {SWEEP_ACCOUNTS} more "
-            f"are the sweep's) and {per}, of at most 100 per bucket: at most {most} groups — "
-            "reduce matrix points or trials, or split the sweep")
+SWEEP_ACCOUNTS = 4
+CUSTOM_ROLE_QUOTA = 300
+SWEEP_CUSTOM_ROLES = 4
 
 
 def enable_command(project: str, apis: tuple[str, ...] | list[str] = REQUIRED_APIS) -> str:
@@ -144,22 +121,10 @@ def region_of(spec: SweepSpec) -> str:
     raise SettingMissing(f"{spec.name}: give 'region' or 'zone' in the spec")
 
 
-def member_accounts(spec: SweepSpec, value: str) -> dict[str, str]:
-    """instance name → the service account it must run as, from `SPOTBENCH_MEMBER_ACCOUNTS`
-    (JSON: run group id → that group's account email, as infra/gcp/functions.py sets it)."""
-    import json
-
-    if not value.strip():
-        return {}
-    try:
-        by_group = json.loads(value)
-    except ValueError:
-        by_group = None
-    if not isinstance(by_group, dict):
-        raise SettingMissing("SPOTBENCH_MEMBER_ACCOUNTS must be a JSON object: run group id → "
-                             "the service account email its VMs run as")
-    return {m.name: str(by_group[g.id]) for g in spec.plan() if g.id in by_group
-            for m in g.members}
+def member_accounts(value: str) -> list[str]:
+    """The service account(s) member VMs run as, from `SPOTBENCH_MEMBER_ACCOUNTS`
+    (comma-separated emails: the sweep's one member account, infra/gcp/functions.py)."""
+    return [a.strip() for a in value.split(",") if a.strip()]
 
 
 def identity_token(audience: str, timeout: float = 10) -> str:
@@ -223,8 +188,9 @@ class GcpProvider(Provider):
 
     def authenticate(self, headers: Mapping[str, str], settings: FunctionSettings) -> Caller:
         """The caller of a function: the scheduler's OIDC token, or a member VM's ID token
-        running as its own run group's account (`SPOTBENCH_MEMBER_ACCOUNTS`; unset: no member
-        may call). Its zone and instance id are checked against the instance by `control.done`."""
+        running as the sweep's member account (`SPOTBENCH_MEMBER_ACCOUNTS`; unset: no member
+        may call). Which group the VM is comes from the sweep's own records, never from the
+        token (`spotbench.auth.instance.group_of`; `control.done` checks zone and id)."""
         from spotbench.auth.gcp import identify
 
         env = settings.env
@@ -233,7 +199,7 @@ class GcpProvider(Provider):
             audience=settings.need("SPOTBENCH_AUDIENCE"),
             scheduler_accounts=[a for a in env.get("SPOTBENCH_SCHEDULER_ACCOUNTS", "").split(",") if a],
             project=env.get("SPOTBENCH_GCP_PROJECT") or settings.spec.gcp.project or "",
-            member_accounts=member_accounts(settings.spec, env.get("SPOTBENCH_MEMBER_ACCOUNTS", "")),
+            member_accounts=member_accounts(env.get("SPOTBENCH_MEMBER_ACCOUNTS", "")),
             certs_url=env.get("SPOTBENCH_GCP_CERTS_URL") or None,
             front=env.get("SPOTBENCH_GCP_FRONT") or None,
         ).caller
