@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from spotbench.auth import Caller
     from spotbench.clouds.base import Sweeper
     from spotbench.clouds.gce import GcpCloud
+    from spotbench.clouds.gcp_grants import GcpGrants
     from spotbench.clouds.gcp_scheduler import GcpSchedule
     from spotbench.member import MemberContext
     from spotbench.spec import SweepSpec
@@ -203,6 +204,19 @@ class GcpProvider(Provider):
             certs_url=env.get("SPOTBENCH_GCP_CERTS_URL") or None,
             front=env.get("SPOTBENCH_GCP_FRONT") or None,
         ).caller
+
+    def grants(self, spec: SweepSpec, env: Mapping[str, str]) -> GcpGrants:
+        """The `grant` function's minting: `SPOTBENCH_GCP_SIGNER` (its own account),
+        `SPOTBENCH_GCP_SECRET`, `SPOTBENCH_GCP_GRANT_ENDPOINT`/`_TOKEN` (a local double)."""
+        from spotbench.clouds.gcp_grants import GcpGrants, GoogleGrantApis
+
+        signer, secret = env.get("SPOTBENCH_GCP_SIGNER"), env.get("SPOTBENCH_GCP_SECRET")
+        if not signer or not secret:
+            raise SettingMissing("the grant function needs SPOTBENCH_GCP_SIGNER and "
+                                 "SPOTBENCH_GCP_SECRET (infra/gcp/functions.py sets them)")
+        apis = GoogleGrantApis(signer, endpoint=env.get("SPOTBENCH_GCP_GRANT_ENDPOINT") or None,
+                               token=env.get("SPOTBENCH_GCP_GRANT_TOKEN") or None)
+        return GcpGrants(apis, secret, self.results_url(spec, env))
 
     def schedule(self, spec: SweepSpec, root: Path | str | None = None, **options: Any) -> GcpSchedule:
         from spotbench.clouds.gcp_scheduler import GcpSchedule
