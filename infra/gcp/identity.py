@@ -65,6 +65,16 @@ OPERATOR_PERMISSIONS = (
 # as its own account (the only account it may sign as: bound on that account alone).
 SIGN_PERMISSIONS = ("iam.serviceAccounts.signBlob",)
 VM_PROJECT_ROLES = ("roles/artifactregistry.reader", "roles/logging.logWriter")
+# The Pulumi types of the IAM objects a sweep declares (accounts, roles, bindings, secrets):
+# what issue #29 keeps constant in the group count (tests/infra/test_gcp.py,
+# bench/infra_scale.py count them).
+IAM_TYPES = (
+    "gcp:serviceaccount/account:Account", "gcp:serviceaccount/iAMMember:IAMMember",
+    "gcp:projects/iAMCustomRole:IAMCustomRole", "gcp:projects/iAMMember:IAMMember",
+    "gcp:storage/bucketIAMMember:BucketIAMMember", "gcp:secretmanager/secret:Secret",
+    "gcp:secretmanager/secretIamMember:SecretIamMember",
+    "gcp:cloudrunv2/serviceIamMember:ServiceIamMember", "gcp:iap/tunnelInstanceIAMMember:TunnelInstanceIAMMember",
+)
 
 
 def custom_role_id(sweep: str, suffix: str = "", stack_tag: str = "") -> str:

@@ -568,14 +568,9 @@ def test_gcp_deployer_roles_cover_every_declared_resource_and_are_documented(osu
         assert f"| {role} | {why.replace('`', '')} |" in docs, f"docs/gcp.md does not list {role}"
 
 
-IAM_TYPES = ("gcp:serviceaccount/account:Account", "gcp:serviceaccount/iAMMember:IAMMember",
-             "gcp:projects/iAMCustomRole:IAMCustomRole", "gcp:projects/iAMMember:IAMMember",
-             "gcp:storage/bucketIAMMember:BucketIAMMember",
-             "gcp:secretmanager/secret:Secret", "gcp:secretmanager/secretIamMember:SecretIamMember",
-             "gcp:cloudrunv2/serviceIamMember:ServiceIamMember")
-
-
 def iam_objects(snap: RecordingMocks) -> dict[str, int]:
+    from infra.gcp.identity import IAM_TYPES
+
     return {t.split(":")[-1]: len(snap.of_type(t)) for t in IAM_TYPES}
 
 
