@@ -43,7 +43,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from spotbench.done_client import call_done
+from spotbench.done_client import call_done, record_writer
 from spotbench.member import EXIT_OUTSIDE_RUN, MemberContext
 from spotbench.results import (
     MAX_NAME_LEN, MAX_RECORDS, MAX_UNIT_LEN, Result, ResultStore, StoreError, utcnow,
@@ -65,7 +65,7 @@ class Preempted(BaseException):
 class WorkloadRun:
     def __init__(self, ctx: MemberContext, store: ResultStore | None = None):
         self.ctx = ctx
-        self.store = store or ResultStore(ctx.results_url)
+        self.store = store or ResultStore(ctx.results_url, writer=record_writer(ctx))
         self.run_id = os.environ.get("SPOTBENCH_RUN") or self._current_run()
         self.started_at: datetime = utcnow()
         self.records: list[Result] = []

@@ -78,13 +78,15 @@ def results_root(results_url: str) -> tuple[str, str]:
 def storage_grants(grant: Grant, results_url: str, account: str,
                    sign: Callable[[bytes], bytes],
                    downscope: Callable[[dict[str, Any]], tuple[str, int]], *,
-                   now: datetime | None = None) -> dict[str, Any]:  # fmt: skip
+                   now: datetime | None = None,
+                   storage_url: str = STORAGE_URL) -> dict[str, Any]:  # fmt: skip
     """What `grant` answers a member: the grant itself, a POST policy for its records and,
     when it keeps checkpoints, a downscoped token (`downscope`: boundary → token, seconds)."""
     bucket, root = results_root(results_url)
     out: dict[str, Any] = {
         "grant": grant.to_json(),
-        "records": post_policy(bucket, root + grant.records, grant.expires, account, sign, now=now),
+        "records": post_policy(bucket, root + grant.records, grant.expires, account, sign,
+                               now=now, url=storage_url),
     }
     if grant.checkpoints:
         token, seconds = downscope(checkpoint_boundary(bucket, root + grant.checkpoints))

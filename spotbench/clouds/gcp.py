@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from spotbench.clouds.base import Sweeper
     from spotbench.clouds.gce import GcpCloud
     from spotbench.clouds.gcp_grants import GcpGrants
+    from spotbench.clouds.gcp_member_grant import GrantedWriter
     from spotbench.clouds.gcp_scheduler import GcpSchedule
     from spotbench.member import MemberContext
     from spotbench.spec import SweepSpec
@@ -47,7 +48,7 @@ DEPLOYER_ROLES = {
     "roles/compute.networkAdmin": "VPC, subnet, router + NAT, static internal addresses",
     "roles/compute.securityAdmin": "the members-only and IAP firewall rules",
     "roles/compute.instanceAdmin.v1": "VMs, placement policies; teardown deletes leftovers",
-    "roles/iam.serviceAccountAdmin": "the member (one per run group), scheduler, function and build accounts, and who may act as the member accounts",
+    "roles/iam.serviceAccountAdmin": "the member (one per sweep), scheduler, function and build accounts; who may act as the member account, and the function's signing on itself; preflight counts the project's accounts",
     "roles/iam.serviceAccountUser": "create VMs, functions, builds and scheduler jobs that run as those accounts",
     "roles/iam.roleAdmin": "the sweep's custom roles",
     "roles/resourcemanager.projectIamAdmin": "project-level grants (with IAM conditions)",
@@ -57,7 +58,7 @@ DEPLOYER_ROLES = {
     "roles/cloudscheduler.admin": "the start/stop jobs; `spotbench schedule`",
     "roles/artifactregistry.admin": "the workload image repository",
     "roles/iap.admin": "operators' IAP tunnel grants on each VM",
-    "roles/secretmanager.admin": "each run group's ssh private keys and who may read them (MPI sweeps)",
+    "roles/secretmanager.admin": "the sweep's one secret (the groups' key seed, secret envs) and its one reader, the functions' account",
 }
 PREVIEW_PROJECT = "spotbench-preview"
 # What a sweep holds of the project's IAM quotas, whatever its group count (issue #29,
@@ -204,6 +205,14 @@ class GcpProvider(Provider):
             certs_url=env.get("SPOTBENCH_GCP_CERTS_URL") or None,
             front=env.get("SPOTBENCH_GCP_FRONT") or None,
         ).caller
+
+    def record_writer(self, ctx: MemberContext) -> GrantedWriter | None:
+        """A VM writes its group's records with the POST policy `grant` mints for it."""
+        if not ctx.done_url or not ctx.results_url.startswith("gs://"):
+            return None
+        from spotbench.clouds.gcp_member_grant import GrantedWriter, grant_url_of
+
+        return GrantedWriter(grant_url_of(ctx.done_url), identity_token)
 
     def grants(self, spec: SweepSpec, env: Mapping[str, str]) -> GcpGrants:
         """The `grant` function's minting: `SPOTBENCH_GCP_SIGNER` (its own account),

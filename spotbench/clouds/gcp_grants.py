@@ -22,7 +22,7 @@ from typing import Any
 import requests
 
 from spotbench.auth import Unavailable
-from spotbench.auth.gcs_grant import storage_grants
+from spotbench.auth.gcs_grant import STORAGE_URL, storage_grants
 from spotbench.auth.group_keys import KEY_FILES, private_openssh
 from spotbench.auth.instance import Grant
 
@@ -133,7 +133,7 @@ class GcpGrants:
 
     def storage(self, grant: Grant) -> dict[str, Any]:
         return storage_grants(grant, self.results_url, self.apis.account, self.apis.sign,
-                              self.apis.downscope)
+                              self.apis.downscope, storage_url=self.apis.endpoint or STORAGE_URL)
 
     def file(self, group: str, file_id: str) -> bytes | None:
         """A group's file by id (None: the sweep has no such file for the group)."""

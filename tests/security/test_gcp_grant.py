@@ -219,3 +219,25 @@ def test_keys_come_to_their_own_group_only(world):
             assert public == public_openssh(SEED, gid, key_file)
             assert public != public_openssh(SEED, world.groups[1 - g].id, key_file)
     assert world.grant(world.token(member(world, 0)), {"file": "../seed"}).status_code == 403
+
+
+def test_a_member_writes_its_records_through_its_grant_and_no_other_groups(world):
+    """The member side (`ResultStore(writer=GrantedWriter)`, workloads/common.py): a VM of
+    group 1 stores its attempt with the policy `grant` minted for it; the same writer
+    refuses to put anything under group 0's names (the store refuses the policy)."""
+    from spotbench.clouds.gcp_member_grant import GrantedWriter, GrantWriteError
+    from spotbench.results import Result
+
+    name, mine, victim = member(world, 1), world.groups[1].id, world.groups[0].id
+    writer = GrantedWriter(f"{world.url}/grant", lambda audience: world.token(name))
+    store = ResultStore(f"gs://{BUCKET}/gg", writer=writer)
+    store._group_files = lambda run, group: []  # listing needs GCS's JSON API: not this double
+    path = store.write_group(world.run, mine, [Result(
+        sweep="gg", run=world.run, group=mine, trial=2, workload="tf-mnist", metric="m",
+        value=1.0, unit="s", machine_type="n2-standard-2", cloud="gcp", started_at=datetime.now(UTC),
+        ended_at=datetime.now(UTC))])
+    assert path == f"{BUCKET}/gg/runs/{world.run}/{mine}.1.jsonl"
+    assert b'"metric":"m"' in world.apis.objects[BUCKET][path.split("/", 1)[1]]
+    with pytest.raises(GrantWriteError, match="must start with"):
+        writer(f"{BUCKET}/gg/runs/{world.run}/{victim}.9.jsonl", b"forged\n")
+    assert f"gg/runs/{world.run}/{victim}.9.jsonl" not in world.apis.objects[BUCKET]
