@@ -1,84 +1,77 @@
-"""Seconds to declare a GCP sweep of 30 / 100 / 300 VMs under Pulumi mocks.
+"""Seconds to declare a sweep of 30 / 300 / 1,000 VMs under Pulumi mocks, and its IAM objects.
 
-Prints JSON: per size the VM and resource counts and seconds, the per-VM cost of the
-largest size relative to the smallest (`linearity`: ~1.0 = linear growth, 2.0 = per-VM
-cost doubled; `cpu_linearity` the same on process CPU time, which other load on a shared
-machine disturbs less), and whether 300 VMs stay within the 15 s target. A tiny sweep is declared
-first so imports and the mock runtime's start-up are not billed to the 30-VM run.
+Prints JSON per cloud: per size the VM, resource and IAM-object counts (accounts, roles,
+bindings, secrets: issue #29 keeps them constant in the group count) and seconds, the
+per-VM cost of the largest size relative to the smallest (`linearity`: ~1.0 = linear
+growth; `cpu_linearity` the same on process CPU time, which other load on a shared machine
+disturbs less), whether IAM objects are independent of the size, and whether 1,000 VMs
+stay within the 30 s target. A tiny sweep is declared first so imports and the mock
+runtime's start-up are not billed to the first size. Each cloud's half is
+`bench/_scale_<cloud>.py` with `declare_<cloud>(vms) -> {vms, resources, iam_objects,
+seconds}` (GCP: `_scale_gcp.py`; AWS: `_scale_aws.py`, used when it exists).
 
-    python bench/infra_scale.py [--sizes 30,100,300]
+    python bench/infra_scale.py [--cloud gcp|aws|both] [--sizes 30,300,1000]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import pulumi  # noqa: E402
-
-from infra.preview import RecordingMocks, install, run_declarations  # noqa: E402
-from spotbench.spec import load_spec  # noqa: E402
-
-TARGET_300_S = 15.0
-MACHINES = ["n1-standard-2", "n1-standard-4", "n1-highcpu-8", "n1-highmem-8"]
+TARGET_1000_S = 30.0
+CLOUDS = ("gcp", "aws")  # bench/_scale_<cloud>.py
 
 
-def spec_for(vms: int):
-    """An OSU sweep (2 VMs a group) with `vms` VMs: k machine types × trials."""
-    groups = vms // 2
-    k = next(k for k in range(1, len(MACHINES) + 1) if groups % k == 0 and groups // k <= 100)
-    return load_spec({
-        "name": f"scale{vms}", "cloud": "gcp", "zone": "us-central1-a",
-        "workload": {"name": "osu"}, "matrix": {"machine_type": MACHINES[:k]},
-        "trials": groups // k, "placement": "spread",
-        "schedule": {"cron": "0 3 * * *"}, "deadline": "30m",
-    })
+def declarer(cloud: str) -> Callable[[int], dict] | None:
+    """`declare_<cloud>` of bench/_scale_<cloud>.py, or None when that module is absent."""
+    path = Path(__file__).with_name(f"_scale_{cloud}.py")
+    if not path.exists():
+        return None
+    spec = importlib.util.spec_from_file_location(f"bench._scale_{cloud}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, f"declare_{cloud}")
 
 
-def declare(vms: int, mocks: RecordingMocks) -> dict:
-    from infra.gcp import GcpSweep, GcpSweepArgs
+def summary(cloud: str, rows: list[dict]) -> dict:
+    first, last = rows[0], rows[-1]
+    out = {"cloud": cloud, "sizes": rows,
+           "per_vm_ms": {r["vms"]: round(1000 * r["seconds"] / r["vms"], 2) for r in rows},
+           "linearity": round((last["seconds"] / last["vms"]) / (first["seconds"] / first["vms"]), 2),
+           "iam_objects_constant": len({r["iam_objects"] for r in rows}) == 1}
+    if all("cpu_seconds" in r for r in rows):
+        out["cpu_linearity"] = round(
+            (last["cpu_seconds"] / last["vms"]) / (first["cpu_seconds"] / first["vms"]), 2)
+    big = next((r for r in rows if r["vms"] == 1000), None)
+    if big:
+        out["meets_target"] = big["seconds"] <= TARGET_1000_S
+    return out
 
-    spec = spec_for(vms)
-    mocks.reset()
-    t0, c0 = time.perf_counter(), time.process_time()
-    run_declarations(lambda: GcpSweep(spec.name, GcpSweepArgs(spec=spec)))
-    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
-    count = len(mocks.of_type("gcp:compute/instance:Instance"))
-    assert count == vms, (count, vms)
-    return {"vms": vms, "resources": len(mocks.declared), "seconds": round(seconds, 3),
-            "cpu_seconds": round(cpu, 3)}
+
+def bench(cloud: str, sizes: list[int]) -> dict:
+    declare = declarer(cloud)
+    if declare is None:
+        return {"cloud": cloud, "missing": f"bench/_scale_{cloud}.py (declare_{cloud})"}
+    declare(2)  # warm-up: imports and the mock runtime's start
+    return summary(cloud, [declare(n) for n in sizes])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="30,100,300")
-    sizes = [int(s) for s in parser.parse_args().sizes.split(",")]
-    mocks = RecordingMocks()
-    install(mocks, stack="bench")
-    pulumi.runtime.set_all_config({"gcp:project": "bench-project"})
-    declare(2, mocks)  # warm-up
-    rows = [declare(n, mocks) for n in sizes]
-    first, last = rows[0], rows[-1]
-    linearity = (last["seconds"] / last["vms"]) / (first["seconds"] / first["vms"])
-    cpu_linearity = (last["cpu_seconds"] / last["vms"]) / (first["cpu_seconds"] / first["vms"])
-    out = {
-        "bench": "infra_scale",
-        "cloud": "gcp",
-        "sizes": rows,
-        "per_vm_ms": {r["vms"]: round(1000 * r["seconds"] / r["vms"], 2) for r in rows},
-        "linearity": round(linearity, 2),
-        "cpu_linearity": round(cpu_linearity, 2),  # robust to other load on the machine
-        "target_300_s": TARGET_300_S,
-    }
-    big = next((r for r in rows if r["vms"] == 300), None)
-    if big:
-        out["meets_target"] = big["seconds"] <= TARGET_300_S
+    parser.add_argument("--cloud", choices=(*CLOUDS, "both"), default="both")
+    parser.add_argument("--sizes", default="30,300,1000")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    chosen = CLOUDS if args.cloud == "both" else (args.cloud,)
+    out = {"bench": "infra_scale", "target_1000_s": TARGET_1000_S,
+           "clouds": [bench(cloud, sizes) for cloud in chosen]}
     print(json.dumps(out, indent=2))
 
 

@@ -13,7 +13,10 @@ Environment (every value has this one source, set by Pulumi or the local runner)
     SPOTBENCH_GCP_FRONT        gcp: `cloud-run` when deployed behind Cloud Run's front end,
                                which verifies tokens and strips their signature (infra sets it)
     SPOTBENCH_SCHEDULER_ACCOUNTS  gcp: comma-separated service accounts allowed start/stop
-    SPOTBENCH_MEMBER_ACCOUNTS  gcp: JSON run group id → the account its VMs run as (done)
+    SPOTBENCH_MEMBER_ACCOUNTS  gcp: the sweep's member account, comma-separated (done, grant)
+    SPOTBENCH_GCP_SIGNER       gcp grant: the function's own account (signs POST policies)
+    SPOTBENCH_GCP_SECRET       gcp grant: the sweep's secret (key seed, secret envs)
+    SPOTBENCH_GCP_GRANT_ENDPOINT, SPOTBENCH_GCP_GRANT_TOKEN  gcp grant: a local double (tests)
     SPOTBENCH_GCP_CERTS_URL    gcp: Google's ID-token certificates URL override (tests)
     SPOTBENCH_GCP_PROJECT      gcp: project of the sweep's instances
     SPOTBENCH_GCP_API_ENDPOINT gcp: compute API endpoint override (tests)
@@ -33,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from spotbench import control
-from spotbench.auth import Caller, Forbidden, Unauthorized
+from spotbench.auth import Caller, Forbidden, Unauthorized, Unavailable
 from spotbench.clouds import Cloud, Provider, get_provider
 from spotbench.results import ResultStore
 from spotbench.spec import SpecError, SweepSpec, load_spec
@@ -41,6 +44,7 @@ from spotbench.spec import SpecError, SweepSpec, load_spec
 log = logging.getLogger("spotbench.functions")
 
 ACTIONS = {"start": control.start, "stop": control.stop, "done": control.done}
+GRANT = "grant"  # a member's own group's grants and files (functions/grant.py)
 
 
 MAX_BODY_BYTES = 64 * 1024  # start/stop/done bodies are a few hundred bytes
@@ -142,6 +146,15 @@ class FunctionConfig:
         return self.provider.cloud(self.spec, self.env)
 
     @cached_property
+    def account(self) -> str:
+        """The project/account the sweep's instances live in (the instance rule's)."""
+        return self.env.get("SPOTBENCH_GCP_PROJECT") or self.spec.gcp.project or ""
+
+    @cached_property
+    def grants(self) -> Any:
+        return self.provider.grants(self.spec, self.env)
+
+    @cached_property
     def sweep(self) -> control.Sweep:
         url = self.env.get("SPOTBENCH_RESULTS_URL") or self.spec.results_url()
         return control.Sweep(spec=self.spec, cloud=self.cloud, store=ResultStore(url),
@@ -175,8 +188,12 @@ def policy_refusal(config: FunctionConfig) -> dict | None:
 def handle(action: str, body: Any, caller: Caller, config: FunctionConfig) -> tuple[int, dict]:
     """Run `action` for an authenticated caller; returns (HTTP status, JSON body)."""
     fn = ACTIONS.get(action)
+    if action == GRANT:
+        from functions.grant import grant
+
+        fn = lambda sweep, who, data: grant(config, who, data)  # noqa: E731
     if fn is None:
-        return 404, {"error": f"unknown action {action!r}; use one of {sorted(ACTIONS)}"}
+        return 404, {"error": f"unknown action {action!r}; use one of {sorted([*ACTIONS, GRANT])}"}
     if action == "start":
         refused = policy_refusal(config)
         if refused is not None:
@@ -188,7 +205,7 @@ def handle(action: str, body: Any, caller: Caller, config: FunctionConfig) -> tu
     except control.Busy as exc:  # another call holds the control lock: retryable
         log.warning("%s: %s", action, exc)
         return 503, {"error": f"{action}: {exc}", "retry_after_s": exc.retry_after_s}
-    except control.StoreError as exc:  # read-only, full, unreachable: say so, the caller retries
+    except (control.StoreError, Unavailable) as exc:  # store or an API down: the caller retries
         log.error("%s: %s", action, exc)
         return 503, {"error": f"{action}: {exc}"}
     except Unauthorized as exc:

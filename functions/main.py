@@ -1,7 +1,8 @@
 """HTTP entry points for functions-framework (Cloud Functions gen2, and the local cloud).
 
-Deployed as three functions with entry points `start`, `stop`, `done`; the local cloud
-serves `router`, which dispatches on the path (`/start`, `/stop`, `/done`). Every request
+Deployed as four functions with entry points `start`, `stop`, `done`, `grant` (GCP: a
+member's own group's storage grants and files, functions/grant.py); the local cloud serves
+`router`, which dispatches on the path (`/start`, `/stop`, `/done`). Every request
 is authenticated first, its body validated, and answered with JSON — never a stack trace.
 Bodies over the cap never reach the app whole, on any server (`functions/http_guard.py`).
 """
@@ -114,8 +115,13 @@ def done(request: flask.Request) -> flask.Response:
 
 
 @functions_framework.http
+def grant(request: flask.Request) -> flask.Response:
+    return _serve("grant", request)
+
+
+@functions_framework.http
 def router(request: flask.Request) -> flask.Response:
     action = request.path.strip("/").split("/")[0]
-    if action not in ("start", "stop", "done"):
-        return _reply(404, {"error": "use POST /start, /stop or /done"})
+    if action not in ("start", "stop", "done", "grant"):
+        return _reply(404, {"error": "use POST /start, /stop, /done or /grant"})
     return _serve(action, request)

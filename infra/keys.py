@@ -110,7 +110,7 @@ def ssh_files(ssh_dir: str, ssh: SshKeys, *, private: bool = True) -> list[dict[
          "content": line(ssh.public_openssh) + (line(ssh.operator_public_openssh)
                                                  if ssh.operator_public_openssh else "")},
     ]
-    if ssh.host_private_openssh:
+    if ssh.host_private_openssh or ssh.host_public_openssh:  # GCP: private half fetched
         files += [
             {"path": f"{ssh_dir}/ssh_host_ed25519_key", "permissions": "0600",
              "content": line(ssh.host_private_openssh)},

@@ -23,6 +23,12 @@ class DoneError(RuntimeError):
     pass
 
 
+def record_writer(ctx: MemberContext):  # noqa: ANN201 - the provider's writer, or None
+    """How this member writes its group's records (GCP: with the POST policy the `grant`
+    function mints for its group); None: its identity writes them itself."""
+    return get_provider(ctx.cloud).record_writer(ctx)
+
+
 def _send(ctx: MemberContext, body: dict, timeout: float) -> requests.Response:
     assert ctx.done_url
     return get_provider(ctx.cloud).post_done(ctx, body, timeout)

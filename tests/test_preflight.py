@@ -144,3 +144,32 @@ def test_preflight_aws_unknown_instance_type(aws):
     assert [p.check for p in problems] == ["machine-types"]
     assert "zz9.large is not offered in us-east-1" in problems[0].message
     boto3.client("sts").get_caller_identity()  # the same credentials answer
+
+
+def test_preflight_gcp_counts_the_projects_service_accounts_and_custom_roles(gcp, tmp_path):
+    """Issue #29: a sweep needs 4 service accounts and 4 custom roles whatever its group
+    count; preflight counts what the project already holds (not this sweep's own)."""
+    project = gcp.project
+    project.service_accounts = [{"email": f"a{i}@proj.iam", "displayName": "other"} for i in range(96)]
+    project.service_accounts += [{"email": "sb-pf-vm@proj.iam", "displayName": "spotbench pf: every VM"}]
+    assert preflight(load_spec(_gcp()), None, dict(os.environ)) == []  # 96 + 4 = 100
+    project.service_accounts.append({"email": "x@proj.iam", "displayName": "someone's"})
+    (problem,) = preflight(load_spec(_gcp()), None, dict(os.environ))
+    assert problem.check == "service-accounts"
+    assert "holds 97 service accounts of its 100; the sweep needs 4 more" in problem.message
+    project.service_accounts.pop()
+    project.roles = [{"name": f"projects/proj/roles/r{i}"} for i in range(297)]
+    project.roles.append({"name": "projects/proj/roles/spotbench_pf_abc123.list"})  # its own
+    (problem,) = preflight(load_spec(_gcp()), None, dict(os.environ))
+    assert problem.check == "custom-roles" and "holds 297 custom roles of its 300" in problem.message
+
+
+def test_preflight_gcp_passes_a_500_group_sweep(gcp, tmp_path):
+    """Issue #29's done-when: 500 groups (5 machine types × 100 trials) pass preflight; no
+    group cap remains (it was 90)."""
+    gcp.project.machine_types = {ZONE: {f"n2-standard-{n}": n for n in (2, 4, 8, 16, 32)}}
+    gcp.project.quotas[REGION]["PREEMPTIBLE_CPUS"] = (256, 0)  # a 4 × 32-vCPU group at once
+    spec = _gcp(trials=100, matrix={"machine_type": [f"n2-standard-{n}" for n in (2, 4, 8, 16, 32)]},
+                concurrency=1)
+    assert len(load_spec(spec).plan()) == 500
+    assert preflight(load_spec(spec), None, dict(os.environ)) == []

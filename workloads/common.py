@@ -43,7 +43,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from spotbench.done_client import call_done, group_storage
+from spotbench.done_client import call_done, group_storage, record_writer
 from spotbench.member import EXIT_OUTSIDE_RUN, MemberContext
 from spotbench.results import (
     MAX_NAME_LEN, MAX_RECORDS, MAX_UNIT_LEN, Result, ResultStore, StoreError, utcnow,
@@ -83,7 +83,9 @@ class WorkloadRun:
         group (AWS, issue #29) with the grant the sweep's function mints for it."""
         options, self._store_expires = group_storage(self.ctx)
         self.storage_options = options  # for the group's other objects (checkpoints)
-        return ResultStore(self.ctx.results_url, **options)
+        # GCP writes records through the POST policy its `grant` mints (a writer); AWS with
+        # the group's STS session (storage options)
+        return ResultStore(self.ctx.results_url, writer=record_writer(self.ctx), **options)
 
     def _fresh_store(self) -> ResultStore:
         """The store, with a new grant when the one it writes with ends within

@@ -19,12 +19,14 @@ from infra.gcp.functions import GcpFunctions, GcpFunctionsArgs
 from infra.gcp.identity import GcpIdentities, GcpIdentitiesArgs
 from infra.gcp.network import GcpNetwork, GcpNetworkArgs
 from infra.gcp.registry import GcpRegistry
-from infra.gcp.secrets import GroupEnvSecret, GroupSecrets
+from infra.gcp.group_keys import derived_mpi_keys, key_seed
+from infra.gcp.secrets import SweepSecret
 from infra.gcp.scheduler import GcpScheduler, GcpSchedulerArgs, cron_pair
 from infra.gcp.vms import GcpRunGroup, GcpRunGroupArgs
-from infra.keys import group_known_hosts, mpi_keys
+from infra.keys import group_known_hosts
 from infra.user_image import user_step
-from spotbench.clouds.gcp import region_of_zone, too_many_groups
+from spotbench.auth.group_keys import KEY_FILES
+from spotbench.clouds.gcp import region_of_zone
 from spotbench.images import resolve_image
 from spotbench.workload_registry import get_workload
 from spotbench.spec import SweepSpec
@@ -62,8 +64,6 @@ class GcpSweep(pulumi.ComponentResource):
         spec = args.spec
         project, region, zone = resolve_location(spec)
         groups = spec.plan()
-        if too_many_groups(spec):
-            raise pulumi.RunError(too_many_groups(spec))
         crons = cron_pair(spec)  # fail before declaring anything
         self.apis = GcpApis(f"{name}-apis", project)
         # every resource of the sweep waits for the APIs it needs
@@ -76,28 +76,32 @@ class GcpSweep(pulumi.ComponentResource):
         )
         self.identities = GcpIdentities(
             f"{name}-id", GcpIdentitiesArgs(sweep=spec.name, project=project, zone=zone,
-                                            groups=[g.id for g in groups],
-                                            checkpoints=spec.keeps_checkpoints(),
                                             operators=list(spec.gcp.operators)), child
         )
         ids = self.identities
-        member_accounts = {gid: account.email for gid, account in ids.members.items()}
         self.bucket = ResultsBucket(
             f"{name}-bucket",
             ResultsBucketArgs(spec=spec, project=project, location=region,
-                              members=member_accounts, managers=[ids.function.email],
-                              operators=list(spec.gcp.operators),
-                              checkpoint_role=ids.checkpoint_role_name),
+                              readers=[ids.member.email], managers=[ids.function.email],
+                              operators=list(spec.gcp.operators)),
             child,
         )
+        workload = get_workload(spec.workload.name)
+        steps = {g.id: user_step(g, spec.image) for g in groups}
+        seed = key_seed(name, self)
+        self.secret = SweepSecret(  # the key seed and secret envs: the functions read it alone
+            f"{name}-secret", project=project, sweep=spec.name, seed_hex=seed.hex,
+            envs={gid: s.env_file_text() for gid, s in steps.items() if s is not None and s.secret},
+            reader=ids.function.email, opts=child)
         self.functions = GcpFunctions(
             f"{name}-fn",
             GcpFunctionsArgs(
                 spec=spec, project=project, region=region, bucket=self.bucket.bucket.name,
                 results_url=self.bucket.url, function_account=ids.function.email,
-                scheduler_account=ids.scheduler.email, member_accounts=member_accounts,
+                scheduler_account=ids.scheduler.email, member_account=ids.member.email,
+                secret=self.secret.name,
             ),
-            child,
+            pulumi.ResourceOptions(parent=self, depends_on=self.secret.resources),
         )
         urls = self.functions.urls
         self.scheduler = GcpScheduler(
@@ -107,35 +111,23 @@ class GcpSweep(pulumi.ComponentResource):
                              start_url=urls["start"], stop_url=urls["stop"]),
             pulumi.ResourceOptions(parent=self, depends_on=list(self.functions.functions.values())),
         )
-        mpi = None
-        workload = get_workload(spec.workload.name)
-        if workload.mpi:  # keys per group: a member holds only its own group's
-            mpi = mpi_keys(name, self, [g.id for g in groups])
+        # keys per group, derived from the sweep's seed: a member is handed only its group's
+        mpi = derived_mpi_keys(name, self, [g.id for g in groups], seed.hex) if workload.mpi else None
         self.registry = GcpRegistry(f"{name}-registry", sweep=spec.name, project=project,
                                     region=region, opts=child)
-        self.secrets = {  # each group's private keys, readable by its own account only
-            gid: GroupSecrets(f"{name}-{gid}-keys", project=project, sweep=spec.name, group=gid,
-                              keys=keys, account=member_accounts[gid], opts=child)
-            for gid, keys in (mpi.groups.items() if mpi else ())
-        }
-        steps = {g.id: user_step(g, spec.image) for g in groups}
-        self.env_secrets = {  # a container group's env (secret values), its account only
-            gid: GroupEnvSecret(f"{name}-{gid}-env", project=project, sweep=spec.name, group=gid,
-                                text=step.env_file_text(), account=member_accounts[gid], opts=child)
-            for gid, step in steps.items() if step is not None and step.secret
-        }
+        boot_needs = [*self.secret.resources, self.functions.functions["grant"]]
         self.groups = {
             g.id: GcpRunGroup(
                 g.id,
                 GcpRunGroupArgs(
                     spec=spec, group=g, project=project, region=region, zone=zone,
                     subnet=self.network.subnet.id, tag=self.network.tag,
-                    vm_account=member_accounts[g.id], results_url=self.bucket.url,
-                    done_url=urls["done"], ssh=mpi.groups[g.id] if mpi else None,
-                    secrets=self.secrets[g.id].names if mpi else None,
-                    user_env_secret=self.env_secrets[g.id].name if g.id in self.env_secrets else None,
-                    after=[*(self.secrets[g.id].resources if mpi else []),
-                           *(self.env_secrets[g.id].resources if g.id in self.env_secrets else [])],
+                    vm_account=ids.member.email, results_url=self.bucket.url,
+                    done_url=urls["done"], grant_url=urls["grant"],
+                    ssh=mpi.groups[g.id] if mpi else None,
+                    secrets={k: k for k in KEY_FILES} if mpi else None,
+                    user_env_secret="env" if steps[g.id] is not None and steps[g.id].secret else None,
+                    after=boot_needs,
                     image=resolve_image(spec.image, self.registry.url, g.workload,
                                         gpu=bool(g.accelerator)),
                 ),

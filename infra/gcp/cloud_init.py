@@ -1,9 +1,10 @@
 """The cloud-init user-data of one VM (Container-Optimized OS).
 
 It writes the container's env file (the member's `SPOTBENCH_CONTEXT` and friends), the MPI
-ssh public keys when given — the private ones are fetched from Secret Manager by
-`fetch-keys` (`fetch_keys_script`) before each start, as the VM's own service account,
-never written into the metadata — and a systemd unit that — on every boot, since COS re-applies
+ssh public keys when given — the private ones (and a `container` group's secret env) are
+fetched from the sweep's `grant` function by `fetch-keys` (`fetch_keys_script`) before each
+start, with the VM's instance identity token (the function hands them to that group's
+instances only), never written into the metadata — and a systemd unit that — on every boot, since COS re-applies
 cloud-init's write_files/runcmd on each boot (its /etc is not persistent) — installs the
 GPU driver (`cos-extensions install gpu`) when a GPU is attached, then runs the workload
 image with `docker run --network host --env-file …`. COS's host file system and firewall
@@ -33,9 +34,8 @@ STATE_DIR = "/var/lib/spotbench"
 ENV_FILE = f"{STATE_DIR}/env"
 SSH_DIR = f"{STATE_DIR}/ssh"
 FETCH_KEYS = f"{STATE_DIR}/fetch-keys"
-METADATA_TOKEN = ("http://metadata.google.internal/computeMetadata/v1/instance/"
-                  "service-accounts/default/token")
-SECRET_MANAGER = "https://secretmanager.googleapis.com/v1"
+METADATA_IDENTITY = ("http://metadata.google.internal/computeMetadata/v1/instance/"
+                     "service-accounts/default/identity")
 UNIT = "spotbench.service"
 CONTAINER = "spotbench"
 IPTABLES = "/sbin/iptables"
@@ -71,40 +71,40 @@ def docker_command(image: str, *, gpu_count: int, ssh: bool, name: str = CONTAIN
     return cmd + [shlex.quote(check_image(image))]
 
 
-def fetch_keys_script(secrets: Mapping[str, str], ssh_dir: str = SSH_DIR,
+def fetch_keys_script(secrets: Mapping[str, str], grant_url: str, ssh_dir: str = SSH_DIR,
                       files: Mapping[str, str] | None = None) -> str:
-    """The boot step that puts the group's private keys in `ssh_dir`, 0600: an access token
-    of the VM's service account from the metadata server, then each secret's latest version
-    (`secrets`: key file name → secret resource name) from Secret Manager's REST API, whose
-    payload is base64. COS has curl, sed and base64 (no jq, no python). Any failure stops
-    the unit before the container starts and powers the VM off (it would otherwise idle,
-    billing, until `max_run_duration`)."""
-    fetches = "".join(f"fetch {shlex.quote(name)} {shlex.quote(f'{ssh_dir}/{key_file}')}\n"
-                      for key_file, name in sorted(secrets.items()))
-    # `files`: absolute path → secret (a `container` group's env file, infra/user_image.py)
-    fetches += "".join(f"fetch {shlex.quote(name)} {shlex.quote(path)}\n"
-                       for path, name in sorted((files or {}).items()))
+    """The boot step that puts the group's private keys in `ssh_dir`, 0600: the VM's instance
+    identity token (`format=full`, audience = the grant URL) from the metadata server, then
+    each file (`secrets`: key file name → the file's id at the `grant` function) as the
+    `data` (base64) of the function's JSON answer. COS has curl, sed and base64 (no jq, no
+    python). Any failure stops the unit before the container starts and powers the VM off
+    (it would otherwise idle, billing, until `max_run_duration`)."""
+    fetches = "".join(f"fetch {shlex.quote(file_id)} {shlex.quote(f'{ssh_dir}/{key_file}')}\n"
+                      for key_file, file_id in sorted(secrets.items()))
+    # `files`: absolute path → file id (a `container` group's env file, infra/user_image.py)
+    fetches += "".join(f"fetch {shlex.quote(file_id)} {shlex.quote(path)}\n"
+                       for path, file_id in sorted((files or {}).items()))
+    identity = f"{METADATA_IDENTITY}?audience={grant_url}&format=full"
     return f"""#!/bin/sh
-# spotbench: this run group's ssh private keys, from Secret Manager (only the group's
-# service account may read them), into {ssh_dir} (mode 0600; the unit then gives them to
-# the image's user).
+# spotbench: this run group's ssh private keys (and secret env), from the sweep's grant
+# function (it answers this instance with its own group's only), into {ssh_dir} (mode 0600;
+# the unit then gives them to the image's user).
 set -eu
 umask 077
-{FETCH_KEYS_PREAMBLE}answer=$(curl -fsS --retry 10 --retry-connrefused --retry-delay 2 -H 'Metadata-Flavor: Google' \\
-  '{METADATA_TOKEN}')
-token=$(printf '%s\\n' "$answer" | sed -n 's/.*"access_token" *: *"\\([^"]*\\)".*/\\1/p')
+{FETCH_KEYS_PREAMBLE}token=$(curl -fsS --retry 10 --retry-connrefused --retry-delay 2 -H 'Metadata-Flavor: Google' \\
+  {shlex.quote(identity)})
 if [ -z "$token" ]; then
-  echo "spotbench: the metadata server gave no access token" >&2
+  echo "spotbench: the metadata server gave no identity token" >&2
   exit 1
 fi
 fetch() {{
-  # every error retried for about a minute: a new grant takes a while to apply everywhere
-  answer=$(curl -fsS --retry 12 --retry-all-errors --retry-delay 5 \\
-    -H "Authorization: Bearer $token" \\
-    "{SECRET_MANAGER}/$1/versions/latest:access")
+  # every error retried for about a minute: the function may be starting
+  answer=$(curl -fsS --retry 12 --retry-all-errors --retry-delay 5 -X POST \\
+    -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \\
+    --data "{{\\"file\\": \\"$1\\"}}" {shlex.quote(grant_url)})
   printf '%s\\n' "$answer" | sed -n 's/.*"data" *: *"\\([^"]*\\)".*/\\1/p' | base64 -d > "$2.new"
   if [ ! -s "$2.new" ]; then
-    echo "spotbench: secret $1 is empty or not readable" >&2
+    echo "spotbench: file $1 is empty or not granted" >&2
     exit 1
   fi
   mv -f "$2.new" "$2"
@@ -161,14 +161,14 @@ def user_data(
     *, image: str, env: Mapping[str, str], gpu_count: int = 0, ssh: SshKeys | None = None,
     user: ui.UserStep | None = None, secrets: Mapping[str, str] | None = None,
     peers: Sequence[str] = (), operator_ports: Sequence[str] = (),
-    user_env_secret: str | None = None,
+    user_env_secret: str | None = None, grant_url: str = "",
 ) -> str:
     """The `#cloud-config` document for one member (`image` must be a valid OCI reference:
     it lands in a root systemd unit). `user`: the user's own image runs the command first
     and `image` (spotbench's runner) checks and collects around it (infra/user_image.py).
-    With `secrets` (key file name → Secret Manager resource name) the private keys are
-    fetched at boot instead of written here; `user_env_secret` (the Secret Manager name of
-    the user's env file, required when `user.secret`) likewise. `peers`: the other members'
+    With `secrets` (key file name → its file id at the `grant` function, `grant_url`) the
+    private keys are fetched at boot instead of written here; `user_env_secret` (the file id
+    of the user's env file, required when `user.secret`) likewise. `peers`: the other members'
     addresses and `operator_ports` the ports operators reach through IAP, which the host
     firewall opens (`host_firewall`)."""
     check_image(image)
@@ -182,7 +182,7 @@ def user_data(
     if (ssh and secrets) or fetched:
         files.append({"path": FETCH_KEYS, "permissions": "0700", "owner": "root",
                       "content": fetch_keys_script(secrets if ssh and secrets else {},
-                                                   files=fetched)})
+                                                   grant_url, files=fetched)})
     if user:
         files += ui.write_files(
             user, runner=docker_command(image, gpu_count=0, ssh=False, volumes=ui.RUNNER_VOLUMES),

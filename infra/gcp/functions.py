@@ -1,10 +1,12 @@
-"""The `start`, `stop` and `done` Cloud Functions (gen2) and who may invoke them.
+"""The `start`, `stop`, `done` and `grant` Cloud Functions (gen2) and who may invoke them.
 
 One source archive (`functions/` + `spotbench/` + `workloads/` + requirements + a `main.py` shim),
 uploaded to the results bucket under `_spotbench/` with its content digest in the name.
 
 Nobody is `allUsers`: `roles/run.invoker` goes to the scheduler account on start/stop and to
-the member accounts on done, on each function's Cloud Run service only. Ingress is
+the sweep's member account on done and grant, on each function's Cloud Run service only
+(four bindings whatever the group count; which group a VM is, the function decides from
+its instance identity token and the sweep's records, `spotbench.auth.instance`). Ingress is
 `ALLOW_INTERNAL_ONLY` for all three: VMs reach `done` through the VPC (Private Google
 Access), and Cloud Scheduler in the same project counts as internal for Cloud Run ingress,
 so start/stop need no public path either. Cloud Run's front end is the token verifier
@@ -25,8 +27,6 @@ VMs' done URL and the OIDC audiences are known before the functions exist (no cy
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pulumi
@@ -39,7 +39,8 @@ from spotbench.auth.gcp_front import CLOUD_RUN, FRONT_ENV
 from spotbench.plan import sweep_labels
 from spotbench.spec import SweepSpec
 
-ENTRY_POINTS = ("start", "stop", "done")
+ENTRY_POINTS = ("start", "stop", "done", "grant")
+MEMBER_ENTRY_POINTS = ("done", "grant")  # what the member account may invoke
 RUNTIME = "python312"
 INGRESS = "ALLOW_INTERNAL_ONLY"
 SOURCE_PREFIX = "_spotbench"
@@ -67,7 +68,8 @@ class GcpFunctionsArgs:
     results_url: str
     function_account: pulumi.Input[str]  # email the functions run as
     scheduler_account: pulumi.Input[str]  # email allowed to call start/stop
-    member_accounts: Mapping[str, pulumi.Input[str]]  # group id → the email its VMs run as
+    member_account: pulumi.Input[str]  # the email every VM of the sweep runs as
+    secret: str  # the sweep's secret (key seed, secret envs): the functions read it alone
 
 
 class GcpFunctions(pulumi.ComponentResource):
@@ -89,9 +91,6 @@ class GcpFunctions(pulumi.ComponentResource):
         self.urls = {e: function_url(args.region, args.project, spec.name, e)
                      for e in ENTRY_POINTS}
         self.functions: dict[str, gcp.cloudfunctionsv2.Function] = {}
-        groups = list(args.member_accounts)
-        members_json = pulumi.Output.all(*args.member_accounts.values()).apply(
-            lambda emails: json.dumps(dict(zip(groups, emails)), sort_keys=True))
         for entry in ENTRY_POINTS:
             fn = gcp.cloudfunctionsv2.Function(
                 f"{name}-{entry}",
@@ -127,25 +126,27 @@ class GcpFunctions(pulumi.ComponentResource):
                         # the signature: the function reads the claims it checked
                         FRONT_ENV: CLOUD_RUN,
                         "SPOTBENCH_SCHEDULER_ACCOUNTS": args.scheduler_account,
-                        # done: a VM's token must carry its own group's account
-                        "SPOTBENCH_MEMBER_ACCOUNTS": members_json,
+                        # done/grant: a VM's token must carry the sweep's member account
+                        "SPOTBENCH_MEMBER_ACCOUNTS": args.member_account,
+                        # grant: what it reads (keys, envs) and signs as (POST policies)
+                        "SPOTBENCH_GCP_SECRET": args.secret,
+                        "SPOTBENCH_GCP_SIGNER": args.function_account,
                     },
                 },
                 opts=pulumi.ResourceOptions(parent=self, depends_on=grants),
             )
             self.functions[entry] = fn
-            invokers = (args.member_accounts if entry == "done"
-                        else {"": args.scheduler_account})
-            for key, invoker in invokers.items():
-                gcp.cloudrunv2.ServiceIamMember(
-                    f"{name}-{entry}-invoker" + (f"-{key}" if key else ""),
-                    name=fn.name,
-                    location=args.region,
-                    project=args.project,
-                    role="roles/run.invoker",
-                    member=pulumi.Output.from_input(invoker).apply(lambda e: f"serviceAccount:{e}"),
-                    opts=child,
-                )
+            invoker = (args.member_account if entry in MEMBER_ENTRY_POINTS
+                       else args.scheduler_account)
+            gcp.cloudrunv2.ServiceIamMember(
+                f"{name}-{entry}-invoker",
+                name=fn.name,
+                location=args.region,
+                project=args.project,
+                role="roles/run.invoker",
+                member=pulumi.Output.from_input(invoker).apply(lambda e: f"serviceAccount:{e}"),
+                opts=child,
+            )
         self.register_outputs({f"{e}_url": u for e, u in self.urls.items()})
 
     def _build_account(self, name: str, args: GcpFunctionsArgs,

@@ -1,24 +1,27 @@
-"""Service accounts and the function's custom role (least privilege).
+"""Service accounts and the function's custom roles (least privilege), per sweep.
 
-- Member accounts, one per run group (`group_account_id`): the group's VMs run as it. It
-  may read the sweep's results and create objects named for its own group only
-  (bucket.py), read its own group's ssh keys in Secret Manager (secrets.py), invoke `done`
-  (functions.py), replace and delete its own group's checkpoints when the workload keeps
-  them (`spotbench_<sweep>_<tag>.ckpt`, bound per group in bucket.py), and on the project
-  `roles/artifactregistry.reader` and
-  `roles/logging.logWriter` (an image may live in any repository). One account per group
-  is what lets IAM tell the groups apart: a VM of one group holds no credential that can
-  write another group's results or read its keys.
+Whatever the group count, a sweep declares the same IAM objects (issue #29,
+docs/identity.md): four accounts, three or four custom roles, a fixed set of bindings.
+
+- Member account, one per sweep (`account_id(sweep, "member")`): every VM runs as it. It may
+  read the sweep's results (bucket.py) and invoke `done` and `grant` (functions.py), and on
+  the project `roles/artifactregistry.reader` and `roles/logging.logWriter`. It may write
+  nothing: which group a VM is, the functions decide from the VM's instance identity token
+  and the sweep's own records (`spotbench.auth.instance`), and they hand that group its
+  grants (a signed POST policy for its records, a downscoped token for its checkpoints, its
+  keys and env), valid until its deadline.
 - Scheduler account: only `roles/run.invoker` on `start` and `stop` (functions.py).
-- Function account: two custom roles with exactly the compute permissions the
-  start/stop/done code paths call: `spotbench_<sweep>_<tag>` (get/start/stop) bound with an IAM
-  condition on the sweep's instance names (`projects/P/zones/Z/instances/<sweep>--…`), so
-  it cannot touch another sweep's VMs (sweep names cannot contain `--`: `bench--` does not
-  begin sweep `bench-gpu`'s `bench-gpu--…`), and `spotbench_<sweep>_<tag>.list` (the project-level
-  aggregated list and zone-operation polling, which IAM conditions cannot scope to names);
-  plus the results prefix (bucket.py) and `roles/iam.serviceAccountUser` on each member
-  account only (starting an instance that runs as a service account requires
-  `iam.serviceAccounts.actAs` on it).
+- Function account: custom roles with exactly the permissions the functions call:
+  `spotbench_<sweep>_<tag>` (get/start/stop; `get` is also the instance lookup of a
+  `grant`) bound with an IAM condition on the sweep's instance names
+  (`projects/P/zones/Z/instances/<sweep>--…`), so it cannot touch another sweep's VMs
+  (sweep names cannot contain `--`: `bench--` does not begin sweep `bench-gpu`'s
+  `bench-gpu--…`), `spotbench_<sweep>_<tag>.list` (the project-level aggregated list and
+  zone-operation polling, which IAM conditions cannot scope to names) and
+  `spotbench_<sweep>_<tag>.sign` (`iam.serviceAccounts.signBlob`) on its own account only:
+  it signs the groups' POST policies. Plus the results prefix (bucket.py), the sweep's one
+  secret (secrets.py) and `roles/iam.serviceAccountUser` on the member account (starting an
+  instance that runs as a service account requires `iam.serviceAccounts.actAs` on it).
 - Operators (`gcp.operators` in the spec): `spotbench_<sweep>_<tag>.ops` (list/get instances,
   read/pause/resume/run the sweep's scheduler jobs), read access to the results prefix
   (bucket.py) and `roles/iap.tunnelResourceAccessor` on each member VM (vms.py).
@@ -27,7 +30,6 @@
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass, field
 
 import pulumi
@@ -59,10 +61,20 @@ OPERATOR_PERMISSIONS = (
     "cloudscheduler.jobs.resume",
     "cloudscheduler.jobs.run",
 )
-# workloads/tf_mnist/checkpoints.py replaces latest.json/progress.json (an overwrite needs
-# create and delete) and deletes older checkpoints; it reads them with objectViewer.
-CHECKPOINT_PERMISSIONS = ("storage.objects.create", "storage.objects.delete")
+# spotbench/clouds/gcp/grants.py signs each group's POST policy through IAM Credentials signBlob,
+# as its own account (the only account it may sign as: bound on that account alone).
+SIGN_PERMISSIONS = ("iam.serviceAccounts.signBlob",)
 VM_PROJECT_ROLES = ("roles/artifactregistry.reader", "roles/logging.logWriter")
+# The Pulumi types of the IAM objects a sweep declares (accounts, roles, bindings, secrets):
+# what issue #29 keeps constant in the group count (tests/infra/test_gcp.py,
+# bench/infra_scale.py count them).
+IAM_TYPES = (
+    "gcp:serviceaccount/account:Account", "gcp:serviceaccount/iAMMember:IAMMember",
+    "gcp:projects/iAMCustomRole:IAMCustomRole", "gcp:projects/iAMMember:IAMMember",
+    "gcp:storage/bucketIAMMember:BucketIAMMember", "gcp:secretmanager/secret:Secret",
+    "gcp:secretmanager/secretIamMember:SecretIamMember",
+    "gcp:cloudrunv2/serviceIamMember:ServiceIamMember", "gcp:iap/tunnelInstanceIAMMember:TunnelInstanceIAMMember",
+)
 
 
 def custom_role_id(sweep: str, suffix: str = "", stack_tag: str = "") -> str:
@@ -92,10 +104,10 @@ def instances_condition(project: str, zone: str, sweep: str) -> dict[str, str]:
 
 def account_id(sweep: str, kind: str) -> str:
     """A service-account id (6–30 chars, lowercase) for `kind` of `sweep`: `sb-<sweep>-sch`
-    (`-fn`, `-bld`) when that fits, else `sb-<sweep…>-<10 hex>-sch`, the hex a digest of the
+    (`-fn`, `-bld`, `-vm`) when that fits, else `sb-<sweep…>-<10 hex>-sch`, the hex a digest of the
     whole sweep name — cutting the name alone gave two long sweeps in one project that
     share their first ~23 characters one scheduler (function, build) account."""
-    suffix = {"scheduler": "-sch", "function": "-fn", "build": "-bld"}[kind]
+    suffix = {"scheduler": "-sch", "function": "-fn", "build": "-bld", "member": "-vm"}[kind]
     whole = f"sb-{sweep}"
     if len(whole) + len(suffix) <= 30:
         return whole + suffix
@@ -103,24 +115,11 @@ def account_id(sweep: str, kind: str) -> str:
     return whole[: 30 - len(suffix) - 11].rstrip("-") + f"-{digest}{suffix}"
 
 
-def group_account_id(group: str) -> str:
-    """The service-account id of one run group's members: `sb-<sweep…>-<10 hex>`, 6–30
-    characters. The hex is a digest of the whole group id (which begins with its sweep's
-    name and `--`), so two groups — of one sweep, or of two sweeps like `a-b` and `a-b-x`
-    in one project — never share an account, however long their names."""
-    digest = hashlib.sha256(group.encode()).hexdigest()[:10]
-    sweep = group.split("--", 1)[0]
-    head = re.sub(r"[^a-z0-9-]", "-", f"sb-{sweep}".lower())[: 30 - 11].rstrip("-")
-    return f"{head}-{digest}"
-
-
 @dataclass
 class GcpIdentitiesArgs:
     sweep: str
     project: str
     zone: str
-    groups: list[str] = field(default_factory=list)  # run group ids: one member account each
-    checkpoints: bool = False  # members keep checkpoints: the `ckpt` role (bucket.py binds it)
     operators: list[str] = field(default_factory=list)  # IAM members
 
 
@@ -133,7 +132,8 @@ class GcpIdentities(pulumi.ComponentResource):
         accounts = {}
         for kind, what in (
             ("scheduler", "Cloud Scheduler → start/stop"),
-            ("function", "start/stop/done functions"),
+            ("function", "start/stop/done/grant functions"),
+            ("member", "every VM of the sweep"),
         ):
             accounts[kind] = gcp.serviceaccount.Account(
                 f"{name}-{kind}",
@@ -143,16 +143,7 @@ class GcpIdentities(pulumi.ComponentResource):
                 opts=child,
             )
         self.scheduler, self.function = accounts["scheduler"], accounts["function"]
-        self.members = {  # group id → the account its VMs run as
-            gid: gcp.serviceaccount.Account(
-                f"{name}-{gid}",
-                account_id=group_account_id(gid),
-                display_name=f"spotbench {gid}: its VMs"[:100],
-                project=args.project,
-                opts=child,
-            )
-            for gid in args.groups
-        }
+        self.member = accounts["member"]
         fn_member = self.function.email.apply(lambda e: f"serviceAccount:{e}")
         # created with the stack, kept by every later `pulumi up`, new after a destroy
         self.role_tag = pulumi_random.RandomId(f"{name}-role-tag", byte_length=ROLE_TAG_BYTES,
@@ -164,37 +155,38 @@ class GcpIdentities(pulumi.ComponentResource):
         self.list_role = self._role(name, args, "list", "list", FUNCTION_LIST_PERMISSIONS,
                                     "find instances by label and follow zone operations", child)
         self._grant(f"{name}-function-list", args, self.list_role, fn_member, child)
-        self.checkpoint_role = None
-        if args.checkpoints:  # bound per group on its own checkpoint folder (bucket.py)
-            self.checkpoint_role = self._role(name, args, "ckpt", "checkpoints",
-                                              CHECKPOINT_PERMISSIONS,
-                                              "replace and delete checkpoint objects", child)
-        self.checkpoint_role_name = self.checkpoint_role and self.checkpoint_role.role_id.apply(
-            lambda rid: f"projects/{args.project}/roles/{rid}")
+        self.sign_role = self._role(name, args, "sign", "sign", SIGN_PERMISSIONS,
+                                    "sign the groups' upload policies as itself", child)
+        gcp.serviceaccount.IAMMember(  # on its own account only: it signs as nobody else
+            f"{name}-function-sign",
+            service_account_id=self.function.name,
+            role=self.sign_role.role_id.apply(lambda rid: f"projects/{args.project}/roles/{rid}"),
+            member=fn_member,
+            opts=child,
+        )
         self.operator_role = None
         if args.operators:
             self.operator_role = self._role(name, args, "ops", "operators", OPERATOR_PERMISSIONS,
                                             "status, schedule control and IAP lookups", child)
             for i, member in enumerate(args.operators):
                 self._grant(f"{name}-operator-{i}", args, self.operator_role, member, child)
-        for gid, account in self.members.items():
-            gcp.serviceaccount.IAMMember(
-                f"{name}-function-actas-{gid}",
-                service_account_id=account.name,
-                role="roles/iam.serviceAccountUser",
-                member=fn_member,
+        gcp.serviceaccount.IAMMember(
+            f"{name}-function-actas",
+            service_account_id=self.member.name,
+            role="roles/iam.serviceAccountUser",
+            member=fn_member,
+            opts=child,
+        )
+        for role in VM_PROJECT_ROLES:
+            gcp.projects.IAMMember(
+                f"{name}-member-{role.split('/')[1].replace('.', '-')}",
+                project=args.project,
+                role=role,
+                member=self.member.email.apply(lambda e: f"serviceAccount:{e}"),
                 opts=child,
             )
-            for role in VM_PROJECT_ROLES:
-                gcp.projects.IAMMember(
-                    f"{name}-{gid}-{role.split('/')[1].replace('.', '-')}",
-                    project=args.project,
-                    role=role,
-                    member=account.email.apply(lambda e: f"serviceAccount:{e}"),
-                    opts=child,
-                )
         self.register_outputs({
-            "members": {gid: a.email for gid, a in self.members.items()},
+            "member": self.member.email,
             "scheduler": self.scheduler.email,
             "function": self.function.email,
             "role": self.role.name,

@@ -64,10 +64,11 @@ class GcpRunGroupArgs:
     vm_account: pulumi.Input[str]
     results_url: str
     done_url: str
+    grant_url: str
     image: str
     ssh: pulumi.Output | None = None  # Output[SshKeys] (secret) for MPI workloads
-    secrets: Mapping[str, str] | None = None  # key file → Secret Manager name (fetched at boot)
-    user_env_secret: str | None = None  # a `container` group's env file (fetched at boot)
+    secrets: Mapping[str, str] | None = None  # key file → its file id at `grant` (fetched at boot)
+    user_env_secret: str | None = None  # a `container` group's env file id (fetched at boot)
     after: list[pulumi.Resource] = field(default_factory=list)  # e.g. the secrets and grants
 
 
@@ -121,7 +122,7 @@ class GcpRunGroup(pulumi.ComponentResource):
                              gpu_count=gpu, ssh=keys, user=user_step(group, spec.image),
                              secrets=args.secrets, operator_ports=ssh_ports(group.workload),
                              peers=[p.host for p in ctx.members if p.name != n],
-                             user_env_secret=args.user_env_secret)
+                             user_env_secret=args.user_env_secret, grant_url=args.grant_url)
                 for n, ctx in contexts.items()
             }
 
@@ -168,7 +169,7 @@ class GcpRunGroup(pulumi.ComponentResource):
                 desired_status="TERMINATED",
                 allow_stopping_for_update=False,
                 deletion_protection=False,
-                # the creation boot fetches the keys: they and their grants exist first
+                # the creation boot fetches the keys: the secret and `grant` exist first
                 opts=pulumi.ResourceOptions(parent=self, ignore_changes=["desiredStatus"],
                                             depends_on=list(args.after)),
             )

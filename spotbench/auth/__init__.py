@@ -29,6 +29,7 @@ class Caller:
     zone: str | None = None
     instance_id: str | None = None
     group: str | None = None
+    account: str | None = None  # the project/account the cloud says the instance is in
 
 
 class Unavailable(RuntimeError):

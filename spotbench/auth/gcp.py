@@ -237,7 +237,8 @@ def identity_from_claims(
         elif member_accounts is not None and email not in _accounts(member_accounts):
             raise Forbidden(f"instance {name!r} runs as {email!r}, not a sweep VM account")
         return GcpIdentity(
-            Caller("member", name, zone=vm.zone, instance_id=vm.instance_id), email,
+            Caller("member", name, zone=vm.zone, instance_id=vm.instance_id,
+                   account=vm.project_id), email,
             project=vm.project_id, zone=vm.zone, instance_id=vm.instance_id, vm=vm,
         )  # fmt: skip
     if email and email in _accounts(scheduler_accounts):

@@ -131,6 +131,15 @@ class Provider:
         """Who is calling a function over HTTP (raises Unauthorized / Forbidden)."""
         raise SettingMissing(f"on {self.name}, callers are authenticated by the function's adapter")
 
+    def record_writer(self, ctx: MemberContext) -> Any:
+        """How a member writes its group's objects when its identity may not write them
+        itself (`ResultStore(writer=…)`); None: it writes directly."""
+        return None
+
+    def grants(self, spec: SweepSpec, env: Mapping[str, str]) -> Any:
+        """What the `grant` function mints a group's storage grants and files with (issue #29)."""
+        raise SettingMissing(f"cloud {self.name!r} has no grant function")
+
     def schedule(self, spec: SweepSpec, root: Path | str | None = None, **options: Any) -> ScheduleControl:
         """Pause / resume / run-now of the sweep's start/stop pair."""
         raise NotImplementedError(f"cloud {self.name!r} has no schedule control")

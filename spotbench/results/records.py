@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import posixpath
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pydantic import ValidationError
@@ -24,8 +24,9 @@ _WARNED_LINES = 3  # bad lines named per file; the rest are counted
 class AttemptFiles(Storage):
     """`runs/<run>/<group>.<n>.jsonl` (+ raw output, flags) of one store."""
 
-    def __init__(self, url: str, **storage_options: Any):
-        super().__init__(url, **storage_options)
+    def __init__(self, url: str, *, writer: Callable[[str, bytes], None] | None = None,
+                 **storage_options: Any):
+        super().__init__(url, writer=writer, **storage_options)
         # what the readers left out (files, lines), one sentence each, for a report to show
         self.skipped: list[str] = []
 

@@ -44,8 +44,12 @@ def store_errors(fn: Callable[..., T]) -> Callable[..., T]:
 class Storage:
     """The files of one sweep's results under one fsspec URL."""
 
-    def __init__(self, url: str, **storage_options: Any):
+    def __init__(self, url: str, *, writer: Callable[[str, bytes], None] | None = None,
+                 **storage_options: Any):
+        """`writer(path, data)`: how objects are written on an object store when this
+        identity may only read it (a GCP member writes with its group's POST policy)."""
         self.url = url.rstrip("/")
+        self._writer = writer
         if "://" in self.url and not self.url.startswith(("file://", "local://")):
             # an object store: list afresh every time (a warm function must see what members
             # stored since its last call), with this store's own client
@@ -104,6 +108,8 @@ class Storage:
                 except OSError:
                     pass
                 raise
+        elif self._writer is not None:  # the group's grant, not this identity, may write
+            self._writer(path, data)
         else:  # object stores have no folders: no makedirs (on GCS it needs buckets.get)
             self.fs.pipe_file(path, data)
 

@@ -152,7 +152,8 @@ def test_valid_scheduler_token_with_env_style_account_list(certs):
 
 
 def test_valid_vm_token_is_a_member_with_its_zone(certs):
-    vm = Caller("member", "s1-g1-launcher-0", zone="europe-west4-a", instance_id="4242424242")
+    vm = Caller("member", "s1-g1-launcher-0", zone="europe-west4-a", instance_id="4242424242",
+                account=PROJECT)  # the project Google signed: the instance rule's account
     assert check(token(vm_claims()), certs) == vm
     ident = identify(
         {"authorization": f"Bearer {token(vm_claims())}"},  # lower-case header name

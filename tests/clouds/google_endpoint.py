@@ -180,6 +180,8 @@ class FakeProject:
     machine_types: dict[str, dict[str, int]] = field(default_factory=dict)  # zone → {type: cpus}
     accelerators: dict[str, set[str]] = field(default_factory=dict)  # zone → types
     quotas: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)  # region → metric → (limit, usage)
+    service_accounts: list[dict[str, str]] = field(default_factory=list)  # IAM: {email, displayName}
+    roles: list[dict[str, str]] = field(default_factory=list)  # IAM custom roles: {name}
 
     def handle(self, method: str, path: str) -> tuple[int, Any] | None:
         p = f"/compute/v1/projects/{self.project}"
@@ -188,6 +190,10 @@ class FakeProject:
         if path == f"/v1/projects/{self.project}/services":
             return 200, {"services": [{"name": f"projects/1/services/{s}", "config": {"name": s},
                                        "state": "ENABLED"} for s in sorted(self.enabled)]}
+        for listing, key, items in (("serviceAccounts", "accounts", self.service_accounts),
+                                    ("roles", "roles", self.roles)):
+            if path == f"/v1/projects/{self.project}/{listing}":  # one page: what tests hold
+                return 200, {key: list(items)}
         parts = path.removeprefix(p + "/").split("/")
         if path.startswith(p + "/zones/") and len(parts) == 4 and parts[2] == "machineTypes":
             cpus = self.machine_types.get(parts[1], {}).get(parts[3])

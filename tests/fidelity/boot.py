@@ -181,6 +181,9 @@ def localize(rendered: Rendered, results_url: str, done_url: str) -> str:
     """The user-data with the cloud's results bucket and done URL swapped for local ones."""
     text = rendered.user_data
     assert rendered.ctx.results_url in text and rendered.ctx.done_url in text
+    grant = rendered.ctx.done_url.removesuffix("-done") + "-grant"  # GCP's grant function
+    if grant != rendered.ctx.done_url + "-grant" and grant in text:
+        text = text.replace(grant, done_url.removesuffix("/done") + "/grant")
     return text.replace(rendered.ctx.results_url, results_url).replace(rendered.ctx.done_url,
                                                                        done_url)
 
@@ -253,8 +256,39 @@ class Lab:
         return self
 
     def serve_secrets(self, store: dict[str, dict]) -> None:
-        """Secrets the hub's Secret Manager double answers (`secret_store`)."""
+        """Secrets the hub's Secret Manager double answers (`secret_store`); a GCP sweep's
+        one secret (key seed, secret envs) also makes the hub's `grant` answer each GCP VM
+        its own group's files (`vm` registers them by address), as the function does."""
         (self.hub_dir / "secrets.json").write_text(json.dumps(store))
+        import base64
+
+        for entry in store.values():
+            try:
+                payload = json.loads(base64.b64decode(entry["data"]))
+            except ValueError:
+                continue
+            if isinstance(payload, dict) and "seed" in payload:
+                self.sweep_secret = payload
+
+    def _grant_files(self, name: str, address: str) -> None:
+        import base64
+
+        from spotbench.auth.group_keys import KEY_FILES, private_openssh
+
+        secret = getattr(self, "sweep_secret", None)
+        if secret is None:
+            return
+        group = name.rsplit("-", 1)[0]  # <group id>-<role code><index>
+        seed = bytes.fromhex(secret["seed"])
+        files = {f: base64.b64encode(private_openssh(seed, group, f).encode()).decode()
+                 for f in KEY_FILES}
+        env = (secret.get("env") or {}).get((secret.get("env_of") or {}).get(group, ""))
+        if env is not None:
+            files["env"] = base64.b64encode(env.encode()).decode()
+        path = self.hub_dir / "grants.json"
+        grants = json.loads(path.read_text()) if path.exists() else {}
+        grants[address] = files
+        path.write_text(json.dumps(grants))
 
     def secret_calls(self) -> list[dict]:
         path = self.hub_dir / "secrets.jsonl"
@@ -262,6 +296,8 @@ class Lab:
 
     def vm(self, name: str, address: str, cloud: str, user_data: str,
            account: str | None = None) -> VM:
+        if cloud == "gcp":
+            self._grant_files(name, address)
         i = len(self.vms)
         netns = f"sbm{self.tag}{i}"
         state = self.tmp / f"vm-{name}"

@@ -65,6 +65,14 @@ PREDEFINED_ROLES: Mapping[str, frozenset[str]] = {
     "roles/compute.networkAdmin": frozenset({
         "compute.addresses.list", "compute.addresses.delete", "compute.regionOperations.get",
         "compute.projects.get", "compute.regions.get"}),
+    # https://cloud.google.com/iam/docs/understanding-roles#iam.serviceAccountAdmin, #iam.roleAdmin
+    "roles/iam.serviceAccountAdmin": frozenset({
+        "iam.serviceAccounts.create", "iam.serviceAccounts.delete", "iam.serviceAccounts.get",
+        "iam.serviceAccounts.list", "iam.serviceAccounts.update",
+        "iam.serviceAccounts.getIamPolicy", "iam.serviceAccounts.setIamPolicy"}),
+    "roles/iam.roleAdmin": frozenset({
+        "iam.roles.create", "iam.roles.delete", "iam.roles.get", "iam.roles.list",
+        "iam.roles.undelete", "iam.roles.update"}),
     "roles/serviceusage.serviceUsageAdmin": frozenset({
         "serviceusage.services.list", "serviceusage.services.get", "serviceusage.services.enable"}),
     "roles/cloudbuild.builds.builder": frozenset({
@@ -106,6 +114,9 @@ _COMPUTE: list[tuple[str, re.Pattern[str], str]] = [
 ]  # fmt: skip
 # https://cloud.google.com/service-usage/docs/reference/rest/v1/services/list
 _SERVICES = re.compile(r"^/v1/projects/(?P<p>[^/]+)/services$")
+# IAM: projects.serviceAccounts.list (iam.serviceAccounts.list), projects.roles.list
+# (iam.roles.list): what preflight counts against the project's quotas
+_IAM_LISTS = re.compile(r"^/v1/projects/(?P<p>[^/]+)/(?P<what>serviceAccounts|roles)$")
 # https://cloud.google.com/scheduler/docs/reference/rest/v1/projects.locations.jobs
 # (get: cloudscheduler.jobs.get; pause / resume / run: cloudscheduler.jobs.pause|resume|run)
 _JOB = re.compile(r"^/v1/(?P<job>projects/[^/]+/locations/[^/]+/jobs/[^/:]+)(?::(?P<verb>\w+))?$")
@@ -166,6 +177,10 @@ def permissions_for(call: Call, *, object_exists: Any = None,
     m = _SERVICES.match(call.path)
     if m and call.method == "GET":
         return [Need("serviceusage.services.list", f"projects/{m['p']}", PROJECT_TYPE)]
+    m = _IAM_LISTS.match(call.path)
+    if m and call.method == "GET":
+        permission = {"serviceAccounts": "iam.serviceAccounts.list", "roles": "iam.roles.list"}
+        return [Need(permission[m["what"]], f"projects/{m['p']}", PROJECT_TYPE)]
     m = _JOB.match(call.path)
     if m:
         verb = {("GET", None): "get", ("POST", "pause"): "pause", ("POST", "resume"): "resume",

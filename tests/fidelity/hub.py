@@ -8,6 +8,9 @@ member reaches besides its peers.
   PUT, instance-profile credentials) — what `spotbench.done_client` and botocore ask. GCE's
   access-token endpoint answers a token of the service account the calling VM runs as
   (DIR/accounts.json: VM address → account email; none: 404, like a VM without one).
+- `http://10.255.255.254:8080/grant`: stands in for GCP's `grant` function: answers a VM
+  (by its address, with the metadata server's identity token) its own group's files
+  (DIR/grants.json, written by `boot.Lab`), 403 otherwise.
 - `http://10.255.255.254:8081/v1/projects/P/secrets/S/versions/latest:access`: Secret
   Manager (the VMs' curl is pointed here for secretmanager.googleapis.com). It takes only a
   token this hub issued and answers the secret (DIR/secrets.json: name → base64 data and
@@ -60,6 +63,12 @@ def handler(out: Path) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:  # noqa: N802
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            if self.path == "/grant":  # GCP's grant function: this VM's own group's files
+                files = _json(out / "grants.json").get(self.client_address[0]) or {}
+                asked = json.loads(body or b"{}").get("file")
+                if self.headers.get("Authorization") != f"Bearer {GCP_TOKEN}" or asked not in files:
+                    return self._send(403, {"error": f"no file {asked!r} for this instance"})
+                return self._send(200, {"file": asked, "data": files[asked]})
             with open(out / "done.jsonl", "a") as fh:
                 fh.write(json.dumps({"path": self.path, "auth": self.headers.get("Authorization"),
                                      "body": json.loads(body or b"{}"),

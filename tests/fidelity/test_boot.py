@@ -11,6 +11,7 @@ A boot's outcome is shared by all the tests that assert on it (module-scoped fix
 from __future__ import annotations
 
 import base64
+import json
 import functools
 import time
 from collections.abc import Callable
@@ -201,22 +202,28 @@ def test_osu_group_boots_completes_and_calls_done_gcp(gcp_osu):
     assert not any(r.preempted for r in records)
 
 
-def test_osu_members_fetch_their_own_keys_from_secret_manager_gcp(gcp_osu):
+def test_osu_members_fetch_their_own_keys_from_the_grant_function_gcp(gcp_osu):
     """The private keys are in no boot document: each member's fetch-keys step got them
-    from the Secret Manager double as its own service account, and the image's user owns
-    them, mode 0600."""
+    from the grant function (the hub's double: each VM's own group's keys, issue #29) with
+    its instance identity token, and the image's user owns them, mode 0600; they are the
+    group's own pairs (derived from the sweep's seed)."""
+    from cryptography.hazmat.primitives import serialization
+
+    from spotbench.auth.group_keys import public_openssh
+
     g = gcp_osu
+    (secret,) = [json.loads(base64.b64decode(s["data"])) for s in g["secrets"].values()]
+    seed = bytes.fromhex(secret["seed"])
     for r in g["group"]:
         assert "PRIVATE KEY" not in r.user_data
-        calls = [c for c in g["secret_calls"] if c["client"] == r.ctx.me.host]
-        assert len(calls) == 4, g["secret_calls"]  # login + host key, on each of its 2 boots
-        assert {(c["account"], c["status"]) for c in calls} == {(r.account, 200)}
         ssh = g["vms"][r.ctx.role].state / "var-lib/spotbench/ssh"
-        for key, suffix in (("id_ed25519", "login"), ("ssh_host_ed25519_key", "host")):
+        for key in ("id_ed25519", "ssh_host_ed25519_key"):
             st = (ssh / key).stat()
             assert (st.st_mode & 0o777, st.st_uid) == (0o600, IMAGE_UID), key
-            secret = g["secrets"][f"projects/proj-sim/secrets/{r.ctx.group}-{suffix}"]
-            assert (ssh / key).read_bytes() == base64.b64decode(secret["data"])
+            private = serialization.load_ssh_private_key((ssh / key).read_bytes(), None)
+            public = private.public_key().public_bytes(
+                serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
+            assert public == public_openssh(seed, r.ctx.group, key)
 
 
 def test_every_port_osu_members_listen_on_is_allowed_gcp(gcp_osu):

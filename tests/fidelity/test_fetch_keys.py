@@ -29,6 +29,7 @@ for url; do :; done
 echo "$url" >> "$SHIMS/curl.log"
 case "$url" in
   *service-accounts/default/token) echo '{"access_token": "tok", "expires_in": 3599}' ;;
+  *service-accounts/default/identity*) echo id-token ;;
   */api/token) echo tok ;;
   */security-credentials/) echo member-role ;;
   */security-credentials/member-role)
@@ -58,7 +59,8 @@ def _poweroffs(shims: Path) -> list[str]:
 
 
 def _gcp(tmp_path: Path) -> str:
-    return gcp_script({"id_ed25519": "projects/p/secrets/g-login"}, ssh_dir=str(tmp_path / "ssh"))
+    return gcp_script({"id_ed25519": "id_ed25519"}, "https://r-p.cloudfunctions.net/s-grant",
+                      ssh_dir=str(tmp_path / "ssh"))
 
 
 def _aws(tmp_path: Path) -> str:
@@ -67,9 +69,10 @@ def _aws(tmp_path: Path) -> str:
                       ssh_dir=str(tmp_path / "ssh"))
 
 
-ANSWERS = {  # what each cloud's secret store answers when it grants the read
-    "gcp": json.dumps({"payload": {"data": base64.b64encode(KEY.encode()).decode()}}),
-    # the function's `/keys` answer (issue #29: the group's entries come through the function)
+ANSWERS = {  # what each cloud answers when it grants the read: the sweep's function
+    # (issue #29: the group's entries come through the function, never a per-group grant)
+    "gcp": json.dumps({"group": "g", "file": "id_ed25519",
+                       "data": base64.b64encode(KEY.encode()).decode()}),
     "aws": json.dumps({"group": "g", "files": {"id_ed25519": base64.b64encode(KEY.encode()).decode()}}),
 }
 

@@ -39,7 +39,7 @@ SPEC = {"name": "fr", "cloud": "gcp", "zone": ZONE, "gcp": {"project": PROJECT},
         "workload": {"name": "osu", "benchmarks": ["latency"]},
         "matrix": {"machine_type": ["n2-standard-2"]}, "trials": 2,
         "schedule": {"cron": "0 3 * * *"}, "deadline": "30m"}  # fmt: skip
-ENTRIES = ("start", "stop", "done")
+ENTRIES = ("start", "stop", "done", "grant")
 
 
 @dataclass
@@ -119,22 +119,24 @@ def test_gcp_scheduler_tick_and_member_done_pass_the_cloud_run_front(world, monk
 
 
 def test_gcp_front_lets_only_the_declared_invokers_through(world):
-    """run.invoker as infra/ declares it: the scheduler on start/stop, each group's account
-    on done, nobody else (the functions' own account included)."""
+    """run.invoker as infra/ declares it: the scheduler on start/stop, the sweep's one member
+    account on done and grant (issue #29), nobody else (the functions' own account included)."""
     dep = world.dep
     scheduler = dep.job("start")["httpTarget"]["oidcToken"]["serviceAccountEmail"]
     function_sa = dep.function("done")["serviceConfig"]["serviceAccountEmail"]
     members = {i["serviceAccount"]["email"] for i in dep.instances}
-    assert len(members) == 2  # one account per run group
+    assert len(members) == 1  # one member account per sweep, whatever the group count
 
     def status(entry: str, account: str) -> int:
         tok = service_account_token(account, dep.service_url(entry))
         decision, _, _ = world.front.authorize(entry, {"Authorization": f"Bearer {tok}"})
         return decision.status or 200
 
-    assert {e: status(e, scheduler) for e in ENTRIES} == {"start": 200, "stop": 200, "done": 403}
+    assert {e: status(e, scheduler) for e in ENTRIES} == {"start": 200, "stop": 200, "done": 403,
+                                                          "grant": 403}
     for account in members:
-        assert {e: status(e, account) for e in ENTRIES} == {"start": 403, "stop": 403, "done": 200}
+        assert {e: status(e, account) for e in ENTRIES} == {"start": 403, "stop": 403, "done": 200,
+                                                            "grant": 200}
     assert {status(e, function_sa) for e in ENTRIES} == {403}
     # no allUsers / allAuthenticatedUsers: any other Google account is refused everywhere
     assert {status(e, "someone@elsewhere.iam.gserviceaccount.com") for e in ENTRIES} == {403}
@@ -161,8 +163,9 @@ def test_gcp_forged_claims_in_the_header_the_front_did_not_check_stop_nothing(wo
     assert world.statuses(victim_group) == {"RUNNING"}
     got = world.front.forwarded[-1]
     assert got["Authorization"] == f"Bearer {forged}"  # the front did forward it untouched
-    assert claims_of(got["X-Serverless-Authorization"])["email"] != claims_of(
-        got["Authorization"])["email"]
+    checked, unchecked = (claims_of(got[h])["google"]["compute_engine"]["instance_name"]
+                          for h in ("X-Serverless-Authorization", "Authorization"))
+    assert (checked, unchecked) == (attacker, victim)  # one account: the instance differs
 
 
 @pytest.mark.security

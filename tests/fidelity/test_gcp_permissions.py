@@ -404,9 +404,12 @@ def test_gcp_vm_cannot_overwrite_a_stored_result(world, monkeypatch):
 
 @pytest.mark.security
 def test_gcp_member_cannot_write_another_groups_results_or_the_ledger(world, monkeypatch):
-    """A VM of group t1 (its own account) stores records and raw output under group t2's
-    names, under a name group t1 is a prefix of (`…-t1` → `…-t10`), inside t2's raw-output
-    folder, and a forged run ledger: every write is refused; its own names are granted."""
+    """A VM of group t1 stores records and raw output under group t2's names, under a name
+    group t1 is a prefix of (`…-t1` → `…-t10`), inside t2's raw-output folder, and a forged
+    run ledger, straight to the bucket with the sweep's member account (issue #29: one per
+    sweep): every write is refused. Its own names are written only with the POST policy the
+    `grant` function mints for its group (tests/security/test_gcp_grant.py): the account
+    itself writes nothing, not even those."""
     alpha, gcs = world.alpha, world.endpoint.gcs
     by_group: dict[str, list[str]] = {}
     for inst in alpha.instances:
@@ -414,22 +417,20 @@ def test_gcp_member_cannot_write_another_groups_results_or_the_ledger(world, mon
     mine, other = sorted(by_group)
     assert mine.endswith("-t1") and other.endswith("-t2")
     vm = alpha.vm_sa(by_group[mine][0])
-    assert vm != alpha.vm_sa(by_group[other][0]), "the groups share one account"
+    assert vm == alpha.vm_sa(by_group[other][0]), "one member account per sweep"
     runs = alpha.context(by_group[mine][0]).results_url.removeprefix("gs://") + "/runs"
     attacks = [f"{runs}/r9/{other}.1.jsonl", f"{runs}/r9/{other}.1/osu_latency.txt",
                f"{runs}/r9/{mine}0.1.jsonl", f"{runs}/r9/{other}.1/{mine}.1.jsonl",
                f"{runs}/r9/x/{mine}.1.jsonl", f"{runs}/r9/run.json",
                f"{runs}/r9/launches/{other}.1", f"{runs}//{mine}.1.jsonl"]
+    own = [f"{runs}/r9/{mine}.1.jsonl", f"{runs}/r9/{mine}.1/osu_latency.txt"]
     with world.as_identity(vm, monkeypatch):
         fs = ResultStore(f"gs://{alpha.bucket}/alpha").fs
-        for path in attacks:
+        for path in attacks + own:
             with pytest.raises(OSError, match="Forbidden"):
                 fs.pipe_file(path, b'{"group": "forged"}\n')
-        fs.pipe_file(f"{runs}/r9/{mine}.1.jsonl", b"{}\n")  # its own records
-        fs.pipe_file(f"{runs}/r9/{mine}.1/osu_latency.txt", b"ok\n")  # and raw output
     stored = set(gcs.buckets[alpha.bucket])
-    assert not {p.split("/", 1)[1] for p in attacks} & stored
-    assert {f"alpha/runs/r9/{mine}.1.jsonl", f"alpha/runs/r9/{mine}.1/osu_latency.txt"} <= stored
+    assert not {p.split("/", 1)[1] for p in attacks + own} & stored
 
 
 def test_gcp_deployed_code_never_probes_the_storage_layout(world):

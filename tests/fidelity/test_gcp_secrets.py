@@ -1,5 +1,10 @@
 """Attack: a VM of one group asks Secret Manager for another group's ssh private keys.
 
+Since issue #29 every group's keys derive from the sweep's one secret, which only the
+functions' account may read; a VM gets its own group's keys from the `grant` function,
+which answers each instance with its own group's only (tests/security/test_gcp_grant.py).
+Here the VM goes around the function, straight to Secret Manager, with its own token.
+
 The lab's hub is the VM's metadata server (access tokens of the service account the VM's
 instance declares) and a Secret Manager double that serves each declared secret to the
 members the declared IAM policy lets read it (tests/fidelity/boot.py `secret_store`). A VM
@@ -47,21 +52,20 @@ def test_gcp_member_is_refused_another_groups_ssh_keys(lab_dir):
     groups = boot.groups(rendered)
     mine, other = sorted(groups)
     member = groups[mine][0]
-    assert member.account and member.account != groups[other][0].account
+    assert member.account and member.account == groups[other][0].account  # one per sweep
+    (secret,) = store  # the sweep's one secret: every group's key seed
+    assert member.account.startswith("sb-gcp-osu-vm@")
+    assert not any(member.account in r for r in store[secret]["readers"])
     (lab_dir / "gcp-secrets").mkdir()
     with boot.Lab(lab_dir / "gcp-secrets") as lab:
         lab.serve_secrets(store)
         vm = lab.vm(member.name, member.ctx.me.host, "gcp", member.user_data, member.account)
-        answers = {(g, key): _ask(vm, f"projects/proj-sim/secrets/{g}-{key}")
-                   for g in (mine, other) for key in ("login", "host")}
-        forged = _ask(vm, f"projects/proj-sim/secrets/{mine}-login", token="sim-gcp-access-x")
+        answers = {(g, key): _ask(vm, secret) for g in (mine, other) for key in ("login", "host")}
+        forged = _ask(vm, secret, token="sim-gcp-access-x")
         calls = lab.secret_calls()
     for key in ("login", "host"):
-        status, body = answers[(mine, key)]
-        assert status == "200", answers
-        data = base64.b64decode(json.loads(body)["payload"]["data"]).decode()
-        assert "PRIVATE KEY" in data
         assert answers[(other, key)][0] == "403", answers
         assert "PRIVATE KEY" not in answers[(other, key)][1]
+        assert "seed" not in answers[(other, key)][1]
     assert forged[0] == "401"
     assert {c["account"] for c in calls if c["status"] != 401} == {member.account}

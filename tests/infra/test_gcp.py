@@ -143,13 +143,15 @@ def test_cloud_init_runs_image_with_member_context(osu):
         assert "--env-file /var/lib/spotbench/env" in start
         assert start.endswith(" us-central1-docker.pkg.dev/proj-1/spotbench-gcp-osu/mpi:latest")
         assert "cos-extensions" not in unit
-        # the private keys are fetched from the group's own secrets before the handover
+        # the private keys are fetched from the grant function before the handover (issue
+        # #29: it answers the instance with its own group's keys; the public halves are the
+        # group's own, derived from the sweep's seed)
         assert "PRIVATE KEY" not in vm.inputs["metadata"]["user-data"]
-        group = vm.inputs["labels"]["spotbench-group"]
         fetch = _file(doc, "/var/lib/spotbench/fetch-keys")
-        for key, suffix in (("id_ed25519", "login"), ("ssh_host_ed25519_key", "host")):
-            assert (f"fetch projects/proj-1/secrets/{group}-{suffix} /var/lib/spotbench/ssh/{key}"
-                    in fetch.splitlines())
+        assert "https://us-central1-proj-1.cloudfunctions.net/gcp-osu-grant" in fetch
+        assert "format=full" in fetch
+        for key in ("id_ed25519", "ssh_host_ed25519_key"):
+            assert f"fetch {key} /var/lib/spotbench/ssh/{key}" in fetch.splitlines()
         pre = [l.split("=", 1)[1] for l in unit.splitlines() if l.startswith("ExecStartPre=")]
         assert pre.index("/bin/sh /var/lib/spotbench/fetch-keys") < pre.index(
             "/bin/chown -R 1000:1000 /var/lib/spotbench/ssh")
@@ -258,14 +260,14 @@ def test_custom_role_ids_of_two_sweeps_never_collide():
             assert re.fullmatch(r"[a-zA-Z0-9_.]{3,64}", rid), rid
             assert rid not in ids, f"{name} and {ids.get(rid)} both declare role {rid}"
             ids[rid] = name
-    assert len(ids) == 4 * 3
+    assert len(ids) == 4 * 4  # start/stop, list, sign, ops
 
 
 def test_functions_not_public_and_invokers_scoped(osu):
     for d in osu.declared:
         assert d.inputs.get("member") not in ("allUsers", "allAuthenticatedUsers")
     fns = {f.inputs["name"]: f for f in osu.of_type(FUNCTION)}
-    assert set(fns) == {"gcp-osu-start", "gcp-osu-stop", "gcp-osu-done"}
+    assert set(fns) == {"gcp-osu-start", "gcp-osu-stop", "gcp-osu-done", "gcp-osu-grant"}
     for name, fn in fns.items():
         sc = fn.inputs["serviceConfig"]
         assert sc["ingressSettings"] == "ALLOW_INTERNAL_ONLY"
@@ -274,16 +276,19 @@ def test_functions_not_public_and_invokers_scoped(osu):
         assert env["SPOTBENCH_CLOUD"] == "gcp" and env["SPOTBENCH_GCP_PROJECT"] == "proj-1"
         assert json.loads(env["SPOTBENCH_SPEC"])["name"] == "gcp-osu"
         assert env["SPOTBENCH_SCHEDULER_ACCOUNTS"].startswith("sb-gcp-osu-sch@")
-        # who may call done: each group's VMs, with their own group's account
+        # who may call done/grant: the VMs, all running as the sweep's one member account
+        # (issue #29: the function tells the groups apart by instance, not by account)
         vms = {i.inputs["labels"]["spotbench-group"]: i.inputs["serviceAccount"]["email"]
                for i in osu.of_type("gcp:compute/instance:Instance")}
-        assert json.loads(env["SPOTBENCH_MEMBER_ACCOUNTS"]) == vms
-        assert len(set(vms.values())) == len(vms) > 1
+        assert len(vms) > 1 and set(vms.values()) == {env["SPOTBENCH_MEMBER_ACCOUNTS"]}
+        assert env["SPOTBENCH_GCP_SIGNER"].startswith("sb-gcp-osu-fn@")
+        assert env["SPOTBENCH_GCP_SECRET"] == "projects/proj-1/secrets/gcp-osu-spotbench"
         assert fn.inputs["buildConfig"]["entryPoint"] == name.rsplit("-", 1)[1]
     invokers: dict[str, set[str]] = {}
     for d in osu.of_type("gcp:cloudrunv2/serviceIamMember:ServiceIamMember"):
         invokers.setdefault(d.inputs["name"], set()).add(d.inputs["member"])
     assert invokers["gcp-osu-done"] == {f"serviceAccount:{e}" for e in vms.values()}
+    assert invokers["gcp-osu-grant"] == invokers["gcp-osu-done"]
     assert {m.split("@")[0] for m in invokers["gcp-osu-start"]} == {"serviceAccount:sb-gcp-osu-sch"}
     assert {m.split("@")[0] for m in invokers["gcp-osu-stop"]} == {"serviceAccount:sb-gcp-osu-sch"}
     roles = {d.inputs["role"] for d in osu.of_type("gcp:cloudrunv2/serviceIamMember:ServiceIamMember")}
@@ -563,25 +568,46 @@ def test_gcp_deployer_roles_cover_every_declared_resource_and_are_documented(osu
         assert f"| {role} | {why.replace('`', '')} |" in docs, f"docs/gcp.md does not list {role}"
 
 
-def test_gcp_member_accounts_are_distinct_valid_ids_and_groups_are_capped():
-    """One service account per run group: ids are 6-30 characters of [a-z0-9-], distinct
-    between groups of one sweep and between sweeps whose names prefix each other, and a
-    sweep with more groups than a project can give accounts is refused before any resource
-    is declared (preflight says the same)."""
-    import re
+def iam_objects(snap: RecordingMocks) -> dict[str, int]:
+    from infra.gcp.identity import IAM_TYPES
 
-    from infra.gcp.identity import group_account_id
-    from spotbench.clouds.gcp import MAX_GROUPS, too_many_groups
+    return {t.split(":")[-1]: len(snap.of_type(t)) for t in IAM_TYPES}
 
-    ids = [group_account_id(g.id) for name in ("a-b", "a-b-list", "x" * 24)
-           for g in load_spec(_spec(name=name, trials=12)).plan()]
-    assert len(set(ids)) == len(ids) == 36
-    assert all(re.fullmatch(r"[a-z][a-z0-9-]{4,28}[a-z0-9]", i) for i in ids), ids
-    assert too_many_groups(load_spec(_spec(trials=MAX_GROUPS))) is None
-    big = load_spec(_spec(trials=MAX_GROUPS + 1))
-    assert "91 run groups" in too_many_groups(big)
-    with pytest.raises(Exception, match="91 run groups"):
-        _sweep(_spec(trials=MAX_GROUPS + 1))
+
+def test_gcp_iam_objects_per_sweep_do_not_grow_with_groups():
+    """Issue #29: one member account per sweep; no per-group account, custom role, bucket
+    condition, secret or secret binding. 2 groups and 12 declare the same IAM objects, and
+    the VMs all run as the one member account. (Before: one account, one bucket condition,
+    two secrets per group.)"""
+    small, big = _sweep(_spec(trials=2)), _sweep(_spec(trials=12))
+    assert len(big.of_type(INSTANCE)) == 6 * len(small.of_type(INSTANCE)) > 0
+    assert iam_objects(small) == iam_objects(big)
+    counts = iam_objects(big)
+    assert counts["Account"] == 4 and counts["Secret"] == 1 and counts["SecretIamMember"] == 1
+    emails = {i.inputs["serviceAccount"]["email"] for i in big.of_type(INSTANCE)}
+    assert len(emails) == 1 and next(iter(emails)).startswith("sb-t-vm@")
+    conditions = [b.inputs.get("condition") or {} for b in
+                  big.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")]
+    assert not any("runs/" in c.get("expression", "") or "checkpoints/" in c.get("expression", "")
+                   for c in conditions)
+
+
+def test_gcp_500_group_sweep_plans_and_previews():
+    """Issue #29's done-when: a 500-group GCP sweep plans and previews (under mocks): no
+    cap on groups remains (it was 90, 45 with checkpoints)."""
+    spec = big_spec()
+    assert len(load_spec(spec).plan()) == 500
+    snap = _sweep(spec)
+    assert len({i.inputs["labels"]["spotbench-group"] for i in snap.of_type(INSTANCE)}) == 500
+    assert iam_objects(snap) == iam_objects(_sweep({**spec, "trials": 1}))
+
+
+def big_spec() -> dict:
+    """500 one-VM groups with a secret env: 5 machine types × 100 trials."""
+    return _spec(name="big", trials=100, image="docker.io/library/python:3.12-slim",
+                 matrix={"machine_type": [f"n2-standard-{n}" for n in (2, 4, 8, 16, 32)]},
+                 workload={"name": "container", "command": ["true"],
+                           "env": {"TOKEN": "s3cret"}})
 
 
 def test_gcp_sweep_account_ids_never_collide_between_long_sweep_names():
@@ -594,28 +620,10 @@ def test_gcp_sweep_account_ids_never_collide_between_long_sweep_names():
 
     long = ["spotbench-nightly-gpu-a100-x1", "spotbench-nightly-gpu-a100-x2",
             "spotbench-nightly-gpu-a100", "a" * 40, "a" * 41]
-    for kind, suffix in (("scheduler", "sch"), ("function", "fn"), ("build", "bld")):
+    for kind, suffix in (("scheduler", "sch"), ("function", "fn"), ("build", "bld"),
+                         ("member", "vm")):
         ids = [account_id(s, kind) for s in long]
         assert len(set(ids)) == len(ids), ids
         assert all(re.fullmatch(r"[a-z][a-z0-9-]{4,28}[a-z0-9]", i) and i.endswith(suffix)
                    for i in ids), ids
         assert account_id("gcp-osu", kind) == f"sb-gcp-osu-{suffix}"
-
-
-def test_gcp_checkpointing_sweep_group_cap_counts_two_bucket_bindings_per_group():
-    """A tf-mnist sweep that keeps checkpoints gives each group a second conditional bucket
-    binding, so it fits half the groups; the message names the reason."""
-    from spotbench.clouds.gcp import MAX_GROUPS, too_many_groups
-
-    def tf(trials: int, every: int):
-        return load_spec({"name": "tfc", "cloud": "gcp", "zone": "us-central1-a",
-                          "gcp": {"project": "proj-1"},
-                          "workload": {"name": "tf-mnist", "strategy": "parameter_server",
-                                       "workers": 1, "ps": 1, "checkpoint_every": every},
-                          "matrix": {"machine_type": ["n1-standard-1"]}, "trials": trials,
-                          "schedule": {"cron": "0 3 * * *"}, "deadline": "45m"})
-
-    assert too_many_groups(tf(MAX_GROUPS // 2, 10)) is None
-    why = too_many_groups(tf(MAX_GROUPS // 2 + 1, 10))
-    assert why and f"at most {MAX_GROUPS // 2} groups" in why and "checkpoints" in why
-    assert too_many_groups(tf(MAX_GROUPS // 2 + 1, 0)) is None  # no checkpoints: one binding

@@ -152,59 +152,76 @@ def _check_keys(members: list[tuple[str, dict[str, str]]], operator_private: str
                     f"a {g1} member holds {g2}'s sshd host key"
 
 
-def _gcp_secret_files(mocks, account: str) -> dict[str, str]:
-    """The private keys a VM running as `account` can fetch: the declared secrets whose
-    latest version the declared IAM policy lets it access, by the key file its boot writes
-    each to (the `fetch SECRET FILE` lines of its fetch-keys script)."""
+def _gcp_granted_files(mocks, group: str, account: str) -> dict[str, str]:
+    """The private keys a VM of `group` can get (issue #29): what the `grant` function
+    answers its instances — the group's keys derived from the sweep's one secret — and no
+    declared secret its own account could read directly (the functions' account alone
+    reads it). Key files as its fetch-keys step writes them."""
+    from spotbench.auth.group_keys import private_openssh
     from tests.fidelity.gcp_iam import DeclaredPolicy, declared_secrets, secret_access
 
     policy = DeclaredPolicy.from_declared(mocks.declared, "proj-1")
-    readable = {name: data for name, data in declared_secrets(mocks.declared, "proj-1").items()
-                if policy.allows(f"serviceAccount:{account}", secret_access(name))}
+    secrets = declared_secrets(mocks.declared, "proj-1")
+    assert not [n for n in secrets if policy.allows(f"serviceAccount:{account}", secret_access(n))]
+    (payload,) = [json.loads(v) for v in secrets.values()]
+    seed = bytes.fromhex(payload["seed"])
     files = {}
     for d in mocks.of_type("gcp:compute/instance:Instance"):
+        if d.inputs["labels"]["spotbench-group"] != group:
+            continue
         doc = yaml.safe_load(d.inputs["metadata"]["user-data"])
         script = next((f["content"] for f in doc["write_files"]
                        if f["path"].endswith("/fetch-keys")), "")
         for line in script.splitlines():
-            if line.startswith("fetch ") and line.split()[1] in readable:
-                files[line.split()[2].rsplit("/", 1)[-1]] = readable[line.split()[1]]
+            if line.startswith("fetch "):
+                key_file = line.split()[1]  # one serialization per key (OpenSSH's is salted)
+                text = _GRANTED.setdefault((seed, group, key_file),
+                                           private_openssh(seed, group, key_file))
+                files[line.split()[2].rsplit("/", 1)[-1]] = text
     return files
 
 
+_GRANTED: dict[tuple[bytes, str, str], str] = {}
+
+
 def test_gcp_members_hold_only_their_groups_keys(gcp) -> None:
-    """Every key a member gets: its boot document's files and the secrets its own service
-    account may read (what its fetch-keys step stores)."""
+    """Every key a member gets: its boot document's files and what `grant` answers its
+    instance (what its fetch-keys step stores)."""
     _, mocks = gcp
     members = [(d.inputs["labels"]["spotbench-group"],
                 {**_files(d.inputs["metadata"]["user-data"]),
-                 **_gcp_secret_files(mocks, d.inputs["serviceAccount"]["email"])})
+                 **_gcp_granted_files(mocks, d.inputs["labels"]["spotbench-group"],
+                                      d.inputs["serviceAccount"]["email"])})
                for d in mocks.of_type("gcp:compute/instance:Instance")]
     _check_keys(members, _operator_private(mocks))
 
 
 def test_gcp_instance_metadata_holds_no_private_key(gcp) -> None:
     """Anyone who may read an instance (`compute.instances.get`: operators, the functions'
-    account) reads its metadata: no private key is there, only in Secret Manager, and each
-    group's secrets are readable by that group's account alone."""
+    account) reads its metadata: no private key is there, and no seed; the sweep's one
+    secret (every group's key seed) is readable by the functions' account alone, never by
+    the member account (issue #29)."""
+    from spotbench.auth.group_keys import KEY_FILES, private_openssh
     from tests.fidelity.gcp_iam import DeclaredPolicy, declared_secrets, secret_access
 
     _, mocks = gcp
-    secrets = declared_secrets(mocks.declared, "proj-1")
-    assert len(secrets) == 4 and all("PRIVATE KEY" in v for v in secrets.values())  # 2 × 2
+    ((name, data),) = declared_secrets(mocks.declared, "proj-1").items()
+    seed = json.loads(data)["seed"]
     instances = mocks.of_type("gcp:compute/instance:Instance")
     for d in instances:
         text = json.dumps(d.inputs["metadata"])
-        assert "PRIVATE KEY" not in text, d.inputs["name"]
-        assert not [v for v in secrets.values() if v.strip().splitlines()[1] in text]
+        assert "PRIVATE KEY" not in text and seed not in text, d.inputs["name"]
+        group = d.inputs["labels"]["spotbench-group"]
+        for key_file in KEY_FILES:
+            body = private_openssh(bytes.fromhex(seed), group, key_file).strip().splitlines()[1]
+            assert body not in text
     policy = DeclaredPolicy.from_declared(mocks.declared, "proj-1")
-    accounts = {d.inputs["labels"]["spotbench-group"]: d.inputs["serviceAccount"]["email"]
-                for d in instances}
-    assert len(set(accounts.values())) == 2
-    for name in secrets:
-        readers = {g for g, a in accounts.items()
-                   if policy.allows(f"serviceAccount:{a}", secret_access(name))}
-        assert readers == {g for g in accounts if f"/secrets/{g}-" in name}, name
+    accounts = {d.inputs["serviceAccount"]["email"] for d in instances}
+    assert len(accounts) == 1  # one member account per sweep
+    functions = {f.inputs["serviceConfig"]["serviceAccountEmail"]
+                 for f in mocks.of_type("gcp:cloudfunctionsv2/function:Function")}
+    assert not any(policy.allows(f"serviceAccount:{a}", secret_access(name)) for a in accounts)
+    assert all(policy.allows(f"serviceAccount:{a}", secret_access(name)) for a in functions)
 
 
 

@@ -37,7 +37,7 @@ DEPLOYER_ROLES = {
     "roles/compute.networkAdmin": "VPC, subnet, router + NAT, static internal addresses",
     "roles/compute.securityAdmin": "the members-only and IAP firewall rules",
     "roles/compute.instanceAdmin.v1": "VMs, placement policies; teardown deletes leftovers",
-    "roles/iam.serviceAccountAdmin": "the member (one per run group), scheduler, function and build accounts, and who may act as the member accounts",
+    "roles/iam.serviceAccountAdmin": "the member (one per sweep), scheduler, function and build accounts; who may act as the member account, and the function's signing on itself; preflight counts the project's accounts",
     "roles/iam.serviceAccountUser": "create VMs, functions, builds and scheduler jobs that run as those accounts",
     "roles/iam.roleAdmin": "the sweep's custom roles",
     "roles/resourcemanager.projectIamAdmin": "project-level grants (with IAM conditions)",
@@ -47,41 +47,18 @@ DEPLOYER_ROLES = {
     "roles/cloudscheduler.admin": "the start/stop jobs; `spotbench schedule`",
     "roles/artifactregistry.admin": "the workload image repository",
     "roles/iap.admin": "operators' IAP tunnel grants on each VM",
-    "roles/secretmanager.admin": "each run group's ssh private keys and who may read them (MPI sweeps)",
+    "roles/secretmanager.admin": "the sweep's one secret (the groups' key seed, secret envs) and its one reader, the functions' account",
 }
 PREVIEW_PROJECT = "spotbench-preview"
-# One service account per run group (infra/gcp/identity.py) plus the sweep's scheduler,
-# function and build accounts: a project holds 100 service accounts by default
-# (cloud.google.com/iam/quotas), and each group adds its own conditional bindings to the
-# results bucket's policy (at most 100 conditional bindings; the sweep-wide grants share a
-# few): one for its records, and one for its checkpoints when the workload keeps them
-# (infra/gcp/bucket.py). 90 groups (45 that checkpoint) leave room for the rest.
+# What a sweep holds of the project's IAM quotas, whatever its group count (issue #29,
+# docs/identity.md): the member, scheduler, function and build service accounts (a project
+# holds 100 by default, cloud.google.com/iam/quotas), and its custom roles (300 per
+# project): start/stop, list, sign, and ops when it has operators. Preflight counts what
+# the project already holds (spotbench/clouds/gcp/preflight.py).
 SERVICE_ACCOUNT_QUOTA = 100
-SWEEP_ACCOUNTS = 3
-MAX_GROUPS = 90  # service accounts, and conditional bucket bindings of the sweep's groups
-
-
-def group_bindings(spec: SweepSpec) -> int:
-    """Conditional bucket bindings per run group: records, plus checkpoints if kept."""
-    return 2 if spec.keeps_checkpoints() else 1
-
-
-def max_groups(spec: SweepSpec) -> int:
-    return MAX_GROUPS // group_bindings(spec)
-
-
-def too_many_groups(spec: SweepSpec) -> str | None:
-    """Why a sweep has more run groups than a GCP deployment can give accounts and bucket
-    conditions, or None."""
-    n, most = len(spec.plan()), max_groups(spec)
-    if n <= most:
-        return None
-    per = ("two bucket conditions (its records, its checkpoints)" if group_bindings(spec) == 2
-           else "a bucket condition")
-    return (f"sweep {spec.name!r} plans {n} run groups; on GCP each group gets its own service "
-            f"account (a project holds {SERVICE_ACCOUNT_QUOTA} by default, {SWEEP_ACCOUNTS} more "
-            f"are the sweep's) and {per}, of at most 100 per bucket: at most {most} groups — "
-            "reduce matrix points or trials, or split the sweep")
+SWEEP_ACCOUNTS = 4
+CUSTOM_ROLE_QUOTA = 300
+SWEEP_CUSTOM_ROLES = 4
 
 
 def enable_command(project: str, apis: tuple[str, ...] | list[str] = REQUIRED_APIS) -> str:
@@ -133,22 +110,10 @@ def region_of(spec: SweepSpec) -> str:
     raise SettingMissing(f"{spec.name}: give 'region' or 'zone' in the spec")
 
 
-def member_accounts(spec: SweepSpec, value: str) -> dict[str, str]:
-    """instance name → the service account it must run as, from `SPOTBENCH_MEMBER_ACCOUNTS`
-    (JSON: run group id → that group's account email, as infra/gcp/functions.py sets it)."""
-    import json
-
-    if not value.strip():
-        return {}
-    try:
-        by_group = json.loads(value)
-    except ValueError:
-        by_group = None
-    if not isinstance(by_group, dict):
-        raise SettingMissing("SPOTBENCH_MEMBER_ACCOUNTS must be a JSON object: run group id → "
-                             "the service account email its VMs run as")
-    return {m.name: str(by_group[g.id]) for g in spec.plan() if g.id in by_group
-            for m in g.members}
+def member_accounts(value: str) -> list[str]:
+    """The service account(s) member VMs run as, from `SPOTBENCH_MEMBER_ACCOUNTS`
+    (comma-separated emails: the sweep's one member account, infra/gcp/functions.py)."""
+    return [a.strip() for a in value.split(",") if a.strip()]
 
 
 def identity_token(audience: str, timeout: float = 10) -> str:

@@ -43,7 +43,9 @@ from spotbench.clouds.gcp._gce_status import (
     short_zone,
     zone_allowed,
 )
+from spotbench.auth.instance import InstanceClaim, LiveInstance
 from spotbench.clouds.base import ErrorKind, Instance, State, matches
+from spotbench.labels import GROUP_LABEL
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -132,6 +134,19 @@ class GcpCloud:
 
     def terminate(self, labels: Mapping[str, str]) -> list[Instance]:
         return self._each(labels, "delete", self._delete_one)
+
+    def lookup(self, claim: InstanceClaim) -> LiveInstance | None:
+        """The live instance a VM's identity token names (instances.get in its zone; None:
+        no such instance, or a zone outside the sweep's): `spotbench.auth.instance.group_of`
+        reads its id and its deployer-written group label."""
+        if not zone_allowed(claim.location, self.zones, self.region):
+            return None
+        try:
+            raw = self._call(self._instances.get, project=self.project, zone=claim.location,
+                             instance=claim.instance_name, retry=None, timeout=_CALL_TIMEOUT_S)
+        except gexc.NotFound:
+            return None
+        return LiveInstance(str(raw.id), raw.name, dict(raw.labels).get(GROUP_LABEL))
 
     # -- finding -----------------------------------------------------------------------------
     def _find(self, labels: Mapping[str, str]) -> list[compute_v1.Instance]:

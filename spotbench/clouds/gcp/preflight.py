@@ -2,8 +2,10 @@
 
 Checks, in order (a failing step stops the ones that depend on it):
 1. credentials: Application Default Credentials exist and can read the project;
-2. service accounts: one per run group fits the project (`MAX_GROUPS`, no call);
-   APIs: `BOOTSTRAP_APIS` + `REQUIRED_APIS` enabled (`gcloud services enable …` otherwise);
+2. IAM quotas: the project has room for the sweep's `SWEEP_ACCOUNTS` service accounts (of
+   `SERVICE_ACCOUNT_QUOTA`) and `SWEEP_CUSTOM_ROLES` custom roles (of `CUSTOM_ROLE_QUOTA`),
+   counting what it holds that is not this sweep's (IAM serviceAccounts.list, roles.list);
+   the counts are the same whatever the group count (issue #29); APIs: `BOOTSTRAP_APIS` + `REQUIRED_APIS` enabled (`gcloud services enable …` otherwise);
 3. machine types and accelerators exist in the spec's zone (machineTypes.get,
    acceleratorTypes.get), which also gives each type's vCPUs;
 4. quota: the region's quotas (regions.get) cover the sweep's largest concurrent footprint:
@@ -22,7 +24,8 @@ from typing import Any
 import requests
 
 from spotbench.clouds.gcp import (
-    BOOTSTRAP_APIS, REQUIRED_APIS, enable_command, region_of_zone, too_many_groups,
+    BOOTSTRAP_APIS, CUSTOM_ROLE_QUOTA, REQUIRED_APIS, SERVICE_ACCOUNT_QUOTA, SWEEP_ACCOUNTS,
+    SWEEP_CUSTOM_ROLES, enable_command, region_of_zone,
 )
 from spotbench.interfaces import Problem
 from spotbench.plan import RunGroup, concurrent_footprint
@@ -30,6 +33,7 @@ from spotbench.spec import SweepSpec
 
 COMPUTE = "https://compute.googleapis.com"
 SERVICE_USAGE = "https://serviceusage.googleapis.com"
+IAM = "https://iam.googleapis.com"
 TIMEOUT_S = 30
 
 
@@ -79,10 +83,7 @@ def check(spec: SweepSpec, project: str, api_endpoint: str | None = None) -> lis
     if refused:
         return [refused]
     problems: list[Problem] = []
-    why = too_many_groups(spec)
-    if why:
-        problems.append(Problem("service-accounts", why,
-                                "lower trials or matrix values (spotbench plan lists the groups)"))
+    problems += _iam_quotas(api, spec, project)
     missing = _missing_apis(api, project)
     if missing:
         problems.append(Problem("apis", f"not enabled in {project}: {', '.join(missing)}",
@@ -144,6 +145,52 @@ def _accelerators(api: _Api, project: str, zone: str, wanted: set[str],
             problems.append(Problem("accelerators", f"{acc} is not offered in {zone} (HTTP {status})",
                                     f"pick one from `gcloud compute accelerator-types list --filter=zone:{zone}`"))
     return offered
+
+
+def _listed(api: _Api, path: str, key: str) -> list[dict[str, Any]] | None:
+    """Every item of an IAM list (all pages); None when the API refuses."""
+    items: list[dict[str, Any]] = []
+    token = ""
+    while True:
+        status, body = api.get(IAM, path, pageSize=100, **({"pageToken": token} if token else {}))
+        if status != 200:
+            return None
+        items += body.get(key, [])
+        token = body.get("nextPageToken", "")
+        if not token:
+            return items
+
+
+def _iam_quotas(api: _Api, spec: SweepSpec, project: str) -> list[Problem]:
+    """Room for the sweep's accounts and custom roles, beside what the project already holds
+    (the sweep's own, from an earlier deploy, do not count: display names
+    `spotbench <sweep>: …`, role ids `spotbench_<sweep>_…`)."""
+    out = []
+    own_role = "spotbench_" + spec.name.replace("-", "_") + "_"
+    checks = (
+        ("service-accounts", f"/v1/projects/{project}/serviceAccounts", "accounts",
+         lambda a: str(a.get("displayName", "")).startswith(f"spotbench {spec.name}:"),
+         SWEEP_ACCOUNTS, SERVICE_ACCOUNT_QUOTA, "service accounts",
+         f"delete unused ones (`gcloud iam service-accounts list --project {project}`) or ask "
+         "for more (IAM quota `Service accounts per project`)"),
+        ("custom-roles", f"/v1/projects/{project}/roles", "roles",
+         lambda r: str(r.get("name", "")).rsplit("/", 1)[-1].startswith(own_role),
+         SWEEP_CUSTOM_ROLES, CUSTOM_ROLE_QUOTA, "custom roles",
+         f"delete unused ones (`gcloud iam roles list --project {project}`; deleted roles "
+         "count for 7 days) or use another project"),
+    )
+    for kind, path, key, own, need, quota, what, fix in checks:
+        items = _listed(api, path, key)
+        if items is None:
+            out.append(Problem(kind, f"cannot list the {what} of {project}",
+                               f"ask for roles/iam.serviceAccountAdmin and roles/iam.roleAdmin "
+                               f"on {project} (docs/gcp.md, deployer roles)"))
+            continue
+        others = sum(1 for i in items if not own(i))
+        if others + need > quota:
+            out.append(Problem(kind, f"{project} holds {others} {what} of its {quota}; the sweep "
+                               f"needs {need} more, whatever its group count", fix))
+    return out
 
 
 def _quota(api: _Api, spec: SweepSpec, project: str, region: str, groups: list[RunGroup],

@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spotbench.clouds import gcp as settings
-from spotbench.clouds.gcp import PREVIEW_PROJECT, member_accounts, project_of, region_of, results_url
-from spotbench.clouds.provider import FunctionSettings, Provider, env_of
+from spotbench.clouds.gcp import (
+    PREVIEW_PROJECT, identity_token, member_accounts, project_of, region_of, results_url,
+)
+from spotbench.clouds.provider import FunctionSettings, Provider, SettingMissing, env_of
 from spotbench.facts.gcp import FACTS
 from spotbench.interfaces import Problem
 
@@ -30,6 +32,8 @@ if TYPE_CHECKING:
     from spotbench.auth import Caller
     from spotbench.clouds.base import Sweeper
     from spotbench.clouds.gcp.gce import GcpCloud
+    from spotbench.clouds.gcp.grants import GcpGrants
+    from spotbench.clouds.gcp.member_grant import GrantedWriter
     from spotbench.clouds.gcp.scheduler import GcpSchedule
     from spotbench.member import MemberContext
     from spotbench.spec import SweepSpec
@@ -67,10 +71,31 @@ class GcpProvider(Provider):
             audience=settings.need("SPOTBENCH_AUDIENCE"),
             scheduler_accounts=[a for a in env.get("SPOTBENCH_SCHEDULER_ACCOUNTS", "").split(",") if a],
             project=env.get("SPOTBENCH_GCP_PROJECT") or settings.spec.gcp.project or "",
-            member_accounts=member_accounts(settings.spec, env.get("SPOTBENCH_MEMBER_ACCOUNTS", "")),
+            member_accounts=member_accounts(env.get("SPOTBENCH_MEMBER_ACCOUNTS", "")),
             certs_url=env.get("SPOTBENCH_GCP_CERTS_URL") or None,
             front=env.get("SPOTBENCH_GCP_FRONT") or None,
         ).caller
+
+    def record_writer(self, ctx: MemberContext) -> GrantedWriter | None:
+        """A VM writes its group's records with the POST policy `grant` mints for it."""
+        if not ctx.done_url or not ctx.results_url.startswith("gs://"):
+            return None
+        from spotbench.clouds.gcp.member_grant import GrantedWriter, grant_url_of
+
+        return GrantedWriter(grant_url_of(ctx.done_url), identity_token)
+
+    def grants(self, spec: SweepSpec, env: Mapping[str, str]) -> GcpGrants:
+        """The `grant` function's minting: `SPOTBENCH_GCP_SIGNER` (its own account),
+        `SPOTBENCH_GCP_SECRET`, `SPOTBENCH_GCP_GRANT_ENDPOINT`/`_TOKEN` (a local double)."""
+        from spotbench.clouds.gcp.grants import GcpGrants, GoogleGrantApis
+
+        signer, secret = env.get("SPOTBENCH_GCP_SIGNER"), env.get("SPOTBENCH_GCP_SECRET")
+        if not signer or not secret:
+            raise SettingMissing("the grant function needs SPOTBENCH_GCP_SIGNER and "
+                                 "SPOTBENCH_GCP_SECRET (infra/gcp/functions.py sets them)")
+        apis = GoogleGrantApis(signer, endpoint=env.get("SPOTBENCH_GCP_GRANT_ENDPOINT") or None,
+                               token=env.get("SPOTBENCH_GCP_GRANT_TOKEN") or None)
+        return GcpGrants(apis, secret, self.results_url(spec, env))
 
     def schedule(self, spec: SweepSpec, root: Path | str | None = None, **options: Any) -> GcpSchedule:
         from spotbench.clouds.gcp.scheduler import GcpSchedule

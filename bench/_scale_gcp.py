@@ -1,0 +1,48 @@
+"""The GCP half of bench/infra_scale.py: `declare_gcp(vms)` declares an OSU sweep of `vms`
+VMs (2 a group) under Pulumi mocks and counts what it declared."""
+
+from __future__ import annotations
+
+import time
+
+import pulumi
+
+from infra.preview import RecordingMocks, install, run_declarations
+from spotbench.spec import load_spec
+
+MACHINES = ["n1-standard-2", "n1-standard-4", "n1-highcpu-8", "n1-highmem-8", "n1-standard-8"]
+_MOCKS: RecordingMocks | None = None
+
+
+def spec_for(vms: int):
+    """An OSU sweep (2 VMs a group) with `vms` VMs: k machine types × trials (≤ 100)."""
+    groups = vms // 2
+    k = next(k for k in range(1, len(MACHINES) + 1) if groups % k == 0 and groups // k <= 100)
+    return load_spec({
+        "name": f"scale{vms}", "cloud": "gcp", "zone": "us-central1-a",
+        "workload": {"name": "osu"}, "matrix": {"machine_type": MACHINES[:k]},
+        "trials": groups // k, "placement": "spread",
+        "schedule": {"cron": "0 3 * * *"}, "deadline": "30m",
+    })
+
+
+def declare_gcp(vms: int) -> dict:
+    """{vms, groups, resources, iam_objects, seconds, cpu_seconds} of one declaration."""
+    global _MOCKS
+    from infra.gcp import GcpSweep, GcpSweepArgs
+    from infra.gcp.identity import IAM_TYPES
+
+    if _MOCKS is None:
+        _MOCKS = RecordingMocks()
+        install(_MOCKS, stack="bench")
+        pulumi.runtime.set_all_config({"gcp:project": "bench-project"})
+    mocks, spec = _MOCKS, spec_for(vms)
+    mocks.reset()
+    t0, c0 = time.perf_counter(), time.process_time()
+    run_declarations(lambda: GcpSweep(spec.name, GcpSweepArgs(spec=spec)))
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    count = len(mocks.of_type("gcp:compute/instance:Instance"))
+    assert count == vms, (count, vms)
+    return {"vms": vms, "groups": vms // 2, "resources": len(mocks.declared),
+            "iam_objects": sum(len(mocks.of_type(t)) for t in IAM_TYPES),
+            "seconds": round(seconds, 3), "cpu_seconds": round(cpu, 3)}
