@@ -52,8 +52,12 @@ demo: setup                        ## a real OSU sweep on the local cloud
 history-demo: setup               ## several local runs, the last ones slowed on purpose: the change point found
 	$(BIN)/python scripts/history_demo.py
 
+# The suite's workers (pytest-xdist): most tests wait on subprocesses, sockets and VMs of the
+# boot lab more than they compute, so more workers than cores pay; tests/parallel.py says
+# which tests share a worker. `make test TEST_WORKERS=0` runs it in one process.
+TEST_WORKERS ?= 4
 test: setup-dev                    ## the whole suite (pytest's exit 5 = no test ran: an error here)
-	@$(BIN)/python -m pytest -q; rc=$$?; \
+	@$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (check testpaths in pyproject.toml)" >&2; fi; \
 	exit $$rc
 

@@ -86,7 +86,7 @@ def test_a_member_killed_mid_run_is_recorded_as_preempted(tmp_path: Path) -> Non
         wait_for(lambda: (tmp_path / "state" / "kill" / "cloud.db").exists() and any(
             p.state == State.RUNNING
             for p in cloud.query({"spotbench-sweep": "kill", "spotbench-role": "peer"})))
-        wait_for(lambda: _osu_ranks() >= 2)  # mid-run: mpiexec's two ranks measure
+        wait_for(lambda: _osu_ranks(tmp_path) >= 2)  # mid-run: mpiexec's two ranks measure
         cloud.stop({"spotbench-sweep": "kill", "spotbench-role": "peer"})  # the peer's VM goes
         wait_for(lambda: any(r.preempted for r in store.read()))
         # the group is pending again and restarts; the deadline tick ends the run
@@ -116,14 +116,22 @@ def test_a_member_killed_mid_run_is_recorded_as_preempted(tmp_path: Path) -> Non
     assert row["starts"] >= len(attempts) and row["failed_starts_per_start"] == 0
 
 
-def _osu_ranks() -> int:
-    """OSU harness ranks running now (spotbench's C or mpi4py harness: `… latency … --large-size`)."""
+def _osu_ranks(root: Path) -> int:
+    """OSU harness ranks of the sweep under `root` running now (spotbench's C or mpi4py
+    harness: `… latency … --large-size`; a local VM's processes carry its instance table's
+    path in SPOTBENCH_LOCAL_DB): another test's sweep running beside this one is not counted."""
     import psutil
+
+    from spotbench.clouds.local_db import DB_ENV
 
     count = 0
     for proc in psutil.process_iter(["cmdline"]):
         line = proc.info["cmdline"] or []
-        count += "latency" in line and "--large-size" in line
+        if "latency" in line and "--large-size" in line:
+            try:
+                count += proc.environ().get(DB_ENV, "").startswith(str(root))
+            except psutil.Error:
+                continue
     return count
 
 

@@ -78,7 +78,8 @@ for who, token in out["tokens"].items():
         keys.append(hmac.new(token.encode(), f"osu-exec-agent:{member}".encode(),
                              hashlib.sha256).hexdigest().encode())
 try:  # the published key file itself
-    with open(f"/tmp/spotbench-{os.environ.get('VICTIM_UID', '0')}/{member}.agent-key", "rb") as fh:
+    keys_dir = os.environ.get("VICTIM_KEYS") or f"/tmp/spotbench-{os.environ.get('VICTIM_UID', '0')}"
+    with open(f"{keys_dir}/{member}.agent-key", "rb") as fh:
         keys.append(fh.read().strip())
 except OSError:
     pass

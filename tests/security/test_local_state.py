@@ -44,7 +44,8 @@ def as_nobody(*args: str) -> dict:
     proc = subprocess.run(
         ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
          "/usr/bin/python3", "-I", "-c", ATTACKER.read_text(), *args],
-        capture_output=True, text=True, timeout=60, cwd="/", env={"VICTIM_UID": str(os.getuid())},
+        capture_output=True, text=True, timeout=60, cwd="/",
+        env={"VICTIM_UID": str(os.getuid()), "VICTIM_KEYS": str(agent.runtime_dir())},
     )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
