@@ -37,6 +37,13 @@ def _own_tmpdir() -> str:
 
 def pytest_configure(config: pytest.Config) -> None:
     base = config.stash[_TMPDIR] = _own_tmpdir()
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        # xdist starts its workers with COLUMNS=80 LINES=24; Rich's console (made when
+        # spotbench.cli is imported) would freeze that width and ignore the COLUMNS a test
+        # sets: run the workers with the environment a serial run has
+        for name in ("COLUMNS", "LINES"):
+            if os.environ.get(name) == {"COLUMNS": "80", "LINES": "24"}[name]:
+                del os.environ[name]
     if "PYTEST_XDIST_WORKER" not in os.environ:  # the controller (or a serial run)
         groups = os.path.join(base, "xdist-groups")
         os.mkdir(groups)
