@@ -16,7 +16,7 @@ import pandas as pd  # noqa: E402
 
 from spotbench.clouds import get_provider  # noqa: E402
 from spotbench.report.data import SPREAD_FLAG_CV, fmt, fmt_cv, spread, trial_counts  # noqa: E402
-from spotbench.report._doc import Document, Heading, Image, Para, TableBlock  # noqa: E402
+from spotbench.report.document import Document, Heading, Image, Para, TableBlock  # noqa: E402
 
 METRICS = ["train_time_s", "steps", "steps_per_s", "examples_per_s", "test_accuracy", "test_loss"]
 
