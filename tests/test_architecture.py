@@ -72,6 +72,8 @@ def test_every_spotbench_module_sits_in_a_layer_and_is_kept_from_cloud_sdks():
     ("spotbench/member.py", "def _later():\n    import spotbench.clouds  # noqa\n", "spotbench layers"),
     ("spotbench/clouds/gcp/orphans.py", "def _later():\n    import spotbench.clouds.aws.ec2  # noqa\n",
      "each cloud's package imports no other cloud's"),
+    ("spotbench/report/data.py", "from spotbench.clouds import get_provider  # noqa\n",
+     "report and policy read what a cloud is"),
 ])
 def test_a_violation_breaks_the_suite(tmp_path: Path, where: str, line: str, contract: str):
     copy = tmp_path / "tree"
