@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from spotbench.clouds import get_provider
 from spotbench.clouds.base import ACTIVE, Instance
 from spotbench.costs import Catalog, MissingPrice, billed_seconds, load_catalog
 from spotbench.estimate import group_cost_usd, group_hourly, member_cost_usd
+from spotbench.facts import facts_of
 from spotbench.ledger import launches_of
 from spotbench.plan import RunGroup
 from spotbench.results import ResultStore, utcnow
@@ -45,7 +45,7 @@ def spent_usd(spec: SweepSpec, store: ResultStore, catalog: Catalog, active: lis
     now = now or utcnow()
     by_id = {g.id: g for g in spec.plan()}
     running = {inst.group() for inst in active if inst.state in ACTIVE}
-    most_s = spec.deadline.total_seconds() + get_provider(spec.cloud).boot_s
+    most_s = spec.deadline.total_seconds() + facts_of(spec.cloud).boot_s
     total, unknown = 0.0, 0
     for launch in launches_of(store):
         group = by_id.get(launch.group)

@@ -38,8 +38,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from spotbench.catalog import UNKNOWN_COUNT, vm_gpus
-from spotbench.clouds.provider import get_provider
+from spotbench.catalog import UNKNOWN_COUNT, machine_family, vm_gpus
+from spotbench.facts import facts_of
 from spotbench.plan import RunGroup, concurrent_footprint
 from spotbench.spec import SweepSpec, parse_duration
 
@@ -156,14 +156,6 @@ def effective(spec: SweepSpec, spec_path: Path | None = None,
     return carried, violations(spec, policy)
 
 
-def family(machine_type: str) -> str:
-    """n2-standard-4 → n2; c5.xlarge → c5; local machine names: the whole name."""
-    for sep in ("-", "."):
-        if sep in machine_type:
-            return machine_type.split(sep, 1)[0].lower()
-    return machine_type.lower()
-
-
 def member_types(group: RunGroup) -> list[str]:
     """Every member's machine type (a role's override, else the group's)."""
     return [m.machine_type or group.machine_type for m in group.members]
@@ -172,7 +164,7 @@ def member_types(group: RunGroup) -> list[str]:
 def member_gpus(group: RunGroup, cloud: str) -> list[tuple[str | None, int]]:
     """(GPU, count) per member: its type's built-in GPUs (a2/a3/g2, EC2 p*/g*), else the
     group's attached accelerator (GCE attaches it to every member)."""
-    catalog = get_provider(cloud).catalog if cloud else None
+    catalog = facts_of(cloud).catalog if cloud else None
     return [vm_gpus(catalog, t, group.accelerator, group.accelerator_count) for t in member_types(group)]
 
 
@@ -200,7 +192,7 @@ class _Checked:
     groups: list[RunGroup]
 
     def __post_init__(self) -> None:
-        self.provider = get_provider(self.spec.cloud)
+        self.facts = facts_of(self.spec.cloud)
         self.gpus_of = {g.id: group_gpus(g, self.spec.cloud) for g in self.groups}
 
 
@@ -215,10 +207,10 @@ def _cloud(c: _Checked) -> list[str]:
 
 
 def _region(c: _Checked) -> list[str]:
-    if not c.provider.location:  # the local cloud has no places
+    if not c.facts.location:  # the local cloud has no places
         return []
     spec = c.spec
-    region = spec.region or (c.provider.region_of_zone(spec.zone) if spec.zone else None)
+    region = spec.region or (c.facts.region_of_zone(spec.zone) if spec.zone else None)
     return _allowed("region", region, c.policy.regions, "regions")
 
 
@@ -227,8 +219,9 @@ def _machine_families(c: _Checked) -> list[str]:
     if allowed is None:
         return []
     types = sorted({t for g in c.groups for t in [g.machine_type, *member_types(g)]})
-    return [f"machine type {mt!r} (family {family(mt)}): the policy allows machine "
-            f"families {', '.join(allowed) or 'none'}" for mt in types if family(mt) not in allowed]
+    family = {mt: machine_family(c.facts.catalog, mt) for mt in types}
+    return [f"machine type {mt!r} (family {family[mt]}): the policy allows machine "
+            f"families {', '.join(allowed) or 'none'}" for mt in types if family[mt] not in allowed]
 
 
 def _accelerators(c: _Checked) -> list[str]:
@@ -241,7 +234,7 @@ def _uncounted_gpus(c: _Checked) -> list[str]:
     if c.policy.max_gpus_per_group is None and c.policy.max_gpus_per_sweep is None:
         return []
     unknown = sorted({t for g in c.groups for t in member_types(g)
-                      if vm_gpus(c.provider.catalog, t, None, 0)[1] == UNKNOWN_COUNT})
+                      if vm_gpus(c.facts.catalog, t, None, 0)[1] == UNKNOWN_COUNT})
     if not unknown:
         return []
     return [f"machine type {', '.join(unknown)}: carries GPUs in a number spotbench's "

@@ -10,6 +10,7 @@ that no import cycle exists among the project's packages.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -71,6 +72,8 @@ def test_every_spotbench_module_sits_in_a_layer_and_is_kept_from_cloud_sdks():
     ("spotbench/member.py", "def _later():\n    import spotbench.clouds  # noqa\n", "spotbench layers"),
     ("spotbench/clouds/gcp/orphans.py", "def _later():\n    import spotbench.clouds.aws.ec2  # noqa\n",
      "each cloud's package imports no other cloud's"),
+    ("spotbench/report/data.py", "from spotbench.clouds import get_provider  # noqa\n",
+     "report and policy read what a cloud is"),
 ])
 def test_a_violation_breaks_the_suite(tmp_path: Path, where: str, line: str, contract: str):
     copy = tmp_path / "tree"
@@ -163,3 +166,92 @@ def test_no_import_cycles():
     cycles = import_cycles()
     assert not cycles, "import cycles (break them: facts below, operations above):\n" + "\n".join(
         " ↔ ".join(c) for c in cycles)
+
+
+# ---- private modules stay in their package -------------------------------------------------
+TOPS = ("spotbench", "functions", "workloads", "infra")
+
+
+def _module_of(root: Path, path: Path) -> tuple[str, str]:
+    """(module, the package it sits in) of a source file under `root`."""
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+        return ".".join(parts), ".".join(parts)
+    return ".".join(parts), ".".join(parts[:-1])
+
+
+def _imported(node: ast.Import | ast.ImportFrom, package: str) -> list[str]:
+    """The dotted names an import statement reaches (`from a import b` reaches a and a.b)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = node.module or ""
+    if node.level:  # relative: from the importing module's package up
+        anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+        base = ".".join(anchor + ([base] if base else []))
+    return [base, *(f"{base}.{alias.name}" for alias in node.names)]
+
+
+def _owner(root: Path, holder: list[str]) -> str | None:
+    """The package a private name belongs to: `holder` (the dotted path before the private
+    part) when it is a package, its package when it is a module; None outside the project."""
+    if holder[0] not in TOPS:
+        return None
+    where = root.joinpath(*holder)
+    return ".".join(holder if where.is_dir() else holder[:-1])
+
+
+def private_imports(root: Path = ROOT) -> list[str]:
+    """Imports of a private module or name (`_x`, not dunders) from outside the package that
+    owns it: another top-level package's, another subpackage's, or a library's (a library's
+    private modules are not its API). A package's own `_helpers` used by its modules and
+    subpackages are fine, so `spotbench._private` and `spotbench._spec_errors` (spotbench's
+    own) serve every spotbench module, and no module of functions/, workloads/ or infra/.
+    Read with ast: grimp squashes a library to its top-level name, hiding `lib._private`."""
+    found = []
+    for top in TOPS:
+        for path in sorted((root / top).rglob("*.py")):
+            module, package = _module_of(root, path)
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                    continue
+                for name in _imported(node, package):
+                    parts = name.split(".")
+                    private = next((i for i, p in enumerate(parts) if p.startswith("_")
+                                    and not p.startswith("__")), None)
+                    if private is None or private == 0:
+                        continue
+                    owner = _owner(root, parts[:private])
+                    if owner is None or not (module == owner or module.startswith(owner + ".")):
+                        found.append(f"{path.relative_to(root)}:{node.lineno}: {name}")
+    return sorted(set(found))
+
+
+def test_no_module_imports_another_packages_private_module():
+    found = private_imports()
+    assert not found, ("private modules/names used outside their package (give them a public "
+                       "home in the owning package):\n" + "\n".join(found))
+
+
+@pytest.mark.parametrize("where, line, bad", [
+    ("workloads/container/report.py", "from spotbench.report._doc import Para\n", True),
+    ("spotbench/ops/status.py", "from spotbench.clouds.gcp._gce_status import short_zone\n", True),
+    ("spotbench/localrun/http_server.py", "from functions_framework._http import create_server\n", True),
+    ("spotbench/ops/status.py", "import spotbench.report._doc as doc\n", True),
+    ("functions/app.py", "from spotbench._private import write_private\n", True),
+    # a package's own private helpers, in its modules and subpackages
+    ("spotbench/report/tf.py", "from spotbench.report._doc import Para\n", False),
+    ("spotbench/report/tf.py", "from ._doc import Para\n", False),
+    ("spotbench/clouds/local/db.py", "from spotbench._private import trusted_path\n", False),
+    ("workloads/osu/bridge.py", "from workloads.osu.agent import _FRAME\n", False),
+])
+def test_a_private_import_across_packages_is_found(tmp_path: Path, where: str, line: str, bad: bool):
+    for owned in ("spotbench/report/_doc.py", "spotbench/clouds/gcp/_gce_status.py",
+                  "spotbench/_private.py", "workloads/osu/agent.py"):
+        (tmp_path / owned).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / owned).write_text("")
+    for top in TOPS:
+        (tmp_path / top).mkdir(exist_ok=True)
+    (tmp_path / where).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / where).write_text(line)
+    assert bool(private_imports(tmp_path)) is bad, private_imports(tmp_path)

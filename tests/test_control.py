@@ -297,7 +297,7 @@ def test_the_stop_tick_closes_every_open_run(tmp_path: Path) -> None:
 
     a = sweep.store.open_run()
     other = RunInfo(run=a.run + "-race", opened_at=a.opened_at)  # opened by a racing tick
-    sweep.store._write_whole(sweep.store._p("runs", other.run, "run.json"), other.model_dump_json().encode())
+    sweep.store.write_whole(sweep.store.path("runs", other.run, "run.json"), other.model_dump_json().encode())
     assert len([r for r in sweep.store.runs() if r.closed_at is None]) == 2
     control.stop(sweep, SCHEDULER, {})
     assert all(r.closed_at is not None for r in sweep.store.runs())

@@ -135,6 +135,19 @@ def test_guardrail_every_members_machine_type_is_checked():
     assert any("'a2-highgpu-8g' (family a2)" in line for line in lines), lines
 
 
+def test_guardrail_machine_families_are_the_catalogs(monkeypatch):
+    """The policy names a type's family by its cloud's catalog (the one home of the rule),
+    not a copy of its own."""
+    from spotbench.catalog import GcpCatalog
+
+    spec = load_spec(_gcp(matrix={"machine_type": ["e2-standard-4"]}))
+    assert violations(spec, Policy(machine_families=["e2"])) == []
+    monkeypatch.setattr(GcpCatalog, "family", lambda self, machine_type: "from-the-catalog")
+    assert violations(spec, Policy(machine_families=["from-the-catalog"])) == []
+    assert violations(spec, Policy(machine_families=["e2"])) == [
+        "machine type 'e2-standard-4' (family from-the-catalog): the policy allows machine families e2"]
+
+
 @pytest.mark.security
 @pytest.mark.parametrize("cloud,machine,gpu,count", [
     ("gcp", "g2-standard-48", "nvidia-l4", 4), ("gcp", "a2-highgpu-2g", "nvidia-tesla-a100", 2),

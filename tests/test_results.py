@@ -82,6 +82,6 @@ def test_a_flag_counts_for_the_attempt_its_path_names(store: ResultStore) -> Non
     store.flag(run, "a", 1, "ran beside 2 groups (limit 1)")
     assert store.flags(run) == {"a.1": "ran beside 2 groups (limit 1)"}
     # a flag file whose body names another attempt than its path: not believed
-    forged = store._p("runs", run, "flags", "a.2.json")
+    forged = store.path("runs", run, "flags", "a.2.json")
     store.fs.pipe_file(forged, b'{"group": "b", "attempt": 1, "reason": "forged"}')
     assert store.flags(run) == {"a.1": "ran beside 2 groups (limit 1)"}

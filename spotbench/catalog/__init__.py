@@ -46,6 +46,7 @@ from spotbench.catalog.base import (
     CloudCatalog,
     Verdict,
     did_you_mean,
+    machine_family,
     priced_machine_types,
     vm_gpus,
 )
@@ -70,7 +71,7 @@ __all__ = [
     "AWS_CATALOG", "AWS_FAMILIES", "AWS_GPU_COUNTS", "AWS_GPU_FAMILIES", "AWS_GRAVITON",
     "AWS_NO_CLUSTER", "AWS_REGION", "AWS_SIZE", "AWS_TYPE", "AWS_ZONE", "AWS_ZONES", "AwsCatalog",
     "CATALOG_DATE", "GPU_VENDOR", "IMAGE_ARCHITECTURE", "KNOWN", "UNKNOWN_COUNT", "Check",
-    "CloudCatalog", "Verdict", "did_you_mean", "priced_machine_types", "vm_gpus",
+    "CloudCatalog", "Verdict", "did_you_mean", "machine_family", "priced_machine_types", "vm_gpus",
     "GCP_A_GPU", "GCP_ARM_SERIES", "GCP_BUNDLED_GPUS", "GCP_CATALOG", "GCP_COMPACT_SERIES",
     "GCP_G2_GPUS", "GCP_GPUS", "GCP_N1_GPUS", "GCP_REGION", "GCP_SERIES", "GCP_TYPE", "GCP_ZONE",
     "GCP_ZONES", "GcpCatalog",

@@ -69,6 +69,13 @@ def priced_machine_types(cloud: str) -> frozenset[str]:
     return frozenset(found)
 
 
+def machine_family(catalog: CloudCatalog | None, machine_type: str) -> str:
+    """A machine type's family under its cloud's catalog (`CloudCatalog.family`: n2-standard-4
+    → n2, c5.xlarge → c5); with no catalog (the local cloud) a name is its own family, in
+    lower case. The one home of this rule (the policy's `machine_families` reads it)."""
+    return catalog.family(machine_type) if catalog is not None else machine_type.lower()
+
+
 def did_you_mean(value: str, known: list[str] | set[str] | frozenset[str], cutoff: float = 0.75) -> str:
     close = difflib.get_close_matches(value, sorted(known), n=1, cutoff=cutoff)
     return f"; did you mean {close[0]!r}?" if close else ""
@@ -100,9 +107,9 @@ class CloudCatalog:
         return self.region_of(zone) == region
 
     def family(self, machine_type: str) -> str:
-        """The machine family (GCP: its series): n2-standard-4 → n2, c5.xlarge → c5; a name
-        of no family (the local cloud's) is its own (the one home of this rule)."""
-        return machine_type.lower()
+        """The machine family (GCP: its series): n2-standard-4 → n2, c5.xlarge → c5 (each
+        cloud's catalog overrides this); a name of no family is its own."""
+        return machine_family(None, machine_type)
 
     def looks_like_location(self, name: str) -> bool:
         return bool(self.zone_pattern.match(name) or self.region_pattern.match(name))

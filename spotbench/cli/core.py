@@ -84,10 +84,10 @@ def run(
     unwritable, functions unreachable); 1 another `spotbench run` of this sweep is live;
     130 interrupted (Ctrl-C, SIGTERM, SIGHUP); 2 bad input.
     """
-    from spotbench.clouds import get_provider
+    from spotbench.facts import facts_of
 
     spec = spec_or_exit(spec_path)
-    if get_provider(spec.cloud).deployed_by_stack:
+    if facts_of(spec.cloud).deployed_by_stack:
         fail(
             f"spec {spec.name} is for cloud {spec.cloud}: deploy it with `pulumi up` "
             f"(see docs/{spec.cloud}.md) or preview it with `spotbench preview {spec_path}`",

@@ -2,7 +2,7 @@
 
 The base install (`make setup`, `pip install spotbench`) runs the local cloud. A cloud's
 commands need its extras (pyproject.toml), installed with `make setup CLOUD=gcp|aws`, i.e.
-`pip install -e '.[<provider.setup_extras>]'`: `gcp`/`aws` the cloud SDKs (status, schedule,
+`pip install -e '.[<facts.setup_extras>]'`: `gcp`/`aws` the cloud SDKs (status, schedule,
 teardown, preflight, the results bucket), `infra` Pulumi (preview, teardown's `pulumi
 destroy`, `pulumi up`), `ops` ssh/exec/collect; `tf` is the TensorFlow workload's.
 `explain(exc)` turns a ModuleNotFoundError into one sentence; `missing(cloud)` lists what a
@@ -18,7 +18,7 @@ import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from spotbench.clouds import PROVIDERS, get_provider
+from spotbench.facts import CLOUDS, facts_of
 
 # top-level module → the extra that installs it
 MODULE_EXTRA = {
@@ -32,7 +32,7 @@ MODULE_EXTRA = {
 
 def _setups() -> dict[str, str]:
     """cloud → the extras `make setup CLOUD=<cloud>` installs (clouds that have some)."""
-    return {name: p.setup_extras for name in PROVIDERS if (p := get_provider(name)).setup_extras}
+    return {name: f.setup_extras for name in CLOUDS if (f := facts_of(name)).setup_extras}
 
 
 def install_hint(extra: str, cloud: str | None = None) -> str:
@@ -76,7 +76,7 @@ def _installed(module: str) -> bool:
 
 def sdk_missing(cloud: str) -> str | None:
     """One sentence when `cloud`'s own extra (its SDKs) is not installed; None otherwise."""
-    absent = [m for m in get_provider(cloud).needs_modules.get(cloud, ()) if not _installed(m)]
+    absent = [m for m in facts_of(cloud).needs_modules.get(cloud, ()) if not _installed(m)]
     if not absent:
         return None
     return (f"this needs the `{cloud}` extra ({', '.join(absent)} not installed): install it with "
@@ -88,16 +88,16 @@ def missing(cloud: str, env: Mapping[str, str] | None = None,
     """The extras and tools `cloud`'s commands and walkthrough need and this machine lacks.
     Tools are not needed when the commands are aimed at a local double (`double_env` set)."""
     env = os.environ if env is None else env
-    provider = get_provider(cloud)
+    facts = facts_of(cloud)
     out = []
-    for extra, modules in provider.needs_modules.items():
+    for extra, modules in facts.needs_modules.items():
         absent = [m for m in modules if not _installed(m)]
         if absent:
             out.append(Missing("extras", f"the `{extra}` extra is not installed ({', '.join(absent)})",
                                install_hint(extra, cloud)))
-    if provider.double_env and env.get(provider.double_env):
+    if facts.double_env and env.get(facts.double_env):
         return out
-    for tool, step, url in provider.tools:
+    for tool, step, url in facts.tools:
         if which(tool) is None:
             out.append(Missing("tools", f"`{tool}` is not on PATH; {step} needs it", f"install it: {url}"))
     return out

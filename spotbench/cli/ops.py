@@ -218,7 +218,7 @@ def teardown(
     as_json: bool = JsonOpt,
 ) -> None:
     """pulumi destroy, then remove every orphan labelled managed-by=spotbench. Results stay."""
-    from spotbench.clouds import get_provider
+    from spotbench.facts import facts_of
     from spotbench.ops.teardown import sweeper_for
     from spotbench.ops.teardown import teardown as run_teardown
 
@@ -234,7 +234,7 @@ def teardown(
                               regions=[r.strip() for r in regions.split(",")] if regions else None)
     except ValueError as exc:
         fail(str(exc), 2)
-    deployed_by_stack = get_provider(which).deployed_by_stack
+    deployed_by_stack = facts_of(which).deployed_by_stack
     pulumi_stack = None if not deployed_by_stack or spec is None else (stack or spec.name)
     echo = (lambda line: err_console.print(line, highlight=False, markup=False)) if as_json else (
         lambda line: console.print(line, highlight=False, markup=False))

@@ -27,10 +27,10 @@ def preview(
     Needs no Pulumi CLI, credentials or network: review a sweep before `pulumi up`.
     A spec that breaks the team's guardrails (spotbench-policy.yaml) is refused.
     """
-    from spotbench.clouds import PROVIDERS, get_provider
+    from spotbench.facts import CLOUDS, facts_of
 
     spec = policy_or_exit(spec_or_exit(spec_path), spec_path)
-    stacked = [name for name in PROVIDERS if get_provider(name).deployed_by_stack]
+    stacked = [name for name in CLOUDS if facts_of(name).deployed_by_stack]
     if cloud is not None and cloud not in stacked:
         fail(f"--cloud {cloud!r}: preview knows {' and '.join(stacked)}", EXIT_BAD_INPUT)
     if spec.cloud not in stacked:

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from spotbench.clouds import get_provider
 from spotbench.clouds.base import ACTIVE, ErrorKind, Instance
 from spotbench.control.groups import completed_groups, group_states
 from spotbench.control.sweep import Sweep
+from spotbench.facts import facts_of
 from spotbench.ledger import MAX_LAUNCHES_PER_RUN, note_ends
 from spotbench.plan import RunGroup
 from spotbench.results import Result, StoreError, utcnow
@@ -218,7 +218,7 @@ def _record_start(sweep: Sweep, run: str, group: RunGroup, launched: list[Instan
             "at": now or utcnow(), "machine_type": group.machine_type,
             "accelerator": group.accelerator,
             "zone": next((i.zone for i in launched if i.zone), sweep.spec.zone)
-            or get_provider(sweep.spec.cloud).default_zone,
+            or facts_of(sweep.spec.cloud).default_zone,
             "members": len(group.members),
             "failed": {i.name: i.detail or str(i.state) for i in off},
             "errors": {i.name: str(i.error) for i in off if getattr(i, "error", None)},

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from spotbench.clouds import get_provider
+from spotbench.facts import facts_of
 from spotbench.costs import Catalog, billed_seconds, instance_hourly, region_of
 from spotbench.plan import Member, RunGroup
 from spotbench.prices import notes as price_notes
@@ -36,14 +36,14 @@ def group_hourly(spec: SweepSpec, group: RunGroup, catalog: Catalog) -> tuple[fl
 def group_cost_usd(spec: SweepSpec, group: RunGroup, catalog: Catalog, run_s: float) -> float:
     """Compute + GPU of one group run of `run_s` seconds (boot added, minimum minute)."""
     machine, gpu = group_hourly(spec, group, catalog)
-    return (machine + gpu) * billed_seconds(run_s + get_provider(spec.cloud).boot_s) / 3600
+    return (machine + gpu) * billed_seconds(run_s + facts_of(spec.cloud).boot_s) / 3600
 
 
 def member_cost_usd(spec: SweepSpec, group: RunGroup, member: Member, catalog: Catalog,
                     run_s: float) -> float:
     """Compute + GPU of one member for a run of `run_s` seconds (boot added, minimum minute)."""
     machine, gpu = member_hourly(spec, group, member, catalog)
-    return (machine + gpu) * billed_seconds(run_s + get_provider(spec.cloud).boot_s) / 3600
+    return (machine + gpu) * billed_seconds(run_s + facts_of(spec.cloud).boot_s) / 3600
 
 
 def types_label(group: RunGroup) -> str:

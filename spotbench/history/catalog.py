@@ -137,7 +137,7 @@ class Catalog:
 
     def _files(self) -> dict[str, list[str]]:
         """Store files under runs/ by kind: jsonl, parquet, ledger (one listing)."""
-        runs_dir = self.store._p("runs")
+        runs_dir = self.store.path("runs")
         self.sizes: dict[str, int] = {}
         if self.local:  # os.scandir: fsspec's local listing costs ~10x more per file
             found = []
@@ -342,7 +342,7 @@ class Catalog:
     def compact(self, run: str) -> str | None:
         """Write runs/<run>/records.parquet with every record of `run` (the JSONL files stay).
         Returns the Parquet path, or None when the run has no records."""
-        target = self.store._p("runs", run, PARQUET_NAME)
+        target = self.store.path("runs", run, PARQUET_NAME)
         fd, tmp = tempfile.mkstemp(suffix=".parquet", prefix="spotbench-compact-")
         os.close(fd)
         try:
@@ -351,7 +351,7 @@ class Catalog:
                 return None
             self.con.execute(f"COPY (SELECT * FROM stored_records WHERE run = $run ORDER BY path) "
                              f"TO '{tmp}' (FORMAT parquet)", {"run": run})
-            self.store._write_whole(target, Path(tmp).read_bytes())  # whole, as every file
+            self.store.write_whole(target, Path(tmp).read_bytes())  # whole, as every file
         finally:
             Path(tmp).unlink(missing_ok=True)
         return target

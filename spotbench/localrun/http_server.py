@@ -3,8 +3,10 @@
     python -m spotbench.localrun.http_server --source functions/main.py --target router \\
         --host 127.0.0.1 --port N
 
-The same app and server class `functions-framework` runs (`create_app`, its
-`GunicornApplication`), with what a server reachable by every local user needs:
+The same app `functions-framework` serves (its public `create_app`) on gunicorn, started
+through gunicorn's public custom-application API (`gunicorn.app.base.BaseApplication`,
+https://gunicorn.org/custom) with functions-framework's own settings (`ServerApp`), and
+what a server reachable by every local user needs:
 
 - every request (line, headers, body) must arrive within `REQUEST_READ_S` of its first
   byte, or the connection gets a JSON 408 and is closed: slow-loris clients hold a worker
@@ -24,10 +26,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import time
+from typing import Any
 
 from gunicorn import util as gunicorn_util
+from gunicorn.app.base import BaseApplication
 from gunicorn.workers.gthread import ThreadWorker
 
 REQUEST_READ_S = 5.0  # from a request's first byte to its last
@@ -154,6 +159,30 @@ class BoundedThreadWorker(ThreadWorker):
         super().handle_error(req, client, addr, exc)
 
 
+class ServerApp(BaseApplication):
+    """gunicorn serving `app` with functions-framework's settings (bind, `WORKERS`,
+    `GUNICORN_LOG_LEVEL`, `CLOUD_RUN_TIMEOUT_SECONDS`, what its `GunicornApplication`
+    reads), overridden by `options` (the bounded worker, threads and the limits)."""
+
+    def __init__(self, app: Any, host: str, port: int, **options: Any):
+        self.options = {
+            "bind": f"{host}:{port}",
+            "workers": int(os.environ.get("WORKERS", 1)),
+            "loglevel": os.environ.get("GUNICORN_LOG_LEVEL", "error"),
+            "timeout": int(os.environ.get("CLOUD_RUN_TIMEOUT_SECONDS", 0)),
+            **options,
+        }
+        self.app = app
+        super().__init__()
+
+    def load_config(self) -> None:
+        for key, value in self.options.items():
+            self.cfg.set(key, value)
+
+    def load(self) -> Any:
+        return self.app
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--source", required=True)
@@ -163,12 +192,11 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
 
     from functions_framework import create_app
-    from functions_framework._http import create_server
 
     app = create_app(args.target, args.source, "http")  # functions/main.py adds its guard:
     # bodies capped before anything reads them, Flask's own errors in JSON (functions/http_guard.py)
-    create_server(app, False, worker_class="spotbench.localrun.http_server.BoundedThreadWorker", threads=THREADS,
-                  **LIMITS).run(args.host, args.port)
+    ServerApp(app, args.host, args.port, worker_class="spotbench.localrun.http_server.BoundedThreadWorker",
+              threads=THREADS, **LIMITS).run()
 
 
 if __name__ == "__main__":

@@ -187,7 +187,7 @@ def collect(targets: list[Target], cfg: AccessConfig, store: ResultStore, group:
     """Fetch every file under `paths` from every member into the results store, beside the
     group's records: `runs/<run>/<group>.<attempt>/collected/<member>/<path>`."""
     run = run or _run_for(store)
-    attempt = max(1, len(store._group_files(run, group)))
+    attempt = max(1, len(store.group_files(run, group)))
     listing = " ".join(shlex.quote(p) for p in paths)
     found = run_on_group(targets, cfg, f"find {listing} -type f 2>/dev/null; true")
     conns = {t.member: t for t in targets}

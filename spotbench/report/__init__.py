@@ -18,7 +18,7 @@ import pandas as pd
 from spotbench.report import data, cost, history, reference as reference_mod, summary
 from spotbench.report import contaminated as contaminated_section
 from spotbench.report import failures as failures_section
-from spotbench.report._doc import Document, Para, to_html, to_markdown
+from spotbench.report.document import Document, Para, to_html, to_markdown
 from spotbench.report.escape import out_folder_name, write_csv
 from spotbench.report.meta import typed_records
 from spotbench.results import ResultStore

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from spotbench.report._doc import Document, Heading, Para
+from spotbench.report.document import Document, Heading, Para
 
 REASON_KEY = "contaminated"  # metadata: why the attempt cannot be trusted (`ResultStore.read`)
 MAX_REASON = 300  # characters of a reason shown (a member writes it: text, bounded)

@@ -18,7 +18,7 @@ import pandas as pd  # noqa: E402
 
 from spotbench.prices import notes as price_notes  # noqa: E402
 from spotbench.report.data import fmt  # noqa: E402
-from spotbench.report._doc import Document, Heading, Image, Para, TableBlock  # noqa: E402
+from spotbench.report.document import Document, Heading, Image, Para, TableBlock  # noqa: E402
 
 WORK_STEPS = 10_000
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from spotbench.clouds import get_provider
+from spotbench.facts import facts_of
 from spotbench.report.meta import FIELDS, read_meta
 from spotbench.report.numbers import num
 from spotbench.results import Result
@@ -66,7 +66,7 @@ def _config_labels(df: pd.DataFrame) -> pd.Series:
         parts = [str(row["machine_type"]) + _other_types(row)]
         if row.get("accelerator"):
             parts.append(str(row["accelerator"]))
-        if row.get("spot") and get_provider(row["cloud"]).spot_label:
+        if row.get("spot") and facts_of(row["cloud"]).spot_label:
             parts.append("spot")
         if show_placement:
             parts.append(f"placement={placements[idx]}")

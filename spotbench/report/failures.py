@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from spotbench.failures import failures
-from spotbench.report._doc import Document, Heading, Para
+from spotbench.report.document import Document, Heading, Para
 
 
 def section(df: pd.DataFrame, doc: Document) -> list[str]:

@@ -16,7 +16,7 @@ import pandas as pd  # noqa: E402
 
 from spotbench.history.changepoints import DEFAULT_MAX_PVALUE  # noqa: E402
 from spotbench.history.trends import History, Series, size_text  # noqa: E402
-from spotbench.report._doc import Document, Heading, Image, Para, TableBlock  # noqa: E402
+from spotbench.report.document import Document, Heading, Image, Para, TableBlock  # noqa: E402
 from spotbench.report.escape import file_stem  # noqa: E402
 from spotbench.report.numbers import num, p_value, pct, with_unit  # noqa: E402
 

@@ -20,7 +20,7 @@ from matplotlib.ticker import FuncFormatter  # noqa: E402
 from spotbench.report.data import (  # noqa: E402
     OUTLIER_MADS, SPREAD_FLAG_CV, fmt, fmt_cv, outliers, size_label, spread, trial_counts,
 )
-from spotbench.report._doc import Document, Heading, Image, Para, TableBlock  # noqa: E402
+from spotbench.report.document import Document, Heading, Image, Para, TableBlock  # noqa: E402
 from spotbench.report.escape import file_stem  # noqa: E402
 from spotbench.report.numbers import num, unit_label  # noqa: E402
 

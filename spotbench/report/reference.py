@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from spotbench.report.data import fmt
-from spotbench.report._doc import Document, Heading, Para, TableBlock
+from spotbench.report.document import Document, Heading, Para, TableBlock
 
 KEYS = ["machine_type", "metric", "size_bytes", "workers"]
 

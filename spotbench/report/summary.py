@@ -17,7 +17,7 @@ from __future__ import annotations
 import pandas as pd
 
 from spotbench.history.trends import History, size_text
-from spotbench.report._doc import Block, Heading, Para, TableBlock
+from spotbench.report.document import Block, Heading, Para, TableBlock
 from spotbench.report.numbers import num, p_value, pct, unit_label, with_unit
 from spotbench.workload_registry import registry
 

@@ -14,9 +14,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from spotbench.clouds import get_provider  # noqa: E402
+from spotbench.facts import facts_of  # noqa: E402
 from spotbench.report.data import SPREAD_FLAG_CV, fmt, fmt_cv, spread, trial_counts  # noqa: E402
-from spotbench.report._doc import Document, Heading, Image, Para, TableBlock  # noqa: E402
+from spotbench.report.document import Document, Heading, Image, Para, TableBlock  # noqa: E402
 
 METRICS = ["train_time_s", "steps", "steps_per_s", "examples_per_s", "test_accuracy", "test_loss"]
 
@@ -62,7 +62,7 @@ def _core_notes(tf: pd.DataFrame) -> list[str]:
     cores than the group has tasks is no contention and gets no note."""
     notes = []
     for (config, workers), sub in tf.groupby(["config", "workers"]):
-        if not all(get_provider(c).shares_host for c in sub["cloud"]):
+        if not all(facts_of(c).shares_host for c in sub["cloud"]):
             continue
         cores = sub["cpu_count"].dropna()
         members = sub["members"].dropna()

@@ -19,8 +19,8 @@ class LaunchRecords(Storage):
     def record_launch(self, run: str, group: str, now: datetime | None = None) -> str:
         """Note that `group` is started in `run` (bounds restarts of a failing group)."""
         n = self.launch_count(run, group) + 1
-        path = self._p("runs", run, "launches", f"{group}.{n}")
-        self._write_whole(path, (now or utcnow()).isoformat().encode())
+        path = self.path("runs", run, "launches", f"{group}.{n}")
+        self.write_whole(path, (now or utcnow()).isoformat().encode())
         return path
 
     @store_errors
@@ -30,14 +30,14 @@ class LaunchRecords(Storage):
 
     def record_start(self, run: str, group: str, outcome: dict[str, Any]) -> None:
         """Note one start request of `group` and its outcome (`StartRecord` fields)."""
-        n = len(self._glob(self._p("runs", run, "starts", f"{group}.*.json"))) + 1
+        n = len(self._glob(self.path("runs", run, "starts", f"{group}.*.json"))) + 1
         body = StartRecord.model_validate({"run": run, "group": group, **outcome})
-        self._write_whole(self._p("runs", run, "starts", f"{group}.{n}.json"),
+        self.write_whole(self.path("runs", run, "starts", f"{group}.{n}.json"),
                           body.model_dump_json().encode())
 
     @store_errors
     def launch_count(self, run: str, group: str) -> int:
-        return len(self._glob(self._p("runs", run, "launches", f"{group}.*")))
+        return len(self._glob(self.path("runs", run, "launches", f"{group}.*")))
 
     @store_errors
     def last_launch(self, run: str, group: str) -> datetime | None:
@@ -52,7 +52,7 @@ class LaunchRecords(Storage):
         return [t for t in times if t is not None]
 
     def _launch_time(self, run: str, group: str, n: int) -> datetime | None:
-        path = self._p("runs", run, "launches", f"{group}.{n}")
+        path = self.path("runs", run, "launches", f"{group}.{n}")
         return read_time(read_small(self.fs, path), path)
 
     @store_errors
@@ -62,7 +62,7 @@ class LaunchRecords(Storage):
         Unreadable entries are left out, logged."""
         out: dict[tuple[str, str], dict[str, Any]] = {}
         for kind, suffix in (("launches", ""), ("ends", ".json")):
-            for path in self._glob(self._p("runs", run or "*", kind, "*")):
+            for path in self._glob(self.path("runs", run or "*", kind, "*")):
                 run_dir, _, name = path.rsplit("/", 3)[-3:]
                 group, _, n = name.removesuffix(suffix).rpartition(".")
                 if not group or not n.isdigit():
@@ -86,7 +86,7 @@ class LaunchRecords(Storage):
     def record_end(self, run: str, group: str, launch: int, now: datetime | None = None) -> None:
         """Note that launch `launch` of `group` is over (control stopped it, or saw it
         stopped), with the attempt files the group has stored by now (theirs, or earlier)."""
-        stored = sorted(o[2] for o in map(self._owner, self._group_files(run, group)) if o)
+        stored = sorted(o[2] for o in map(self._owner, self.group_files(run, group)) if o)
         body = json.dumps({"at": (now or utcnow()).isoformat(), "stored": stored}).encode()
-        self._write_whole(self._p("runs", run, "ends", f"{group}.{launch}.json"), body)
+        self.write_whole(self.path("runs", run, "ends", f"{group}.{launch}.json"), body)
 

@@ -40,11 +40,11 @@ class AttemptFiles(Storage):
     def write_group(self, run: str, group: str, results: Iterable[Result]) -> str:
         """Store one group run's records as a new file; returns its path."""
         body = "".join(r.model_dump_json() + "\n" for r in results).encode()
-        stored = {p.rsplit("/", 1)[-1] for p in self._group_files(run, group)}
+        stored = {p.rsplit("/", 1)[-1] for p in self.group_files(run, group)}
         for attempt in range(1, 1000):
-            path = self._p("runs", run, f"{group}.{attempt}.jsonl")
+            path = self.path("runs", run, f"{group}.{attempt}.jsonl")
             if path.rsplit("/", 1)[-1] not in stored:
-                self._write_whole(path, body)
+                self.write_whole(path, body)
                 return path
         raise RuntimeError(f"too many attempts stored for {group} in run {run}")
 
@@ -52,12 +52,12 @@ class AttemptFiles(Storage):
     def write_raw(self, run: str, group: str, name: str, text: str | bytes, attempt: int | None = None) -> str:
         """Store raw tool output beside the group's records (attempt = next one by default)."""
         if attempt is None:
-            attempt = len(self._group_files(run, group)) + 1
+            attempt = len(self.group_files(run, group)) + 1
         data = text.encode() if isinstance(text, str) else text
         if posixpath.normpath(name) != name or name.startswith(("/", "../")) or name == "..":
             raise ValueError(f"raw output name {name!r} must be a plain relative path")
-        path = self._p("runs", run, f"{group}.{attempt}", name)
-        self._write_whole(path, data)
+        path = self.path("runs", run, f"{group}.{attempt}", name)
+        self.write_whole(path, data)
         return path
 
     def _trusted(self, path: str, record: dict[str, Any]) -> bool:
@@ -123,7 +123,7 @@ class AttemptFiles(Storage):
         """Every stored record (of `run`); a file or line that cannot be used is skipped and
         logged (`load_attempt`). Records of a contaminated attempt come back preempted with
         metadata `contaminated` (why), so no average takes them in."""
-        pattern = self._p("runs", run or "*", "*.jsonl")
+        pattern = self.path("runs", run or "*", "*.jsonl")
         out: list[Result] = []
         flags: dict[str, dict[str, str]] = {}
         for path in sorted(self._glob(pattern)):
@@ -153,7 +153,7 @@ class AttemptFiles(Storage):
         """Every stored attempt of `run` that holds at least one valid record. The group is
         the one the file's path names; a file that cannot be used is left out (logged)."""
         out = []
-        for path in sorted(self._glob(self._p("runs", run, "*.jsonl"))):
+        for path in sorted(self._glob(self.path("runs", run, "*.jsonl"))):
             records = self.load_attempt(path)
             owner = self._owner(path)
             if not records or owner is None:
@@ -167,7 +167,7 @@ class AttemptFiles(Storage):
     def flag(self, run: str, group: str, attempt: int, reason: str) -> None:
         """Mark one stored attempt contaminated (its records stay as written)."""
         body = json.dumps({"group": group, "attempt": attempt, "reason": reason}).encode()
-        self._write_whole(self._p("runs", run, "flags", f"{group}.{attempt}.json"), body)
+        self.write_whole(self.path("runs", run, "flags", f"{group}.{attempt}.json"), body)
 
     @store_errors
     def flags(self, run: str) -> dict[str, str]:
@@ -176,7 +176,7 @@ class AttemptFiles(Storage):
         attempt, or cannot be read, is left out (logged), as records that disagree with
         their path are."""
         out = {}
-        for path in self._glob(self._p("runs", run, "flags", "*.json")):
+        for path in self._glob(self.path("runs", run, "flags", "*.json")):
             key = path.rsplit("/", 1)[-1].removesuffix(".json")
             data = json_object(self.fs, path)
             if data is None:

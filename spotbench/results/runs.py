@@ -30,7 +30,7 @@ class RunLedger(Storage):
         """Hold `<root>/<name>.lock` (spotbench.lease): one holder at a time, whichever
         machine it runs on. Raises `spotbench.lease.Busy` when another keeps it past `wait_s`,
         StoreError when the store cannot be asked."""
-        lease = lease_for(self.fs, self._p(f"{name}.lock"), holder=holder, ttl_s=ttl_s,
+        lease = lease_for(self.fs, self.path(f"{name}.lock"), holder=holder, ttl_s=ttl_s,
                           wait_s=wait_s)
         try:
             lease.__enter__()
@@ -48,7 +48,7 @@ class RunLedger(Storage):
         the readers act on the rest — or, `strict` (the local runner, whose own ledger it
         is), a `CorruptLedger` naming the file and the fix."""
         infos = []
-        for path in sorted(self._glob(self._p("runs", "*", "run.json"))):
+        for path in sorted(self._glob(self.path("runs", "*", "run.json"))):
             info = _run_info(self.fs, path)
             if info is None:
                 if strict:
@@ -90,29 +90,29 @@ class RunLedger(Storage):
         if current is not None:
             if tick and tick not in current.ticks:
                 current = current.model_copy(update={"ticks": [*current.ticks, tick]})
-                self._write_whole(self._p("runs", current.run, "run.json"),
+                self.write_whole(self.path("runs", current.run, "run.json"),
                                   current.model_dump_json().encode())
             return current
         now = now or utcnow()
         info = RunInfo(run=new_run_id(now), opened_at=now, ticks=[tick] if tick else [])
-        path = self._p("runs", info.run, "run.json")
+        path = self.path("runs", info.run, "run.json")
         if self._exists(path):  # closed earlier in the same second: keep ids unique
             info = info.model_copy(update={"run": f"{info.run}-{uuid.uuid4().hex[:RUN_ID_SUFFIX]}"})
-            path = self._p("runs", info.run, "run.json")
-        self._write_whole(path, info.model_dump_json().encode())
+            path = self.path("runs", info.run, "run.json")
+        self.write_whole(path, info.model_dump_json().encode())
         return info
 
     @store_errors
     def close_run(self, run: str, reason: str, now: datetime | None = None) -> RunInfo:
-        path = self._p("runs", run, "run.json")
+        path = self.path("runs", run, "run.json")
         info = _run_info(self.fs, path) or RunInfo(run=run, opened_at=now or utcnow())
         if info.closed_at is None:
             info = info.model_copy(update={"closed_at": now or utcnow(), "reason": reason})
             try:
-                self._write_whole(path, info.model_dump_json().encode())
+                self.write_whole(path, info.model_dump_json().encode())
             except OSError:  # full disk: an empty file still fits, and closes the run
                 safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in reason) or "closed"
-                self.fs.touch(self._p("runs", run, f"closed.{safe}"))
+                self.fs.touch(self.path("runs", run, f"closed.{safe}"))
         return info
 
     def close_open_runs(self, reason: str, now: datetime | None = None) -> list[str]:

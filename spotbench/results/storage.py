@@ -59,7 +59,8 @@ class Storage:
         self._local = isinstance(self.fs, LocalFileSystem)
 
     # ---- paths ------------------------------------------------------------------
-    def _p(self, *parts: str) -> str:
+    def path(self, *parts: str) -> str:
+        """The store's path of `parts` under its root (`path("runs", run)`)."""
         return "/".join([self.root.rstrip("/"), *parts])
 
     def _glob(self, pattern: str) -> list[str]:
@@ -95,7 +96,8 @@ class Storage:
             return False
         return path in {p.rstrip("/") for p in found}
 
-    def _write_whole(self, path: str, data: bytes) -> None:
+    def write_whole(self, path: str, data: bytes) -> None:
+        """Store `data` at `path` whole: a reader sees the old file or the new, never a part."""
         if self._local:  # rename is atomic on one filesystem
             self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
             tmp = f"{path}.tmp-{uuid.uuid4().hex}"
@@ -113,8 +115,9 @@ class Storage:
         else:  # object stores have no folders: no makedirs (on GCS it needs buckets.get)
             self.fs.pipe_file(path, data)
 
-    def _group_files(self, run: str, group: str) -> list[str]:
-        return sorted(self._glob(self._p("runs", run, f"{group}.*.jsonl")))
+    def group_files(self, run: str, group: str) -> list[str]:
+        """The records files of `group`'s attempts in `run` (one per attempt), sorted."""
+        return sorted(self._glob(self.path("runs", run, f"{group}.*.jsonl")))
 
     @staticmethod
     def _owner(path: str) -> tuple[str, str, int] | None:
@@ -128,8 +131,8 @@ class Storage:
     @store_errors
     def probe(self) -> None:
         """Write and remove a small file: raises StoreError when results could not be stored."""
-        path = self._p(f".spotbench-probe-{uuid.uuid4().hex}")
-        self._write_whole(path, b"probe")
+        path = self.path(f".spotbench-probe-{uuid.uuid4().hex}")
+        self.write_whole(path, b"probe")
         self.fs.rm_file(path)
 
 

@@ -124,6 +124,14 @@ def test_machine_family_compact_series_and_zone_in_region_have_one_home():
 
     assert facts_of("gcp").catalog.family("N2-standard-4") == "n2"
     assert facts_of("aws").catalog.family("c5.xlarge") == "c5"
+    # no other copy: the policy reads the catalog's rule, and a cloud without a catalog
+    # (local) takes the rule's own default
+    import spotbench.policy as policy
+    from spotbench.catalog import machine_family
+
+    assert not hasattr(policy, "family")
+    assert machine_family(facts_of("gcp").catalog, "N2-standard-4") == "n2"
+    assert machine_family(facts_of("local").catalog, "Local") == "local"
     assert zone_allowed("us-central1-a", None, "us-central1")
     assert not zone_allowed("us-central1-a", None, "us-central")
     pytest.importorskip("pulumi_gcp")

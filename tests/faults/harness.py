@@ -187,7 +187,7 @@ class FaultSweep:
             complete = Counter(a.group for a in store.attempts(info.run)
                                if not a.preempted and a.key not in store.flags(info.run))
             duplicated += sum(n - 1 for n in complete.values() if n > 1)
-            for path in store.fs.glob(store._p("runs", info.run, "*.jsonl")):
+            for path in store.fs.glob(store.path("runs", info.run, "*.jsonl")):
                 seen: Counter = Counter()
                 for line in store.fs.cat_file(path).decode().splitlines():
                     if line.strip():

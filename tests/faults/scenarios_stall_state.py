@@ -57,7 +57,7 @@ def unflagged_across(sw: FaultSweep, windows: list[tuple[datetime, datetime]]) -
                 continue
             launch = owners[a.key]
             if any(launch.at < end and start < launch.end(now) for start, end in windows):
-                path = store._p("runs", info.run, f"{a.key}.jsonl")
+                path = store.path("runs", info.run, f"{a.key}.jsonl")
                 bad += sum(1 for line in store.fs.cat_file(path).decode().splitlines() if line.strip())
     return bad
 
@@ -241,7 +241,7 @@ def stored_attempts(sw: FaultSweep) -> list[dict[str, Any]]:
     store, out = sw.store, []
     for info in store.runs():
         for a in store.attempts(info.run):
-            path = store._p("runs", info.run, f"{a.key}.jsonl")
+            path = store.path("runs", info.run, f"{a.key}.jsonl")
             first = json.loads(store.fs.cat_file(path).decode().splitlines()[0])
             out.append({"key": a.key, "attempt": a.attempt, "preempted": a.preempted,
                         "launches": store.launch_count(info.run, a.group),
@@ -315,7 +315,7 @@ def tf_freeze(root: Path) -> dict[str, Any]:
     for info in store.runs():
         flags = store.flags(info.run)
         for a in store.attempts(info.run):
-            rows = store.load_attempt(store._p("runs", info.run, f"{a.key}.jsonl")) or []
+            rows = store.load_attempt(store.path("runs", info.run, f"{a.key}.jsonl")) or []
             rate = next((r.value for r in rows if r.metric == "steps_per_s"), None)
             attempts.append({"key": a.key, "preempted": a.preempted, "flag": flags.get(a.key),
                              "contaminated": a.contaminated, "steps_per_s": rate,

@@ -61,7 +61,7 @@ def check_answers(answers: list[tuple[int, dict]]) -> None:
 
 
 def launches(store: ResultStore, run: str) -> list[str]:
-    return sorted(p.rsplit("/", 1)[-1] for p in store._glob(store._p("runs", run, "launches", "*")))
+    return sorted(p.rsplit("/", 1)[-1] for p in store._glob(store.path("runs", run, "launches", "*")))
 
 
 # ---- GCP ----------------------------------------------------------------------------------

@@ -276,7 +276,7 @@ def test_gcp_lifecycle_calls_are_granted_by_declared_roles(world, monkeypatch):
         assert [r.value for r in store.read()] == [1.5]
         # `spotbench collect` stores what it fetched over ssh beside the group's records
         run_id = store.runs()[-1].run
-        attempt = max(1, len(store._group_files(run_id, group)))
+        attempt = max(1, len(store.group_files(run_id, group)))
         store.write_raw(run_id, group, "collected/osu.log", "fetched over ssh\n", attempt=attempt)
         control = GcpSchedule.for_spec(alpha.spec, api_endpoint=url,
                                        credentials=AnonymousCredentials())

@@ -72,8 +72,8 @@ def test_a_start_record_that_disagrees_with_its_path_is_not_counted(tmp_path: Pa
     sweep = make_sweep(tmp_path, trials=2, concurrency=2)
     run = control.start(sweep, SCHEDULER, {})["run"]
     a, b = (g.id for g in sweep.groups)
-    body = json.loads(sweep.store.fs.cat_file(sweep.store._p("runs", run, "starts", f"{a}.1.json")))
-    sweep.store.fs.pipe_file(sweep.store._p("runs", run, "starts", f"{a}.2.json"),
+    body = json.loads(sweep.store.fs.cat_file(sweep.store.path("runs", run, "starts", f"{a}.1.json")))
+    sweep.store.fs.pipe_file(sweep.store.path("runs", run, "starts", f"{a}.2.json"),
                              json.dumps({**body, "group": b}).encode())
     with Catalog(sweep.store.url) as cat:
         assert cat.query('SELECT "group", count(*) AS n FROM starts GROUP BY 1 ORDER BY 1').rows == [

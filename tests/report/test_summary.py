@@ -8,7 +8,7 @@ from datetime import datetime
 from spotbench.history.changepoints import ChangePoint
 from spotbench.history.trends import History, Series
 from spotbench.report import data, summary
-from spotbench.report._doc import Para, TableBlock
+from spotbench.report.document import Para, TableBlock
 from tests.report.conftest import rec
 
 

@@ -58,7 +58,7 @@ def record(run: str, group: str, **fields) -> dict:
 
 def write(sweep: control.Sweep, run: str, name: str, lines: list[str | dict]) -> str:
     """What a group's identity may write: any object named runs/<run>/<group>.…"""
-    path = sweep.store._p("runs", run, name)
+    path = sweep.store.path("runs", run, name)
     body = "".join((ln if isinstance(ln, str) else json.dumps(ln)) + "\n" for ln in lines)
     sweep.store.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
     sweep.store.fs.pipe_file(path, body.encode())
@@ -268,9 +268,9 @@ def test_one_malformed_line_is_no_duckdb_error_in_query_history_market(tmp_path:
     root = tmp_path / "results"
     store = ResultStore(f"file://{root}")
     good = record("r1", "g-t1", metadata={"size_bytes": 8})
-    store.fs.makedirs(store._p("runs", "r1"), exist_ok=True)
+    store.fs.makedirs(store.path("runs", "r1"), exist_ok=True)
     for line in ('{"sweep": "synthetic", "value": [1, {"x"', '{"value": 1e999}', "\x00\xff"):
-        Path(store._p("runs", "r1", "g-t1.1.jsonl")).write_text(
+        Path(store.path("runs", "r1", "g-t1.1.jsonl")).write_text(
             json.dumps(good) + "\n" + line + "\n")
         spec = spec_for(tmp_path, root)
         with caplog.at_level(logging.WARNING):

@@ -114,7 +114,7 @@ def play(root: Path, budget: float, files: list[tuple[str, list]], t0: datetime 
     members = {g.id: Caller("member", g.members[0].name) for g in groups}
     run = control.start(sweep, SCHEDULER, now=t0)["run"]
     for name, file_lines in files:
-        path = Path(store._p("runs", run, name))
+        path = Path(store.path("runs", run, name))
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(body(run, file_lines))
     out = control.done(sweep, members[A], {"group": A}, now=t0 + timedelta(seconds=60))

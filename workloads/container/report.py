@@ -18,7 +18,7 @@ import pandas as pd  # noqa: E402
 
 from spotbench.failures import is_failure  # noqa: E402
 from spotbench.report.data import fmt  # noqa: E402
-from spotbench.report._doc import Document, Heading, Image, Para, TableBlock  # noqa: E402
+from spotbench.report.document import Document, Heading, Image, Para, TableBlock  # noqa: E402
 from spotbench.report.escape import file_stem  # noqa: E402
 
 WORKLOAD = "container"

@@ -47,7 +47,7 @@ def test_launcher_and_peer_store_results_and_call_done(tmp_path, done_server):
     assert lat[8].metadata["source"] == "mpi4py" and lat[8].metadata["osu_version"] == "7.5"
     assert lat[8].metadata["mpi_library"].startswith("MPICH")
     assert bw[16].metadata["window"] == 16
-    raw = group.store.fs.glob(group.store._p("runs", group.run_id, "g-osu-test.1", "*"))
+    raw = group.store.fs.glob(group.store.path("runs", group.run_id, "g-osu-test.1", "*"))
     assert sorted(p.rsplit("/", 1)[-1] for p in raw)[:2] == ["osu_bibw.txt", "osu_latency.txt"]
 
 

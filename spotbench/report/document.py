@@ -1,7 +1,8 @@
 """A tiny document model rendered twice: Markdown and one self-contained HTML page.
 
 Sections are built once from the data (headings, paragraphs, tables, images) so the two
-outputs never disagree. Tables are pandas DataFrames already formatted as strings.
+outputs never disagree. Tables are pandas DataFrames already formatted as strings. Public:
+workload report sections (`workloads/*/report.py`) build their blocks with it too.
 All text in a Document is plain text (much of it from records): each renderer escapes it
 for its format (`html.escape`; `escape.md_text` for Markdown), so no value adds markup.
 """
