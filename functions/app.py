@@ -35,6 +35,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from functions.grant import grant
 from spotbench import control
 from spotbench.auth import Caller, Forbidden, Unauthorized, Unavailable
 from spotbench.clouds import Cloud, Provider, get_provider
@@ -189,8 +190,6 @@ def handle(action: str, body: Any, caller: Caller, config: FunctionConfig) -> tu
     """Run `action` for an authenticated caller; returns (HTTP status, JSON body)."""
     fn = ACTIONS.get(action)
     if action == GRANT:
-        from functions.grant import grant
-
         fn = lambda sweep, who, data: grant(config, who, data)  # noqa: E731
     if fn is None:
         return 404, {"error": f"unknown action {action!r}; use one of {sorted([*ACTIONS, GRANT])}"}

@@ -17,14 +17,29 @@ from __future__ import annotations
 
 import base64
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from spotbench.auth import Caller, Forbidden
 from spotbench.auth.instance import Grant, InstanceClaim, Roster, deadline_of, group_of
 from spotbench.control import BadRequest
 
 if TYPE_CHECKING:
-    from functions.app import FunctionConfig
+    from spotbench.control import Sweep
+    from spotbench.spec import SweepSpec
+
+
+class FunctionConfig(Protocol):
+    """What `grant` reads of the function's settings (functions.app.FunctionConfig has it;
+    a Protocol here, so this module never imports the adapter that dispatches to it)."""
+
+    @property
+    def spec(self) -> SweepSpec: ...
+    @property
+    def account(self) -> str: ...
+    @property
+    def grants(self) -> Any: ...
+    @property
+    def sweep(self) -> Sweep: ...
 
 MAX_FILE_ID = 64
 

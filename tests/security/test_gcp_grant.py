@@ -231,7 +231,7 @@ def test_a_member_writes_its_records_through_its_grant_and_no_other_groups(world
     name, mine, victim = member(world, 1), world.groups[1].id, world.groups[0].id
     writer = GrantedWriter(f"{world.url}/grant", lambda audience: world.token(name))
     store = ResultStore(f"gs://{BUCKET}/gg", writer=writer)
-    store._group_files = lambda run, group: []  # listing needs GCS's JSON API: not this double
+    store.group_files = lambda run, group: []  # listing needs GCS's JSON API: not this double
     path = store.write_group(world.run, mine, [Result(
         sweep="gg", run=world.run, group=mine, trial=2, workload="tf-mnist", metric="m",
         value=1.0, unit="s", machine_type="n2-standard-2", cloud="gcp", started_at=datetime.now(UTC),
