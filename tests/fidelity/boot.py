@@ -270,6 +270,8 @@ class Lab:
         import base64
 
         for entry in store.values():
+            if not isinstance(entry, dict) or "data" not in entry:
+                continue  # an AWS store (`aws_ssm.parameter_store`): no GCP secret
             try:
                 payload = json.loads(base64.b64decode(entry["data"]))
             except ValueError:

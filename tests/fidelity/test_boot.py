@@ -392,12 +392,16 @@ def gpu_boot(cloud: str, lab_dir) -> Callable[[], dict]:
     spec = boot.spec_variant(GPU_EXAMPLES[cloud], lab_dir, trials=1)
     rendered, _ = boot.render(spec, MOCKS)
     chief = next(r for r in rendered if r.ctx.role == "chief")
+    function = (aws_ssm.parameter_store(MOCKS.declared, chief.env["AWS_REGION"])
+                if cloud == "aws" else None)
 
     def run() -> dict:
         store = boot.shared_results(lab_dir / f"gpu-{cloud}", IMAGE_UID)
         boot.open_run(store, IMAGE_UID)
         waits = []
         with boot.Lab(lab_dir / f"gpu-{cloud}") as lab:
+            if function is not None:
+                lab.serve_secrets(function)
             vm = lab.vm(chief.name, chief.ctx.me.host, cloud,
                         boot.localize(chief, store.url, lab.done_url), chief.account)
             for _ in range(1 if cloud == "gcp" else 2):  # aws: the creation boot installs only
@@ -460,16 +464,22 @@ def tf_boot(cloud: str, example: str, lab_dir, *, lead: str, tag: str,
     spec = boot.spec_variant(example, lab_dir, trials=1, **over)
     rendered, rows = boot.render(spec, MOCKS)
     group = next(iter(boot.groups(rendered).values()))
-    return functools.partial(_boot_tf_group, cloud, lab_dir / tag, group, rows, lead, timeout)
+    # AWS: what the sweep's function answers (the group's storage grant, `/grant`)
+    function = (aws_ssm.parameter_store(MOCKS.declared, group[0].env["AWS_REGION"])
+                if cloud == "aws" else None)
+    return functools.partial(_boot_tf_group, cloud, lab_dir / tag, group, rows, lead, timeout,
+                             function)
 
 
 def _boot_tf_group(cloud: str, work, group: list[boot.Rendered], rows: list[dict], lead: str,
-                   timeout: float) -> dict:
+                   timeout: float, function: dict | None = None) -> dict:
     hosts = fw.hosts(rows)
     lab_hosts = [hosts[r.name] for r in group]
     store = boot.shared_results(work, IMAGE_UID)
     run = boot.open_run(store, IMAGE_UID)
     with boot.Lab(work) as lab:
+        if function is not None:
+            lab.serve_secrets(function)
         vms = {_key(r, group): lab.vm(r.name, r.ctx.me.host, cloud,
                                       boot.localize(r, store.url, lab.done_url), r.account)
                for r in group}
