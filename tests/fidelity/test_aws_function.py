@@ -78,7 +78,7 @@ def test_keys_refuses_a_call_not_signed_by_the_instance_role(tmp_path, case):
     status, out = aws_function.answer(hub, "/done/keys", URL, headers, b"{}",
                                       rendered[0].ctx.me.host)
     assert status == 403 and "files" not in out, out
-    assert aws_function.json.loads((hub / "function.jsonl").read_text())["signed"] is False
+    assert json.loads((hub / "function.jsonl").read_text())["signed"] is False
 
 
 def test_keys_refuses_another_role_and_an_instance_outside_the_plan(tmp_path):
