@@ -1,5 +1,9 @@
-"""The boot lab's SSM Parameter Store: what a member's `fetch-keys` step reads, as AWS
-would answer it to the member's instance role.
+"""The boot lab's SSM Parameter Store, as AWS would answer it to a member's instance role.
+
+Since issue #29 a member's `fetch-keys` step does not read SSM: it asks the sweep's function
+URL (`/keys`, tests/fidelity/aws_function.py), which reads the group's parameters with its
+own role. Members' declared policies grant no `ssm:GetParameter`, so this double (which
+grants only what the declared policies allow) refuses any member that tries.
 
 `parameter_store(declared)` takes, from the program's declarations (the recording mocks),
 each `aws.ssm.Parameter` (name → value) and each role's inline policy documents, plus the
@@ -33,9 +37,12 @@ def parameter_store(declared: list, region: str) -> dict:
     for d in declared:
         if d.type == ROLE_POLICY:
             policies.setdefault(roles[d.inputs["role"]], []).append(json.loads(d.inputs["policy"]))
+    from tests.fidelity.aws_function import function_of
+
     return {"account": ACCOUNT, "region": region, "policies": policies,
             "parameters": {d.inputs["name"]: d.inputs["value"] for d in declared
-                           if d.type == PARAMETER}}
+                           if d.type == PARAMETER},
+            "function": function_of(declared)}  # what the function answers (`/keys`)
 
 
 def instance_role(declared: list, profile: str) -> str:

@@ -18,7 +18,9 @@ shared file:// folder and the done URL the hub's, by replacing those two strings
 rendered document (`localize`); GCP members fetch their private keys from the hub's Secret
 Manager double, which serves each secret the declared version's data, to the accounts the
 declared IAM policy lets read it (`secret_store`), as the account the member's instance
-declares (`Rendered.account`, the hub's access tokens). Keys, files, modes, owners, the unit, the docker command,
+declares (`Rendered.account`, the hub's access tokens); AWS members fetch theirs from the
+hub's function URL double (tests/fidelity/aws_function.py: `/keys`, SigV4, the calling
+instance's own group only), the lab's function URL being the hub's `/done/`. Keys, files, modes, owners, the unit, the docker command,
 the image's USER and entrypoint, addresses and ports are the rendered ones.
 """
 
@@ -184,6 +186,8 @@ def localize(rendered: Rendered, results_url: str, done_url: str) -> str:
     grant = rendered.ctx.done_url.removesuffix("-done") + "-grant"  # GCP's grant function
     if grant != rendered.ctx.done_url + "-grant" and grant in text:
         text = text.replace(grant, done_url.removesuffix("/done") + "/grant")
+    if rendered.ctx.done_url.endswith("/") and not done_url.endswith("/"):
+        done_url += "/"  # AWS's function URL: its `/grant` and `/keys` paths follow it
     return text.replace(rendered.ctx.results_url, results_url).replace(rendered.ctx.done_url,
                                                                        done_url)
 
@@ -256,13 +260,18 @@ class Lab:
         return self
 
     def serve_secrets(self, store: dict[str, dict]) -> None:
-        """Secrets the hub's Secret Manager double answers (`secret_store`); a GCP sweep's
+        """Secrets the hub's Secret Manager double answers (`secret_store`) or, on AWS, the
+        sweep's function answers from its parameters (`aws_ssm.parameter_store`); a GCP sweep's
         one secret (key seed, secret envs) also makes the hub's `grant` answer each GCP VM
         its own group's files (`vm` registers them by address), as the function does."""
         (self.hub_dir / "secrets.json").write_text(json.dumps(store))
+        if "function" in store:  # AWS: what the sweep's function answers (aws_function.py)
+            (self.hub_dir / "function.json").write_text(json.dumps(store["function"]))
         import base64
 
         for entry in store.values():
+            if not isinstance(entry, dict) or "data" not in entry:
+                continue  # an AWS store (`aws_ssm.parameter_store`): no GCP secret
             try:
                 payload = json.loads(base64.b64decode(entry["data"]))
             except ValueError:
@@ -290,6 +299,11 @@ class Lab:
         grants[address] = files
         path.write_text(json.dumps(grants))
 
+    def function_calls(self) -> list[dict]:
+        """The AWS function URL's `/grant` and `/keys` calls (tests/fidelity/aws_function.py)."""
+        path = self.hub_dir / "function.jsonl"
+        return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
     def secret_calls(self) -> list[dict]:
         path = self.hub_dir / "secrets.jsonl"
         return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
@@ -313,6 +327,9 @@ class Lab:
         ip("-n", netns, "route", "add", "default", "dev", "eth0")
         vm = VM(name, address, netns, state, cloud)
         self.vms.append(vm)
+        names = self.hub_dir / "names.json"  # AWS: which instance a signed call came from
+        known = json.loads(names.read_text()) if names.exists() else {}
+        names.write_text(json.dumps({**known, address: name}))
         if account:  # the metadata server's access tokens are this account's
             (state / "account").write_text(account)  # (AWS: the instance role, aws_ssm.py)
             accounts = self.hub_dir / "accounts.json"

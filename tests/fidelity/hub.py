@@ -8,6 +8,9 @@ member reaches besides its peers.
   PUT, instance-profile credentials) — what `spotbench.done_client` and botocore ask. GCE's
   access-token endpoint answers a token of the service account the calling VM runs as
   (DIR/accounts.json: VM address → account email; none: 404, like a VM without one).
+- `http://10.255.255.254:8080/done/grant` and `/done/keys`: AWS's function URL paths (the
+  lab's function URL is `/done/`), answered by tests/fidelity/aws_function.py: SigV4 checked,
+  the calling instance's own group's grant or entries only.
 - `http://10.255.255.254:8080/grant`: stands in for GCP's `grant` function: answers a VM
   (by its address, with the metadata server's identity token) its own group's files
   (DIR/grants.json, written by `boot.Lab`), 403 otherwise.
@@ -63,6 +66,12 @@ def handler(out: Path) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:  # noqa: N802
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            if self.path in ("/done/grant", "/done/keys"):  # AWS: the function URL's paths
+                from tests.fidelity import aws_function
+
+                url = f"http://{self.headers.get('Host', HUB_IP)}{self.path}"
+                return self._send(*aws_function.answer(out, self.path, url, dict(self.headers),
+                                                       body, self.client_address[0]))
             if self.path == "/grant":  # GCP's grant function: this VM's own group's files
                 files = _json(out / "grants.json").get(self.client_address[0]) or {}
                 asked = json.loads(body or b"{}").get("file")

@@ -18,7 +18,9 @@
   configured or `docker login` got the password ECR issues.
 - `curl`: the real curl (IMDS on the hub is real HTTP) except for ECR's API, answered here
   after checking the call is SigV4-signed with the instance role's credentials, and Secret
-  Manager's, whose URL is pointed at the hub's double (tests/fidelity/hub.py).
+  Manager's, whose URL is pointed at the hub's double (tests/fidelity/hub.py), and SSM's
+  (tests/fidelity/aws_ssm.py: only what the role's declared policies allow; members, which
+  get their entries from the function's `/keys` since issue #29, are allowed nothing).
 - `systemd-run --unit=U --on-active=Ns [--timer-property=…] CMD…`: a transient timer of
   this boot (`systemctl is-active U.timer` answers for it) that runs CMD after N seconds
   unless the VM booted again meanwhile (a timer dies with its boot).

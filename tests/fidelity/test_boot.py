@@ -102,7 +102,7 @@ def _render_osu_group(lab_dir, example: str) -> tuple[list[boot.Rendered], list[
     rendered, rows = boot.render(spec, MOCKS)
     group = next(iter(boot.groups(rendered).values()))
     assert [r.ctx.role for r in group] == ["launcher", "peer"]
-    if group[0].cloud == "aws":  # the group's keys in SSM Parameter Store
+    if group[0].cloud == "aws":  # the group's keys in SSM, which the function answers
         return group, rows, aws_ssm.parameter_store(MOCKS.declared, group[0].env["AWS_REGION"])
     return group, rows, boot.secret_store(MOCKS.declared)
 
@@ -162,7 +162,8 @@ def _boot_osu_group(cloud: str, work, group: list[boot.Rendered], rows: list[dic
         done = lab.done_calls()
         lab.stop(vms["peer"])  # what done does: stop the group
         return {"finished": finished, "done": done, "vms": vms, "store": store, "run": run,
-                "secret_calls": lab.secret_calls(), "secrets": secrets,
+                "secret_calls": lab.secret_calls(), "function_calls": lab.function_calls(),
+                "secrets": secrets,
                 "group": group, "journal": {k: v.journal for k, v in vms.items()},
                 "rows": rows, "hosts": {r.ctx.role: hosts[r.name] for r in group},
                 "ports": {k: v.ports() for k, v in vms.items()}, "outside": outside_boots}
@@ -254,26 +255,37 @@ def test_osu_group_boots_completes_and_calls_done_aws(aws_osu):
     assert not any(r.preempted for r in records)
 
 
-def test_osu_members_fetch_their_own_keys_from_parameter_store_aws(aws_osu):
-    """The private keys are in no user-data: each member's fetch-keys step read them from
-    the SSM double (GetParameter WithDecryption, signed with its instance role's IMDS
-    credentials, allowed by its group role's declared policy) once, on its first boot
-    after the creation boot (the disk keeps them), and the image's user owns them, 0600."""
+def test_osu_members_fetch_their_own_keys_from_the_function_aws(aws_osu):
+    """The private keys are in no user-data: each member's fetch-keys step got them from the
+    sweep's function URL (`/keys`, issue #29; the hub's double: SigV4-signed with its
+    instance role's IMDS credentials, the calling instance's own group's entries only)
+    once, on its first boot after the creation boot (the disk keeps them), and the image's
+    user owns them, 0600. The member role itself may not read the parameters (no SSM grant:
+    the function reads them with its own role)."""
+    from spotbench.auth.aws_grants import group_secret_path
+    from tests.iam.policy import Authorization, evaluate
+
     g = aws_osu
+    secrets = g["secrets"]
+    function = secrets["function"]
     for r in g["group"]:
         assert "PRIVATE KEY" not in r.user_data
-        assert r.account == member_role_name(r.ctx.group)
-        calls = [c for c in g["vms"][r.ctx.role].calls("curl") if "ssm" in c]
-        assert len(calls) == 2, calls  # login + host key
-        assert all(all(c["ssm"].values()) and (c["role"], c["status"]) == (r.account, 200)
-                   for c in calls), calls
+        assert r.account == member_role_name(r.ctx.sweep, function["region"])
+        calls = [c for c in g["function_calls"] if c["client"] == r.ctx.me.host]
+        assert len(calls) >= 1 and all(c["signed"] and c["status"] == 200 and
+                                       c["group"] == r.ctx.group for c in calls), calls
+        keys = [c for c in calls if c["path"].endswith("/keys")]
+        assert len(keys) == 1 and keys[0]["files"] == ["id_ed25519", "ssh_host_ed25519_key"], calls
+        assert not [c for c in g["vms"][r.ctx.role].calls("curl") if "ssm" in c]
         ssh = g["vms"][r.ctx.role].state / "var-lib/spotbench/ssh"
         for key in ("id_ed25519", "ssh_host_ed25519_key"):
             st = (ssh / key).stat()
             assert (st.st_mode & 0o777, st.st_uid) == (0o600, IMAGE_UID), key
-            value = next(v for n, v in g["secrets"]["parameters"].items()
-                         if n.endswith(f"/{r.ctx.group}/{key}"))
-            assert (ssh / key).read_bytes() == base64.b64decode(value)
+            name = f"{group_secret_path(r.ctx.sweep, r.ctx.group)}/{key}"
+            assert (ssh / key).read_bytes() == base64.b64decode(secrets["parameters"][name])
+            arn = f"arn:aws:ssm:{secrets['region']}:{secrets['account']}:parameter{name}"
+            assert not evaluate(secrets["policies"].get(r.account, []),
+                                Authorization("ssm:GetParameter", arn)), (r.account, name)
 
 
 def test_every_port_osu_members_listen_on_is_allowed_aws(aws_osu):
@@ -380,12 +392,16 @@ def gpu_boot(cloud: str, lab_dir) -> Callable[[], dict]:
     spec = boot.spec_variant(GPU_EXAMPLES[cloud], lab_dir, trials=1)
     rendered, _ = boot.render(spec, MOCKS)
     chief = next(r for r in rendered if r.ctx.role == "chief")
+    function = (aws_ssm.parameter_store(MOCKS.declared, chief.env["AWS_REGION"])
+                if cloud == "aws" else None)
 
     def run() -> dict:
         store = boot.shared_results(lab_dir / f"gpu-{cloud}", IMAGE_UID)
         boot.open_run(store, IMAGE_UID)
         waits = []
         with boot.Lab(lab_dir / f"gpu-{cloud}") as lab:
+            if function is not None:
+                lab.serve_secrets(function)
             vm = lab.vm(chief.name, chief.ctx.me.host, cloud,
                         boot.localize(chief, store.url, lab.done_url), chief.account)
             for _ in range(1 if cloud == "gcp" else 2):  # aws: the creation boot installs only
@@ -448,16 +464,22 @@ def tf_boot(cloud: str, example: str, lab_dir, *, lead: str, tag: str,
     spec = boot.spec_variant(example, lab_dir, trials=1, **over)
     rendered, rows = boot.render(spec, MOCKS)
     group = next(iter(boot.groups(rendered).values()))
-    return functools.partial(_boot_tf_group, cloud, lab_dir / tag, group, rows, lead, timeout)
+    # AWS: what the sweep's function answers (the group's storage grant, `/grant`)
+    function = (aws_ssm.parameter_store(MOCKS.declared, group[0].env["AWS_REGION"])
+                if cloud == "aws" else None)
+    return functools.partial(_boot_tf_group, cloud, lab_dir / tag, group, rows, lead, timeout,
+                             function)
 
 
 def _boot_tf_group(cloud: str, work, group: list[boot.Rendered], rows: list[dict], lead: str,
-                   timeout: float) -> dict:
+                   timeout: float, function: dict | None = None) -> dict:
     hosts = fw.hosts(rows)
     lab_hosts = [hosts[r.name] for r in group]
     store = boot.shared_results(work, IMAGE_UID)
     run = boot.open_run(store, IMAGE_UID)
     with boot.Lab(work) as lab:
+        if function is not None:
+            lab.serve_secrets(function)
         vms = {_key(r, group): lab.vm(r.name, r.ctx.me.host, cloud,
                                       boot.localize(r, store.url, lab.done_url), r.account)
                for r in group}
