@@ -73,3 +73,12 @@ def _no_refreshed_prices(tmp_path_factory, monkeypatch):
     """Price with the shipped tables unless a test refreshes its own: a table the machine's
     user refreshed (`spotbench prices`, ~/.cache/spotbench/prices) never changes a figure."""
     monkeypatch.setenv("SPOTBENCH_PRICES_DIR", str(tmp_path_factory.mktemp("prices") / "none"))
+
+
+@pytest.fixture(autouse=True)
+def _no_run_from_an_earlier_test(monkeypatch):
+    """`SPOTBENCH_RUN` as a shell has it (unset): code under test sets it in-process for the
+    members it runs (workloads.common), and on a shared xdist worker it would otherwise
+    reach the next test."""
+    monkeypatch.delenv("SPOTBENCH_RUN", raising=False)
+
