@@ -20,6 +20,7 @@ import tempfile
 import pytest
 
 from tests import parallel
+from tests.moto_server import MotoServer
 
 _TMPDIR = pytest.StashKey[str]()
 
@@ -81,4 +82,12 @@ def _no_run_from_an_earlier_test(monkeypatch):
     members it runs (workloads.common), and on a shared xdist worker it would otherwise
     reach the next test."""
     monkeypatch.delenv("SPOTBENCH_RUN", raising=False)
+
+
+@pytest.fixture(scope="module")
+def moto_url():
+    """A moto_server of the test module's own, on a free port of 127.0.0.1, stopped after
+    the module (`MotoServer.fresh_account` empties it for each test that wants a new account)."""
+    with MotoServer() as url:
+        yield url
 

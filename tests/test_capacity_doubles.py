@@ -93,12 +93,6 @@ def test_capacity_gcp_one_refused_call_fails_the_whole_group_and_stops_the_rest(
 
 
 # ---- EC2 ------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def moto_url():
-    with MotoServer() as url:
-        yield url
-
-
 @pytest.fixture
 def front(moto_url, monkeypatch):
     MotoServer.fresh_account(moto_url, monkeypatch, REGION)

@@ -42,12 +42,6 @@ def _estimate(spec: Path) -> dict:
     return json.loads(result.stdout)
 
 
-@pytest.fixture(scope="module")
-def moto_url():
-    with MotoServer() as url:
-        yield url
-
-
 def test_prices_aws_refresh_from_the_doubles_then_estimate_uses_and_names_the_table(
         moto_url, monkeypatch, prices_dir, tmp_path):
     MotoServer.fresh_account(moto_url, monkeypatch, "us-east-1")

@@ -90,12 +90,6 @@ def test_prices_gcp_a_refused_billing_api_says_how_to_enable_it(monkeypatch):
         endpoint.stop()
 
 
-@pytest.fixture(scope="module")
-def moto_url():
-    with MotoServer() as url:
-        yield url
-
-
 @pytest.fixture
 def aws(moto_url, monkeypatch):
     MotoServer.fresh_account(moto_url, monkeypatch, "us-east-1")

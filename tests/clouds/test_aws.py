@@ -19,12 +19,6 @@ REGION = "us-east-1"
 SWEEP = {"managed-by": "spotbench", "spotbench-sweep": "osu-aws"}
 
 
-@pytest.fixture(scope="module")
-def moto_url():
-    with MotoServer() as url:
-        yield url
-
-
 @pytest.fixture
 def aws_env(moto_url, monkeypatch):
     for key, value in {

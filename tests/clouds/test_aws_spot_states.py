@@ -23,12 +23,6 @@ REGION = "us-east-1"
 SCHEDULER = Caller("scheduler", "tick")
 
 
-@pytest.fixture(scope="module")
-def moto_url():
-    with MotoServer() as url:
-        yield url
-
-
 @pytest.fixture
 def front(moto_url, monkeypatch):
     MotoServer.fresh_account(moto_url, monkeypatch, REGION)

@@ -29,12 +29,6 @@ ROLE = member_role_name("lx", REGION)  # every member's role (one per sweep, iss
 CONTEXT = SimpleNamespace(invoked_function_arn=f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:lx-done")
 
 
-@pytest.fixture(scope="module")
-def moto_url():
-    with MotoServer() as url:
-        yield url
-
-
 @pytest.fixture
 def sweep(moto_url, monkeypatch, tmp_path):
     """A 2-group OSU sweep on aws: instances tagged as the Pulumi stack tags them, stopped."""

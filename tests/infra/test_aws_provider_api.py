@@ -16,12 +16,6 @@ from tests.moto_server import MotoServer
 REGION = "eu-west-1"
 
 
-@pytest.fixture(scope="module")
-def moto_url():
-    with MotoServer() as url:
-        yield url
-
-
 @pytest.fixture
 def ec2(moto_url, monkeypatch):
     MotoServer.fresh_account(moto_url, monkeypatch, REGION)
