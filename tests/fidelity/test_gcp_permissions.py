@@ -31,6 +31,7 @@ from typing import Any
 import gcsfs
 import pulumi
 import pytest
+import requests
 import yaml
 from google.auth.credentials import AnonymousCredentials
 
@@ -334,6 +335,14 @@ def test_gcp_lifecycle_calls_are_granted_by_declared_roles(world, monkeypatch):
             run.record("latency", 1.5, "us", size=8)
             run.raw("osu_latency.txt", "# OSU\n8 1.5\n")
             assert run.finish()
+            # its ssh key, as the boot's `fetch-keys` asks `grant` for it (the sweep's secret)
+            from spotbench.clouds.gcp import identity_token
+            from spotbench.clouds.gcp.member_grant import grant_url_of
+
+            url = grant_url_of(ctx.done_url)
+            resp = requests.post(url, json={"file": "id_ed25519"}, timeout=30,
+                                 headers={"Authorization": f"Bearer {identity_token(url)}"})
+            assert resp.status_code == 200 and resp.json()["data"], resp.text
     out = _function(world, alpha, "done", Caller("member", members[0]), {"group": group},
                     monkeypatch)
     assert all(ep.gce.status(ZONE, m) == "TERMINATED" for m in members)
@@ -379,6 +388,13 @@ def test_gcp_lifecycle_calls_are_granted_by_declared_roles(world, monkeypatch):
     assert {alpha.function_sa, alpha.vm_sa(members[0]), OPERATOR} <= callers
     # every call the code made is one whose permission the table knows
     assert all(needs for _, needs in world.lifecycle)
+    # the member's grant path ran: `grant` signed (its own account), read the sweep's
+    # secret, looked the caller's instance up; the member's records went up by POST policy
+    used = {(c.identity, n.permission) for c, needs in world.lifecycle for n in needs}
+    assert {(alpha.function_sa, p) for p in ("iam.serviceAccounts.signBlob",
+            "secretmanager.versions.access", "compute.instances.get")} <= used, used
+    assert any(signer_of(c) == alpha.function_sa and c.path == f"/{alpha.bucket}"
+               for c, _ in world.lifecycle)
 
 
 def test_gcp_dropping_any_custom_role_permission_denies_a_recorded_call(world):
