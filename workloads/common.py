@@ -83,9 +83,11 @@ class WorkloadRun:
         group (AWS, issue #29) with the grant the sweep's function mints for it."""
         options, self._store_expires = group_storage(self.ctx)
         self.storage_options = options  # for the group's other objects (checkpoints)
-        # GCP writes records through the POST policy its `grant` mints (a writer); AWS with
-        # the group's STS session (storage options)
-        return ResultStore(self.ctx.results_url, writer=record_writer(self.ctx), **options)
+        # GCP writes records through the POST policy its `grant` mints (a writer); AWS
+        # with the group's STS session (storage options). GCP's options are the group's
+        # checkpoint token alone: its store reads as the member
+        writer = record_writer(self.ctx)
+        return ResultStore(self.ctx.results_url, writer=writer, **({} if writer else options))
 
     def _fresh_store(self) -> ResultStore:
         """The store, with a new grant when the one it writes with ends within

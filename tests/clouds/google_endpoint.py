@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -40,6 +40,8 @@ class Call:
     query: dict[str, list[str]] = field(hash=False, compare=False, default_factory=dict)
     denied: str | None = field(default=None, hash=False, compare=False)
     body: bytes = field(default=b"", hash=False, compare=False, repr=False)
+    bearer: str = field(default="", hash=False, compare=False, repr=False)  # its OAuth token
+    content_type: str = field(default="", hash=False, compare=False, repr=False)
 
     def q(self, key: str, default: str = "") -> str:
         return self.query.get(key, [default])[0]
@@ -52,13 +54,16 @@ class GoogleEndpoint:
     def __init__(self, *, gce: FakeGce | None = None, gcs: FakeGcs | None = None,
                  scheduler: FakeScheduler | None = None,
                  billing: FakeBillingCatalog | None = None,
-                 authorize: Authorizer | None = None) -> None:  # fmt: skip
+                 authorize: Authorizer | None = None, grants: Any = None) -> None:  # fmt: skip
         self.gce = gce or FakeGce()
         self.gcs = gcs or FakeGcs()
         self.scheduler = scheduler or FakeScheduler()
         self.billing = billing or FakeBillingCatalog()
         self.project = FakeProject()
         self.authorize = authorize
+        # the APIs behind a GCP group's grant (tests/fidelity/gcs_grants.GrantApis): IAM
+        # Credentials signBlob, STS, Secret Manager, POST policy form uploads
+        self.grants = grants
         self.calls: list[Call] = []
         self._servers: dict[str, ThreadingHTTPServer] = {}
         self._lock = threading.Lock()
@@ -91,10 +96,13 @@ class GoogleEndpoint:
 
     def handle(self, identity: str, method: str, path: str, query: dict[str, list[str]],
                body: bytes, headers: dict[str, str]) -> tuple[int, Any, str]:  # fmt: skip
-        call = Call(identity, method, path, query, body=body)
+        lower = {k.lower(): v for k, v in headers.items()}
+        bearer = lower.get("authorization", "").removeprefix("Bearer ").strip()
+        ctype = lower.get("content-type", "")
+        call = Call(identity, method, path, query, body=body, bearer=bearer, content_type=ctype)
         reason = self.authorize(call) if self.authorize else None
         with self._lock:
-            self.calls.append(Call(identity, method, path, query, reason, body))
+            self.calls.append(replace(call, denied=reason))
         if reason:
             message = f"Permission '{reason}' denied for {identity} on {path}"
             return 403, {"error": {"code": 403, "message": message, "status": "PERMISSION_DENIED",
@@ -110,9 +118,19 @@ class GoogleEndpoint:
             return self.gcs.handle(method, path, query, body, headers)
         if path.startswith("/v1/projects/") and "/jobs/" in path:
             return (*self.scheduler.handle(method, path), "application/json")
+        if self.grants is not None and is_grant_api(method, path):
+            status, out = self.grants.handle(method, path, query, lower, body)
+            return status, (None if status == 204 else out), "application/json"
         if path.startswith("/v1/services/"):
             return (*self.billing.handle(method, path, query), "application/json")
         return 404, {"error": {"code": 404, "message": f"no fake serves {path}"}}, "application/json"
+
+
+def is_grant_api(method: str, path: str) -> bool:
+    """signBlob, STS token exchange, a secret's version access, a POST policy form upload."""
+    return (path.endswith(":signBlob") or path == "/v1/token"
+            or (method == "GET" and "/secrets/" in path and path.endswith(":access"))
+            or (method == "POST" and path.count("/") == 1 and len(path) > 1))
 
 
 @dataclass

@@ -69,7 +69,9 @@ def launches(store: ResultStore, run: str) -> list[str]:
 def gcp() -> Iterator[Any]:
     from tests.clouds.google_endpoint import GoogleEndpoint
     from tests.fidelity.gcp_iam import DeclaredPolicy
-    from tests.fidelity.test_gcp_permissions import PROJECT, Enforcer, _spec, deploy
+    from tests.fidelity.test_gcp_permissions import (
+        PROJECT, Enforcer, _spec, deploy, grant_apis, grant_front,
+    )
 
     dep = deploy({**_spec("lk"), "trials": 3, "concurrency": 1})
     enforcer = Enforcer(DeclaredPolicy.from_declared(dep.declared, PROJECT))
@@ -80,7 +82,10 @@ def gcp() -> Iterator[Any]:
         endpoint.gce.add(inst["name"], inst["zone"], labels=inst["labels"],
                          service_account=inst["serviceAccount"]["email"])
     endpoint.gce.project = PROJECT
+    grant_apis(dep, endpoint)  # the member writes its records through `grant`
+    front = grant_front(dep, endpoint, enforcer)
     yield dep, endpoint, enforcer
+    front.close()
     endpoint.stop()
 
 
@@ -136,6 +141,9 @@ def test_gcp_concurrent_start_ticks_and_done_open_one_run_within_the_limit(gcp, 
                       and dep.context(i["name"]).rank == 0)
         monkeypatch.setenv("STORAGE_EMULATOR_HOST", endpoint.url_for(dep.vm_sa(member)))
         gcsfs.GCSFileSystem.clear_instance_cache()
+        import spotbench.clouds.gcp as gcp_settings  # its metadata server (the grant front's)
+
+        monkeypatch.setattr(gcp_settings, "METADATA_IDENTITY", dep.front + f"/metadata/{member}")
         stored = WorkloadRun(dep.context(member))
         stored.record("latency", 1.5, "us", size=8)
         assert stored.finish()

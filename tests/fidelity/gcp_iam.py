@@ -123,6 +123,17 @@ _JOB = re.compile(r"^/v1/(?P<job>projects/[^/]+/locations/[^/]+/jobs/[^/:]+)(?::
 # https://cloud.google.com/secret-manager/docs/reference/rest/v1/projects.secrets.versions/access
 # (secretmanager.versions.access on the version; granted on the secret or the project)
 _SECRET_ACCESS = re.compile(r"^/v1/(?P<v>projects/[^/]+/secrets/[^/]+/versions/[^/:]+):access$")
+# https://cloud.google.com/iam/docs/reference/credentials/rest/v1/projects.serviceAccounts/signBlob
+# (iam.serviceAccounts.signBlob on the account that signs; `-` for the project: inferred)
+_SIGN_BLOB = re.compile(r"^/v1/projects/[^/]+/serviceAccounts/(?P<a>[^/:]+):signBlob$")
+# https://cloud.google.com/storage/docs/xml-api/post-object-forms: a POST policy upload is
+# authorized as the account that signed the policy (`x-goog-credential`), which needs
+# storage.objects.create on the object (https://cloud.google.com/storage/docs/access-control/signed-urls)
+_POST_FORM = re.compile(r"^/(?P<b>[^/]+)$")
+# https://cloud.google.com/iam/docs/reference/sts/rest/v1/TopLevel/token: no IAM permission;
+# the subject token is the credential, and the downscoped token is checked when used
+STS_TOKEN = "/v1/token"
+SERVICE_ACCOUNT_TYPE = "iam.googleapis.com/ServiceAccount"
 _BUCKET = re.compile(r"^/(?:upload/|download/)?storage/v1/b/(?P<b>[^/]+)(?P<rest>/o(?:/(?P<o>.+))?)?$")
 
 # The resource types IAM conditions see (`resource.type`).
@@ -190,6 +201,20 @@ def permissions_for(call: Call, *, object_exists: Any = None,
     m = _SECRET_ACCESS.match(call.path)
     if m and call.method == "GET":
         return [Need("secretmanager.versions.access", m["v"], SECRET_VERSION_TYPE)]
+    m = _SIGN_BLOB.match(call.path)
+    if m and call.method == "POST":
+        email = unquote(m["a"])
+        project = email.split("@", 1)[1].split(".", 1)[0]
+        return [Need("iam.serviceAccounts.signBlob", f"projects/{project}/serviceAccounts/{email}",
+                     SERVICE_ACCOUNT_TYPE)]
+    m = _POST_FORM.match(call.path)
+    if m and call.method == "POST":
+        name = post_form(call)[0].get("key", "")
+        need = f"projects/_/buckets/{unquote(m['b'])}/objects/{name}"
+        needs = [Need("storage.objects.create", need, OBJECT_TYPE)]
+        if object_exists and object_exists(unquote(m["b"]), name):
+            needs.append(Need("storage.objects.delete", need, OBJECT_TYPE))
+        return needs
     m = _BUCKET.match(call.path)
     if m:
         bucket = unquote(m["b"])
@@ -220,6 +245,37 @@ def permissions_for(call: Call, *, object_exists: Any = None,
         f"{call.method} {call.path}: no permission known for this REST method; add it to the "
         "method table in tests/fidelity/gcp_iam.py with the permission Google documents"
     )
+
+
+def post_form(call: Call) -> tuple[dict[str, str], bytes]:
+    """The fields and file of a POST policy upload (multipart form)."""
+    from tests.fidelity.gcs_grants import _form
+
+    return _form(call.content_type, call.body)
+
+
+def signer_of(call: Call) -> str | None:
+    """The account a POST policy upload is authorized as (its `x-goog-credential`)."""
+    if call.method != "POST" or not _POST_FORM.match(call.path):
+        return None
+    account = post_form(call)[0].get("x-goog-credential", "").split("/", 1)[0]
+    return f"serviceAccount:{account}" if account else None
+
+
+def boundary_allows(policy: DeclaredPolicy, boundary: Mapping[str, Any], need: Need) -> bool:
+    """A Credential Access Boundary's rules for `need`: a rule on the need's bucket whose
+    permissions hold it and whose condition holds (https://cloud.google.com/iam/docs/downscoping-short-lived-credentials#define-boundary)."""
+    m = re.match(r"^projects/_/buckets/([^/]+)", need.resource)
+    for rule in boundary.get("accessBoundaryRules", []):
+        if not m or rule.get("availableResource") != f"//storage.googleapis.com/projects/_/buckets/{m[1]}":
+            continue
+        roles = [r.removeprefix("inRole:") for r in rule.get("availablePermissions", [])]
+        if not any(need.permission in policy.role_permissions(r) for r in roles):
+            continue
+        expression = (rule.get("availabilityCondition") or {}).get("expression")
+        if policy._condition(Binding("", "", "", expression), need):
+            return True
+    return False
 
 
 def _upload_name(call: Call) -> str:

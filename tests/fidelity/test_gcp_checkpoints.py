@@ -15,13 +15,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from fsspec.registry import _registry as _fsspec_registry
 import gcsfs
+import gcsfs.core
 import pytest
 
+from spotbench.done_client import group_storage
 from spotbench.results import ResultStore
 from tests.clouds.google_endpoint import GoogleEndpoint
 from tests.fidelity.gcp_iam import DeclaredPolicy, Need
-from tests.fidelity.test_gcp_permissions import PROJECT, ZONE, Deployment, Enforcer, deploy
+from tests.fidelity.gcp_grant_front import GrantFront
+from workloads.common import WorkloadRun
+from tests.fidelity.test_gcp_permissions import (
+    PROJECT, ZONE, Deployment, Enforcer, deploy, grant_apis, grant_front,
+)
 
 pytestmark = pytest.mark.fidelity
 
@@ -41,6 +48,7 @@ class World:
     endpoint: GoogleEndpoint
     policy: DeclaredPolicy
     enforcer: Enforcer
+    front: GrantFront
 
     def chief(self, group_suffix: str) -> str:
         return next(i["name"] for i in self.dep.instances
@@ -59,8 +67,32 @@ def world() -> Iterator[World]:
     endpoint = GoogleEndpoint(authorize=enforcer)
     enforcer.endpoint = endpoint
     endpoint.gcs.add_bucket(dep.bucket)
-    yield World(dep, endpoint, policy, enforcer)
+    for inst in dep.instances:
+        endpoint.gce.add(inst["name"], inst["zone"], "RUNNING", labels=inst["labels"],
+                         service_account=inst["serviceAccount"]["email"])
+    endpoint.gce.project = PROJECT
+    grant_apis(dep, endpoint)
+    front = grant_front(dep, endpoint, enforcer)
+    _open_run(dep, endpoint)
+    yield World(dep, endpoint, policy, enforcer, front)
+    front.close()
     endpoint.stop()
+
+
+def _open_run(dep: Deployment, endpoint: GoogleEndpoint) -> None:
+    """Run RUN open and both groups launched now, as `start` leaves them (its account)."""
+    from datetime import UTC, datetime
+
+    gcsfs.GCSFileSystem.clear_instance_cache()
+    with pytest.MonkeyPatch.context() as m:
+        m.setenv("STORAGE_EMULATOR_HOST", endpoint.url_for(dep.function_sa))
+        m.setenv("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+        store = ResultStore(dep.function_env("grant")["SPOTBENCH_RESULTS_URL"])
+        assert store.open_run(datetime.strptime(RUN, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)).run == RUN
+        now = datetime.now(UTC)
+        for group in {i["labels"]["spotbench-group"] for i in dep.instances}:
+            store.record_launch(RUN, group, now)
+    gcsfs.GCSFileSystem.clear_instance_cache()
 
 
 @pytest.fixture
@@ -70,6 +102,13 @@ def as_vm(world, monkeypatch):
         identity = world.dep.vm_sa(name)
         monkeypatch.setenv("STORAGE_EMULATOR_HOST", world.endpoint.url_for(identity))
         monkeypatch.setenv("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")  # as on the VMs
+        # gcsfs reads that at import (this process imported it with the default, on): the
+        # VMs' plain client, not the experimental one that asks Google's Storage Control
+        # API (over gRPC, outside the endpoint) for the bucket type with real credentials
+        monkeypatch.setitem(_fsspec_registry, "gs", gcsfs.core.GCSFileSystem)
+        import spotbench.clouds.gcp as gcp_settings  # its metadata server's identity tokens
+
+        monkeypatch.setattr(gcp_settings, "METADATA_IDENTITY", world.front.metadata_for(name))
         return identity
 
     yield enter
@@ -86,7 +125,9 @@ def test_gcp_tf_checkpoints_save_restore_and_clear_as_the_groups_account(world, 
     ctx = world.dep.context(name)
     vm = as_vm(name)
     strategy = tf.distribute.get_strategy()
-    store = CheckpointStore(ctx.results_url, ctx.group, RUN)
+    run = WorkloadRun(ctx)  # asks `grant` (its group's checkpoint token), as __main__ does
+    assert run.run_id == RUN and "token" in run.storage_options
+    store = CheckpointStore(ctx.results_url, ctx.group, run.run_id, **run.storage_options)
     model, step, checkpoint, start, redone = m.build_and_restore(strategy, store)
     assert (start, redone) == (0, 0)
     for at in (10, 20):
@@ -98,7 +139,8 @@ def test_gcp_tf_checkpoints_save_restore_and_clear_as_the_groups_account(world, 
     folder = f"{ctx.results_url.removeprefix(f'gs://{world.dep.bucket}/')}/checkpoints/{ctx.group}/{RUN}/"
     assert not any(k.startswith(folder + "ckpt-10.") for k in world.objects())  # replaced
 
-    store = CheckpointStore(ctx.results_url, ctx.group, RUN)  # the group restarted
+    run = WorkloadRun(ctx)  # the group restarted: a new grant
+    store = CheckpointStore(ctx.results_url, ctx.group, run.run_id, **run.storage_options)
     model, step, checkpoint, start, redone = m.build_and_restore(strategy, store)
     assert (start, redone, int(step.numpy())) == (20, 8, 20)
     assert all((a == v.numpy()).all() for a, v in zip(trained, model.trainable_variables))
@@ -127,10 +169,13 @@ def test_gcp_group_cannot_touch_another_groups_checkpoints_or_delete_results(wor
     key = lambda path: path.split("/", 1)[1]  # noqa: E731
     theirs = f"{root}/checkpoints/{other}/{RUN}/latest.json"
     record, ledger = f"{root}/runs/{RUN}/{mine}.1.jsonl", f"{root}/runs/{RUN}/run.json"
+    vm = as_vm(name)
+    # the client the member's checkpoints use: its group's downscoped token from `grant`
+    # (issue #29; the member account itself writes nothing, tests/fidelity/test_gcp_permissions.py),
+    # asked for while the run's ledger is still the real one
+    fs = ResultStore(ctx.results_url, **group_storage(ctx)[0]).fs
     for path in (theirs, record, ledger):
         world.objects()[key(path)] = b"original"
-    vm = as_vm(name)
-    fs = ResultStore(ctx.results_url).fs  # the client the member's code uses
     writes = [theirs, f"{root}/checkpoints/{other}/{RUN}/ckpt-9.index",
               f"{root}/checkpoints/{mine}0/{RUN}/latest.json",
               f"{root}/checkpoints/x/{mine}/latest.json", record, ledger]

@@ -31,6 +31,7 @@ from typing import Any
 import gcsfs
 import pulumi
 import pytest
+import requests
 import yaml
 from google.auth.credentials import AnonymousCredentials
 
@@ -47,9 +48,12 @@ from spotbench.preview import Declared
 from spotbench.results import ResultStore
 from spotbench.spec import SweepSpec, load_spec
 from tests.clouds.google_endpoint import Call, GoogleEndpoint
+from tests.fidelity.gcp_grant_front import GrantFront
 from tests.fidelity.gcp_iam import (
-    PREDEFINED_ROLES, DeclaredPolicy, Need, UnknownMethod, permissions_for, sa,
+    PREDEFINED_ROLES, STS_TOKEN, DeclaredPolicy, Need, UnknownMethod, boundary_allows,
+    declared_secrets, permissions_for, sa, signer_of,
 )
+from tests.fidelity.gcs_grants import GrantApis
 from tests.infra.conftest import MOCKS
 from workloads.common import WorkloadRun
 
@@ -75,6 +79,7 @@ def _spec(name: str) -> dict[str, Any]:
 class Deployment:
     spec: SweepSpec
     declared: list[Declared]
+    front: str | None = None  # a local stand-in for the functions' base URL (GrantFront)
 
     def of_type(self, typ: str) -> list[Declared]:
         return [d for d in self.declared if d.type == typ]
@@ -101,7 +106,13 @@ class Deployment:
         doc = yaml.safe_load(inst["metadata"]["user-data"])
         env_text = next(f["content"] for f in doc["write_files"] if f["path"].endswith("/env"))
         env = dict(line.split("=", 1) for line in env_text.splitlines())
-        return MemberContext.from_env(env)
+        ctx = MemberContext.from_env(env)
+        if self.front and ctx.done_url:  # the member reaches its functions through the front
+            ctx = ctx.model_copy(update={"done_url": f"{self.front}/{ctx.done_url.rsplit('/', 1)[1]}"})
+        return ctx
+
+    def deployed_context(self, name: str) -> MemberContext:
+        return replace(self, front=None).context(name)
 
     @property
     def bucket(self) -> str:
@@ -137,6 +148,8 @@ class Enforcer:
     def __call__(self, call: Call) -> str | None:
         assert self.endpoint is not None
         gce, gcs = self.endpoint.gce, self.endpoint.gcs
+        if call.path == STS_TOKEN:  # no IAM permission: the subject token is the credential
+            return None
         try:
             needs = permissions_for(
                 call,
@@ -146,11 +159,65 @@ class Enforcer:
         except UnknownMethod as exc:
             return f"UNKNOWN METHOD ({exc})"
         self.needs.append((call, needs))
+        principal, boundary = self.principal(call)
+        if boundary == "expired":
+            return "the downscoped token has expired"
         try:
-            missing = [n.permission for n in needs if not self.policy.allows(call.identity, n)]
+            missing = [n.permission for n in needs if not self.policy.allows(principal, n)
+                       or (boundary is not None and not boundary_allows(self.policy, boundary, n))]
         except AssertionError as exc:  # e.g. a role missing from the documented table
             return f"UNKNOWN ROLE ({exc})"
         return ", ".join(missing) or None
+
+    def principal(self, call: Call) -> tuple[str, Any]:
+        """Whom IAM checks a call as, and the Credential Access Boundary that limits it:
+        a downscoped token acts as its source account within its boundary; a POST policy
+        upload as the account that signed the policy; anything else as its caller."""
+        grants = self.endpoint.grants if self.endpoint else None
+        if grants is not None and call.bearer in grants._downscoped:
+            boundary, expires = grants._downscoped[call.bearer]
+            return sa(grants.function_account), ("expired" if grants.now() >= expires else boundary)
+        return signer_of(call) or call.identity, None
+
+
+def grant_apis(dep: Deployment, endpoint: GoogleEndpoint) -> GrantApis:
+    """The APIs behind `dep`'s grant (signBlob, STS, its secret, POST policy uploads) on the
+    endpoint, storing into the endpoint's buckets; IAM is the enforcer's (declared roles)."""
+    secrets = {k: v.encode() for k, v in declared_secrets(dep.declared, PROJECT).items()}
+    apis = GrantApis(dep.function_sa.removeprefix("serviceAccount:"), "function-token",
+                     secrets=secrets, objects=endpoint.gcs.buckets, prefix="")
+    endpoint.grants = apis
+    return apis
+
+
+def grant_front(dep: Deployment, endpoint: GoogleEndpoint, enforcer: Enforcer) -> GrantFront:
+    """The member's way to `dep`'s grant function (tests/fidelity/gcp_grant_front.py); its
+    invocation is checked against the declared `run.routes.invoke` bindings."""
+    apis = endpoint.grants
+    deployed = dep.function_env("grant")
+
+    def invoke(member: str, url: str) -> None:
+        call = Call(member, "DECLARED", f"invoke {url}")
+        needs = [_invoke_need(url)]
+        missing = [n.permission for n in needs if not enforcer.policy.allows(member, n)]
+        enforcer.needs.append((replace(call, denied=", ".join(missing) or None), needs))
+        assert not missing, f"{member} may not invoke {url}"
+
+    def instance_of(name: str) -> dict[str, Any]:
+        inst = next(v for (z, n), v in endpoint.gce.instances.items() if n == name)
+        zone = next(z for (z, n) in endpoint.gce.instances if n == name)
+        return {**inst, "zone": zone}
+
+    name = dep.instances[0]["name"]
+    done = dep.deployed_context(name).done_url
+    from spotbench.clouds.gcp.member_grant import grant_url_of
+
+    front = GrantFront(env={**deployed, "SPOTBENCH_GCP_GRANT_TOKEN": apis.function_token},
+                       function_url=endpoint.url_for(dep.function_sa),
+                       deployed_url=grant_url_of(done), project=PROJECT,
+                       instance_of=instance_of, check_invoke=invoke)
+    dep.front = front.url
+    return front
 
 
 @dataclass
@@ -159,7 +226,18 @@ class World:
     beta: Deployment
     endpoint: GoogleEndpoint
     enforcer: Enforcer
+    front: GrantFront | None = None
     lifecycle: list[tuple[Call, list[Need]]] = field(default_factory=list)
+
+    @contextmanager
+    def as_vm(self, dep: Deployment, name: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+        """As instance `name`: its account at the endpoint, its metadata server's tokens."""
+        import spotbench.clouds.gcp as gcp_settings
+
+        with self.as_identity(dep.vm_sa(name), monkeypatch) as url, monkeypatch.context() as m:
+            if self.front is not None:
+                m.setattr(gcp_settings, "METADATA_IDENTITY", self.front.metadata_for(name))
+            yield url
 
     @contextmanager
     def as_identity(self, identity: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
@@ -188,7 +266,10 @@ def world() -> Iterator[World]:
             endpoint.scheduler.add(f"projects/{PROJECT}/locations/{REGION}/jobs/{job['name']}",
                                    job["schedule"], job["timeZone"])
     endpoint.gce.project = PROJECT
-    yield World(alpha, beta, endpoint, enforcer)
+    grant_apis(alpha, endpoint)
+    front = grant_front(alpha, endpoint, enforcer)
+    yield World(alpha, beta, endpoint, enforcer, front)
+    front.close()
     endpoint.stop()
 
 
@@ -246,14 +327,22 @@ def test_gcp_lifecycle_calls_are_granted_by_declared_roles(world, monkeypatch):
                     "artifactregistry.googleapis.com/Repository")
         logs = Need("logging.logEntries.create", f"projects/{PROJECT}", "cloudresourcemanager.googleapis.com/Project")
         _declared_call(world, vm, f"{name}: image pull, logs, done",
-                       [pull, logs, _invoke_need(ctx.done_url)])
+                       [pull, logs, _invoke_need(alpha.deployed_context(name).done_url)])
         if ctx.rank != 0:
             continue
-        with world.as_identity(vm, monkeypatch):
+        with world.as_vm(alpha, name, monkeypatch):
             run = WorkloadRun(ctx)
             run.record("latency", 1.5, "us", size=8)
             run.raw("osu_latency.txt", "# OSU\n8 1.5\n")
             assert run.finish()
+            # its ssh key, as the boot's `fetch-keys` asks `grant` for it (the sweep's secret)
+            from spotbench.clouds.gcp import identity_token
+            from spotbench.clouds.gcp.member_grant import grant_url_of
+
+            url = grant_url_of(ctx.done_url)
+            resp = requests.post(url, json={"file": "id_ed25519"}, timeout=30,
+                                 headers={"Authorization": f"Bearer {identity_token(url)}"})
+            assert resp.status_code == 200 and resp.json()["data"], resp.text
     out = _function(world, alpha, "done", Caller("member", members[0]), {"group": group},
                     monkeypatch)
     assert all(ep.gce.status(ZONE, m) == "TERMINATED" for m in members)
@@ -299,6 +388,13 @@ def test_gcp_lifecycle_calls_are_granted_by_declared_roles(world, monkeypatch):
     assert {alpha.function_sa, alpha.vm_sa(members[0]), OPERATOR} <= callers
     # every call the code made is one whose permission the table knows
     assert all(needs for _, needs in world.lifecycle)
+    # the member's grant path ran: `grant` signed (its own account), read the sweep's
+    # secret, looked the caller's instance up; the member's records went up by POST policy
+    used = {(c.identity, n.permission) for c, needs in world.lifecycle for n in needs}
+    assert {(alpha.function_sa, p) for p in ("iam.serviceAccounts.signBlob",
+            "secretmanager.versions.access", "compute.instances.get")} <= used, used
+    assert any(signer_of(c) == alpha.function_sa and c.path == f"/{alpha.bucket}"
+               for c, _ in world.lifecycle)
 
 
 def test_gcp_dropping_any_custom_role_permission_denies_a_recorded_call(world):

@@ -34,7 +34,8 @@ class CheckpointStore:
         self.url = f"{results_url.rstrip('/')}/checkpoints/{group}/{run}"
         local = "://" not in self.url or self.url.startswith(("file://", "local://"))
         # object stores: list afresh (another attempt's files), with this store's own client;
-        # `storage_options`: the group's grant where the cloud grants per group (AWS)
+        # `storage_options`: the group's grant where the cloud grants per group (AWS: its
+        # STS session; GCP: its downscoped token, `Provider.group_storage`)
         options = {} if local else {"use_listings_cache": False, "skip_instance_cache": True,
                                     **storage_options}
         self.fs, self.root = fsspec.core.url_to_fs(self.url, **options)

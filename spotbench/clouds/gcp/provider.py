@@ -84,6 +84,22 @@ class GcpProvider(Provider):
 
         return GrantedWriter(grant_url_of(ctx.done_url), identity_token)
 
+    def group_storage(self, ctx: MemberContext) -> tuple[dict[str, Any], float | None]:
+        """A group that keeps checkpoints writes them with the downscoped token `grant`
+        mints for it (gcsfs `token=`: credentials that ask `grant` again before the token
+        ends, hence no end here); records go through `record_writer`, reads as the member."""
+        if not ctx.done_url or not ctx.results_url.startswith("gs://"):
+            return {}, None
+        from spotbench.clouds.gcp.member_grant import (
+            checkpoint_credentials, fetch_grant, grant_url_of,
+        )
+
+        url = grant_url_of(ctx.done_url)
+        answer = fetch_grant(url, identity_token)
+        if not answer.get("checkpoints"):
+            return {}, None
+        return {"token": checkpoint_credentials(url, identity_token, answer)}, None
+
     def grants(self, spec: SweepSpec, env: Mapping[str, str]) -> GcpGrants:
         """The `grant` function's minting: `SPOTBENCH_GCP_SIGNER` (its own account),
         `SPOTBENCH_GCP_SECRET`, `SPOTBENCH_GCP_GRANT_ENDPOINT`/`_TOKEN` (a local double)."""
