@@ -122,7 +122,7 @@ def _osu_ranks(root: Path) -> int:
     path in SPOTBENCH_LOCAL_DB): another test's sweep running beside this one is not counted."""
     import psutil
 
-    from spotbench.clouds.local_db import DB_ENV
+    from spotbench.clouds.local.db import DB_ENV
 
     count = 0
     for proc in psutil.process_iter(["cmdline"]):

@@ -17,10 +17,9 @@ import pytest
 from functions import lambda_handler
 from infra.preview import _computed
 from spotbench.spec import load_spec
-from tests.functions.test_lambda_handler import (  # noqa: F401 - moto_url, sweep: fixtures
+from tests.functions.test_lambda_handler import (  # noqa: F401 - sweep: a fixture (moto_url: tests/conftest.py)
     CONTEXT,
     instance_iam,
-    moto_url,
     start_all,
     states,
     store_result,
