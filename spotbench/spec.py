@@ -79,6 +79,13 @@ class _SpecCore(_Strict):
     cloud: CloudName = "local"
     region: str | None = None
     zone: str | None = None
+    zones: list[str] | Literal["any"] | None = Field(
+        None, description="candidate zones for a group's VMs, first choice first, or `any` "
+        "(every zone of `region`); several candidates need `lifecycle: created`")
+    lifecycle: Literal["stopped", "created"] = Field(
+        "stopped", description="stopped: Pulumi creates the VMs stopped in one zone and the "
+        "start function starts them; created: Pulumi declares templates and the start function "
+        "creates the VMs where there is capacity (among `zones`) and deletes them at the end")
     workload: WorkloadParams
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
     trials: int = Field(1, ge=1, le=100)
@@ -167,7 +174,11 @@ class _SpecCore(_Strict):
                     f"its roles are {', '.join(sorted(roles))}"
                 )
         facts = facts_of(self.cloud)
-        if facts.location and not getattr(self, facts.location):
+        self._check_zones()
+        located = getattr(self, facts.location) if facts.location else True
+        if facts.location == "zone" and self.zones is not None:
+            located = True  # the candidates name the zones
+        if not located:
             raise ValueError(
                 f"cloud '{self.cloud}' needs '{facts.location}' (e.g. {facts.location_example})"
             )
@@ -193,7 +204,40 @@ class _SpecCore(_Strict):
                 ) from None
         return self
 
+    def _check_zones(self) -> None:
+        if self.zones is None:
+            return
+        if facts_of(self.cloud).catalog is None:
+            raise ValueError(f"zones: cloud '{self.cloud}' has no zones; leave `zones` out")
+        if self.zone is not None:
+            raise ValueError("give `zone` (one fixed zone) or `zones` (candidates), not both")
+        if self.zones == "any" and not self.region:
+            raise ValueError("zones: `any` means every zone of `region`: set `region` too")
+        if isinstance(self.zones, list):
+            if not self.zones:
+                raise ValueError("zones is empty: give at least one zone, or `any`")
+            if len(set(self.zones)) != len(self.zones):
+                raise ValueError(f"zones repeats a zone: {self.zones}")
+        several = self.zones == "any" or len(self.zones) > 1
+        if several and self.lifecycle == "stopped":
+            raise ValueError(
+                "zones: several candidate zones need `lifecycle: created` (the VMs are made at "
+                "start where there is capacity); with `lifecycle: stopped` give one `zone`")
+
     # ---- derived values -------------------------------------------------------------
+    @property
+    def candidate_zones(self) -> list[str]:
+        """The zones a group may run in, first choice first: `zones` (`any`: every zone of
+        `region` the cloud's catalog lists), else `[zone]`, else [] (the cloud's default)."""
+        if self.zones is None:
+            return [self.zone] if self.zone else []
+        if isinstance(self.zones, list):
+            return list(self.zones)
+        cat = facts_of(self.cloud).catalog
+        if cat is None or self.region not in cat.zones:
+            return []
+        return [cat.zone_name(self.region, letter) for letter in cat.zones[self.region]]
+
     @property
     def spot(self) -> bool:
         return self.provisioning != "standard"

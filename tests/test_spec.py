@@ -131,3 +131,38 @@ def test_a_sweep_name_is_never_the_start_of_another_sweeps_vm_names() -> None:
         others = [n for s, ns in names.items() if s != sweep for n in ns]
         assert not [n for n in others if n.startswith(f"{sweep}--")]
     assert "use single hyphens, e.g. 'bench-gpu'" in problems({**GOOD, "name": "bench--gpu"})
+
+
+# ---- candidate zones and the instance lifecycle (issue #26) ----------------------------
+
+def _gcp_gpu(**changes):
+    import yaml
+    data = yaml.safe_load(Path("examples/gcp-gpu.yaml").read_text())
+    data.pop("zone", None)
+    data.update(changes)
+    return data
+
+
+def test_zones_any_means_every_catalog_zone_of_the_region():
+    spec = load_spec(_gcp_gpu(region="us-central1", zones="any", lifecycle="created"))
+    assert spec.candidate_zones == ["us-central1-a", "us-central1-b", "us-central1-c",
+                                    "us-central1-f"]
+
+
+def test_several_zones_need_the_created_lifecycle():
+    with pytest.raises(SpecError, match="need `lifecycle: created`"):
+        load_spec(_gcp_gpu(zones=["us-central1-a", "us-central1-b"]))
+
+
+def test_zone_and_zones_together_are_refused():
+    with pytest.raises(SpecError, match="not both"):
+        load_spec(_gcp_gpu(zone="us-central1-a", zones=["us-central1-b"], lifecycle="created"))
+
+
+def test_zones_any_without_a_region_is_refused():
+    with pytest.raises(SpecError, match="set `region` too"):
+        load_spec(_gcp_gpu(zones="any", lifecycle="created"))
+
+
+def test_one_fixed_zone_is_the_only_candidate():
+    assert load_spec(_gcp_gpu(zone="us-central1-a")).candidate_zones == ["us-central1-a"]

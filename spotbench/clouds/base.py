@@ -7,7 +7,7 @@ returns the instances it acted on as they are afterwards.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
@@ -81,7 +81,11 @@ class Instance:
 class Cloud(Protocol):
     name: str
 
-    def start(self, labels: Mapping[str, str]) -> list[Instance]: ...
+    def start(self, labels: Mapping[str, str], zones: Sequence[str] = ()) -> list[Instance]:
+        """Run the instances of `labels`. `zones`: the candidate zones, first choice first,
+        for a cloud whose instances are made at start (`lifecycle: created`); a cloud of
+        instances made beforehand (stopped) starts them where they are and ignores it."""
+        ...
 
     def stop(self, labels: Mapping[str, str]) -> list[Instance]: ...
 

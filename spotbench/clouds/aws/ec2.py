@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import boto3
@@ -88,7 +88,7 @@ class AwsCloud:
     def query(self, labels: Mapping[str, str]) -> list[Instance]:
         return [_to_instance(raw) for raw in self._describe(labels)]
 
-    def start(self, labels: Mapping[str, str]) -> list[Instance]:
+    def start(self, labels: Mapping[str, str], zones: Sequence[str] = ()) -> list[Instance]:
         raws = self._describe(labels)
         stopped = [r for r in raws if r["State"]["Name"] == "stopped"]
         held = {r["InstanceId"]: (HELD_BY_EC2, ErrorKind.WAITING)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -126,7 +126,7 @@ class GcpCloud:
         return [_to_instance(raw, preempted[raw.name], error=ErrorKind.PREEMPTED)
                 if raw.name in preempted else _to_instance(raw) for raw in found]
 
-    def start(self, labels: Mapping[str, str]) -> list[Instance]:
+    def start(self, labels: Mapping[str, str], zones: Sequence[str] = ()) -> list[Instance]:
         return self._each(labels, "start", self._start_one)
 
     def stop(self, labels: Mapping[str, str]) -> list[Instance]:

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,7 +103,7 @@ class LocalCloud:
                     db.update(conn, spec.name, labels=labels, spec=spec.to_json())
             return [self._instance(db.get(conn, s.name)) for s in specs]
 
-    def start(self, labels: Mapping[str, str]) -> list[Instance]:
+    def start(self, labels: Mapping[str, str], zones: Sequence[str] = ()) -> list[Instance]:
         """Spawn every matching STOPPED instance; PENDING/RUNNING/STOPPING ones are left alone."""
         out = []
         with self._txn() as conn:
