@@ -29,6 +29,7 @@ from spotbench.image_ref import check_image
 from spotbench.labels import NAME_SEPARATOR
 from spotbench.plan import RunGroup
 from spotbench.plan import plan as plan_groups
+from spotbench.spec_zones import candidate_zones, check_zones
 from spotbench.spec_fields import Schedule, parse_duration
 from spotbench.workload import Params
 from spotbench.workload_registry import get_workload, registry
@@ -174,7 +175,7 @@ class _SpecCore(_Strict):
                     f"its roles are {', '.join(sorted(roles))}"
                 )
         facts = facts_of(self.cloud)
-        self._check_zones()
+        check_zones(self.cloud, self.zone, self.zones, self.region, self.lifecycle)
         located = getattr(self, facts.location) if facts.location else True
         if facts.location == "zone" and self.zones is not None:
             located = True  # the candidates name the zones
@@ -204,39 +205,11 @@ class _SpecCore(_Strict):
                 ) from None
         return self
 
-    def _check_zones(self) -> None:
-        if self.zones is None:
-            return
-        if facts_of(self.cloud).catalog is None:
-            raise ValueError(f"zones: cloud '{self.cloud}' has no zones; leave `zones` out")
-        if self.zone is not None:
-            raise ValueError("give `zone` (one fixed zone) or `zones` (candidates), not both")
-        if self.zones == "any" and not self.region:
-            raise ValueError("zones: `any` means every zone of `region`: set `region` too")
-        if isinstance(self.zones, list):
-            if not self.zones:
-                raise ValueError("zones is empty: give at least one zone, or `any`")
-            if len(set(self.zones)) != len(self.zones):
-                raise ValueError(f"zones repeats a zone: {self.zones}")
-        several = self.zones == "any" or len(self.zones) > 1
-        if several and self.lifecycle == "stopped":
-            raise ValueError(
-                "zones: several candidate zones need `lifecycle: created` (the VMs are made at "
-                "start where there is capacity); with `lifecycle: stopped` give one `zone`")
-
     # ---- derived values -------------------------------------------------------------
     @property
     def candidate_zones(self) -> list[str]:
-        """The zones a group may run in, first choice first: `zones` (`any`: every zone of
-        `region` the cloud's catalog lists), else `[zone]`, else [] (the cloud's default)."""
-        if self.zones is None:
-            return [self.zone] if self.zone else []
-        if isinstance(self.zones, list):
-            return list(self.zones)
-        cat = facts_of(self.cloud).catalog
-        if cat is None or self.region not in cat.zones:
-            return []
-        return [cat.zone_name(self.region, letter) for letter in cat.zones[self.region]]
+        """The zones a group may run in, first choice first (`spec_zones.candidate_zones`)."""
+        return candidate_zones(self.cloud, self.zone, self.zones, self.region)
 
     @property
     def spot(self) -> bool:
