@@ -75,3 +75,15 @@ def test_estimate_fits_the_terminal_and_keeps_group_ids_whole(columns):
         assert re.search(rf"│ {re.escape(gid)} +│", out), gid
     if columns == 80:
         assert "not shown at 80 columns" in out
+
+
+def test_no_earlier_results_gives_no_self_stop_figure_not_float_noise(tmp_path, monkeypatch):
+    """With no earlier results every group is priced to its deadline, so self-stop saves
+    nothing measurable: say so, never a 1.1e-16 USD 'saving' (what gcp-gpu used to print)."""
+    monkeypatch.chdir(tmp_path)  # no ./results of this sweep
+    spec = ROOT / "examples" / "gcp-gpu.yaml"
+    est = estimate(load_spec(spec), load_catalog(), records=[])
+    assert est.self_stop_saving_tick == 0
+    out = " ".join(_run("estimate", str(spec)).split())
+    assert "self-stop: no saving estimated yet" in out
+    assert not re.search(r"\de-\d", out), out

@@ -87,12 +87,7 @@ def estimate(
         dropped += gone
     if dropped:
         console.print(dropped_note(sorted(set(dropped))), highlight=False, markup=False)
-    saving = f"self-stop saves {usd(est.self_stop_saving_tick)} per run"
-    if est.self_stop_saving_month is not None:
-        saving += f", {usd(est.self_stop_saving_month)} per month"
-    if all(g.run_source == "deadline" for g in est.groups):
-        saving += " (no earlier results: the expected run time is the deadline itself)"
-    console.print(saving + " against stopping only at the deadline", highlight=False)
+    console.print(_saving_line(est), highlight=False)
     def value(v) -> str:
         if v is None:
             return "auto"
@@ -114,3 +109,17 @@ def estimate(
 
 def register(app: typer.Typer) -> None:
     app.command()(estimate)
+
+
+def _saving_line(est: "Estimate") -> str:  # noqa: F821 - imported where the command runs
+    """What stopping at `done` saves against running to the deadline; with no earlier results
+    the run time *is* the deadline, so there is no figure to give yet."""
+    from spotbench.estimate import usd
+
+    if all(g.run_source == "deadline" for g in est.groups):
+        return ("self-stop: no saving estimated yet (no earlier results: the expected run time "
+                "is the deadline itself); run the sweep once and estimate again")
+    saving = f"self-stop saves {usd(est.self_stop_saving_tick)} per run"
+    if est.self_stop_saving_month is not None:
+        saving += f", {usd(est.self_stop_saving_month)} per month"
+    return saving + " against stopping only at the deadline"

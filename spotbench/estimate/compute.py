@@ -47,8 +47,8 @@ def estimate(spec: SweepSpec, catalog: Catalog, *, records: list[Result] | None 
         if a.free_tier:
             free = get_provider(spec.cloud).free_tier
             per_month = [_after_free_tier(ln, free.get(ln.item, 0.0)) for ln in per_month]
-    saving_tick = (sum(g.deadline_usd for g in groups) - sum(g.compute_usd for g in groups)
-                   - sum(g.gpu_usd for g in groups))
+    saving_tick = round(sum(g.deadline_usd for g in groups) - sum(g.compute_usd for g in groups)
+                        - sum(g.gpu_usd for g in groups), 9)  # 1e-16: float noise, not a saving
     rows, prices = price_rows(spec, catalog, [rates.disk, rates.scheduler, rates.invocation,
                                                rates.gb_second])
     return Estimate(
