@@ -2,7 +2,7 @@
 for an instance of that group only.
 
 The caller is an instance session of the sweep's one member role in the function's own
-account (the URL verified the signature; `spotbench.auth.aws.caller_from_function_url`).
+account (the URL verified the signature; `spotbench.clouds.aws.identity.caller_from_function_url`).
 Which group it speaks for comes from the sweep's own records by the neutral rule
 (`spotbench.auth.instance.group_of`, `instance_group`): the live instance with that id (EC2
 DescribeInstances) must carry a `Name` that is one of the plan's member names and the
@@ -30,8 +30,8 @@ from typing import Any
 
 from functions.app import FunctionConfig
 from spotbench.auth import Caller, Forbidden
-from spotbench.auth import aws_grants
-from spotbench.auth.aws import grant_role_name, member_role_name
+from spotbench.clouds.aws import grants as aws_grants
+from spotbench.clouds.aws.identity import grant_role_name, member_role_name
 from spotbench.auth.instance import (Grant, InstanceClaim, LiveInstance, Roster, deadline_of,
                                      group_of)
 from spotbench.clouds import Instance

@@ -4,7 +4,7 @@ One handler (`functions.lambda_handler.handler`) serves all three Lambdas; each 
 `SPOTBENCH_ACTION` env says which action it is. Two kinds of events arrive:
 
 - Function URL requests (`done`, `AWS_IAM` auth): the URL has verified the SigV4 signature;
-  the caller comes from `requestContext.authorizer.iam` (`spotbench.auth.aws`): an instance
+  the caller comes from `requestContext.authorizer.iam` (`spotbench.clouds.aws.identity`): an instance
   role session of this account → `Caller("member", <instance id>)`. Unsigned → 401, another
   account / not an instance → 403, a body that is not a JSON object → 400. The answer is an
   HTTP response (`statusCode`, JSON `body`).
@@ -31,7 +31,7 @@ from typing import Any
 from functions.app import BadBody, ConfigError, FunctionConfig, handle, parse_body
 from spotbench.auth import Caller, Forbidden, Unauthorized
 from functions import aws_grants
-from spotbench.auth.aws import caller_from_function_url, caller_from_invocation, function_account
+from spotbench.clouds.aws.identity import caller_from_function_url, caller_from_invocation, function_account
 
 log = logging.getLogger("spotbench.functions")
 log.setLevel(logging.INFO)

@@ -4,7 +4,7 @@ ask it how the group writes its objects, `group_storage`).
 Auth per cloud (the provider's `post_done`): `local` sends the member's bearer token; `gcp`
 fetches the VM's identity token from the metadata server (audience = the done URL,
 `format=full` so the function can read the instance name and zone from its claims); `aws`
-signs the request with the instance role (SigV4, see `spotbench.auth.aws`). Connection errors and 5xx answers are retried with
+signs the request with the instance role (SigV4, see `spotbench.clouds.aws.identity`). Connection errors and 5xx answers are retried with
 backoff; 4xx answers are final and raised with the function's JSON error.
 """
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import fnmatch
 from typing import Any
 
-from spotbench.auth.aws import member_role_name
+from spotbench.clouds.aws.identity import member_role_name
 
 _EC2_READ = ["ec2:Describe*"]
 ACTIONS: dict[str, list[str]] = {

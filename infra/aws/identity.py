@@ -10,7 +10,7 @@ docs/identity.md): the IAM objects are the same five whatever the group count.
   and `keys` are paths of that URL — and register with Session Manager. It writes nothing:
   a member writes its group's results with the grant the function mints for it.
 - grant role (one per sweep, `grant_role_name`): assumed by the functions only, with a
-  session policy naming one group's objects (`spotbench.auth.aws_grants.session_policy`);
+  session policy naming one group's objects (`spotbench.clouds.aws.grants.session_policy`);
   its own policy is the ceiling (put under `runs/`, the group's checkpoints, read the
   ledger), the session policy the group's share of it (AWS intersects the two).
 - scheduler role (EventBridge Scheduler): invoke `start` and `stop` only, and send an
@@ -41,7 +41,7 @@ import pulumi_aws as aws
 from infra.aws.failures import failure_policy
 from infra.aws.functions import ACTIONS as FUNCTION_ACTIONS
 from infra.aws.functions import log_group_name
-from spotbench.auth.aws import grant_role_name, member_role_name
+from spotbench.clouds.aws.identity import grant_role_name, member_role_name
 from spotbench.plan import MANAGED_BY, SWEEP_LABEL
 
 Doc = dict[str, Any]
@@ -126,7 +126,7 @@ def grant_policy(bucket: str, prefix: str, checkpoints: bool = False) -> Doc:
     """The ceiling of every group's grant: put under the sweep's `runs/`, list it (the store
     numbers its attempt from the listing) and read the ledger's `run.json`, and, when the sweep keeps checkpoints,
     read, write, delete and list under `checkpoints/`. Each grant's session policy
-    (`spotbench.auth.aws_grants.session_policy`) narrows it to one group's objects."""
+    (`spotbench.clouds.aws.grants.session_policy`) narrows it to one group's objects."""
     bucket_arn, _ = prefix_arns(bucket, prefix)
     runs = _under(prefix, "runs")
     ckpt = _under(prefix, "checkpoints")

@@ -30,7 +30,7 @@ import pulumi_aws as aws
 from infra.aws.user_data import DEADMAN_GRACE_S, SshKeys, user_data
 from infra.members import member_contexts, workload_env
 from infra.user_image import user_step
-from spotbench.auth.aws import function_url_path
+from spotbench.clouds.aws.identity import function_url_path
 from spotbench.plan import Member, RunGroup
 from spotbench.spec import SweepSpec
 

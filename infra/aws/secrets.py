@@ -21,12 +21,12 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.keys import HOST_KEY, LOGIN_KEY, SshKeys, private_keys
-from spotbench.auth.aws_grants import group_secret_path
+from spotbench.clouds.aws.grants import group_secret_path
 
 
 def keys_path(sweep: str, group: str) -> str:
     """The parameter path holding run group `group`'s keys, under the sweep's path (the
-    functions read it there: one home, `spotbench.auth.aws_grants`)."""
+    functions read it there: one home, `spotbench.clouds.aws.grants`)."""
     return group_secret_path(sweep, group)
 
 

@@ -13,7 +13,7 @@ so start/stop need no public path either. Cloud Run's front end is the token ver
 (signature, audience, expiry, `run.invoker`); it strips the signature before the request
 reaches the function, which — told so by `SPOTBENCH_GCP_FRONT=cloud-run` — reads the claims
 it checked and checks issuer, audience (`SPOTBENCH_AUDIENCE` = its own URL), expiry and
-the caller's identity again (`spotbench.auth.gcp_front`, docs/security.md).
+the caller's identity again (`spotbench.clouds.gcp.front`, docs/security.md).
 
 Builds run as the sweep's own build service account (new projects no longer give the
 default Cloud Build account the roles a function build needs): `roles/logging.logWriter`
@@ -35,7 +35,7 @@ import pulumi_gcp as gcp
 from infra.function_source import function_source
 from infra.gcp.bucket import prefix_condition
 from infra.gcp.identity import account_id
-from spotbench.auth.gcp_front import CLOUD_RUN, FRONT_ENV
+from spotbench.clouds.gcp.front import CLOUD_RUN, FRONT_ENV
 from spotbench.plan import sweep_labels
 from spotbench.spec import SweepSpec
 

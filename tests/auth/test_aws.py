@@ -12,7 +12,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from spotbench.auth import Caller, Forbidden, Unauthorized
-from spotbench.auth.aws import (
+from spotbench.clouds.aws.identity import (
     caller_from_function_url,
     caller_from_invocation,
     function_account,

@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
 from spotbench.auth import Caller, Forbidden, Unauthorized
-from spotbench.auth.gcp import (
+from spotbench.clouds.gcp.identity import (
     CachingRequest,
     VerifierUnavailable,
     VmClaims,
@@ -28,7 +28,7 @@ from spotbench.auth.gcp import (
     identify,
     identity_from_claims,
 )
-from spotbench.auth.gcp import vm_claims as parse_vm_claims
+from spotbench.clouds.gcp.identity import vm_claims as parse_vm_claims
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -48,7 +48,7 @@ _AUTH = re.compile(r"AWS4-HMAC-SHA256 Credential=(?P<key>[^/]+)/(?P<date>\d{8})/
 
 def function_of(declared: list) -> dict:
     """What the sweep's function knows (see the module's docstring), from the declarations."""
-    from spotbench.auth.aws import member_role_name
+    from spotbench.clouds.aws.identity import member_role_name
 
     done = next(d for d in declared if d.type == FUNCTION
                 and d.inputs["environment"]["variables"].get("SPOTBENCH_ACTION") == "done")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from spotbench.auth.aws_grants import group_secret_path
+from spotbench.clouds.aws.grants import group_secret_path
 from tests.fidelity import aws_function, aws_ssm, boot
 from tests.fidelity.hub import CREDS, HUB_IP
 from tests.infra.conftest import MOCKS

@@ -19,7 +19,7 @@ from collections.abc import Callable
 import pytest
 
 from infra.gcp.cloud_init import host_firewall
-from spotbench.auth.aws import member_role_name
+from spotbench.clouds.aws.identity import member_role_name
 from spotbench.images import IMAGE_UID
 from tests.fidelity import aws_ssm, boot
 from tests.fidelity import rules as fw
@@ -262,7 +262,7 @@ def test_osu_members_fetch_their_own_keys_from_the_function_aws(aws_osu):
     once, on its first boot after the creation boot (the disk keeps them), and the image's
     user owns them, 0600. The member role itself may not read the parameters (no SSM grant:
     the function reads them with its own role)."""
-    from spotbench.auth.aws_grants import group_secret_path
+    from spotbench.clouds.aws.grants import group_secret_path
     from tests.iam.policy import Authorization, evaluate
 
     g = aws_osu

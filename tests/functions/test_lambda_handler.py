@@ -16,7 +16,7 @@ import boto3
 import pytest
 
 from functions import lambda_handler
-from spotbench.auth.aws import member_role_name
+from spotbench.clouds.aws.identity import member_role_name
 from spotbench.results import Result, ResultStore, utcnow
 from spotbench.spec import load_spec
 from tests.moto_server import MotoServer

@@ -20,7 +20,7 @@ from typing import Any
 
 from botocore.parsers import ResponseParserError
 
-from spotbench.auth.aws import member_role_name
+from spotbench.clouds.aws.identity import member_role_name
 from spotbench.labels import name_prefix
 from tests.iam.policy import Authorization
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError
 
-from spotbench.auth.aws import grant_role_name, signed_post
+from spotbench.clouds.aws.identity import grant_role_name, signed_post
 from spotbench.spec import load_spec
 from tests.iam.account import EnforcedAccount, environment
 from tests.iam.deployment import Declared, Deployed, declare, deploy

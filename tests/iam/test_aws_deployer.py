@@ -36,7 +36,7 @@ from spotbench.results import ResultStore
 from spotbench.spec import load_spec
 from tests.iam import deployer_calls as calls
 from tests.iam.account import EnforcedAccount, Principal, environment
-from spotbench.auth.aws import grant_role_name, member_role_name
+from spotbench.clouds.aws.identity import grant_role_name, member_role_name
 from tests.iam.policy import Authorization, as_list, evaluate
 from tests.ec2_spot_front import SpotFront
 from tests.moto_server import MotoServer

@@ -25,7 +25,7 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.exceptions import ClientError
 
-from spotbench.auth.aws import grant_role_name, member_role_name, signed_post
+from spotbench.clouds.aws.identity import grant_role_name, member_role_name, signed_post
 from spotbench.clouds.aws.orphans import AwsSweeper, teardown_policy
 from spotbench.ops.teardown import teardown
 from spotbench.spec import load_spec

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from infra.aws.instances import GPU_AMI_PARAMETER, CPU_AMI_PARAMETER
 from infra.aws.scheduler import aws_cron
-from spotbench.auth.aws import member_role_name
+from spotbench.clouds.aws.identity import member_role_name
 from spotbench.cron import CronShiftError
 from spotbench.member import MemberContext
 from spotbench.spec import load_spec

@@ -19,15 +19,15 @@ PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
 # what a deployed function loads on each cloud: the adapter, the driver, the caller check
 ENTRY = {
-    "gcp": ["functions.main", "functions.app", "spotbench.clouds.gcp.gce", "spotbench.auth.gcp",
+    "gcp": ["functions.main", "functions.app", "spotbench.clouds.gcp.gce", "spotbench.clouds.gcp.identity",
             "spotbench.control", "gcsfs"],
     "aws": ["functions.lambda_handler", "functions.app", "spotbench.clouds.aws.ec2",
-            "spotbench.auth.aws", "spotbench.control", "s3fs"],
+            "spotbench.clouds.aws.identity", "spotbench.control", "s3fs"],
 }
 
 # imported when installed, skipped when not (try/except ImportError in the importer)
 OPTIONAL = {
-    "jwt": "spotbench.auth.gcp: PyJWT errors, for JWK-set certificates only (Google serves x509)",
+    "jwt": "spotbench.clouds.gcp.identity: PyJWT errors, for JWK-set certificates only (Google serves x509)",
     "grpc_status": "google.api_core.exceptions: rich gRPC errors",
     "wrapt": "opentelemetry instrumentation, loaded by google libraries when present",
     "bcrypt": "cryptography's ssh key loader, for encrypted keys only",

@@ -17,7 +17,7 @@ import json
 
 import pytest
 
-from spotbench.auth.aws import member_role_name
+from spotbench.clouds.aws.identity import member_role_name
 from spotbench.spec import load_spec
 from tests.iam.policy import Authorization, evaluate
 

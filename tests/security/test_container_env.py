@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from infra.units import env_file
-from spotbench.auth.aws import member_role_name
+from spotbench.clouds.aws.identity import member_role_name
 from spotbench.spec import SpecError, load_spec
 from tests.iam.policy import Authorization, evaluate
 from tests.infra.conftest import snapshot as _declared

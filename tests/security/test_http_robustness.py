@@ -14,7 +14,7 @@ import pytest
 import requests
 
 from functions import lambda_handler
-from spotbench.auth.aws import member_role_name
+from spotbench.clouds.aws.identity import member_role_name
 from spotbench.localrun import http_server
 from spotbench.spec import load_spec
 from tests.security._server import LocalFunctions, json_error, raw_request

@@ -2,7 +2,7 @@
 
 Nothing here imports boto3 at module level; each part loads its SDK when built: the
 driver (`ec2`), the schedule control (`scheduler`), the orphan finder (`orphans`)
-and the member's signed `done` call (`spotbench.auth.aws`, botocore). Callers of the
+and the member's signed `done` call (`spotbench.clouds.aws.identity`, botocore). Callers of the
 functions are authenticated by the Lambda adapter (`functions/lambda_handler.py`).
 
 Environment: `AWS_ENDPOINT_URL` (moto in tests) and the usual AWS credentials chain.
@@ -79,7 +79,7 @@ class AwsProvider(Provider):
         return {"aws:region": region or spec.region or "us-east-1"}
 
     def post_done(self, ctx: MemberContext, body: dict, timeout: float) -> requests.Response:
-        from spotbench.auth.aws import signed_post  # botocore: only on AWS VMs
+        from spotbench.clouds.aws.identity import signed_post  # botocore: only on AWS VMs
 
         return signed_post(ctx.done_url, body, timeout=timeout)
 
@@ -88,7 +88,7 @@ class AwsProvider(Provider):
         role writes nothing; the grant's credentials write the group's objects only."""
         from datetime import datetime
 
-        from spotbench.auth.aws import fetch_grant  # botocore: only on AWS VMs
+        from spotbench.clouds.aws.identity import fetch_grant  # botocore: only on AWS VMs
 
         if not ctx.done_url:
             return {}, None

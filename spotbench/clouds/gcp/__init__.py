@@ -6,7 +6,7 @@ What the provider (`gcp.provider`), the scheduler (`gcp.scheduler`), preflight
 Environment: `SPOTBENCH_GCP_PROJECT` (else the spec's `gcp.project`, else
 `GOOGLE_CLOUD_PROJECT`), `SPOTBENCH_GCP_API_ENDPOINT` (a local endpoint in tests);
 functions also read `SPOTBENCH_AUDIENCE`, `SPOTBENCH_SCHEDULER_ACCOUNTS` and
-`SPOTBENCH_GCP_FRONT` (`cloud-run`: behind Cloud Run's front end, `spotbench.auth.gcp_front`).
+`SPOTBENCH_GCP_FRONT` (`cloud-run`: behind Cloud Run's front end, `spotbench.clouds.gcp.front`).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from typing import Any
 import requests
 
 from spotbench.auth import Unavailable
-from spotbench.auth.gcs_grant import STORAGE_URL, storage_grants
+from spotbench.clouds.gcp.storage_grant import STORAGE_URL, storage_grants
 from spotbench.auth.group_keys import KEY_FILES, private_openssh
 from spotbench.auth.instance import Grant
 

@@ -2,14 +2,14 @@
 
 Nothing here imports google-cloud at module level; each part loads its SDK when built:
 the driver (`gce`), the schedule control (`scheduler`), the orphan finder (`orphans`),
-preflight (`preflight`) and the caller verifier (`spotbench.auth.gcp`, google-auth). Its
+preflight (`preflight`) and the caller verifier (`spotbench.clouds.gcp.identity`, google-auth). Its
 settings (project, region, bucket, the VM's identity token) are the package's
 (`spotbench.clouds.gcp`).
 
 Environment: `SPOTBENCH_GCP_PROJECT` (else the spec's `gcp.project`, else
 `GOOGLE_CLOUD_PROJECT`), `SPOTBENCH_GCP_API_ENDPOINT` (a local endpoint in tests);
 functions also read `SPOTBENCH_AUDIENCE`, `SPOTBENCH_SCHEDULER_ACCOUNTS` and
-`SPOTBENCH_GCP_FRONT` (`cloud-run`: behind Cloud Run's front end, `spotbench.auth.gcp_front`).
+`SPOTBENCH_GCP_FRONT` (`cloud-run`: behind Cloud Run's front end, `spotbench.clouds.gcp.front`).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class GcpProvider(Provider):
         """The caller of a function: the scheduler's OIDC token, or a member VM's ID token
         running as its own run group's account (`SPOTBENCH_MEMBER_ACCOUNTS`; unset: no member
         may call). Its zone and instance id are checked against the instance by `control.done`."""
-        from spotbench.auth.gcp import identify
+        from spotbench.clouds.gcp.identity import identify
 
         env = settings.env
         return identify(

@@ -98,7 +98,7 @@ def member_role_name(sweep: str, region: str) -> str:
 
 def grant_role_name(sweep: str, region: str) -> str:
     """The role the functions assume (with a per-group session policy) to mint a group's
-    storage grant (`spotbench.auth.aws_grants`)."""
+    storage grant (`spotbench.clouds.aws.grants`)."""
     return _sweep_iam_name(sweep, region, "grant")
 
 

@@ -16,7 +16,7 @@ unchecked header.
 A function takes a stripped token only when its deployment says it runs behind Cloud Run
 (`SPOTBENCH_GCP_FRONT=cloud-run`, set by infra/gcp/functions.py, never by a request); it
 still checks the claims Google signed: issuer, audience (its own URL), expiry, and the
-caller's identity (`spotbench.auth.gcp.identity_from_claims`). Anywhere else a stripped
+caller's identity (`spotbench.clouds.gcp.identity.identity_from_claims`). Anywhere else a stripped
 token is refused (401).
 """
 

@@ -11,7 +11,7 @@ Two kinds of callers reach the functions:
 Every token is checked for signature (Google's certificates), audience, expiry and issuer —
 or, behind Cloud Run's front end (the deployed functions), which checks the signature and
 `run.invoker` and then strips the signature, for audience, expiry and issuer only
-(`spotbench.auth.gcp_front`). A missing or invalid token raises `Unauthorized` (401); a
+(`spotbench.clouds.gcp.front`). A missing or invalid token raises `Unauthorized` (401); a
 valid token of someone who may not call (another project's VM, an unknown account) raises
 `Forbidden` (403). Whether a member VM belongs to the sweep is the control logic's check (it
 looks the instance up by labels).
@@ -37,7 +37,7 @@ except ImportError:  # pragma: no cover - pyjwt absent: only x509 certificate di
     PyJWTError = ValueError  # type: ignore[misc,assignment]
 
 from spotbench.auth import Caller, Forbidden, Unauthorized, Unavailable
-from spotbench.auth.gcp_front import (
+from spotbench.clouds.gcp.front import (
     CLOCK_SKEW_S,
     CLOUD_RUN,
     FRONT_ENV,
