@@ -9,7 +9,8 @@ DescribeInstances) must carry a `Name` that is one of the plan's member names an
 deployer-written `spotbench-group` tag of that member's group. Then:
 
 - `grant`: the group's deadline is its latest launch in the open run + the spec's deadline
-  (`deadline_of`); past it, or with no open run or launch, the answer is 403. Otherwise the
+  (`deadline_of`); past it, or with no open run or launch, the answer is 403 — the same
+  check and refusal as GCP's (`functions.grant.current_grant`). Otherwise the
   answer is the neutral `Grant` (`group`, `run`, `prefixes` relative to the results root
   `root`, `expires` = the deadline) plus `credentials` (STS, the grant role narrowed to the
   group's objects; their `Expiration` ≤ the deadline and ≤ 1 h: the member asks again) and
@@ -29,12 +30,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from functions.app import FunctionConfig
+from functions.grant import current_grant, past_deadline
 from spotbench.auth import Caller, Forbidden
+from spotbench.auth.instance import InstanceClaim, LiveInstance, Roster, group_of
+from spotbench.clouds import Instance
 from spotbench.clouds.aws import grants as aws_grants
 from spotbench.clouds.aws.identity import grant_role_name, member_role_name
-from spotbench.auth.instance import (Grant, InstanceClaim, LiveInstance, Roster, deadline_of,
-                                     group_of)
-from spotbench.clouds import Instance
 from spotbench.labels import GROUP_LABEL
 from spotbench.results import run_id_lengths
 
@@ -79,19 +80,10 @@ def grant(config: FunctionConfig, caller: Caller, account: str,
     """The caller's group's storage grant (see the module's docstring)."""
     now = now or datetime.now(UTC)
     group = instance_group(config, caller.name, account)
-    store = config.sweep.store
-    run = store.current_run()
-    if run is None:
-        raise Forbidden(f"no run of sweep {config.spec.name} is open: nothing to write into")
-    launched = store.last_launch(run.run, group)
-    if launched is None:
-        raise Forbidden(f"group {group} has not been launched in run {run.run}")
-    granted = Grant.for_group(group, run.run, deadline_of(launched, config.spec.deadline),
-                              checkpoints=config.spec.keeps_checkpoints())
+    granted = current_grant(config, group, now)  # the open run, the launch, the deadline
     window = aws_grants.GrantWindow.until(granted.expires, now)
-    if window is None or granted.expired(now):
-        raise Forbidden(f"group {group} is past its deadline ({granted.expires.isoformat()}) "
-                        f"in run {run.run}: no grant; the stop tick stops it")
+    if window is None:  # the deadline passed since (the window is None once it did)
+        raise past_deadline(granted, granted.run)
     bucket, prefix = _bucket_prefix(config)
     policy = aws_grants.session_policy(bucket, prefix, group,
                                        checkpoints=granted.checkpoints is not None,
@@ -103,7 +95,7 @@ def grant(config: FunctionConfig, caller: Caller, account: str,
     until = window.expires(now)
     records = aws_grants.under(prefix, granted.records)
     post = aws_grants.presigned_post(bucket, records, until)
-    log.info("grant for %s: group %s, run %s, until %s", caller.name, group, run.run,
+    log.info("grant for %s: group %s, run %s, until %s", caller.name, group, granted.run,
              until.isoformat())
     return {**granted.to_json(), "bucket": bucket, "root": prefix,
             "credentials": {**creds, "Expiration": until.isoformat()}, "post": post}

@@ -74,9 +74,15 @@ def current_grant(config: FunctionConfig, group: str, now: datetime | None = Non
     grant = Grant.for_group(group, run.run, deadline_of(launched, spec.deadline),
                             checkpoints=spec.keeps_checkpoints())
     if grant.expired(now):
-        raise GrantRefused(f"group {group}'s deadline ({grant.expires.isoformat()}) has passed; "
-                           "its launch is over")
+        raise past_deadline(grant, run.run)
     return grant
+
+
+def past_deadline(grant: Grant, run: str) -> GrantRefused:
+    """The one refusal of a grant asked for after its group's deadline (every cloud)."""
+    return GrantRefused(f"group {grant.group} is past its deadline: its deadline "
+                        f"({grant.expires.isoformat()}) in run {run} has passed; its launch is "
+                        "over, no grant (the stop tick stops it)")
 
 
 def grant(config: FunctionConfig, caller: Caller, body: Any) -> dict[str, Any]:
