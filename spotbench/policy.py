@@ -210,7 +210,7 @@ def _region(c: _Checked) -> list[str]:
     if not c.facts.location:  # the local cloud has no places
         return []
     spec = c.spec
-    region = spec.region or (c.facts.region_of_zone(spec.zone) if spec.zone else None)
+    region = c.facts.sweep_region(spec.region, spec.zone)
     return _allowed("region", region, c.policy.regions, "regions")
 
 

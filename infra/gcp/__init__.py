@@ -26,7 +26,7 @@ from infra.gcp.vms import GcpRunGroup, GcpRunGroupArgs
 from infra.keys import group_known_hosts
 from infra.user_image import user_step
 from spotbench.auth.group_keys import KEY_FILES
-from spotbench.clouds.gcp import region_of_zone
+from spotbench.clouds.gcp import region_of
 from spotbench.images import resolve_image
 from spotbench.workload_registry import get_workload
 from spotbench.spec import SweepSpec
@@ -46,7 +46,7 @@ def resolve_location(spec: SweepSpec) -> tuple[str, str, str]:
     zone = spec.zone
     if not zone:
         raise pulumi.RunError(f"spec {spec.name!r}: cloud gcp needs 'zone' (e.g. us-central1-a)")
-    region = spec.region or region_of_zone(zone)
+    region = region_of(spec)  # the spec's region (spotbench.facts: CloudFacts.sweep_region)
     if not zone.startswith(region + "-"):
         raise pulumi.RunError(f"spec {spec.name!r}: zone {zone!r} is not in region {region!r}")
     return project, region, zone

@@ -65,6 +65,12 @@ class CloudFacts:
         """The region prices are looked up in: the given region, else the zone's."""
         if self.any_price_region:
             return "*"
+        return self.sweep_region(region, zone)
+
+    def sweep_region(self, region: str | None, zone: str | None) -> str | None:
+        """The spec's region — the one home of the rule: its `region` when given, else its
+        `zone`'s (`region_of_zone`); None when it gives neither. Policy, preflight, the GCP
+        settings and the price lookup all ask this."""
         if region:
             return region
         return self.region_of_zone(zone) if zone else None

@@ -69,7 +69,6 @@ METADATA_IDENTITY = (
 )
 
 
-region_of_zone = FACTS.region_of_zone  # us-central1-a → us-central1 (the catalog's rule)
 
 
 def project_of(spec: SweepSpec | None = None, env: Mapping[str, str] | None = None) -> str:
@@ -102,11 +101,10 @@ def results_url(spec: SweepSpec, project: str) -> str:
 
 
 def region_of(spec: SweepSpec) -> str:
-    """The sweep's region: `region`, else its zone's."""
-    if spec.region:
-        return spec.region
-    if spec.zone:
-        return region_of_zone(spec.zone)
+    """The sweep's region: `region`, else its zone's (`CloudFacts.sweep_region`)."""
+    region = FACTS.sweep_region(spec.region, spec.zone)
+    if region:
+        return region
     raise SettingMissing(f"{spec.name}: give 'region' or 'zone' in the spec")
 
 

@@ -25,7 +25,7 @@ import requests
 
 from spotbench.clouds.gcp import (
     BOOTSTRAP_APIS, CUSTOM_ROLE_QUOTA, REQUIRED_APIS, SERVICE_ACCOUNT_QUOTA, SWEEP_ACCOUNTS,
-    SWEEP_CUSTOM_ROLES, enable_command, region_of_zone,
+    FACTS, SWEEP_CUSTOM_ROLES, enable_command,
 )
 from spotbench.interfaces import Problem
 from spotbench.plan import RunGroup, concurrent_footprint
@@ -78,7 +78,7 @@ def check(spec: SweepSpec, project: str, api_endpoint: str | None = None) -> lis
         return [Problem("credentials", f"no Google credentials ({type(exc).__name__})",
                         "gcloud auth application-default login")]
     zone = spec.zone or ""
-    region = spec.region or region_of_zone(zone)
+    region = FACTS.sweep_region(spec.region, zone) or ""
     refused = _project(api, project)
     if refused:
         return [refused]
