@@ -158,7 +158,8 @@ class FunctionConfig:
     @cached_property
     def sweep(self) -> control.Sweep:
         url = self.env.get("SPOTBENCH_RESULTS_URL") or self.spec.results_url()
-        return control.Sweep(spec=self.spec, cloud=self.cloud, store=ResultStore(url),
+        store = ResultStore(url, lease_objects=self.provider.lease_objects)  # the control lease's
+        return control.Sweep(spec=self.spec, cloud=self.cloud, store=store,
                              prices=self.env.get("SPOTBENCH_PRICES") or None)
 
 

@@ -23,8 +23,11 @@ store's conditional requests, so exactly one caller holds it:
 A caller that cannot get the lease within `wait_s` gets `Busy`, with the seconds after which
 a retry makes sense (the functions answer 503 + Retry-After). On a local folder the lease is
 an OS file lock (released by the kernel when its holder dies); `memory://` stores (tests)
-lock within the process. Other fsspec stores have no conditional writes here: the lease is
-refused with a clear error rather than silently not excluding anyone.
+lock within the process. On an object store the lease is written with the store's
+`ConditionalObjects`, which this module does not know how to make: whoever builds the store
+hands them over (the cloud's `Provider.lease_objects`: `clouds/aws/lease_objects.py` for S3,
+`clouds/gcp/lease_objects.py` for GCS). A store without them gets no lease: a clear error
+rather than silently not excluding anyone.
 """
 
 from __future__ import annotations
@@ -40,14 +43,39 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import Any
-
-from spotbench.lease_objects import ConditionalObjects, GcsObjects, S3Objects, Stored
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 log = logging.getLogger("spotbench.lease")
 
 LEASE_TTL_S = 60.0  # a holder that stopped renewing for this long is taken over
 LEASE_WAIT_S = 30.0  # how long a caller waits for the lease before answering Busy
+
+
+@dataclass(frozen=True)
+class Stored:
+    """The lease object as the store has it."""
+
+    body: bytes
+    version: str  # S3 ETag, GCS generation
+    written: datetime  # the server's time of the last write
+
+
+class ConditionalObjects(Protocol):
+    """The conditional requests a lease needs from one object store (each cloud answers them
+    in its own package, `spotbench.clouds.<cloud>.lease_objects`)."""
+
+    def create(self, path: str, body: bytes) -> str | None:
+        """Write `path` only if absent: its new version, or None when it exists."""
+
+    def read(self, path: str) -> Stored | None:
+        """The object, or None when absent."""
+
+    def replace(self, path: str, body: bytes, version: str) -> str | None:
+        """Overwrite only if still at `version`: the new version, or None."""
+
+    def delete(self, path: str, version: str) -> bool:
+        """Delete only if still at `version`; False when it was not."""
 
 
 class Busy(RuntimeError):
@@ -212,21 +240,22 @@ def fenced(target: Any, check: Callable[[], None], methods: frozenset[str] | set
 
 
 # ---- per store -----------------------------------------------------------------------------
-def lease_for(fs: Any, path: str, *, holder: str, ttl_s: float = LEASE_TTL_S,
+def lease_for(fs: Any, path: str, *, holder: str, objects: ConditionalObjects | None = None,
+              ttl_s: float = LEASE_TTL_S,
               wait_s: float = LEASE_WAIT_S) -> contextlib.AbstractContextManager:
-    """The lease on `path` of the fsspec filesystem `fs` (see the module's docstring)."""
+    """The lease on `path` of the fsspec filesystem `fs` (see the module's docstring): a file
+    lock on a local folder, in-process on memory://, else written with `objects` (the
+    store's conditional requests, from its cloud's provider)."""
     protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
     if protocols & {"file", "local"}:
         return _file_lock(path, wait_s)
-    if protocols & {"s3", "s3a"}:
-        objects: ConditionalObjects = S3Objects(fs)
-    elif protocols & {"gs", "gcs"}:
-        objects = GcsObjects(fs)
-    elif "memory" in protocols:
+    if objects is None and "memory" in protocols:
         objects = MEMORY
-    else:
+    if objects is None:
         raise NotImplementedError(
-            f"no control lock on {sorted(protocols)} stores: keep results on gs://, s3:// or a "
+            f"no control lock on this {'/'.join(sorted(protocols))} store: it was built without "
+            "its cloud's conditional objects (ResultStore(url, lease_objects="
+            "provider.lease_objects)); keep results on the sweep's cloud (gs://, s3://) or a "
             "local folder")
     return Lease(objects, path, holder=holder, ttl_s=ttl_s, wait_s=wait_s)
 

@@ -148,3 +148,37 @@ def test_control_stops_acting_once_its_lease_is_taken_over():
     assert cloud.start_calls == 1, "the stalled holder launched more groups after losing the lease"
     running = [i for i in cloud.instances.values() if i.state == State.RUNNING]
     assert len({i.labels["spotbench-group"] for i in running}) == 1
+
+
+def test_an_object_store_lease_is_written_with_what_its_cloud_hands_the_store():
+    """The lease knows no cloud (issue #25): the store is handed its cloud's conditional
+    requests (`Provider.lease_objects`); built without them, an object store refuses the
+    lease with what to do instead of not excluding anyone."""
+    from spotbench.clouds import get_provider
+    from spotbench.clouds.aws.lease_objects import S3Objects
+    from spotbench.clouds.gcp.lease_objects import GcsObjects
+    from spotbench.results import ResultStore
+
+    bare = ResultStore("s3://bucket/sweep")
+    with pytest.raises(NotImplementedError, match="lease_objects=provider.lease_objects"):
+        with bare.lease("control", holder="start", wait_s=0):
+            pass
+    aws = ResultStore("s3://bucket/sweep", lease_objects=get_provider("aws").lease_objects)
+    assert isinstance(aws._lease_objects(aws.fs), S3Objects)
+    gcs = ResultStore("gs://bucket/sweep", lease_objects=get_provider("gcp").lease_objects,
+                      endpoint_url="http://127.0.0.1:9/as/sa", token="anon")
+    objects = gcs._lease_objects(gcs.fs)
+    assert isinstance(objects, GcsObjects)
+    # the JSON API's simple upload on the store's own endpoint (gcsfs's public `base`)
+    assert objects._upload_url() == "http://127.0.0.1:9/as/sa/upload/storage/v1/b/{}/o"
+    assert get_provider("local").lease_objects(object()) is None
+
+
+def test_a_store_uses_the_objects_it_was_handed():
+    from spotbench.results import ResultStore
+
+    objects = MemoryObjects()
+    store = ResultStore("memory://handed/r", lease_objects=lambda fs: objects)
+    with store.lease("control", holder="start", wait_s=0):
+        assert [p.endswith("handed/r/control.lock") for p in objects.objects] == [True]
+    assert objects.objects == {}

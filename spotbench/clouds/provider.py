@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # only for annotations: providers import what they need lazil
 
     from spotbench.auth import Caller
     from spotbench.clouds.base import Cloud, Sweeper
+    from spotbench.lease import ConditionalObjects
     from spotbench.member import MemberContext
     from spotbench.spec import SweepSpec
 
@@ -139,6 +140,13 @@ class Provider:
     def grants(self, spec: SweepSpec, env: Mapping[str, str]) -> Any:
         """What the `grant` function mints a group's storage grants and files with (issue #29)."""
         raise SettingMissing(f"cloud {self.name!r} has no grant function")
+
+    def lease_objects(self, fs: Any) -> ConditionalObjects | None:
+        """The conditional requests the control lease (spotbench.lease) is written with on
+        this cloud's object store, through the results store's filesystem `fs`; None: no
+        object store (the local cloud's folder takes a file lock). Hand it to the store:
+        `ResultStore(url, lease_objects=provider.lease_objects)`."""
+        return None
 
     def schedule(self, spec: SweepSpec, root: Path | str | None = None, **options: Any) -> ScheduleControl:
         """Pause / resume / run-now of the sweep's start/stop pair."""

@@ -30,8 +30,9 @@ class RunLedger(Storage):
         """Hold `<root>/<name>.lock` (spotbench.lease): one holder at a time, whichever
         machine it runs on. Raises `spotbench.lease.Busy` when another keeps it past `wait_s`,
         StoreError when the store cannot be asked."""
-        lease = lease_for(self.fs, self.path(f"{name}.lock"), holder=holder, ttl_s=ttl_s,
-                          wait_s=wait_s)
+        objects = self._lease_objects(self.fs) if self._lease_objects is not None else None
+        lease = lease_for(self.fs, self.path(f"{name}.lock"), holder=holder, objects=objects,
+                          ttl_s=ttl_s, wait_s=wait_s)
         try:
             lease.__enter__()
         except OSError as exc:

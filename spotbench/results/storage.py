@@ -14,12 +14,19 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from glob import has_magic
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from spotbench.results.model import StoreError
+
+if TYPE_CHECKING:
+    from spotbench.lease import ConditionalObjects
+
+# the store's filesystem → its conditional requests (the control lease's), from the cloud
+# the store is on (`Provider.lease_objects`); None: a local folder's file lock
+LeaseObjects = Callable[[Any], "ConditionalObjects | None"]
 
 log = logging.getLogger("spotbench.results")
 
@@ -45,11 +52,14 @@ class Storage:
     """The files of one sweep's results under one fsspec URL."""
 
     def __init__(self, url: str, *, writer: Callable[[str, bytes], None] | None = None,
-                 **storage_options: Any):
+                 lease_objects: LeaseObjects | None = None, **storage_options: Any):
         """`writer(path, data)`: how objects are written on an object store when this
-        identity may only read it (a GCP member writes with its group's POST policy)."""
+        identity may only read it (a GCP member writes with its group's POST policy).
+        `lease_objects(fs)`: the conditional requests the control lease is written with on
+        an object store (`Provider.lease_objects` of the store's cloud; spotbench.lease)."""
         self.url = url.rstrip("/")
         self._writer = writer
+        self._lease_objects = lease_objects
         if "://" in self.url and not self.url.startswith(("file://", "local://")):
             # an object store: list afresh every time (a warm function must see what members
             # stored since its last call), with this store's own client

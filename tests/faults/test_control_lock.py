@@ -25,6 +25,7 @@ import pytest
 
 from functions.app import FunctionConfig, handle
 from spotbench.auth import Caller
+from spotbench.clouds import get_provider
 from spotbench.results import ResultStore
 from workloads.common import WorkloadRun
 
@@ -180,7 +181,8 @@ def test_gcp_a_member_cannot_take_the_control_lock(gcp, monkeypatch):
     monkeypatch.setenv("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
     gcsfs.GCSFileSystem.clear_instance_cache()
     with pytest.raises(StoreError, match="Forbidden"):
-        with ResultStore(url).lease("control", holder="attacker", wait_s=0):
+        with ResultStore(url, lease_objects=get_provider("gcp").lease_objects).lease(
+                "control", holder="attacker", wait_s=0):
             pass
     assert not any(k.endswith("control.lock") for k in endpoint.gcs.buckets[dep.bucket])
     gcsfs.GCSFileSystem.clear_instance_cache()
@@ -269,7 +271,8 @@ def test_aws_a_member_cannot_take_the_control_lock(aws):
     name = next(iter(d.instance_ids))
     with environment(member_env(d, d.member(name))):
         with pytest.raises(StoreError, match="Access ?Denied|AccessDenied|not authorized"):
-            with ResultStore(f"s3://{d.bucket}/lk").lease("control", holder="attacker", wait_s=0):
+            store = ResultStore(f"s3://{d.bucket}/lk", lease_objects=get_provider("aws").lease_objects)
+            with store.lease("control", holder="attacker", wait_s=0):
                 pass
     denied = [r.auth for r in d.account.denials()]
     assert [(a.action, a.resource.rsplit("/", 1)[-1]) for a in denied] == [

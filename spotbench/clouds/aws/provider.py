@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from spotbench.clouds.aws.scheduler import AwsSchedule
     from spotbench.clouds.base import Sweeper
     from spotbench.clouds.aws.ec2 import AwsCloud
+    from spotbench.clouds.aws.lease_objects import S3Objects
     from spotbench.member import MemberContext
     from spotbench.spec import SweepSpec
 
@@ -62,6 +63,12 @@ class AwsProvider(Provider):
         from spotbench.clouds.aws.preflight import check
 
         return check(spec, env_of(env).get("AWS_ENDPOINT_URL") or None)
+
+    def lease_objects(self, fs: Any) -> S3Objects:
+        """The control lease on S3: conditional PUT/DELETE through the store's s3fs client."""
+        from spotbench.clouds.aws.lease_objects import S3Objects
+
+        return S3Objects(fs)
 
     def schedule(self, spec: SweepSpec, root: Path | str | None = None, **options: Any) -> AwsSchedule:
         from spotbench.clouds.aws.scheduler import AwsSchedule

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from spotbench.clouds.base import Sweeper
     from spotbench.clouds.gcp.gce import GcpCloud
     from spotbench.clouds.gcp.grants import GcpGrants
+    from spotbench.clouds.gcp.lease_objects import GcsObjects
     from spotbench.clouds.gcp.member_grant import GrantedWriter
     from spotbench.clouds.gcp.scheduler import GcpSchedule
     from spotbench.member import MemberContext
@@ -58,6 +59,12 @@ class GcpProvider(Provider):
         env = env_of(env)
         return self.driver(project=project_of(spec, env), zones=[spec.zone],
                            api_endpoint=env.get("SPOTBENCH_GCP_API_ENDPOINT") or None)
+
+    def lease_objects(self, fs: Any) -> GcsObjects:
+        """The control lease on GCS: generation-matched requests through the store's gcsfs."""
+        from spotbench.clouds.gcp.lease_objects import GcsObjects
+
+        return GcsObjects(fs)
 
     def authenticate(self, headers: Mapping[str, str], settings: FunctionSettings) -> Caller:
         """The caller of a function: the scheduler's OIDC token, or a member VM's ID token
