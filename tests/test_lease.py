@@ -163,14 +163,12 @@ def test_an_object_store_lease_is_written_with_what_its_cloud_hands_the_store():
     with pytest.raises(NotImplementedError, match="lease_objects=provider.lease_objects"):
         with bare.lease("control", holder="start", wait_s=0):
             pass
-    aws = ResultStore("s3://bucket/sweep", lease_objects=get_provider("aws").lease_objects)
-    assert isinstance(aws._lease_objects(aws.fs), S3Objects)
-    gcs = ResultStore("gs://bucket/sweep", lease_objects=get_provider("gcp").lease_objects,
-                      endpoint_url="http://127.0.0.1:9/as/sa", token="anon")
-    objects = gcs._lease_objects(gcs.fs)
+    assert isinstance(get_provider("aws").lease_objects(bare.fs), S3Objects)
+    gcs = ResultStore("gs://bucket/sweep", endpoint_url="http://127.0.0.1:9/as/sa", token="anon")
+    objects = get_provider("gcp").lease_objects(gcs.fs)
     assert isinstance(objects, GcsObjects)
     # the JSON API's simple upload on the store's own endpoint (gcsfs's public `base`)
-    assert objects._upload_url() == "http://127.0.0.1:9/as/sa/upload/storage/v1/b/{}/o"
+    assert objects.upload_url() == "http://127.0.0.1:9/as/sa/upload/storage/v1/b/{}/o"
     assert get_provider("local").lease_objects(object()) is None
 
 

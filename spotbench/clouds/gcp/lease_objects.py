@@ -33,7 +33,7 @@ class GcsObjects:
         bucket, key, _ = self.fs.split_path(path)
         return bucket, key
 
-    def _upload_url(self) -> str:
+    def upload_url(self) -> str:
         base = str(self.fs.base)  # "<endpoint>/storage/v1/"
         if not base.endswith(_API):
             raise ValueError(f"gcsfs base URL {base!r} does not end in {_API!r}: cannot address "
@@ -43,7 +43,7 @@ class GcsObjects:
     def _upload(self, path: str, body: bytes, generation: str) -> str | None:
         bucket, key = self._split(path)
         try:
-            out = self.fs.call("POST", self._upload_url(), bucket, uploadType="media", name=key,
+            out = self.fs.call("POST", self.upload_url(), bucket, uploadType="media", name=key,
                                ifGenerationMatch=generation, data=body, json_out=True,
                                headers={"Content-Type": "application/json"})
         except FileExistsError:  # 412: the generation did not match
