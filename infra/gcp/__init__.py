@@ -17,7 +17,7 @@ from infra.gcp.apis import GcpApis
 from infra.gcp.bucket import ResultsBucket, ResultsBucketArgs
 from infra.gcp.functions import GcpFunctions, GcpFunctionsArgs
 from infra.gcp.identity import GcpIdentities, GcpIdentitiesArgs
-from infra.gcp.network import GcpNetwork, GcpNetworkArgs
+from infra.gcp.network import GcpNetwork, GcpNetworkArgs, subnet_name
 from infra.gcp.registry import GcpRegistry
 from infra.gcp.group_keys import derived_mpi_keys, key_seed
 from infra.gcp.secrets import SweepSecret
@@ -75,8 +75,10 @@ class GcpSweep(pulumi.ComponentResource):
             f"{name}-net", GcpNetworkArgs(spec=spec, region=region, project=project), child
         )
         self.identities = GcpIdentities(
-            f"{name}-id", GcpIdentitiesArgs(sweep=spec.name, project=project, zone=zone,
-                                            operators=list(spec.gcp.operators)), child
+            f"{name}-id", GcpIdentitiesArgs(
+                sweep=spec.name, project=project, zone=zone, operators=list(spec.gcp.operators),
+                created_zones=spec.candidate_zones if spec.lifecycle == "created" else [],
+                region=region, subnet=subnet_name(f"{name}-net")), child
         )
         ids = self.identities
         self.bucket = ResultsBucket(

@@ -21,7 +21,7 @@ says so, and regionInstances.bulkInsert takes it (docs/platform.md, "Created lif
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
@@ -33,11 +33,8 @@ from infra.members import member_contexts, workload_env
 from infra.user_image import user_step
 from spotbench.clouds.gcp import template_name
 
-if TYPE_CHECKING:
-    from infra.gcp.vms import GcpRunGroupArgs
 
-
-def role_members(args: GcpRunGroupArgs) -> dict[str, list]:
+def role_members(args: Any) -> dict[str, list]:
     """role → the group's members of that role, in rank order."""
     out: dict[str, list] = {}
     for m in args.group.members:
@@ -45,7 +42,7 @@ def role_members(args: GcpRunGroupArgs) -> dict[str, list]:
     return out
 
 
-def group_templates(name: str, args: GcpRunGroupArgs, scheduling: dict, policies: list,
+def group_templates(name: str, args: Any, scheduling: dict, policies: list,
                     network_cidr: str, parent: pulumi.Resource) -> dict[str, gcp.compute.RegionInstanceTemplate]:
     """role → the template its members are created from."""
     spec, group = args.spec, args.group

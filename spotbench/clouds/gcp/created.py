@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from google.api_core import exceptions as gexc
 from google.cloud import compute_v1
@@ -38,9 +38,6 @@ from spotbench.clouds.gcp import region_of_zone, template_name
 from spotbench.clouds.gcp._gce_errors import describe, exception_kind
 from spotbench.clouds.gcp._gce_status import operation_error, operation_error_kind
 from spotbench.labels import GROUP_LABEL, ROLE_LABEL
-
-if TYPE_CHECKING:
-    from spotbench.clouds.gcp.gce import GcpCloud
 
 log = logging.getLogger(__name__)
 Roster = Mapping[str, Mapping[str, Sequence[str]]]  # group → role → member names
@@ -72,10 +69,24 @@ def bulk_request(project: str, zone: str, group: str, role: str,
         location_policy=location_policy(zone))
 
 
+class Driver(Protocol):
+    """What the created lifecycle uses of `GcpCloud` (gce.py)."""
+
+    project: str
+    zones: list[str] | None
+    timeout_s: float
+    poll_s: float
+    last_refusals: list[list[Instance]]
+
+    def delete(self, labels: Mapping[str, str]) -> list[Instance]: ...
+    def query(self, labels: Mapping[str, str]) -> list[Instance]: ...
+    def call(self, fn: Any, /, **kwargs: Any) -> Any: ...
+
+
 class Creator:
     """The created lifecycle's start, over `cloud`'s clients and verbs."""
 
-    def __init__(self, cloud: GcpCloud, roster: Roster, client_kwargs: dict[str, Any]) -> None:
+    def __init__(self, cloud: Driver, roster: Roster, client_kwargs: dict[str, Any]) -> None:
         self.cloud = cloud
         self.roster = roster
         self._bulk = compute_v1.RegionInstancesClient(**client_kwargs)
@@ -138,7 +149,7 @@ class Creator:
         deadline = time.monotonic() + self.cloud.timeout_s
         while op.status != _DONE and time.monotonic() < deadline:
             remaining = deadline - time.monotonic()
-            op = self.cloud._call(self._ops.wait, project=self.cloud.project, region=region,
+            op = self.cloud.call(self._ops.wait, project=self.cloud.project, region=region,
                                   operation=op.name, timeout=min(remaining, _SERVER_WAIT_S) + 5)
             if op.status != _DONE:
                 time.sleep(min(self.cloud.poll_s, max(0.0, deadline - time.monotonic())))

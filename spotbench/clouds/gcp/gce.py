@@ -336,6 +336,8 @@ class GcpCloud:
     def _call(self, fn: Callable[..., T], /, **kwargs: Any) -> T:
         return self._retrying(fn, **kwargs)
 
+    call = _call  # for the created lifecycle (created.py): transient errors retried
+
 
 def _to_instance(
     raw: compute_v1.Instance,
