@@ -155,3 +155,26 @@ def test_capacity_gcp_stop_deletes_created_instances(gce, tmp_path):
     assert gce.instances
     control.stop(sweep, TICK)
     assert gce.instances == {}
+
+
+def test_capacity_gcp_orphan_sweep_finds_a_created_instance_whose_group_was_lost(gce, tmp_path):
+    """The start function made a group, then its record was lost (a plan that no longer has
+    the group, a store wiped, a stack destroyed): the created instances still carry the
+    template's labels, so teardown's orphan sweep finds them in the zone they were made in
+    and deletes them."""
+    from spotbench.clouds.gcp.orphans import GcpSweeper
+
+    spec = gpu_spec()
+    declare_templates(gce, spec)
+    gce.exhaust("us-central1-a")
+    cloud = GcpCloud("proj", zones=ZONES, api_endpoint=gce.url, timeout_s=30,
+                     retry_initial_s=0.05, poll_s=0.05, lifecycle="created", roster=roster_of(spec))
+    group = spec.plan()[0]
+    assert {i.state for i in cloud.start(group.labels, ZONES)} == {State.RUNNING}
+    sweeper = GcpSweeper("proj", api_endpoint=gce.url)
+    found = [r for r in sweeper.find("cap") if r.kind == "instance"]
+    assert {(r.id, r.where) for r in found} == {(m.name, "us-central1-b") for m in group.members}
+    assert sweeper.find("other") == []
+    for r in found:
+        sweeper.delete(r)
+    assert gce.instances == {} and sweeper.find("cap") == []
