@@ -100,3 +100,39 @@ def test_capacity_pick_member_script_refuses_a_stranger(tmp_path):
     (tmp_path / "name").write_text("other-vm")
     bad = subprocess.run(["sh", "-c", script], cwd=tmp_path, capture_output=True, text=True)
     assert bad.returncode == 1 and "no member of this template" in bad.stderr
+
+
+def test_capacity_preview_shows_templates_and_the_permissions_the_function_gains():
+    from spotbench.preview import key_properties
+
+    spec, snap = _declared()
+    [group] = spec.plan()
+    templates = [key_properties(t) for t in snap.of_type(TEMPLATE)]
+    assert len(templates) == 3
+    for t in templates:
+        assert t["region"] == "us-central1" and t["machineType"] == "n1-standard-4"
+        assert t["provisioningModel"] == "SPOT" and float(t["maxRunDuration"][:-1]) == 45 * 60
+        assert t["labels"]["spotbench-group"] == group.id
+        assert t["serviceAccount"].startswith("sb-gcp-gpu-vm@") and t["images"]
+    roles = {r.inputs["roleId"]: key_properties(r)
+             for r in snap.of_type("gcp:projects/iAMCustomRole:IAMCustomRole")}
+    [create] = [p for rid, p in roles.items() if rid.endswith(".create")]
+    assert {"compute.instances.create", "compute.disks.create",
+            "compute.instanceTemplates.useReadOnly", "compute.subnetworks.use"} <= set(create["permissions"])
+    bindings = [key_properties(b) for b in snap.of_type("gcp:projects/iAMMember:IAMMember")
+                if "create" in str(b.inputs.get("role"))]
+    assert bindings and all("gcp-gpu--*" in b["condition"]["description"] for b in bindings)
+    assert all('startsWith("projects/proj-1/zones/us-central1-b/instances/gcp-gpu--")'
+               in b["condition"]["expression"] for b in bindings)
+
+
+def test_capacity_stopped_lifecycle_gains_no_create_permission():
+    from infra.gcp import GcpSweep, GcpSweepArgs
+
+    spec = load_spec({**{k: v for k, v in SPEC.items() if k not in ("zones", "region")},
+                      "zone": "us-central1-a", "lifecycle": "stopped"})
+    snap = _snapshot(CONFIG, lambda: GcpSweep(spec.name, GcpSweepArgs(spec=spec)))
+    assert snap.of_type(TEMPLATE) == []
+    perms = {p for r in snap.of_type("gcp:projects/iAMCustomRole:IAMCustomRole")
+             for p in r.inputs["permissions"]}
+    assert "compute.instances.create" not in perms and "compute.disks.create" not in perms
