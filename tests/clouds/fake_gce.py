@@ -11,7 +11,13 @@ operation on an instance fail (e.g. ZONE_RESOURCE_POOL_EXHAUSTED), never finish,
 next matching request answer 503 once. Capacity that says no: `exhaust(zone)` makes every
 start/resume in a zone end with GCE's resource-availability error until `replenish(zone)`;
 `exhaust_calls(n)` does so for the next n starts wherever they are (docs/platform.md,
-"Capacity errors and price APIs"). Every request is recorded in `calls`.
+"Capacity errors and price APIs"). The created lifecycle: regional instance templates
+(`add_template`, served by GET) and `regionInstances.bulkInsert`, checked up front as GCE
+does (HTTP 503 `insufficientCapacity` when every allowed zone is exhausted, 403
+`quotaExceeded` after `exceed_quota(region)`, 409 for a name in use), then a region
+operation that makes the named instances from the template (its labels and account) in ONE
+zone the location policy allows, or — `exhaust_calls` — ends `ZONE_RESOURCE_POOL_EXHAUSTED`
+having made none (docs/platform.md, "Created lifecycle"). Every request is recorded in `calls`.
 """
 
 from __future__ import annotations
