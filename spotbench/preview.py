@@ -150,6 +150,18 @@ def _permissions(d: Declared) -> dict[str, Any]:
     return {"permissions": list(perms)} if perms else {}
 
 
+def _template(d: Declared) -> dict[str, Any]:
+    """What an instance template makes VMs with (the created lifecycle): labels, account."""
+    if not d.type.endswith("InstanceTemplate:RegionInstanceTemplate") and \
+            not d.type.endswith("instanceTemplate:InstanceTemplate"):
+        return {}
+    account = d.inputs.get("serviceAccount")
+    out: dict[str, Any] = {"labels": d.inputs.get("labels", {})}
+    if isinstance(account, dict) and account.get("email"):
+        out["serviceAccount"] = account["email"]
+    return out
+
+
 def _network(d: Declared) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if isinstance(d.inputs.get("tags"), list):  # GCE network tags (firewall targets)
@@ -184,7 +196,7 @@ def _rules(d: Declared) -> dict[str, Any]:
 # what `key_properties` shows, in this order
 _PROPERTIES: tuple[Callable[[Declared], dict[str, Any]], ...] = (
     _plain, _images, _scheduling, _market, _imds, _accelerators, _ingress, _http_target,
-    _permissions, _network, _set, _iam_documents, _rules,
+    _permissions, _template, _network, _set, _iam_documents, _rules,
 )
 
 

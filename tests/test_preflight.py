@@ -173,3 +173,23 @@ def test_preflight_gcp_passes_a_500_group_sweep(gcp, tmp_path):
                 concurrency=1)
     assert len(load_spec(spec).plan()) == 500
     assert preflight(load_spec(spec), None, dict(os.environ)) == []
+
+
+def test_preflight_gcp_capacity_checks_every_candidate_zone_and_region(gcp, tmp_path):
+    """`zones` (the created lifecycle): a group may be made in any candidate, so each one must
+    offer the machine and GPU, and each candidate region's quota must hold the sweep."""
+    spec = _gcp(zone=None, zones=[ZONE, "us-central1-b"], lifecycle="created", concurrency=1)
+    gcp.project.machine_types["us-central1-b"] = {"n1-standard-4": 4}
+    gcp.project.accelerators["us-central1-b"] = set()  # no T4 in b
+    problems = preflight(load_spec(spec), None, dict(os.environ))
+    assert [(p.check, p.message) for p in problems] == [
+        ("accelerators", "nvidia-tesla-t4 is not offered in us-central1-b (HTTP 404)")]
+    gcp.project.accelerators["us-central1-b"] = {"nvidia-tesla-t4"}
+    assert preflight(load_spec(spec), None, dict(os.environ)) == []
+    other = {**spec, "zones": [ZONE, "europe-west4-a"]}
+    gcp.project.machine_types["europe-west4-a"] = {"n1-standard-4": 4}
+    gcp.project.accelerators["europe-west4-a"] = {"nvidia-tesla-t4"}
+    gcp.project.quotas["europe-west4"] = {"PREEMPTIBLE_CPUS": (64, 0),
+                                          "PREEMPTIBLE_NVIDIA_T4_GPUS": (0, 0)}
+    problems = preflight(load_spec(other), None, dict(os.environ))
+    assert [p.message.split(":")[0] for p in problems] == ["PREEMPTIBLE_NVIDIA_T4_GPUS in europe-west4"]

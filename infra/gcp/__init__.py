@@ -17,7 +17,7 @@ from infra.gcp.apis import GcpApis
 from infra.gcp.bucket import ResultsBucket, ResultsBucketArgs
 from infra.gcp.functions import GcpFunctions, GcpFunctionsArgs
 from infra.gcp.identity import GcpIdentities, GcpIdentitiesArgs
-from infra.gcp.network import GcpNetwork, GcpNetworkArgs
+from infra.gcp.network import GcpNetwork, GcpNetworkArgs, subnet_name
 from infra.gcp.registry import GcpRegistry
 from infra.gcp.group_keys import derived_mpi_keys, key_seed
 from infra.gcp.secrets import SweepSecret
@@ -26,7 +26,7 @@ from infra.gcp.vms import GcpRunGroup, GcpRunGroupArgs
 from infra.keys import group_known_hosts
 from infra.user_image import user_step
 from spotbench.auth.group_keys import KEY_FILES
-from spotbench.clouds.gcp import region_of
+from spotbench.clouds.gcp import first_zone, region_of
 from spotbench.images import resolve_image
 from spotbench.workload_registry import get_workload
 from spotbench.spec import SweepSpec
@@ -43,7 +43,7 @@ def resolve_location(spec: SweepSpec) -> tuple[str, str, str]:
             "no GCP project: set `gcp.project` in the spec or "
             "`pulumi config set gcp:project MY-PROJECT`"
         )
-    zone = spec.zone
+    zone = first_zone(spec)  # created lifecycle: templates are regional, the zone a default
     if not zone:
         raise pulumi.RunError(f"spec {spec.name!r}: cloud gcp needs 'zone' (e.g. us-central1-a)")
     region = region_of(spec)  # the spec's region (spotbench.facts: CloudFacts.sweep_region)
@@ -75,8 +75,10 @@ class GcpSweep(pulumi.ComponentResource):
             f"{name}-net", GcpNetworkArgs(spec=spec, region=region, project=project), child
         )
         self.identities = GcpIdentities(
-            f"{name}-id", GcpIdentitiesArgs(sweep=spec.name, project=project, zone=zone,
-                                            operators=list(spec.gcp.operators)), child
+            f"{name}-id", GcpIdentitiesArgs(
+                sweep=spec.name, project=project, zone=zone, operators=list(spec.gcp.operators),
+                created_zones=spec.candidate_zones if spec.lifecycle == "created" else [],
+                region=region, subnet=subnet_name(f"{name}-net")), child
         )
         ids = self.identities
         self.bucket = ResultsBucket(
@@ -145,7 +147,8 @@ class GcpSweep(pulumi.ComponentResource):
         }
         if mpi is not None:  # for `spotbench exec/collect --port 2222`: pinned, never TOFU
             self.outputs["known_hosts"] = group_known_hosts(
-                {gid: [a.address for a in grp.addresses.values()] for gid, grp in self.groups.items()},
+                {gid: [a.address for a in grp.addresses.values()] or list(grp.instance_names)
+                 for gid, grp in self.groups.items()},  # created VMs: by instance name
                 mpi.host_public, workload.port)
             self.outputs["ssh_private_key"] = mpi.login_private  # the operator's key
         self.register_outputs(self.outputs)  # infra/__main__.py exports them

@@ -34,6 +34,8 @@ STATE_DIR = "/var/lib/spotbench"
 ENV_FILE = f"{STATE_DIR}/env"
 SSH_DIR = f"{STATE_DIR}/ssh"
 FETCH_KEYS = f"{STATE_DIR}/fetch-keys"
+PICK_MEMBER = f"{STATE_DIR}/pick-member"
+METADATA_NAME = "http://metadata.google.internal/computeMetadata/v1/instance/name"
 METADATA_IDENTITY = ("http://metadata.google.internal/computeMetadata/v1/instance/"
                      "service-accounts/default/identity")
 UNIT = "spotbench.service"
@@ -113,6 +115,21 @@ mkdir -p {shlex.quote(ssh_dir)}
 {fetches}"""
 
 
+def pick_member_script(names: Sequence[str]) -> str:
+    """The ExecStartPre script of a VM made from a template (`lifecycle: created`): the
+    template carries every member's env file (`env.<member>`); the instance's own name, from
+    the metadata server, picks its own as the container's env file. A name that is no member
+    of the template stops the unit."""
+    for n in names:  # lands in a root script: member names only ([a-z0-9-])
+        if not n or not all(c.isalnum() or c == "-" for c in n) or n.lower() != n:
+            raise ValueError(f"member name {n!r} is not a GCE instance name")
+    cases = "|".join(names)
+    return (f"name=$(curl -fsS --retry 5 -H 'Metadata-Flavor: Google' {METADATA_NAME})\n"
+            f'case "$name" in\n  {cases}) cp -f {ENV_FILE}."$name" {ENV_FILE} ;;\n'
+            f'  *) echo "spotbench: instance $name is no member of this template" >&2; exit 1 ;;\n'
+            "esac\n")
+
+
 def host_firewall(peers: Sequence[str], operator_ports: Sequence[str]) -> list[str]:
     """ExecStartPre commands opening COS's host firewall to what the group needs. COS drops
     every inbound connection but ssh on 22 (and replies), and `docker run --network host`
@@ -121,10 +138,11 @@ def host_firewall(peers: Sequence[str], operator_ports: Sequence[str]) -> list[s
     (MPI and TF listen on ephemeral ports), as the group's VPC rule does, and the operator's
     ports other than 22 (an MPI workload's sshd) from IAP's forwarding range."""
     lines = []
-    for peer in peers:
-        address = ipaddress.ip_address(peer)  # lands in a root unit: an address, nothing else
+    for peer in peers:  # an address, or a range (created VMs: the sweep's subnet)
+        # lands in a root unit: an address or a network, nothing else
+        address = ipaddress.ip_network(peer if "/" in peer else f"{peer}/32")
         for protocol in ("tcp", "udp"):
-            lines.append(f"{IPTABLES} -w -A INPUT -s {address}/32 -p {protocol} -j ACCEPT")
+            lines.append(f"{IPTABLES} -w -A INPUT -s {address} -p {protocol} -j ACCEPT")
     ports = [str(int(p)) for p in operator_ports if str(p) != "22"]  # 22: open on COS
     if ports:
         lines.append(f"{IPTABLES} -w -A INPUT -s {IAP_RANGE} -p tcp -m multiport "
@@ -133,10 +151,10 @@ def host_firewall(peers: Sequence[str], operator_ports: Sequence[str]) -> list[s
 
 
 def _unit(image: str, *, gpu_count: int, ssh: bool, user: ui.UserStep | None = None,
-          fetch: bool = False, firewall: Sequence[str] = ()) -> str:
+          fetch: bool = False, firewall: Sequence[str] = (), pick: bool = False) -> str:
     images = [image] + ([user.image] if user else [])
     registries = sorted({i.split("/", 1)[0] for i in images if "/" in i})
-    pre = list(firewall)
+    pre = ([f"/bin/sh {PICK_MEMBER}"] if pick else []) + list(firewall)
     if gpu_count:
         pre += ["/usr/bin/cos-extensions install gpu",
                 "/bin/mount --bind /var/lib/nvidia /var/lib/nvidia",
@@ -162,6 +180,7 @@ def user_data(
     user: ui.UserStep | None = None, secrets: Mapping[str, str] | None = None,
     peers: Sequence[str] = (), operator_ports: Sequence[str] = (),
     user_env_secret: str | None = None, grant_url: str = "",
+    member_envs: Mapping[str, Mapping[str, str]] | None = None,
 ) -> str:
     """The `#cloud-config` document for one member (`image` must be a valid OCI reference:
     it lands in a root systemd unit). `user`: the user's own image runs the command first
@@ -176,7 +195,14 @@ def user_data(
         raise ValueError("the user's env holds secret values: give user_env_secret (they never "
                          "go in the metadata)")
     fetched = {ui.ENV_FILE: user_env_secret} if user is not None and user.secret else {}
-    files = [{"path": ENV_FILE, "permissions": "0600", "owner": "root", "content": env_file(env)}]
+    if member_envs:
+        files = [{"path": f"{ENV_FILE}.{n}", "permissions": "0600", "owner": "root",
+                  "content": env_file(e)} for n, e in member_envs.items()]
+        files.append({"path": PICK_MEMBER, "permissions": "0700", "owner": "root",
+                      "content": pick_member_script(list(member_envs))})
+    else:
+        files = [{"path": ENV_FILE, "permissions": "0600", "owner": "root",
+                  "content": env_file(env)}]
     if ssh:
         files += ssh_files(SSH_DIR, ssh, private=not secrets)
     if (ssh and secrets) or fetched:
@@ -192,7 +218,8 @@ def user_data(
     files.append({"path": f"/etc/systemd/system/{UNIT}", "permissions": "0644",
                   "content": _unit(image, gpu_count=gpu_count, ssh=ssh is not None, user=user,
                                    fetch=bool(ssh and secrets) or bool(fetched),
-                                   firewall=host_firewall(peers, operator_ports))})
+                                   firewall=host_firewall(peers, operator_ports),
+                                   pick=bool(member_envs))})
     doc = {
         "write_files": files,
         "runcmd": ["systemctl daemon-reload", f"systemctl start --no-block {UNIT}"],

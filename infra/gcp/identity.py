@@ -50,6 +50,25 @@ FUNCTION_LIST_PERMISSIONS = (  # project-level calls: the aggregated list, op po
     "compute.zoneOperations.get",
     "compute.zoneOperations.list",  # preempted or stopped? (compute.instances.preempted ops)
 )
+# The created lifecycle (`lifecycle: created`, spotbench.clouds.gcp.created): the start
+# function makes the VMs with regionInstances.bulkInsert from the sweep's templates and stop /
+# done delete them. Creating a VM from a template needs, besides compute.instances.create,
+# the use of the template, its new boot disk, its subnet, and setting what the template sets
+# (metadata, tags, labels, the service account; iam.serviceAccounts.actAs on the member
+# account is the `roles/iam.serviceAccountUser` binding below). All on the sweep's own
+# names only (IAM condition, `created_condition`); the region operations are project-level.
+FUNCTION_CREATE_PERMISSIONS = (
+    "compute.instances.create",
+    "compute.instances.delete",
+    "compute.instances.setMetadata",
+    "compute.instances.setTags",
+    "compute.instances.setLabels",
+    "compute.instances.setServiceAccount",
+    "compute.disks.create",
+    "compute.instanceTemplates.useReadOnly",
+    "compute.subnetworks.use",
+)
+FUNCTION_CREATE_LIST_PERMISSIONS = ("compute.regionOperations.get",)
 # `spotbench status` (list), `ssh --via iap` (gcloud looks the instance up), `schedule`.
 OPERATOR_PERMISSIONS = (
     "compute.instances.get",
@@ -91,15 +110,33 @@ def custom_role_id(sweep: str, suffix: str = "", stack_tag: str = "") -> str:
 ROLE_TAG_BYTES = 3  # 6 hex characters: a new value per stack, kept across `pulumi up`s
 
 
-def instances_condition(project: str, zone: str, sweep: str) -> dict[str, str]:
+def instances_condition(project: str, zone: str | list[str], sweep: str) -> dict[str, str]:
     """IAM condition: only instances of `sweep` (their names start with `<sweep>--`, which
-    no other sweep's do: spotbench.labels.name_prefix)."""
-    prefix = f"projects/{project}/zones/{zone}/instances/{name_prefix(sweep)}"
+    no other sweep's do: spotbench.labels.name_prefix), in its zone (the created lifecycle:
+    in each candidate zone)."""
+    zones = [zone] if isinstance(zone, str) else list(zone)
+    prefixes = [f"projects/{project}/zones/{z}/instances/{name_prefix(sweep)}" for z in zones]
     return {
         "title": f"{sweep} instances only"[:100],
-        "description": f"instances named {name_prefix(sweep)}* in {zone}",
-        "expression": f'resource.name.startsWith("{prefix}")',
+        "description": f"instances named {name_prefix(sweep)}* in {', '.join(zones)}"[:256],
+        "expression": " || ".join(f'resource.name.startsWith("{p}")' for p in prefixes),
     }
+
+
+def created_condition(project: str, region: str, zones: list[str], sweep: str,
+                      subnet: str) -> dict[str, str]:
+    """IAM condition of the created lifecycle's role: the sweep's instances and their boot
+    disks (named like them) in each candidate zone, its templates in the region (named after
+    its groups), and its own subnet — nothing of another sweep."""
+    pre = name_prefix(sweep)
+    names = [f"projects/{project}/zones/{z}/{kind}/{pre}" for z in zones
+             for kind in ("instances", "disks")]
+    names.append(f"projects/{project}/regions/{region}/instanceTemplates/{pre}")
+    terms = [f'resource.name.startsWith("{n}")' for n in names]
+    terms.append(f'resource.name == "projects/{project}/regions/{region}/subnetworks/{subnet}"')
+    return {"title": f"{sweep} created instances only"[:100],
+            "description": f"create/delete {pre}* instances in {', '.join(zones)}"[:256],
+            "expression": " || ".join(terms)}
 
 
 def account_id(sweep: str, kind: str) -> str:
@@ -121,6 +158,10 @@ class GcpIdentitiesArgs:
     project: str
     zone: str
     operators: list[str] = field(default_factory=list)  # IAM members
+    # the created lifecycle: the candidate zones, their region and the sweep's subnet name
+    created_zones: list[str] = field(default_factory=list)
+    region: str = ""
+    subnet: str = ""
 
 
 class GcpIdentities(pulumi.ComponentResource):
@@ -151,10 +192,23 @@ class GcpIdentities(pulumi.ComponentResource):
         self.role = self._role(name, args, "", "start/stop", FUNCTION_COMPUTE_PERMISSIONS,
                                "get, start and stop the sweep's instances; nothing else", child)
         self._grant(f"{name}-function-compute", args, self.role, fn_member, child,
-                    condition=instances_condition(args.project, args.zone, args.sweep))
+                    condition=instances_condition(args.project, args.created_zones or args.zone,
+                                                        args.sweep))
         self.list_role = self._role(name, args, "list", "list", FUNCTION_LIST_PERMISSIONS,
                                     "find instances by label and follow zone operations", child)
         self._grant(f"{name}-function-list", args, self.list_role, fn_member, child)
+        self.create_role = None
+        if args.created_zones:
+            self.create_role = self._role(
+                name, args, "create", "create", FUNCTION_CREATE_PERMISSIONS,
+                "create the sweep's instances from its templates, and delete them", child)
+            self._grant(f"{name}-function-create", args, self.create_role, fn_member, child,
+                        condition=created_condition(args.project, args.region, args.created_zones,
+                                                    args.sweep, args.subnet))
+            self.create_list_role = self._role(
+                name, args, "bulk", "bulk", FUNCTION_CREATE_LIST_PERMISSIONS,
+                "follow the bulk creations' region operations", child)
+            self._grant(f"{name}-function-bulk", args, self.create_list_role, fn_member, child)
         self.sign_role = self._role(name, args, "sign", "sign", SIGN_PERMISSIONS,
                                     "sign the groups' upload policies as itself", child)
         gcp.serviceaccount.IAMMember(  # on its own account only: it signs as nobody else

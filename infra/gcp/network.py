@@ -57,6 +57,11 @@ class GcpNetworkArgs:
     project: str | None = None
 
 
+def subnet_name(network: str) -> str:
+    """The subnet of the network component `network` (the created lifecycle's IAM names it)."""
+    return f"{network}-subnet"
+
+
 class GcpNetwork(pulumi.ComponentResource):
     def __init__(self, name: str, args: GcpNetworkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("spotbench:gcp:Network", name, None, opts)
@@ -73,7 +78,7 @@ class GcpNetwork(pulumi.ComponentResource):
         )
         self.subnet = gcp.compute.Subnetwork(
             f"{name}-subnet",
-            name=f"{name}-subnet",
+            name=subnet_name(name),
             network=self.network.id,
             region=args.region,
             ip_cidr_range=spec.gcp.network_cidr,

@@ -19,6 +19,7 @@ from infra.members import member_contexts, workload_env
 from infra.gcp.cloud_init import user_data
 from infra.gcp.functions import GCSFS_ENV
 from infra.gcp.network import group_tag, ssh_ports
+from infra.gcp.templates import group_templates
 from infra.user_image import user_step
 from spotbench.catalog import GCP_CATALOG
 from spotbench.catalog import GCP_COMPACT_SERIES as COMPACT_SERIES
@@ -90,6 +91,17 @@ class GcpRunGroup(pulumi.ComponentResource):
         policies, domains = self._placement(name, args, child)
         if spec.provisioning == "preemptible":
             pulumi.log.warn(PREEMPTIBLE_NOTE, resource=self)
+        self.instance_names = [m.name for m in group.members]
+        if spec.lifecycle == "created":  # templates only: the start function makes the VMs
+            gpu_ = bool(group.accelerator and group.accelerator_count)
+            self.addresses: dict[str, gcp.compute.Address] = {}
+            self.instances: dict[str, gcp.compute.Instance] = {}
+            self.templates = group_templates(
+                name, args, scheduling(spec, gpu=gpu_, compact=compact, domain=None), policies,
+                spec.gcp.network_cidr, self)
+            self.register_outputs({"instances": self.instance_names,
+                                   "templates": {r: t.name for r, t in self.templates.items()}})
+            return
 
         self.addresses = {
             m.name: gcp.compute.Address(
@@ -130,7 +142,7 @@ class GcpRunGroup(pulumi.ComponentResource):
         if args.ssh is not None:
             documents = pulumi.Output.secret(documents)
 
-        self.instances: dict[str, gcp.compute.Instance] = {}
+        self.instances = {}
         for m in group.members:
             domain = domains[m.rank % len(domains)] if domains else None
             self.instances[m.name] = gcp.compute.Instance(
@@ -183,7 +195,6 @@ class GcpRunGroup(pulumi.ComponentResource):
                     member=operator,
                     opts=child,
                 )
-        self.instance_names = names
         self.register_outputs({
             "instances": names,
             "ips": {n: a.address for n, a in self.addresses.items()},

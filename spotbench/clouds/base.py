@@ -84,7 +84,11 @@ class Cloud(Protocol):
     def start(self, labels: Mapping[str, str], zones: Sequence[str] = ()) -> list[Instance]:
         """Run the instances of `labels`. `zones`: the candidate zones, first choice first,
         for a cloud whose instances are made at start (`lifecycle: created`); a cloud of
-        instances made beforehand (stopped) starts them where they are and ignores it."""
+        instances made beforehand (stopped) starts them where they are and ignores it.
+
+        A created-lifecycle driver may also keep `last_refusals: list[list[Instance]]`: for
+        its last `start`, the members as each zone it asked before its answer refused them
+        (zone and typed error set); control notes each in the start ledger."""
         ...
 
     def stop(self, labels: Mapping[str, str]) -> list[Instance]: ...

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import datetime
 
 from spotbench.clouds.base import ErrorKind, Instance, State
@@ -46,13 +47,23 @@ def stop_broken_groups(sweep: Sweep, run: str, states: dict[str, list[Instance]]
             else:
                 lost = ", ".join(f"{i.member} ({i.error})" for i in insts if i.error)
                 log.warning("group %s lost a member (%s): stopping the rest", gid, lost)
-            after = sweep.cloud.stop(group.labels)
+            after = _keep_errors(sweep.cloud.stop(group.labels), insts)
             names = {i.name for i in after}
             states[gid] = [*after, *(i for i in insts if i.name not in names)]
             found.append(gid)
     if found:
         note_ends(sweep.store, run, set(found), now)
     return found
+
+
+def _keep_errors(after: list[Instance], before: list[Instance]) -> list[Instance]:
+    """`after` (the members as stop left them), each still saying why it had ended before
+    (preempted in its zone: the created lifecycle's stop deletes it, and the next start asks
+    that zone later)."""
+    was = {i.name: i for i in before if i.error is not None}
+    return [replace(i, error=was[i.name].error, detail=was[i.name].detail,
+                    zone=i.zone or was[i.name].zone)
+            if i.error is None and i.name in was else i for i in after]
 
 
 def completed_groups(sweep: Sweep, run: str) -> set[str]:

@@ -9,6 +9,7 @@ once its group is off; every start request is noted for the spot-market statisti
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from spotbench.clouds.base import ACTIVE, ErrorKind, Instance
 from spotbench.control.groups import completed_groups, group_states
 from spotbench.control.sweep import Sweep
+from spotbench.control.zones import candidate_order
 from spotbench.facts import facts_of
 from spotbench.ledger import MAX_LAUNCHES_PER_RUN, note_ends
 from spotbench.plan import RunGroup
@@ -84,7 +86,7 @@ def launch_pending(
     note_ends(sweep.store, run, {gid for gid, insts in states.items() if not _active(insts)}, now)
     seen = survey(sweep, run, states, completed, finished)
     _mark_off_groups(sweep, run, seen, states)
-    done = _start_pending(sweep, run, seen, now)
+    done = _start_pending(sweep, run, seen, now, states)
     if not seen.active and not seen.pending:
         sweep.store.close_run(run, reason="complete" if not seen.exhausted else "gave up", now=now)
     return _answer(seen, done)
@@ -120,7 +122,8 @@ def _mark_off_groups(sweep: Sweep, run: str, seen: Survey, states: dict[str, lis
         mark_silent_launches(sweep, run, group, states.get(group.id, []), stored.get(group.id, set()))
 
 
-def _start_pending(sweep: Sweep, run: str, seen: Survey, now: datetime | None) -> Outcome:
+def _start_pending(sweep: Sweep, run: str, seen: Survey, now: datetime | None,
+                   states: dict[str, list[Instance]]) -> Outcome:
     done = Outcome()
     for group in seen.pending:
         if len(done.started) >= seen.slots:
@@ -131,7 +134,7 @@ def _start_pending(sweep: Sweep, run: str, seen: Survey, now: datetime | None) -
         if reason:
             done.refused.append({"group": group.id, "reason": reason})
             continue
-        failed = _start_whole(sweep, run, group, seen.running, now)
+        failed = _start_whole(sweep, run, group, seen.running, now, states.get(group.id, []))
         if failed:
             done.unavailable.append(failed)
             continue
@@ -150,12 +153,20 @@ def _budget_refusal(sweep: Sweep, running: list[Instance], group: RunGroup,
 
 
 def _start_whole(sweep: Sweep, run: str, group: RunGroup, running: list[Instance],
-                 now: datetime | None) -> dict[str, Any] | None:
+                 now: datetime | None, insts: Sequence[Instance] = ()) -> dict[str, Any] | None:
     """Start every member of `group` (then they join `running`), or none: what the cloud
-    could not run, as the answer's `unavailable` entry."""
+    could not run, as the answer's `unavailable` entry. In the created lifecycle the cloud
+    is given the candidate zones, the one with the best history first (`insts`: the group's
+    members as they are now, e.g. preempted in a zone), and each zone it was refused in on
+    the way is noted in the start ledger too."""
     store = sweep.store
     record = store.record_launch(run, group.id, now)  # before: a store that fails starts nothing
-    launched = sweep.cloud.start(group.labels)
+    if sweep.spec.lifecycle == "created":
+        launched = sweep.cloud.start(group.labels, zones=candidate_order(sweep, group, list(insts), now))
+        for refused in _refusals(sweep.cloud):
+            _record_start(sweep, run, group, refused, now)
+    else:
+        launched = sweep.cloud.start(group.labels)
     _record_start(sweep, run, group, launched, now)
     failed = [i for i in launched if i.state not in ACTIVE]
     if not failed:
@@ -170,6 +181,13 @@ def _start_whole(sweep: Sweep, run: str, group: RunGroup, running: list[Instance
     return {"group": group.id, "error": kinds[0] if len(kinds) == 1 else kinds,
             "members": {i.member: {"error": i.error and str(i.error), "detail": i.detail}
                         for i in failed}}
+
+
+def _refusals(cloud: object) -> list[list[Instance]]:
+    """What a created-lifecycle driver was refused in each zone it asked before the answer
+    of its last `start` (`Cloud.last_refusals`, optional): one list of members per zone."""
+    refusals = getattr(cloud, "last_refusals", None)
+    return [list(r) for r in refusals] if isinstance(refusals, list) else []
 
 
 def mark_silent_launches(sweep: Sweep, run: str, group: RunGroup, insts: list[Instance],
@@ -217,8 +235,8 @@ def _record_start(sweep: Sweep, run: str, group: RunGroup, launched: list[Instan
         sweep.store.record_start(run, group.id, {
             "at": now or utcnow(), "machine_type": group.machine_type,
             "accelerator": group.accelerator,
-            "zone": next((i.zone for i in launched if i.zone), sweep.spec.zone)
-            or facts_of(sweep.spec.cloud).default_zone,
+            "zone": next((i.zone for i in launched if i.zone), None)
+            or next(iter(sweep.spec.candidate_zones), None) or facts_of(sweep.spec.cloud).default_zone,
             "members": len(group.members),
             "failed": {i.name: i.detail or str(i.state) for i in off},
             "errors": {i.name: str(i.error) for i in off if getattr(i, "error", None)},

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from spotbench.results.model import StartRecord, utcnow
-from spotbench.results.storage import Storage, json_object, read_small, read_time, store_errors
+from spotbench.results.storage import Storage, json_object, log, read_small, read_time, store_errors
 
 
 class LaunchRecords(Storage):
@@ -34,6 +34,25 @@ class LaunchRecords(Storage):
         body = StartRecord.model_validate({"run": run, "group": group, **outcome})
         self.write_whole(self.path("runs", run, "starts", f"{group}.{n}.json"),
                           body.model_dump_json().encode())
+
+    @store_errors
+    def start_records(self, run: str | None = None,
+                      since: datetime | None = None) -> list[StartRecord]:
+        """The start ledger (of `run`, else of every run; only requests at or after `since`);
+        an unreadable entry is left out, logged."""
+        out = []
+        for path in sorted(self._glob(self.path("runs", run or "*", "starts", "*.json"))):
+            data = json_object(self.fs, path, read_small(self.fs, path))
+            if not data:
+                continue
+            try:
+                record = StartRecord.model_validate(data)
+            except ValueError as exc:
+                log.warning("skipped %s: not a start record (%s)", path, exc)
+                continue
+            if since is None or record.at >= since:
+                out.append(record)
+        return out
 
     @store_errors
     def launch_count(self, run: str, group: str) -> int:

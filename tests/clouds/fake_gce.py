@@ -11,7 +11,13 @@ operation on an instance fail (e.g. ZONE_RESOURCE_POOL_EXHAUSTED), never finish,
 next matching request answer 503 once. Capacity that says no: `exhaust(zone)` makes every
 start/resume in a zone end with GCE's resource-availability error until `replenish(zone)`;
 `exhaust_calls(n)` does so for the next n starts wherever they are (docs/platform.md,
-"Capacity errors and price APIs"). Every request is recorded in `calls`.
+"Capacity errors and price APIs"). The created lifecycle: regional instance templates
+(`add_template`, served by GET) and `regionInstances.bulkInsert`, checked up front as GCE
+does (HTTP 503 `insufficientCapacity` when every allowed zone is exhausted, 403
+`quotaExceeded` after `exceed_quota(region)`, 409 for a name in use), then a region
+operation that makes the named instances from the template (its labels and account) in ONE
+zone the location policy allows, or — `exhaust_calls` — ends `ZONE_RESOURCE_POOL_EXHAUSTED`
+having made none (docs/platform.md, "Created lifecycle"). Every request is recorded in `calls`.
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ _OP_TYPE = re.compile(r'operationType\s*=\s*"([^"]*)"')
 _AGGREGATED = re.compile(r"^/compute/v1/projects/(?P<p>[^/]+)/aggregated/instances$")
 _ADDR_AGG = re.compile(r"^/compute/v1/projects/[^/]+/aggregated/addresses$")
 _ADDR = re.compile(r"^/compute/v1/projects/[^/]+/regions/(?P<r>[^/]+)/addresses/(?P<a>[^/]+)$")
+_BULK = re.compile(r"^/compute/v1/projects/[^/]+/regions/(?P<r>[^/]+)/instances/bulkInsert$")
+_TEMPLATE = re.compile(r"^/compute/v1/projects/[^/]+/regions/(?P<r>[^/]+)/instanceTemplates/(?P<t>[^/]+)$")
 _REGION_OP = re.compile(r"^/compute/v1/projects/[^/]+/regions/(?P<r>[^/]+)/operations/(?P<o>[^/]+?)(/wait)?$")
 # The status an instance is in while an operation runs, and after it succeeds.
 _EFFECT = {"start": ("STAGING", "RUNNING"), "resume": ("STAGING", "RUNNING"),
@@ -86,6 +94,10 @@ class FakeGce:
     _refuse: list[tuple[str, str, int]] = field(default_factory=list)
     _exhausted: dict[str, str] = field(default_factory=dict)  # zone → error code
     _exhaust_calls: list[str] = field(default_factory=list)  # one code per next start
+    templates: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (region, name)
+    bulk_inserts: list[dict[str, Any]] = field(default_factory=list)  # every bulkInsert body
+    _region_ops: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _quota: dict[str, str] = field(default_factory=dict)  # region → the exceeded quota's metric
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _ids: Any = field(default_factory=lambda: itertools.count(1))
     _server: ThreadingHTTPServer | None = None
@@ -130,6 +142,20 @@ class FakeGce:
         return code, (f"The zone 'projects/{self.project}/zones/{zone}' does not have enough "
                       "resources available to fulfill the request.  Try a different zone, or try "
                       "again later.")
+
+    def add_template(self, region: str, name: str, labels: dict[str, str],
+                     service_account: str | None = None, machine_type: str = "n1-standard-4") -> None:
+        """A regional instance template (what infra declares in the created lifecycle)."""
+        self.templates[(region, name)] = {"labels": dict(labels), "service_account": service_account,
+                                          "machine_type": machine_type}
+
+    def exceed_quota(self, region: str, metric: str = "NVIDIA_T4_GPUS") -> None:
+        """Every bulkInsert in `region` is refused up front: HTTP 403 `quotaExceeded`."""
+        self._quota[region] = metric
+
+    def zones_of(self, name: str) -> set[str]:
+        """The zones an instance of that name is in (a created group: one)."""
+        return {z for (z, n) in self.instances if n == name}
 
     def stick_next(self, verb: str, name: str) -> None:
         """The next `verb` operation on `name` never reaches DONE."""
@@ -182,7 +208,8 @@ class FakeGce:
             self._server = None
 
     # -- request handling ----------------------------------------------------------------
-    def handle(self, method: str, path: str, query: dict[str, list[str]]) -> tuple[int, Any]:
+    def handle(self, method: str, path: str, query: dict[str, list[str]],
+               body: dict[str, Any] | None = None) -> tuple[int, Any]:
         with self._lock:
             self.calls.append((method, path))
             for i, (m, suffix, code) in enumerate(self._refuse):
@@ -197,7 +224,13 @@ class FakeGce:
                 if self.addresses.pop((m_["r"], m_["a"]), None) is None:
                     return 404, _error(404, f"address {m_['a']} not found")
                 return 200, self._region_op(m_["r"], f"addr-op-{m_['a']}", done=False)
+            if (m_ := _BULK.match(path)) and method == "POST":
+                return self._bulk_insert(m_["r"], body or {})
+            if (m_ := _TEMPLATE.match(path)) and method == "GET":
+                return self._template(m_["r"], m_["t"])
             if m_ := _REGION_OP.match(path):
+                if m_["o"] in self._region_ops:
+                    return 200, self._finish_region_op(m_["o"])
                 return 200, self._region_op(m_["r"], m_["o"])
             if (m_ := _OPERATIONS.match(path)) and method == "GET":
                 wanted = _OP_TYPE.findall(query.get("filter", [""])[0])
@@ -230,6 +263,79 @@ class FakeGce:
                 items.setdefault(f"regions/{region}", {"addresses": []})["addresses"].append(
                     {"name": name, "labels": labels, "status": "RESERVED"})
         return {"kind": "compute#addressAggregatedList", "items": items}
+
+    # -- the created lifecycle: templates and regionInstances.bulkInsert -----------------
+    def _template(self, region: str, name: str) -> tuple[int, Any]:
+        t = self.templates.get((region, name))
+        if t is None:
+            where = f"projects/{self.project}/regions/{region}/instanceTemplates/{name}"
+            return 404, _error(404, f"The resource '{where}' was not found")
+        return 200, {"kind": "compute#instanceTemplate", "name": name,
+                     "region": f"{BASE}/projects/{self.project}/regions/{region}",
+                     "properties": {"labels": t["labels"], "machineType": t["machine_type"]}}
+
+    def _bulk_insert(self, region: str, body: dict[str, Any]) -> tuple[int, Any]:
+        """What regionInstances.bulkInsert answers: checked up front (template, names,
+        capacity, quota: an HTTP error and nothing made), then an operation that makes the
+        instances (PROVISIONING, RUNNING once it is DONE) in ONE allowed zone, or ends with
+        an error and makes none (min_count = count)."""
+        self.bulk_inserts.append(body)
+        names = list(body.get("perInstanceProperties") or {})
+        tname = str(body.get("sourceInstanceTemplate", "")).rsplit("/", 1)[-1]
+        template = self.templates.get((region, tname))
+        count, least = int(body.get("count", 0)), int(body.get("minCount", body.get("count", 0)))
+        if template is None:
+            return 404, _error(404, f"The resource 'projects/{self.project}/regions/{region}/"
+                               f"instanceTemplates/{tname}' was not found")
+        if not names or count != len(names) or least > count:
+            return 400, _error(400, "Invalid value for field 'resource.count'", reason="invalid")
+        taken = [n for n in names if self.zones_of(n)]
+        if taken:
+            return 409, _error(409, f"The resource '{taken[0]}' already exists", reason="alreadyExists")
+        if region in self._quota:
+            return 403, _error(403, f"Quota '{self._quota[region]}' exceeded.  Limit: 0.0 in "
+                               f"region {region}.", reason="quotaExceeded")
+        zones = [z for z in _allowed_zones(region, body.get("locationPolicy") or {})
+                 if z not in self._exhausted]
+        if not zones:
+            return 503, _error(503, "The zone does not have enough resources available to "
+                               "fulfill the request. Try a different zone, or try again later.",
+                               reason="insufficientCapacity")
+        zone = zones[0]
+        op = {"name": f"operation-bulk-{next(self._ids)}", "region": region, "zone": zone,
+              "done": False, "error": None, "names": names}
+        if self._exhaust_calls:  # started, then refused: the operation ends with the code
+            code = self._exhaust_calls.pop(0)
+            op["error"] = (code, f"The zone 'projects/{self.project}/zones/{zone}' does not have "
+                           "enough resources available to fulfill the request.")
+        else:
+            for n in names:
+                self.add(n, zone, "PROVISIONING", template["labels"],
+                         service_account=template["service_account"],
+                         instance_id=str(500000 + next(self._ids)))
+                self.instances[(zone, n)]["template"] = tname
+        self._region_ops[op["name"]] = op
+        return 200, self._region_op_body(op)
+
+    def _finish_region_op(self, name: str) -> dict[str, Any]:
+        op = self._region_ops[name]
+        if not op["done"]:
+            op["done"] = True
+            for n in op["names"] if op["error"] is None else []:
+                inst = self.instances.get((op["zone"], n))
+                if inst is not None:
+                    inst["status"], inst["last_start"] = "RUNNING", _now()
+        return self._region_op_body(op)
+
+    def _region_op_body(self, op: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "kind": "compute#operation", "name": op["name"], "operationType": "bulkInsert",
+            "status": "DONE" if op["done"] else "RUNNING",
+            "region": f"{BASE}/projects/{self.project}/regions/{op['region']}"}
+        if op["done"] and op["error"]:
+            out["error"] = {"errors": [{"code": op["error"][0], "message": op["error"][1]}]}
+            out["httpErrorStatusCode"] = 503
+        return out
 
     def _region_op(self, region: str, name: str, done: bool = True) -> dict[str, Any]:
         """An address delete answers RUNNING; its operation is DONE when next read."""
@@ -292,8 +398,25 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "-00:00"
 
 
-def _error(code: int, message: str) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message, "errors": [{"message": message}]}}
+def _error(code: int, message: str, reason: str | None = None) -> dict[str, Any]:
+    detail: dict[str, str] = {"message": message}
+    if reason:
+        detail["reason"] = reason
+    return {"error": {"code": code, "message": message, "errors": [detail]}}
+
+
+def _allowed_zones(region: str, policy: dict[str, Any]) -> list[str]:
+    """The zones a location policy lets a regional bulkInsert use: those it ALLOWs, else
+    every catalog zone of the region it does not DENY (sorted)."""
+    from spotbench.catalog import GCP_CATALOG
+
+    prefs = {k.rsplit("/", 1)[-1]: v.get("preference") for k, v in
+             (policy.get("locations") or {}).items()}
+    allowed = sorted(z for z, p in prefs.items() if p == "ALLOW")
+    if allowed:
+        return allowed
+    every = [GCP_CATALOG.zone_name(region, x) for x in GCP_CATALOG.zones.get(region, "")]
+    return [z for z in every if prefs.get(z) != "DENY"]
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -302,10 +425,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
-        if length:
-            self.rfile.read(length)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            sent = json.loads(raw) if raw else None
+        except ValueError:
+            sent = None
         url = urlsplit(self.path)
-        status, body = self.fake.handle(self.command, url.path, parse_qs(url.query))
+        status, body = self.fake.handle(self.command, url.path, parse_qs(url.query),
+                                        sent if isinstance(sent, dict) else None)
         data = json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")

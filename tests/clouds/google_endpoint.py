@@ -112,7 +112,9 @@ class GoogleEndpoint:
         if answer is not None:
             return (*answer, "application/json")
         if path.startswith("/compute/v1/"):
-            status, out = self.gce.handle(method, path, query)
+            sent = json.loads(body) if body and "json" in ctype else None
+            status, out = self.gce.handle(method, path, query,
+                                          sent if isinstance(sent, dict) else None)
             return status, out, "application/json"
         if path.startswith(("/storage/v1/", "/upload/storage/", "/download/storage/")):
             return self.gcs.handle(method, path, query, body, headers)

@@ -112,6 +112,17 @@ _COMPUTE: list[tuple[str, re.Pattern[str], str]] = [
     ("GET", re.compile(_CP + "/zones/(?P<z>[^/]+)/machineTypes/(?P<t>[^/]+)$"), "compute.machineTypes.get"),
     ("GET", re.compile(_CP + "/zones/(?P<z>[^/]+)/acceleratorTypes/(?P<t>[^/]+)$"), "compute.acceleratorTypes.get"),
 ]  # fmt: skip
+# regionInstances.bulkInsert (the created lifecycle): creating a VM from an instance template
+# needs compute.instances.create on the new instance, compute.disks.create on its new boot
+# disk (named like it), compute.instanceTemplates.useReadOnly on the template,
+# compute.subnetworks.use on its subnet, compute.instances.setMetadata / setTags / setLabels /
+# setServiceAccount for what the template sets, and iam.serviceAccounts.actAs on the account
+# it runs as. Sources: https://cloud.google.com/compute/docs/instances/multiple/create-in-bulk
+# ("Required roles") and https://cloud.google.com/compute/docs/instances/create-vm-from-instance-template
+_BULK_INSERT = re.compile(_CP + "/regions/(?P<r>[^/]+)/instances/bulkInsert$")
+BULK_INSTANCE_PERMISSIONS = ("compute.instances.create", "compute.instances.setMetadata",
+                             "compute.instances.setTags", "compute.instances.setLabels",
+                             "compute.instances.setServiceAccount")
 # https://cloud.google.com/service-usage/docs/reference/rest/v1/services/list
 _SERVICES = re.compile(r"^/v1/projects/(?P<p>[^/]+)/services$")
 # IAM: projects.serviceAccounts.list (iam.serviceAccounts.list), projects.roles.list
@@ -142,6 +153,9 @@ PROJECT_TYPE = "cloudresourcemanager.googleapis.com/Project"
 BUCKET_TYPE = "storage.googleapis.com/Bucket"
 OBJECT_TYPE = "storage.googleapis.com/Object"
 SECRET_VERSION_TYPE = "secretmanager.googleapis.com/SecretVersion"
+DISK_TYPE = "compute.googleapis.com/Disk"
+TEMPLATE_TYPE = "compute.googleapis.com/InstanceTemplate"
+SUBNET_TYPE = "compute.googleapis.com/Subnetwork"
 
 
 @dataclass(frozen=True)
@@ -158,10 +172,41 @@ class UnknownMethod(AssertionError):
     pass
 
 
+def bulk_insert_needs(call: Call, template_of: Any = None) -> list[Need]:
+    """What a regionInstances.bulkInsert needs: per named instance in the zone its location
+    policy allows, and on the template, its subnet and the account it runs as
+    (`template_of(template resource name)` → (subnet resource name, account email))."""
+    m = _BULK_INSERT.match(call.path)
+    assert m is not None
+    body = json.loads(call.body or b"{}")
+    zones = [k.rsplit("/", 1)[-1] for k, v in
+             ((body.get("locationPolicy") or {}).get("locations") or {}).items()
+             if v.get("preference") == "ALLOW"] or ["-"]
+    template = str(body.get("sourceInstanceTemplate", "")).split("/compute/v1/", 1)[-1]
+    needs = [Need("compute.instanceTemplates.useReadOnly", template, TEMPLATE_TYPE)]
+    for zone in zones:
+        for name in body.get("perInstanceProperties") or {}:
+            where = f"projects/{m['p']}/zones/{zone}"
+            needs += [Need(p, f"{where}/instances/{name}", INSTANCE_TYPE)
+                      for p in BULK_INSTANCE_PERMISSIONS]
+            needs.append(Need("compute.disks.create", f"{where}/disks/{name}", DISK_TYPE))
+    known = template_of(template) if template_of else None
+    if known:
+        subnet, account = known
+        needs.append(Need("compute.subnetworks.use", subnet, SUBNET_TYPE))
+        if account:
+            needs.append(Need("iam.serviceAccounts.actAs",
+                              f"projects/{m['p']}/serviceAccounts/{account}", SERVICE_ACCOUNT_TYPE))
+    return needs
+
+
 def permissions_for(call: Call, *, object_exists: Any = None,
-                    instance_account: Any = None) -> list[Need]:  # fmt: skip
+                    instance_account: Any = None, template_of: Any = None) -> list[Need]:  # fmt: skip
     """The permissions `call` needs. `object_exists(bucket, name)` tells an overwrite from a
-    create; `instance_account(project, zone, name)` the email a started instance runs as."""
+    create; `instance_account(project, zone, name)` the email a started instance runs as;
+    `template_of(template)` a template's (subnet, account)."""
+    if call.method == "POST" and _BULK_INSERT.match(call.path):
+        return bulk_insert_needs(call, template_of)
     for method, pattern, permission in _COMPUTE:
         m = pattern.match(call.path)
         if m and method == call.method:

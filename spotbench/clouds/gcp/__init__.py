@@ -100,12 +100,29 @@ def results_url(spec: SweepSpec, project: str) -> str:
     return f"gs://{bucket_name(spec, project)}/{spec.name}"
 
 
+def first_zone(spec: SweepSpec) -> str | None:
+    """The sweep's one zone (`zone`), else its first candidate (`zones: [a, …]`, `any`):
+    what every reader of "the" zone uses (the stopped lifecycle's VMs, IAP, preflight)."""
+    return spec.zone or next(iter(spec.candidate_zones), None)
+
+
 def region_of(spec: SweepSpec) -> str:
-    """The sweep's region: `region`, else its zone's (`CloudFacts.sweep_region`)."""
-    region = FACTS.sweep_region(spec.region, spec.zone)
+    """The sweep's region: `region`, else its (first candidate) zone's
+    (`CloudFacts.sweep_region`)."""
+    region = FACTS.sweep_region(spec.region, first_zone(spec))
     if region:
         return region
     raise SettingMissing(f"{spec.name}: give 'region' or 'zone' in the spec")
+
+
+def template_name(group: str, role: str) -> str:
+    """The instance template of `group`'s members of `role` (`lifecycle: created`): what
+    infra declares and the driver creates from (a GCE name: at most 63 characters)."""
+    name = f"{group}-{role}"
+    if len(name) > 63:
+        raise ValueError(f"template name {name!r} is longer than GCE's 63 characters: "
+                         "shorten the sweep's `name`")
+    return name
 
 
 def member_accounts(value: str) -> list[str]:

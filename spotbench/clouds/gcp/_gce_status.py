@@ -37,6 +37,7 @@ CAPACITY_CODES = frozenset({
     "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
     "RESOURCE_POOL_EXHAUSTED",
     "STOCKOUT",
+    "INSUFFICIENTCAPACITY",  # bulkInsert's up-front answer: HTTP 503, reason insufficientCapacity
 })
 
 # The zone operation GCE records when it preempts a spot/preemptible VM.

@@ -44,6 +44,8 @@ from spotbench.clouds.gcp._gce_status import (
     zone_allowed,
 )
 from spotbench.auth.instance import InstanceClaim, LiveInstance
+from spotbench.clouds.gcp._gce_errors import describe, exception_kind
+from spotbench.clouds.gcp.created import Creator, Roster
 from spotbench.clouds.base import ErrorKind, Instance, State, matches
 from spotbench.labels import GROUP_LABEL
 
@@ -90,6 +92,8 @@ class GcpCloud:
         retry_initial_s: float = 0.5,
         retry_max_s: float = 10.0,
         poll_s: float = 1.0,
+        lifecycle: str = "stopped",
+        roster: Roster | None = None,
     ) -> None:
         if not project:
             raise ValueError("GcpCloud needs a project id (spec field `project` or --project)")
@@ -107,6 +111,10 @@ class GcpCloud:
         kwargs: dict[str, Any] = {"transport": "rest", "client_options": options}
         self._instances = compute_v1.InstancesClient(credentials=credentials, **kwargs)
         self._operations = compute_v1.ZoneOperationsClient(credentials=credentials, **kwargs)
+        self.lifecycle = lifecycle
+        self.last_refusals: list[list[Instance]] = []  # created lifecycle: `Cloud.start`
+        self._creator = (Creator(self, roster or {}, {"credentials": credentials, **kwargs})
+                         if lifecycle == "created" else None)
         self._retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception_type(_TRANSIENT),
             wait=tenacity.wait_exponential_jitter(
@@ -127,12 +135,22 @@ class GcpCloud:
                 if raw.name in preempted else _to_instance(raw) for raw in found]
 
     def start(self, labels: Mapping[str, str], zones: Sequence[str] = ()) -> list[Instance]:
+        """Stopped lifecycle: start the instances where they are (`zones` ignored). Created
+        lifecycle: make them from their templates in the first of `zones` with room."""
+        if self._creator is not None:
+            return self._creator.start(labels, zones)
         return self._each(labels, "start", self._start_one)
 
     def stop(self, labels: Mapping[str, str]) -> list[Instance]:
+        """Stopped lifecycle: stop them (disks kept). Created lifecycle: delete them."""
+        if self._creator is not None:
+            return self.delete(labels)
         return self._each(labels, "stop", self._stop_one)
 
     def terminate(self, labels: Mapping[str, str]) -> list[Instance]:
+        return self.delete(labels)
+
+    def delete(self, labels: Mapping[str, str]) -> list[Instance]:
         return self._each(labels, "delete", self._delete_one)
 
     def lookup(self, claim: InstanceClaim) -> LiveInstance | None:
@@ -184,7 +202,7 @@ class GcpCloud:
             try:
                 ops = self._call(listing)
             except _PER_INSTANCE as exc:
-                log.warning("cannot tell preempted from stopped in %s: %s", zone, _describe(exc))
+                log.warning("cannot tell preempted from stopped in %s: %s", zone, describe(exc))
                 continue
             for raw in stopped:
                 if short_zone(raw.zone) == zone:
@@ -210,8 +228,8 @@ class GcpCloud:
                 return act(raw, deadline)
             except _PER_INSTANCE as exc:
                 log.warning("%s %s failed: %s", verb, raw.name, exc)
-                return _to_instance(self._get_or(raw), f"{verb} failed: {_describe(exc)}",
-                                    error=_exception_kind(exc))
+                return _to_instance(self._get_or(raw), f"{verb} failed: {describe(exc)}",
+                                    error=exception_kind(exc))
 
         with ThreadPoolExecutor(max_workers=min(self.max_workers, len(found))) as pool:
             return list(pool.map(guarded, found))
@@ -318,6 +336,8 @@ class GcpCloud:
     def _call(self, fn: Callable[..., T], /, **kwargs: Any) -> T:
         return self._retrying(fn, **kwargs)
 
+    call = _call  # for the created lifecycle (created.py): transient errors retried
+
 
 def _to_instance(
     raw: compute_v1.Instance,
@@ -341,18 +361,3 @@ def _to_instance(
         id=str(raw.id) if raw.id else None,
         error=error,
     )
-
-
-def _exception_kind(exc: BaseException) -> ErrorKind:
-    if isinstance(exc, gexc.NotFound):
-        return ErrorKind.GONE
-    if isinstance(exc, gexc.GoogleAPICallError):
-        reasons = [str(e.get("reason", "")) for e in (exc.errors or []) if isinstance(e, dict)]
-        return error_kind_of_codes([*reasons, exc.message or ""])
-    return ErrorKind.API
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, gexc.GoogleAPICallError):
-        return f"HTTP {exc.code}: {exc.message}"
-    return f"{type(exc).__name__}: {exc}"

@@ -6,9 +6,10 @@ Checks, in order (a failing step stops the ones that depend on it):
    `SERVICE_ACCOUNT_QUOTA`) and `SWEEP_CUSTOM_ROLES` custom roles (of `CUSTOM_ROLE_QUOTA`),
    counting what it holds that is not this sweep's (IAM serviceAccounts.list, roles.list);
    the counts are the same whatever the group count (issue #29); APIs: `BOOTSTRAP_APIS` + `REQUIRED_APIS` enabled (`gcloud services enable …` otherwise);
-3. machine types and accelerators exist in the spec's zone (machineTypes.get,
-   acceleratorTypes.get), which also gives each type's vCPUs;
-4. quota: the region's quotas (regions.get) cover the sweep's largest concurrent footprint:
+3. machine types and accelerators exist in the spec's zone, or in every candidate zone
+   (`zones`, the created lifecycle) (machineTypes.get, acceleratorTypes.get), which also
+   gives each type's vCPUs;
+4. quota: each candidate region's quotas (regions.get) cover the sweep's largest concurrent footprint:
    vCPUs (`PREEMPTIBLE_CPUS` for spot/preemptible when the project has that quota, else
    `CPUS`) and GPUs per model (`PREEMPTIBLE_NVIDIA_T4_GPUS` / `NVIDIA_T4_GPUS`, …).
 
@@ -77,8 +78,8 @@ def check(spec: SweepSpec, project: str, api_endpoint: str | None = None) -> lis
     except Exception as exc:  # noqa: BLE001 - google.auth's DefaultCredentialsError and kin
         return [Problem("credentials", f"no Google credentials ({type(exc).__name__})",
                         "gcloud auth application-default login")]
-    zone = spec.zone or ""
-    region = FACTS.sweep_region(spec.region, zone) or ""
+    zones = spec.candidate_zones or [spec.zone or ""]
+    regions = sorted({FACTS.sweep_region(spec.region, z) or "" for z in zones})
     refused = _project(api, project)
     if refused:
         return [refused]
@@ -91,10 +92,14 @@ def check(spec: SweepSpec, project: str, api_endpoint: str | None = None) -> lis
     if "compute.googleapis.com" in missing:
         return problems  # nothing more can be asked of Compute Engine
     groups = spec.plan()
-    cpus = _machine_cpus(api, project, zone, {g.machine_type for g in groups}, problems)
-    accelerators = _accelerators(api, project, zone, {g.accelerator for g in groups if g.accelerator},
-                                 problems)
-    problems += _quota(api, spec, project, region, groups, cpus, accelerators)
+    cpus: dict[str, int] = {}
+    accelerators: set[str] = set()
+    for zone in zones:  # every candidate zone (`zones`): a group may be made in any of them
+        cpus |= _machine_cpus(api, project, zone, {g.machine_type for g in groups}, problems)
+        accelerators |= _accelerators(api, project, zone,
+                                      {g.accelerator for g in groups if g.accelerator}, problems)
+    for region in regions:  # quotas are regional: each candidate region must hold the sweep
+        problems += _quota(api, spec, project, region, groups, cpus, accelerators)
     return problems
 
 

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from spotbench.clouds import gcp as settings
 from spotbench.clouds.gcp import (
-    PREVIEW_PROJECT, identity_token, member_accounts, project_of, region_of, results_url,
+    PREVIEW_PROJECT, first_zone, identity_token, member_accounts, project_of, region_of,
+    results_url,
 )
 from spotbench.clouds.provider import FunctionSettings, Provider, SettingMissing, env_of
 from spotbench.facts.gcp import FACTS
@@ -40,6 +41,16 @@ if TYPE_CHECKING:
     from spotbench.spec import SweepSpec
 
 
+def roster_of(spec: SweepSpec) -> dict[str, dict[str, list[str]]]:
+    """group → role → member names, in rank order: what the created lifecycle makes from
+    each role's template (`spotbench.clouds.gcp.created`)."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for g in spec.plan():
+        for m in g.members:
+            out.setdefault(g.id, {}).setdefault(m.role, []).append(m.name)
+    return out
+
+
 class GcpProvider(Provider):
     prices_module = "spotbench.clouds.gcp.prices"
     prices_needs = ("google.cloud.billing_v1",)
@@ -57,8 +68,12 @@ class GcpProvider(Provider):
     def cloud(self, spec: SweepSpec, env: Mapping[str, str] | None = None, *,
               root: Path | str | None = None, state_dir: Path | None = None) -> GcpCloud:
         env = env_of(env)
-        return self.driver(project=project_of(spec, env), zones=[spec.zone],
-                           api_endpoint=env.get("SPOTBENCH_GCP_API_ENDPOINT") or None)
+        endpoint = env.get("SPOTBENCH_GCP_API_ENDPOINT") or None
+        if spec.lifecycle != "created":
+            return self.driver(project=project_of(spec, env), zones=[first_zone(spec)],
+                               api_endpoint=endpoint)
+        return self.driver(project=project_of(spec, env), zones=spec.candidate_zones,
+                           api_endpoint=endpoint, lifecycle="created", roster=roster_of(spec))
 
     def lease_objects(self, fs: Any) -> GcsObjects:
         """The control lease on GCS: generation-matched requests through the store's gcsfs."""
@@ -152,7 +167,7 @@ class GcpProvider(Provider):
 
     def access_options(self, spec: SweepSpec, via: str) -> dict[str, Any]:
         # `gcloud compute start-iap-tunnel` needs the instance's project and zone
-        return {"gcp_project": project_of(spec), "gcp_zone": spec.zone} if via == "iap" else {}
+        return {"gcp_project": project_of(spec), "gcp_zone": first_zone(spec)} if via == "iap" else {}
 
     def post_done(self, ctx: MemberContext, body: dict, timeout: float) -> requests.Response:
         import requests

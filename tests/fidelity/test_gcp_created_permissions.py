@@ -1,0 +1,116 @@
+"""The created lifecycle's start function under the declared IAM policy: its
+regionInstances.bulkInsert calls (and the deletes of stop) are allowed by the roles infra
+declares for it, scoped to the sweep; a create outside the sweep's name prefix (another
+sweep's names, even one whose name starts with this sweep's) is refused."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from spotbench.auth import Caller
+from spotbench.clouds.gcp.gce import GcpCloud
+from spotbench.clouds.gcp.provider import roster_of
+from spotbench.plan import sweep_labels
+from tests.clouds.google_endpoint import Call, GoogleEndpoint
+from tests.fidelity.gcp_iam import DeclaredPolicy, bulk_insert_needs, sa
+from tests.fidelity.test_gcp_permissions import (
+    BETA, PROJECT, REGION, Deployment, Enforcer, World, _function, deploy,
+)
+
+pytestmark = pytest.mark.fidelity
+ZONES = ["us-central1-a", "us-central1-b"]
+TEMPLATE = "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate"
+
+
+def _created(name: str) -> dict:
+    return {"name": name, "cloud": "gcp", "region": REGION, "zones": ZONES,
+            "lifecycle": "created", "gcp": {"project": PROJECT},
+            "workload": {"name": "osu", "benchmarks": ["latency"]},
+            "matrix": {"machine_type": ["n2-standard-2"]}, "trials": 1, "concurrency": 1,
+            "schedule": {"cron": "0 3 * * *"}, "deadline": "30m"}
+
+
+def _subnet(dep: Deployment) -> str:
+    [subnet] = dep.of_type("gcp:compute/subnetwork:Subnetwork")
+    return f"projects/{PROJECT}/regions/{REGION}/subnetworks/{subnet.inputs['name']}"
+
+
+@pytest.fixture(scope="module")
+def created() -> Iterator[World]:
+    alpha, beta = deploy(_created("alpha")), deploy(_created(BETA))
+    policy = DeclaredPolicy.from_declared(alpha.declared + beta.declared, PROJECT)
+    templates = {}
+    for dep in (alpha, beta):
+        for t in dep.of_type(TEMPLATE):
+            name = f"projects/{PROJECT}/regions/{REGION}/instanceTemplates/{t.inputs['name']}"
+            templates[name] = (_subnet(dep), t.inputs["serviceAccount"]["email"])
+
+    class CreatedEnforcer(Enforcer):
+        def __call__(self, call: Call) -> str | None:
+            if call.method == "POST" and call.path.endswith("/instances/bulkInsert"):
+                needs = bulk_insert_needs(call, templates.get)
+                self.needs.append((call, needs))
+                missing = [n.permission for n in needs if not self.policy.allows(call.identity, n)]
+                return ", ".join(missing) or None
+            return super().__call__(call)
+
+    enforcer = CreatedEnforcer(policy)
+    endpoint = GoogleEndpoint(authorize=enforcer)
+    enforcer.endpoint = endpoint
+    endpoint.gce.project = PROJECT
+    for dep in (alpha, beta):
+        endpoint.gcs.add_bucket(dep.bucket)
+        for t in dep.of_type(TEMPLATE):
+            endpoint.gce.add_template(REGION, t.inputs["name"], t.inputs["labels"],
+                                      service_account=t.inputs["serviceAccount"]["email"])
+    yield World(alpha, beta, endpoint, enforcer)
+    endpoint.stop()
+
+
+def test_capacity_gcp_start_function_bulk_inserts_are_allowed_and_stop_deletes(created, monkeypatch):
+    alpha, ep = created.alpha, created.endpoint
+    ep.gce.exhaust("us-central1-a")  # the first candidate has no room: b, same start
+    scheduler = alpha.jobs[0]["httpTarget"]["oidcToken"]["serviceAccountEmail"]
+    out = _function(created, alpha, "start", Caller("scheduler", scheduler), {"sweep": "alpha"},
+                    monkeypatch)
+    (group,) = out["started"]
+    made = {n: z for (z, n) in ep.gce.instances}
+    assert made and set(made.values()) == {"us-central1-b"}
+    bulk = [(c, needs) for c, needs in created.enforcer.needs if c.path.endswith("bulkInsert")]
+    assert bulk and all(c.identity == alpha.function_sa for c, _ in bulk)
+    denied = [c for c in ep.calls if c.denied]
+    assert denied == [], [(c.path, c.denied) for c in denied]
+    checked = {n.permission for _, needs in bulk for n in needs}
+    assert {"compute.instances.create", "compute.disks.create", "compute.subnetworks.use",
+            "compute.instanceTemplates.useReadOnly", "iam.serviceAccounts.actAs"} <= checked
+    _function(created, alpha, "stop", Caller("scheduler", scheduler), {"sweep": "alpha"},
+              monkeypatch)
+    assert ep.gce.instances == {}
+    assert not [c for c in ep.calls if c.denied]
+
+
+def test_capacity_gcp_create_outside_the_sweeps_prefix_is_refused(created, monkeypatch):
+    alpha, beta, ep = created.alpha, created.beta, created.endpoint
+    ep.gce.replenish("us-central1-a")
+    before = len(ep.calls)
+    with created.as_identity(alpha.function_sa, monkeypatch) as url:
+        # alpha's function making beta's group (beta's names start with alpha's name)
+        cloud = GcpCloud(PROJECT, zones=ZONES, api_endpoint=url, retry_attempts=1,
+                         lifecycle="created", roster=roster_of(beta.spec))
+        out = cloud.start(beta.spec.plan()[0].labels, ZONES)
+    assert out and all(i.error is not None and "403" in i.detail for i in out)
+    assert ep.gce.instances == {}
+    refused = [c for c in ep.calls[before:] if c.path.endswith("bulkInsert")]
+    assert refused and all(c.denied and "compute.instances.create" in c.denied for c in refused)
+    # and directly: a create named outside `alpha--` anywhere is not granted
+    policy = created.enforcer.policy
+    need = next(n for _, needs in created.enforcer.needs for n in needs
+                if n.permission == "compute.instances.create")
+    other = need.__class__(need.permission, need.resource.replace("/instances/alpha--",
+                                                                  "/instances/other--"), need.type)
+    assert policy.allows(sa(alpha.function_sa.removeprefix("serviceAccount:")) if not
+                         alpha.function_sa.startswith("serviceAccount:") else alpha.function_sa, need)
+    assert not policy.allows(alpha.function_sa, other)
+    assert sweep_labels("alpha")  # the sweep's own labels are untouched
