@@ -210,8 +210,10 @@ def _region(c: _Checked) -> list[str]:
     if not c.facts.location:  # the local cloud has no places
         return []
     spec = c.spec
-    region = c.facts.sweep_region(spec.region, spec.zone)
-    return _allowed("region", region, c.policy.regions, "regions")
+    zones = spec.candidate_zones or [spec.zone]  # every candidate zone must be allowed
+    regions = sorted({r for z in zones if (r := c.facts.sweep_region(spec.region, z))})
+    return [line for region in regions
+            for line in _allowed("region", region, c.policy.regions, "regions")]
 
 
 def _machine_families(c: _Checked) -> list[str]:

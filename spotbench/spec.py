@@ -212,6 +212,12 @@ class _SpecCore(_Strict):
         return candidate_zones(self.cloud, self.zone, self.zones, self.region)
 
     @property
+    def first_zone(self) -> str | None:
+        """"The" zone where one is needed (the stopped lifecycle's VMs, IAP, the region):
+        `zone`, else the first candidate; None when the spec names no zone."""
+        return self.zone or next(iter(self.candidate_zones), None)
+
+    @property
     def spot(self) -> bool:
         return self.provisioning != "standard"
 

@@ -43,6 +43,8 @@ class CheckedSpec(Protocol):
     @property
     def zone(self) -> str | None: ...
     @property
+    def candidate_zones(self) -> list[str]: ...
+    @property
     def placement(self) -> str: ...
     @property
     def spot(self) -> bool: ...
@@ -109,6 +111,22 @@ def _location(spec: CheckedSpec, cat: catalog.CloudCatalog, found: Findings) -> 
         found.add("zone", spec.zone, result)
         if spec.region and result.verdict != "bad" and not cat.zone_in_region(spec.zone, spec.region):
             found.errors.append(("zone", spec.zone, f"is not in region {spec.region!r}"))
+    if not spec.zone:
+        _candidates(spec, cat, found)
+
+
+def _candidates(spec: CheckedSpec, cat: catalog.CloudCatalog, found: Findings) -> None:
+    """Each candidate zone known and in one region: a sweep's templates, subnets and
+    functions live in one region (the spec's, else its first candidate's)."""
+    zones = spec.candidate_zones
+    region = spec.region or (cat.region_of(zones[0]) if zones else None)
+    for i, zone in enumerate(zones):
+        result = cat.check_zone(zone)
+        found.add(f"zones[{i}]", zone, result)
+        if region and result.verdict != "bad" and not cat.zone_in_region(zone, region):
+            found.errors.append((f"zones[{i}]", zone, f"is not in region {region!r}: a sweep's "
+                                 "candidate zones share one region (its templates and "
+                                 "subnets are regional); give zones of one region"))
 
 
 def _machine_types(spec: CheckedSpec, cat: catalog.CloudCatalog, found: Findings) -> set[str] | None:

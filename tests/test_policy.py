@@ -194,3 +194,13 @@ def test_guardrail_a_policy_beside_the_spec_only_tightens_the_teams(tmp_path, mo
     assert policy.machine_families == ["e2"] and policy.max_vms_per_group == 2
     _, problems = effective(spec, spec_file, env={"SPOTBENCH_POLICY": str(team / POLICY_FILE)})
     assert any("family n1" in p for p in problems), problems
+
+
+def test_guardrail_every_candidate_zone_must_be_in_an_allowed_region():
+    """`zones:` (issue #26): a candidate outside the allowed regions is named, not just the
+    first; with `region` given every candidate is of it (the spec checks hold that)."""
+    spec = load_spec(_gcp(zone=None, zones=["europe-west4-a", "europe-west4-b"], lifecycle="created"))
+    assert not [v for v in violations(spec, Policy(regions=["europe-west4"])) if "region" in v]
+    spec = load_spec(_gcp(zone=None, region="us-central1", zones="any", lifecycle="created"))
+    lines = violations(spec, Policy(regions=["europe-west4"]))
+    assert [v for v in lines if v.startswith("region 'us-central1'")], lines

@@ -166,3 +166,12 @@ def test_zones_any_without_a_region_is_refused():
 
 def test_one_fixed_zone_is_the_only_candidate():
     assert load_spec(_gcp_gpu(zone="us-central1-a")).candidate_zones == ["us-central1-a"]
+
+
+def test_candidate_zones_are_known_zones_of_one_region():
+    with pytest.raises(SpecError, match=r"zones\[1\].*europe-west4-b.*one region"):
+        load_spec(_gcp_gpu(zones=["us-central1-a", "europe-west4-b"], lifecycle="created"))
+    with pytest.raises(SpecError, match=r"zones\[0\].*us-central1-q"):
+        load_spec(_gcp_gpu(zones=["us-central1-q"], lifecycle="created"))
+    spec = load_spec(_gcp_gpu(zones=["us-central1-b", "us-central1-a"], lifecycle="created"))
+    assert spec.first_zone == "us-central1-b"

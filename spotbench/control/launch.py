@@ -236,7 +236,7 @@ def _record_start(sweep: Sweep, run: str, group: RunGroup, launched: list[Instan
             "at": now or utcnow(), "machine_type": group.machine_type,
             "accelerator": group.accelerator,
             "zone": next((i.zone for i in launched if i.zone), None)
-            or next(iter(sweep.spec.candidate_zones), None) or facts_of(sweep.spec.cloud).default_zone,
+            or sweep.spec.first_zone or facts_of(sweep.spec.cloud).default_zone,
             "members": len(group.members),
             "failed": {i.name: i.detail or str(i.state) for i in off},
             "errors": {i.name: str(i.error) for i in off if getattr(i, "error", None)},

@@ -103,7 +103,7 @@ def results_url(spec: SweepSpec, project: str) -> str:
 def first_zone(spec: SweepSpec) -> str | None:
     """The sweep's one zone (`zone`), else its first candidate (`zones: [a, …]`, `any`):
     what every reader of "the" zone uses (the stopped lifecycle's VMs, IAP, preflight)."""
-    return spec.zone or next(iter(spec.candidate_zones), None)
+    return spec.first_zone
 
 
 def region_of(spec: SweepSpec) -> str:
