@@ -1,6 +1,7 @@
 """The AWS half of bench/infra_scale.py: declare an AWS sweep of `vms` VMs under Pulumi mocks.
 
-`declare_aws(vms)` → {vms, groups, resources, iam_objects, parameters, seconds, cpu_seconds}:
+`declare_aws(vms)` → {vms, groups, resources, iam_objects, parameters, seconds, cpu_seconds,
+_declared (what was declared, for bench/infra_scale.py's replay)}:
 an OSU sweep (2 VMs a group) in us-east-1, placement none (a placement group per group
 would hit EC2's 500 per account first), its subnet sized to hold every member. IAM objects
 are the roles, role policies and instance profiles the program declares (issue #29: 4 + 5 + 1,
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -30,6 +32,12 @@ IAM_TYPES = ("aws:iam/role:Role", "aws:iam/rolePolicy:RolePolicy",
              "aws:iam/instanceProfile:InstanceProfile", "aws:iam/policy:Policy",
              "aws:iam/rolePolicyAttachment:RolePolicyAttachment")
 _MOCKS: RecordingMocks | None = None
+
+
+def cpu_now() -> float:
+    """CPU seconds of this process and its children (user + system)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def spec_for(vms: int):
@@ -60,18 +68,20 @@ def declare_aws(vms: int) -> dict:
     spec = spec_for(vms)
     mocks = _mocks()
     mocks.reset()
-    t0, c0 = time.perf_counter(), time.process_time()
+    t0, c0 = time.perf_counter(), cpu_now()
     run_declarations(lambda: AwsSweep(spec.name, AwsSweepArgs(spec=spec)))
-    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    seconds, cpu = time.perf_counter() - t0, cpu_now() - c0
     count = len(mocks.of_type("aws:ec2/instance:Instance"))
     assert count == 2 * (vms // 2), (count, vms)
     return {"vms": count, "groups": len(spec.plan()), "resources": len(mocks.declared),
             "iam_objects": sum(len(mocks.of_type(t)) for t in IAM_TYPES),
             "parameters": len(mocks.of_type("aws:ssm/parameter:Parameter")),
-            "seconds": round(seconds, 3), "cpu_seconds": round(cpu, 3)}
+            "seconds": round(seconds, 3), "cpu_seconds": round(cpu, 3),
+            "_declared": list(mocks.declared)}
 
 
 if __name__ == "__main__":
     sizes = [int(s) for s in (sys.argv[1] if len(sys.argv) > 1 else "30,300,1000").split(",")]
     declare_aws(2)  # warm-up: imports and the mock runtime's start-up
-    print(json.dumps([declare_aws(n) for n in sizes], indent=2))
+    rows = [declare_aws(n) for n in sizes]
+    print(json.dumps([{k: v for k, v in r.items() if k != "_declared"} for r in rows], indent=2))

@@ -3,6 +3,7 @@ VMs (2 a group) under Pulumi mocks and counts what it declared."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import pulumi
@@ -12,6 +13,12 @@ from spotbench.spec import load_spec
 
 MACHINES = ["n1-standard-2", "n1-standard-4", "n1-highcpu-8", "n1-highmem-8", "n1-standard-8"]
 _MOCKS: RecordingMocks | None = None
+
+
+def cpu_now() -> float:
+    """CPU seconds of this process and its children (user + system)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def spec_for(vms: int):
@@ -27,7 +34,8 @@ def spec_for(vms: int):
 
 
 def declare_gcp(vms: int) -> dict:
-    """{vms, groups, resources, iam_objects, seconds, cpu_seconds} of one declaration."""
+    """{vms, groups, resources, iam_objects, seconds, cpu_seconds, _declared} of one
+    declaration (`_declared`: what it declared, for bench/infra_scale.py's replay)."""
     global _MOCKS
     from infra.gcp import GcpSweep, GcpSweepArgs
     from infra.gcp.identity import IAM_TYPES
@@ -38,11 +46,12 @@ def declare_gcp(vms: int) -> dict:
         pulumi.runtime.set_all_config({"gcp:project": "bench-project"})
     mocks, spec = _MOCKS, spec_for(vms)
     mocks.reset()
-    t0, c0 = time.perf_counter(), time.process_time()
+    t0, c0 = time.perf_counter(), cpu_now()
     run_declarations(lambda: GcpSweep(spec.name, GcpSweepArgs(spec=spec)))
-    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    seconds, cpu = time.perf_counter() - t0, cpu_now() - c0
     count = len(mocks.of_type("gcp:compute/instance:Instance"))
     assert count == vms, (count, vms)
     return {"vms": vms, "groups": vms // 2, "resources": len(mocks.declared),
             "iam_objects": sum(len(mocks.of_type(t)) for t in IAM_TYPES),
-            "seconds": round(seconds, 3), "cpu_seconds": round(cpu, 3)}
+            "seconds": round(seconds, 3), "cpu_seconds": round(cpu, 3),
+            "_declared": list(mocks.declared)}

@@ -25,11 +25,9 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 
-import yaml
-
 from spotbench.image_ref import check_image
 
-from infra import user_image as ui
+from infra import cloud_config, user_image as ui
 from infra.keys import FETCH_KEYS_PREAMBLE, SSH_DIR_IN_CONTAINER, SshKeys, key_owner_command, private_keys, ssh_files
 from infra.units import env_file, workload_unit
 from infra.aws.secrets import USER_ENV
@@ -225,4 +223,4 @@ def user_data(*, image: str, env: Mapping[str, str], gpu: bool = False,
         "power_state": {"mode": "poweroff", "condition": True, "timeout": 120,
                         "message": "spotbench: installed; stopped until the scheduler starts it"},
     }
-    return "#cloud-config\n" + yaml.safe_dump(doc, sort_keys=False, width=10_000)
+    return cloud_config.render(doc, literal=False)

@@ -133,7 +133,8 @@ class GcpSweep(pulumi.ComponentResource):
                     image=resolve_image(spec.image, self.registry.url, g.workload,
                                         gpu=bool(g.accelerator)),
                 ),
-                pulumi.ResourceOptions(parent=self, depends_on=list(self.network.firewalls.values())),
+                # its members' rule first (every group's would be groups² dependencies)
+                pulumi.ResourceOptions(parent=self, depends_on=[self.network.firewalls[g.id]]),
             )
             for g in groups
         }

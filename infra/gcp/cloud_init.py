@@ -21,11 +21,9 @@ import ipaddress
 import shlex
 from collections.abc import Mapping, Sequence
 
-import yaml
-
 from spotbench.image_ref import check_image
 
-from infra import user_image as ui
+from infra import cloud_config, user_image as ui
 from infra.gcp.network import IAP_RANGE
 from infra.keys import FETCH_KEYS_PREAMBLE, SSH_DIR_IN_CONTAINER, SshKeys, key_owner_command, ssh_files
 from infra.units import env_file, workload_unit
@@ -41,18 +39,6 @@ METADATA_IDENTITY = ("http://metadata.google.internal/computeMetadata/v1/instanc
 UNIT = "spotbench.service"
 CONTAINER = "spotbench"
 IPTABLES = "/sbin/iptables"
-
-
-class _Dumper(yaml.SafeDumper):
-    """Multi-line strings as `|` blocks, so the user-data reads like the files it writes."""
-
-
-def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_Dumper.add_representer(str, _str)
 
 
 def docker_command(image: str, *, gpu_count: int, ssh: bool, name: str = CONTAINER,
@@ -224,4 +210,5 @@ def user_data(
         "write_files": files,
         "runcmd": ["systemctl daemon-reload", f"systemctl start --no-block {UNIT}"],
     }
-    return "#cloud-config\n" + yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=10_000)
+    # multi-line strings as `|` blocks, so the user-data reads like the files it writes
+    return cloud_config.render(doc, literal=True)
