@@ -119,7 +119,8 @@ class AwsSweep(pulumi.ComponentResource):
             AwsIdentitiesArgs(sweep=spec.name, region=region,
                               results_bucket=self.bucket.results_bucket,
                               prefix=self.bucket.prefix, image=pullable, tags=tags,
-                              checkpoints=spec.keeps_checkpoints(), keys=keys),
+                              checkpoints=spec.keeps_checkpoints(), keys=keys,
+                              created=created),
             child,
         )
         ids = self.identities
@@ -130,7 +131,8 @@ class AwsSweep(pulumi.ComponentResource):
                              secret_files=sorted({f for p in self.key_parameters.values()
                                                   for f in p})),
             pulumi.ResourceOptions(parent=self, provider=self.provider,
-                                   depends_on=[ids.lambda_policy, ids.grant_policy]),
+                                   depends_on=[ids.lambda_policy, ids.grant_policy,
+                                               *([ids.fleet_policy] if ids.fleet_policy else [])]),
         )
         arns = self.functions.arns
         # failed asynchronous start/stop invocations (Lambda's and the scheduler's) land here

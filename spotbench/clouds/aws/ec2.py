@@ -120,7 +120,7 @@ class AwsCloud:
             return []
         # A persistent spot request would launch a replacement: cancel it first.
         requests = sorted({r["SpotInstanceRequestId"] for r in raws if r.get("SpotInstanceRequestId")})
-        if requests:
+        if requests and self.lifecycle != "created":  # a fleet's one-time requests close
             self._call(self.ec2.cancel_spot_instance_requests, SpotInstanceRequestIds=requests)
         ids = [r["InstanceId"] for r in raws]
         details = self._act(self.ec2.terminate_instances, ids)
