@@ -167,3 +167,23 @@ def test_capacity_aws_control_start_runs_the_group_in_the_second_zone(setup, fro
     assert out["started"] == [group.id]
     assert {i["Placement"]["AvailabilityZone"] for i in _live(ec2)} == {ZONES[1]}
     assert _live(ec2, ZONES[0]) == []
+
+
+def test_capacity_aws_orphan_sweep_finds_a_created_group_that_was_lost_and_terminates_it(setup, front):
+    """The function made the group, then lost it (no stop ever came): teardown's orphan
+    sweep finds its instances and fleet records by the sweep's tags and leaves nothing."""
+    from spotbench.clouds.aws.orphans import AwsSweeper
+    from spotbench.ops.teardown import teardown
+
+    spec, group, cloud, ec2 = setup
+    made = cloud.start(group.labels, zones=ZONES)
+    sweeper = AwsSweeper(regions=[REGION], endpoint_url=front.url)
+    found = sweeper.find(spec.name)
+    kinds = {r.kind for r in found}
+    assert {"instance", "fleet"} <= kinds
+    assert {r.id for r in found if r.kind == "instance"} == {i.name for i in made}
+    assert all(r.sweep == spec.name for r in found)
+    report = teardown(spec.name, sweeper, yes=True, echo=lambda line: None)
+    assert not report.failed
+    assert _live(ec2) == []
+    assert [r for r in sweeper.find(spec.name) if r.kind in ("instance", "fleet")] == []

@@ -113,6 +113,13 @@ class Lookup:
         tags = {t["Key"]: t["Value"] for lt in found["LaunchTemplates"] for t in lt.get("Tags", [])}
         return tags, (data[0]["LaunchTemplateData"] if data else {})
 
+    def fleet_tags(self, fleet_id: str) -> dict[str, str]:
+        try:
+            found = self.ec2.describe_fleets(FleetIds=[fleet_id])["Fleets"]
+        except Exception:  # noqa: BLE001
+            return {}
+        return {t["Key"]: t["Value"] for f in found for t in f.get("Tags", [])}
+
     def tags_of(self, kind: str, ids: list[str]) -> dict[str, dict[str, str]]:
         """Subnet or security group id → its tags."""
         if not ids:
@@ -148,7 +155,7 @@ def _indexed(form: dict[str, list[str]], prefix: str) -> list[str]:
 
 EC2_ANY_RESOURCE = {"DescribeInstances", "DescribeInstanceStatus", "DescribeRegions",
                     "DescribeSpotInstanceRequests", "DescribeTags", "DescribeLaunchTemplates",
-                    "DescribeSubnets",
+                    "DescribeSubnets", "DescribeFleets",
                     "DescribeAvailabilityZones"}
 
 
@@ -164,6 +171,10 @@ def _ec2(req: AwsRequest, lookup: Lookup) -> list[Authorization]:
                 for i in _indexed(form, "InstanceId")]
     if action == "CreateFleet":
         return _create_fleet(form, region, account, lookup)
+    if action == "DeleteFleets":
+        return [Authorization("ec2:DeleteFleets", f"arn:aws:ec2:{region}:{account}:fleet/{f}",
+                              _tag_context(lookup.fleet_tags(f), "ec2"))
+                for f in _indexed(form, "FleetId")]
     if action == "CancelSpotInstanceRequests":
         return [Authorization(
             "ec2:CancelSpotInstanceRequests",
