@@ -155,7 +155,7 @@ def _indexed(form: dict[str, list[str]], prefix: str) -> list[str]:
 
 EC2_ANY_RESOURCE = {"DescribeInstances", "DescribeInstanceStatus", "DescribeRegions",
                     "DescribeSpotInstanceRequests", "DescribeTags", "DescribeLaunchTemplates",
-                    "DescribeSubnets", "DescribeFleets",
+                    "DescribeSubnets", "DescribeFleets", "DescribeLaunchTemplateVersions",
                     "DescribeAvailabilityZones"}
 
 
@@ -171,6 +171,14 @@ def _ec2(req: AwsRequest, lookup: Lookup) -> list[Authorization]:
                 for i in _indexed(form, "InstanceId")]
     if action == "CreateFleet":
         return _create_fleet(form, region, account, lookup)
+    if action in ("CreateLaunchTemplate", "CreateLaunchTemplateVersion", "ModifyLaunchTemplate",
+                  "DeleteLaunchTemplate"):  # the stack's templates (the deployer: `*`)
+        template = (form.get("LaunchTemplateId") or ["*"])[0]
+        auths = [Authorization(f"ec2:{action}", f"arn:aws:ec2:{region}:{account}:launch-template/{template}")]
+        if action == "CreateLaunchTemplate" and "TagSpecification.1.ResourceType" in form:
+            auths.append(Authorization("ec2:CreateTags", f"arn:aws:ec2:{region}:{account}:launch-template/*",
+                                       {"ec2:CreateAction": "CreateLaunchTemplate"}))
+        return auths
     if action == "DeleteFleets":
         return [Authorization("ec2:DeleteFleets", f"arn:aws:ec2:{region}:{account}:fleet/{f}",
                               _tag_context(lookup.fleet_tags(f), "ec2"))
