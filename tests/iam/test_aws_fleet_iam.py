@@ -134,3 +134,34 @@ def test_capacity_iam_tags_only_at_creation_and_only_the_member_role_is_passed()
     other = {"aws:ResourceTag/managed-by": "spotbench", "aws:ResourceTag/spotbench-sweep": "bx"}
     assert not evaluate([doc], Authorization("ec2:TerminateInstances",
                                              f"arn:aws:ec2:{REGION}:{ACCOUNT}:instance/i-1", other)).allowed
+
+
+def test_capacity_iam_teardown_deletes_only_spotbench_fleets(account, deployed):
+    """The operator's teardown policy finds a created group's fleet and deletes it (its
+    instances with it); a fleet that is not spotbench's it may not delete."""
+    from spotbench.clouds.aws.orphans import AwsSweeper, teardown_policy
+
+    sweeps, start = deployed
+    group = sweeps["ax"].plan()[0]
+    AwsCloud(REGION, endpoint_url=account.url, session=_session(start), wait_timeout_s=5,
+             poll_s=0.5, lifecycle="created").start(group.labels, zones=ZONES)
+    with account.setup():
+        account.create_role("spotbench-operator", "{}", [teardown_policy()])
+        ec2 = account.admin("ec2")
+        lt = ec2.create_launch_template(LaunchTemplateName="stranger", LaunchTemplateData={
+            "ImageId": MotoServer.any_image(ec2), "InstanceType": "t3.micro"})
+        stranger = ec2.create_fleet(
+            Type="instant", TargetCapacitySpecification={
+                "TotalTargetCapacity": 1, "DefaultTargetCapacityType": "on-demand"},
+            LaunchTemplateConfigs=[{"LaunchTemplateSpecification": {
+                "LaunchTemplateId": lt["LaunchTemplate"]["LaunchTemplateId"],
+                "Version": "$Default"}}])["FleetId"]
+    operator = account.session("spotbench-operator", "teardown")
+    sweeper = AwsSweeper(regions=[REGION], endpoint_url=account.url, session=_session(operator))
+    fleets = [r for r in sweeper.find("ax") if r.kind == "fleet"]
+    assert fleets
+    for fleet_resource in fleets:
+        sweeper.delete(fleet_resource)
+    assert account.denial_lines() == []
+    with pytest.raises(ClientError, match="UnauthorizedOperation"):
+        account.client("ec2", operator).delete_fleets(FleetIds=[stranger], TerminateInstances=True)
