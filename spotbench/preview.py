@@ -9,6 +9,8 @@ with these functions.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 import shlex
@@ -48,6 +50,11 @@ def _boot_files(d: Declared) -> list[str]:
     """The files a VM's cloud-config writes (its units and scripts)."""
     metadata = d.inputs.get("metadata")
     text = metadata.get("user-data") if isinstance(metadata, dict) else d.inputs.get("userData")
+    if d.type == AWS_LAUNCH_TEMPLATE and isinstance(text, str):  # a template's is base64
+        try:
+            text = base64.b64decode(text, validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            return []
     if not isinstance(text, str) or not text.startswith("#cloud-config"):
         return []
     try:
@@ -124,6 +131,20 @@ def _imds(d: Declared) -> dict[str, Any]:
     return {}
 
 
+def _launch_template(d: Declared) -> dict[str, Any]:
+    """A launch template of `lifecycle: created`: which member, in which zone, how."""
+    if d.type != AWS_LAUNCH_TEMPLATE:
+        return {}
+    tags = d.inputs.get("tags") or {}
+    nics = d.inputs.get("networkInterfaces") or [{}]
+    out = {"member": tags.get("spotbench-member"), "zone": tags.get("spotbench-zone"),
+           "market": tags.get("spotbench-market"),
+           "imdsTokens": (d.inputs.get("metadataOptions") or {}).get("httpTokens"),
+           "privateIp": nics[0].get("privateIpAddress") if isinstance(nics[0], dict) else None,
+           "onShutdown": d.inputs.get("instanceInitiatedShutdownBehavior")}
+    return {k: v for k, v in out.items() if v}
+
+
 def _accelerators(d: Declared) -> dict[str, Any]:
     accels = d.inputs.get("guestAccelerators")
     if not accels:
@@ -195,12 +216,13 @@ def _rules(d: Declared) -> dict[str, Any]:
 
 # what `key_properties` shows, in this order
 _PROPERTIES: tuple[Callable[[Declared], dict[str, Any]], ...] = (
-    _plain, _images, _scheduling, _market, _imds, _accelerators, _ingress, _http_target,
-    _permissions, _template, _network, _set, _iam_documents, _rules,
+    _plain, _images, _scheduling, _market, _imds, _launch_template, _accelerators, _ingress,
+    _http_target, _permissions, _template, _network, _set, _iam_documents, _rules,
 )
 
 
 AWS_INSTANCE = "aws:ec2/instance:Instance"
+AWS_LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 GCP_FIREWALL = "gcp:compute/firewall:Firewall"
 AWS_SG_RULES = {"aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": "INGRESS",
                 "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": "EGRESS"}

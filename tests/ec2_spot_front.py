@@ -28,6 +28,16 @@ there, answer `InsufficientInstanceCapacity` (the whole call, as EC2 refuses a b
 `replenish(zone)`; `exhaust_calls(n)` does so for the next n such calls wherever they go. An
 `open` persistent request (its instance terminated) in an exhausted zone shows status
 `capacity-not-available`.
+
+`CreateFleet` of type `instant` (docs/platform.md, "EC2 Fleet of type instant"): moto launches
+from the cheapest launch-template override and ignores `Priority`, `SingleAvailabilityZone`
+and capacity, so the front picks the pool itself — the overrides in `Priority` order (lowest
+first), each subnet's zone from moto — and forwards a fleet of that one pool only. A pool in
+an exhausted zone (or every pool, for a call `exhaust_calls` covers) is not launched: EC2
+answers 200 with an `Errors` entry per refused pool (`InsufficientInstanceCapacity`, its
+launch template and overrides) beside the instances it did launch, and with none launched
+when no pool has capacity for `MinTargetCapacity` in one zone. `fleets` lists each call's
+(chosen zone or None, refused zones).
 """
 
 from __future__ import annotations
@@ -88,6 +98,7 @@ class SpotFront:
     exhausted: set[str] = field(default_factory=set)  # Availability Zones without capacity
     capacity_refused: list[tuple[str, list[str]]] = field(default_factory=list)
     calls_without_capacity: int = 0  # the next calls refused wherever they go (exhaust_calls)
+    fleets: list[tuple[str | None, list[str]]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._lock = threading.RLock()
@@ -114,6 +125,7 @@ class SpotFront:
             self.exhausted.clear()
             self.capacity_refused.clear()
             self.calls_without_capacity = 0
+            self.fleets.clear()
 
     # ---- capacity -------------------------------------------------------------------------
     def exhaust(self, zone: str) -> None:
@@ -227,6 +239,61 @@ class SpotFront:
                     self.requests[rid] = SpotRequest(rid, iid.text or "", behavior,
                                                      zone=az.text or "" if az is not None else "")
         return status, out, content
+
+    def _on_CreateFleet(self, h, headers, body, form):
+        if form.get("Type") != ["instant"]:
+            return self._forward(h, headers, body)
+        pools = _fleet_pools(form)
+        zones = self._subnet_zones([p["SubnetId"] for p in pools if p.get("SubnetId")])
+        with self._lock:
+            everywhere = self.calls_without_capacity > 0
+            if everywhere:
+                self.calls_without_capacity -= 1
+        refused, chosen = [], None
+        for pool in pools:
+            zone = zones.get(pool.get("SubnetId", ""), pool.get("AvailabilityZone", ""))
+            if everywhere or zone in self.exhausted:
+                refused.append((pool, zone))
+            elif chosen is None:
+                chosen = (pool, zone)
+        self.fleets.append((chosen[1] if chosen else None, [z for _, z in refused]))
+        if refused:
+            self.capacity_refused.append(("CreateFleet", [z for _, z in refused]))
+        if chosen is None:
+            root = ET.Element(_q("CreateFleetResponse"))
+            _set(root, "requestId", "front")
+            _set(root, "fleetId", f"fleet-front{next(self._ids):08x}")
+            ET.SubElement(root, _q("fleetInstanceSet"))
+        else:
+            one = _one_pool(form, chosen[0])
+            status, out, content = self._forward(h, headers, urlencode(one, doseq=True).encode())
+            if status != 200:
+                return status, out, content
+            root = ET.fromstring(content)
+        errors = root.find(_q("errorSet"))
+        if errors is None:
+            errors = ET.SubElement(root, _q("errorSet"))
+        for pool, zone in refused:
+            item = ET.SubElement(errors, _q("item"))
+            _set(item, "errorCode", "InsufficientInstanceCapacity")
+            _set(item, "errorMessage", f"We currently do not have sufficient capacity in the "
+                 f"Availability Zone you requested ({zone}).")
+            _set(item, "lifecycle", "spot" if form.get(
+                "TargetCapacitySpecification.DefaultTargetCapacityType") == ["spot"] else "on-demand")
+            lto = ET.SubElement(item, _q("launchTemplateAndOverrides"))
+            spec = ET.SubElement(lto, _q("launchTemplateSpecification"))
+            _set(spec, "launchTemplateId", pool.get("LaunchTemplateId", ""))
+            over = ET.SubElement(lto, _q("overrides"))
+            for key in ("SubnetId", "AvailabilityZone", "Priority"):
+                if pool.get(key):
+                    _set(over, key[0].lower() + key[1:], pool[key])
+        return 200, {"Content-Type": "text/xml"}, ET.tostring(root)
+
+    def _subnet_zones(self, subnets: list[str]) -> dict[str, str]:
+        if not subnets:
+            return {}
+        found = self._ec2().describe_subnets(SubnetIds=sorted(set(subnets)))["Subnets"]
+        return {s["SubnetId"]: s["AvailabilityZone"] for s in found}
 
     def _on_DescribeInstances(self, h, headers, body, form):
         status, out, content = self._forward(h, headers, body)
@@ -378,6 +445,42 @@ class SpotFront:
                         request.state, request.status = "open", "instance-terminated-by-user"
                         self.relaunched.append(request.id)
         return status, out, content
+
+
+def _fleet_pools(form: Mapping[str, list[str]]) -> list[dict[str, str]]:
+    """CreateFleet's launch-template configs × overrides, in `Priority` order (lowest first,
+    then as listed), each with its config index `n` and override index `m`."""
+    pools = []
+    for n in itertools.count(1):
+        base = f"LaunchTemplateConfigs.{n}."
+        lt = form.get(base + "LaunchTemplateSpecification.LaunchTemplateId")
+        if not lt:
+            break
+        for m in itertools.count(1):
+            over = f"{base}Overrides.{m}."
+            if not any(k.startswith(over) for k in form):
+                if m == 1:
+                    pools.append({"n": str(n), "m": "", "LaunchTemplateId": lt[0]})
+                break
+            pool = {k.removeprefix(over): v[0] for k, v in form.items() if k.startswith(over)}
+            pools.append({**pool, "n": str(n), "m": str(m), "LaunchTemplateId": lt[0]})
+    return sorted(pools, key=lambda p: float(p.get("Priority", "inf")))
+
+
+def _one_pool(form: Mapping[str, list[str]], pool: Mapping[str, str]) -> dict[str, list[str]]:
+    """The CreateFleet form with only `pool` (its config and that one override)."""
+    out = {k: v for k, v in form.items() if not k.startswith("LaunchTemplateConfigs.")}
+    base = f"LaunchTemplateConfigs.{pool['n']}."
+    for k, v in form.items():
+        if not k.startswith(base):
+            continue
+        rest = k.removeprefix(base)
+        if rest.startswith("Overrides."):
+            if not rest.startswith(f"Overrides.{pool['m']}."):
+                continue
+            rest = "Overrides.1." + rest.removeprefix(f"Overrides.{pool['m']}.")
+        out["LaunchTemplateConfigs.1." + rest] = v
+    return out
 
 
 def _form(body: bytes) -> dict[str, list[str]]:

@@ -26,7 +26,8 @@ from infra.aws.instances import (
     machine_type,
     member_ips,
 )
-from infra.aws.network import AwsNetwork, AwsNetworkArgs
+from infra.aws.network import AwsNetwork, AwsNetworkArgs, zone_cidrs
+from infra.aws.templates import AwsGroupTemplates, AwsGroupTemplatesArgs
 from infra.aws.registry import AwsRegistry
 from infra.aws.secrets import USER_ENV, group_key_parameters, keys_arn, user_env_parameter
 from infra.aws.scheduler import AwsScheduler, AwsSchedulerArgs, schedule_pair
@@ -53,6 +54,19 @@ def _check_region(spec: SweepSpec) -> str:
     return spec.region
 
 
+def _candidates(spec: SweepSpec) -> list[str]:
+    """`lifecycle: created`: the candidate zones (a subnet and templates in each)."""
+    zones = spec.candidate_zones
+    if not zones:
+        raise pulumi.RunError(
+            f"spec {spec.name!r}: `lifecycle: created` needs candidate zones: set `zones` "
+            f"(e.g. [{spec.region}a, {spec.region}b]) or `zones: any`")
+    bad = [z for z in zones if not z.startswith(spec.region or "")]
+    if bad:
+        raise pulumi.RunError(f"spec {spec.name!r}: zones {bad} are not in {spec.region}")
+    return zones
+
+
 def _gpu_of(groups: list[RunGroup]) -> dict[str, bool]:
     return {g.id: any(has_gpu(machine_type(g, m), g.accelerator) for m in g.members)
             for g in groups}
@@ -67,7 +81,11 @@ class AwsSweep(pulumi.ComponentResource):
         region = _check_region(spec)
         groups = spec.plan()
         start_cron, stop_cron, start_expr, stop_expr = schedule_pair(spec)  # fail early
+        created = spec.lifecycle == "created"
+        zones = _candidates(spec) if created else []
+        cidrs = zone_cidrs(spec.aws.vpc_cidr, spec.aws.subnet_cidr, zones)
         ips = member_ips(groups, spec.aws.subnet_cidr)
+        self.zone_ips = {z: member_ips(groups, c) for z, c in cidrs.items()}
         tags = {**spec.labels, **sweep_labels(spec.name)}  # the spec's labels are tags here
 
         self.provider = aws.Provider(f"{name}-aws", region=region,
@@ -76,8 +94,9 @@ class AwsSweep(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self, provider=self.provider)
         invoke = pulumi.InvokeOptions(provider=self.provider)
 
-        self.network = AwsNetwork(f"{name}-net", AwsNetworkArgs(spec=spec, tags=tags, zone=spec.zone),
-                                  child)
+        self.network = AwsNetwork(
+            f"{name}-net", AwsNetworkArgs(spec=spec, tags=tags, zone=zones[0] if zones else spec.zone,
+                                          zone_cidrs=cidrs), child)
         self.bucket = ResultsBucket(f"{name}-results", ResultsBucketArgs(spec=spec, tags=tags), child)
         gpu_of = _gpu_of(groups)
         account = aws.get_caller_identity_output(opts=invoke).account_id
@@ -100,7 +119,8 @@ class AwsSweep(pulumi.ComponentResource):
             AwsIdentitiesArgs(sweep=spec.name, region=region,
                               results_bucket=self.bucket.results_bucket,
                               prefix=self.bucket.prefix, image=pullable, tags=tags,
-                              checkpoints=spec.keeps_checkpoints(), keys=keys),
+                              checkpoints=spec.keeps_checkpoints(), keys=keys,
+                              created=created),
             child,
         )
         ids = self.identities
@@ -111,7 +131,8 @@ class AwsSweep(pulumi.ComponentResource):
                              secret_files=sorted({f for p in self.key_parameters.values()
                                                   for f in p})),
             pulumi.ResourceOptions(parent=self, provider=self.provider,
-                                   depends_on=[ids.lambda_policy, ids.grant_policy]),
+                                   depends_on=[ids.lambda_policy, ids.grant_policy,
+                                               *([ids.fleet_policy] if ids.fleet_policy else [])]),
         )
         arns = self.functions.arns
         # failed asynchronous start/stop invocations (Lambda's and the scheduler's) land here
@@ -132,7 +153,8 @@ class AwsSweep(pulumi.ComponentResource):
         needs = {has_gpu(machine_type(g, m), g.accelerator) for g in groups for m in g.members}
         amis = {gpu: aws.ssm.get_parameter_output(name=ami_parameter(spec, gpu), opts=invoke).value
                 for gpu in sorted(needs)}
-        self.groups = {
+        self.templates = self._templates(spec, groups, ids, amis, gpu_of, mpi) if created else {}
+        self.groups = {} if created else {
             g.id: AwsRunGroup(
                 g.id,
                 AwsRunGroupArgs(
@@ -153,6 +175,24 @@ class AwsSweep(pulumi.ComponentResource):
         self.outputs = self._outputs(spec, groups, ips, mpi, workload,
                                      (start_cron, stop_cron, start_expr, stop_expr))
         self.register_outputs(self.outputs)  # infra/__main__.py exports them
+
+    def _templates(self, spec: SweepSpec, groups: list[RunGroup], ids: AwsIdentities, amis,
+                   gpu_of: dict[str, bool], mpi) -> dict[str, AwsGroupTemplates]:
+        """`lifecycle: created`: launch templates per member and candidate zone, no instances."""
+        subnets = {z: s.id for z, s in self.network.zone_subnets.items()}
+        return {g.id: AwsGroupTemplates(
+            g.id, AwsGroupTemplatesArgs(
+                spec=spec, group=g, ips=self.zone_ips, subnet_ids=subnets,
+                security_group_id=self.network.security_groups[g.id].id,
+                instance_profile=ids.instance_profile.name, amis=amis,
+                image=self.registry.url.apply(
+                    lambda r, g=g: resolve_image(spec.image, r, g.workload, gpu_of[g.id])),
+                results_url=self.bucket.results_url, done_url=self.functions.urls["done"],
+                ssh=mpi.groups[g.id] if mpi else None),
+            pulumi.ResourceOptions(parent=self, provider=self.provider,
+                                   depends_on=[self.network.nat, ids.member_policy,
+                                               *self.key_parameters.get(g.id, {}).values()]))
+            for g in groups}
 
     def _secrets(self, name: str, spec: SweepSpec, groups: list[RunGroup], tags: dict[str, str],
                  child: pulumi.ResourceOptions):
@@ -182,6 +222,8 @@ class AwsSweep(pulumi.ComponentResource):
             "function_arns": dict(self.functions.arns),
             "failed_invocations": self.failures.url,  # read it: docs/aws.md, Failed ticks
             "groups": {gid: grp.instance_ids for gid, grp in self.groups.items()},
+            "launch_templates": {gid: t.template_ids
+                                 for gid, t in self.templates.items()},
             "crons": {"start": start_cron, "stop": stop_cron,
                       "time_zone": spec.schedule.timezone if spec.schedule else "UTC",
                       "start_expression": start_expr, "stop_expression": stop_expr},
@@ -190,7 +232,9 @@ class AwsSweep(pulumi.ComponentResource):
             # by private IP (direct, jump) and by instance id (`--via ssm` names the instance)
             outputs["known_hosts"] = group_known_hosts(
                 {g.id: [*(ips[m.name] for m in g.members),
-                        *self.groups[g.id].member_ids.values()] for g in groups},
+                        *(z[m.name] for z in self.zone_ips.values() for m in g.members),
+                        *(self.groups[g.id].member_ids.values() if g.id in self.groups else ())]
+                 for g in groups},
                 mpi.host_public, workload.port)
             outputs["ssh_private_key"] = mpi.login_private  # the operator's key
         return outputs

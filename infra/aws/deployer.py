@@ -49,6 +49,11 @@ ACTIONS: dict[str, list[str]] = {
                                   "ec2:ModifyInstanceAttribute", "ec2:CreateTags",
                                   "ec2:DeleteTags", "ec2:CancelSpotInstanceRequests",
                                   "iam:PassRole"],
+    # lifecycle created: per member and zone a launch template (no instances; the functions
+    # launch from it: identity.fleet_policy); the provider tags it at creation
+    "aws:ec2/launchTemplate:LaunchTemplate": [
+        "ec2:CreateLaunchTemplate", "ec2:CreateLaunchTemplateVersion", "ec2:ModifyLaunchTemplate",
+        "ec2:DeleteLaunchTemplate", "ec2:CreateTags"],
     "aws:iam/role:Role": ["iam:CreateRole", "iam:DeleteRole", "iam:GetRole", "iam:TagRole",
                           "iam:ListRolePolicies", "iam:ListAttachedRolePolicies",
                           "iam:ListInstanceProfilesForRole"],

@@ -25,6 +25,12 @@ docs/identity.md): the IAM objects are the same five whatever the group count.
   (`spotbench-lambda-failures`) send a failed asynchronous invocation to the sweep's
   failed-invocations queue (Lambda's on-failure destination, infra/aws/failures.py).
 
+With `lifecycle: created` the Lambda role also gets `fleet_policy` (`spotbench-lambda-fleet`):
+make the group's instances with an instant EC2 Fleet from the sweep's own launch templates
+(tagged `spotbench-sweep`), in the sweep's subnets and security groups, tagging what it
+makes with the sweep's tag (and only at creation: `ec2:CreateAction`), passing the member
+role only, and terminate the sweep's instances (docs/aws.md, "Instances made at start").
+
 The policy documents are plain functions (`*_policy`) so tests can read them; the grants
 that need function ARNs are made by `grant()` once the functions exist.
 """
@@ -201,6 +207,50 @@ def lambda_policy(sweep: str, bucket: str, prefix: str, grant_role: str | None =
     )
 
 
+def fleet_policy(sweep: str, region: str, member_role_arn: str) -> Doc:
+    """What the start/stop functions need to make and delete a group's instances in the
+    created lifecycle, scoped to the sweep: an instant EC2 Fleet is one synchronous request
+    that launches with the *caller's* permissions (no service-linked role: EC2 Fleet
+    prerequisites), so the caller needs `ec2:CreateFleet` and the `ec2:RunInstances` the
+    fleet makes on its behalf, on every resource RunInstances names."""
+    ec2 = f"arn:aws:ec2:{region}:*"
+    sweep_tag = {f"aws:ResourceTag/{SWEEP_LABEL}": sweep}
+    new_tag = {f"aws:RequestTag/{SWEEP_LABEL}": sweep}
+    return _doc(
+        # the fleet itself (the driver tags it with the group's labels)
+        {"Sid": "CreateSweepFleet", "Effect": "Allow", "Action": "ec2:CreateFleet",
+         "Resource": f"{ec2}:fleet/*", "Condition": {"StringEquals": new_tag}},
+        # from the sweep's launch templates only (another sweep's are tagged otherwise)
+        {"Sid": "SweepTemplates", "Effect": "Allow",
+         "Action": ["ec2:CreateFleet", "ec2:RunInstances"],
+         "Resource": f"{ec2}:launch-template/*", "Condition": {"StringEquals": sweep_tag}},
+        # into the sweep's own subnets and security groups (tagged by the stack)
+        {"Sid": "SweepNetwork", "Effect": "Allow", "Action": ["ec2:CreateFleet", "ec2:RunInstances"],
+         "Resource": [f"{ec2}:subnet/*", f"{ec2}:security-group/*"],
+         "Condition": {"StringEquals": sweep_tag}},
+        # the instance's own interface and the (public, untaggable) AMI
+        {"Sid": "LaunchParts", "Effect": "Allow", "Action": "ec2:RunInstances",
+         "Resource": [f"{ec2}:network-interface/*", f"arn:aws:ec2:{region}::image/*"]},
+        # what it makes carries the sweep's tag (the templates' TagSpecifications)
+        {"Sid": "SweepInstances", "Effect": "Allow", "Action": "ec2:RunInstances",
+         "Resource": [f"{ec2}:instance/*", f"{ec2}:volume/*"],
+         "Condition": {"StringEquals": new_tag}},
+        {"Sid": "TagAtCreation", "Effect": "Allow", "Action": "ec2:CreateTags",
+         "Resource": [f"{ec2}:instance/*", f"{ec2}:volume/*", f"{ec2}:fleet/*"],
+         "Condition": {"StringEquals": {"ec2:CreateAction": ["CreateFleet", "RunInstances"],
+                                        **new_tag}}},
+        {"Sid": "PassMemberRole", "Effect": "Allow", "Action": "iam:PassRole",
+         "Resource": member_role_arn,
+         "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}},
+        {"Sid": "TerminateSweepInstances", "Effect": "Allow", "Action": "ec2:TerminateInstances",
+         "Resource": f"{ec2}:instance/*", "Condition": {"StringEquals": {
+             **{f"aws:ResourceTag/{k}": v for k, v in MANAGED_BY.items()}, **sweep_tag}}},
+        # finding the group's templates and subnets (Describe* take no resource ARN)
+        {"Sid": "FindTemplates", "Effect": "Allow",
+         "Action": ["ec2:DescribeLaunchTemplates", "ec2:DescribeSubnets"], "Resource": "*"},
+    )
+
+
 def _json(doc_fn, *args: pulumi.Input[str]) -> pulumi.Output[str]:
     return pulumi.Output.all(*args).apply(lambda v: json.dumps(doc_fn(*v)))
 
@@ -214,6 +264,7 @@ class AwsIdentitiesArgs:
     image: pulumi.Input[str]
     tags: dict[str, str]
     checkpoints: bool = False  # groups keep checkpoints (grant_policy)
+    created: bool = False  # lifecycle created: the functions make and delete instances
     # the ARN pattern of the sweep's parameter path (`secrets.keys_arn`), when groups have keys
     keys: pulumi.Input[str] | None = None
 
@@ -259,6 +310,13 @@ class AwsIdentities(pulumi.ComponentResource):
                          args.results_bucket, self.grant_role.arn, args.keys or ""),
             opts=child,
         )
+        self.fleet_policy = None
+        if args.created:
+            self.fleet_policy = aws.iam.RolePolicy(
+                f"{name}-lambda-fleet", role=self.lambda_role.id, name="spotbench-lambda-fleet",
+                policy=_json(lambda m: fleet_policy(sweep, args.region, m), self.member_role.arn),
+                opts=child,
+            )
 
     def grant(self, *, done_arn: pulumi.Input[str], start_arn: pulumi.Input[str],
               stop_arn: pulumi.Input[str], failures_arn: pulumi.Input[str] | None = None) -> None:

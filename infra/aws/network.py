@@ -34,11 +34,34 @@ def public_cidr(vpc_cidr: str, private_cidr: str) -> str:
     )
 
 
+def zone_cidrs(vpc_cidr: str, private_cidr: str, zones: list[str]) -> dict[str, str]:
+    """`lifecycle: created`: a members' subnet per candidate Availability Zone (a subnet
+    lives in one AZ). The first candidate gets `aws.subnet_cidr`; each other one the next
+    block of the same size in the VPC that overlaps neither it nor the NAT subnet."""
+    if not zones:
+        return {}
+    vpc, private = ipaddress.ip_network(vpc_cidr), ipaddress.ip_network(private_cidr)
+    nat = ipaddress.ip_network(public_cidr(vpc_cidr, private_cidr))
+    free = (c for c in vpc.subnets(new_prefix=private.prefixlen)
+            if not c.overlaps(private) and not c.overlaps(nat))
+    out = {zones[0]: private_cidr}
+    for zone in zones[1:]:
+        block = next(free, None)
+        if block is None:
+            raise pulumi.RunError(
+                f"aws.vpc_cidr {vpc_cidr} has no room for a {private_cidr}-sized subnet in each "
+                f"of the {len(zones)} candidate zones; use a larger VPC or fewer `zones`")
+        out[zone] = str(block)
+    return out
+
+
 @dataclass
 class AwsNetworkArgs:
     spec: SweepSpec
     tags: dict[str, str]
-    zone: str | None = None  # spec.zone; None lets AWS pick
+    zone: str | None = None  # spec.zone (created lifecycle: the first candidate); None: AWS picks
+    # created lifecycle: candidate zone → members' subnet CIDR (`zone_cidrs`); {}: one subnet
+    zone_cidrs: dict[str, str] | None = None
 
 
 class AwsNetwork(pulumi.ComponentResource):
@@ -84,6 +107,7 @@ class AwsNetwork(pulumi.ComponentResource):
         )
         aws.ec2.RouteTableAssociation(f"{name}-private-rta", subnet_id=self.subnet.id,
                                       route_table_id=self.private_rt.id, opts=child)
+        self.zone_subnets = self._zone_subnets(name, args, tagged, child)
         self.s3_endpoint = aws.ec2.VpcEndpoint(
             f"{name}-s3", vpc_id=self.vpc.id, vpc_endpoint_type="Gateway",
             service_name=f"com.amazonaws.{spec.region}.s3",
@@ -117,5 +141,24 @@ class AwsNetwork(pulumi.ComponentResource):
             ))
         self.register_outputs({
             "vpc_id": self.vpc.id, "subnet_id": self.subnet.id, "nat_gateway_id": self.nat.id,
+            "zone_subnet_ids": {z: s.id for z, s in self.zone_subnets.items()},
             "security_group_ids": {gid: sg.id for gid, sg in self.security_groups.items()},
         })
+
+    def _zone_subnets(self, name: str, args: AwsNetworkArgs, tagged,
+                      child: pulumi.ResourceOptions) -> dict[str, aws.ec2.Subnet]:
+        """The members' subnet of each candidate zone (the first is `self.subnet`), routed
+        through the one NAT gateway (in the first zone: traffic from the others crosses AZs)."""
+        cidrs = args.zone_cidrs or {}
+        out: dict[str, aws.ec2.Subnet] = {}
+        for n, (zone, cidr) in enumerate(cidrs.items()):
+            if n == 0:
+                out[zone] = self.subnet
+                continue
+            out[zone] = aws.ec2.Subnet(
+                f"{name}-private-{zone}", vpc_id=self.vpc.id, cidr_block=cidr,
+                availability_zone=zone, map_public_ip_on_launch=False,
+                tags=tagged(f"private-{zone}"), opts=child)
+            aws.ec2.RouteTableAssociation(f"{name}-private-rta-{zone}", subnet_id=out[zone].id,
+                                          route_table_id=self.private_rt.id, opts=child)
+        return out

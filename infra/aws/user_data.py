@@ -172,7 +172,8 @@ def unit(image: str, *, gpu: bool, ssh: bool, user: ui.UserStep | None = None,
 
 def user_data(*, image: str, env: Mapping[str, str], gpu: bool = False,
               ssh: SshKeys | None = None, keys_url: tuple[str, str] | None = None,
-              user: ui.UserStep | None = None, max_run_s: int | None = None) -> str:
+              user: ui.UserStep | None = None, max_run_s: int | None = None,
+              created: bool = False) -> str:
     """The `#cloud-config` document for one member (`image` must be a valid OCI reference:
     it lands in a root systemd unit and, for ECR, its host in a login script). `user`: the
     user's own image runs the command first and `image` (spotbench's runner) checks and
@@ -183,7 +184,9 @@ def user_data(*, image: str, env: Mapping[str, str], gpu: bool = False,
     parameters (infra/aws/secrets.py); so does a `user` env with secret values
     (`user.secret`: the entry `user.env`). `max_run_s`:
     every boot that runs the workload powers off that long after its unit starts (the
-    sweep's deadline + `DEADMAN_GRACE_S`), the stop function's backstop."""
+    sweep's deadline + `DEADMAN_GRACE_S`), the stop function's backstop. `created`: the
+    instance is made at start from a launch template (`lifecycle: created`): its first boot
+    runs the workload (no install-only boot, no power-off; its shutdown terminates it)."""
     check_image(image)
     files = [{"path": ENV_FILE, "permissions": "0600", "owner": "root", "content": env_file(env)}]
     fetched = user is not None and user.secret
@@ -210,6 +213,11 @@ def user_data(*, image: str, env: Mapping[str, str], gpu: bool = False,
     files.append({"path": f"/etc/systemd/system/{UNIT}", "permissions": "0644",
                   "content": unit(image, gpu=gpu, ssh=ssh is not None, user=user,
                                   fetch=bool(fetched), max_run_s=max_run_s)})
+    if created:  # made at start: this first boot is the run (no boot id recorded)
+        return "#cloud-config\n" + yaml.safe_dump({"write_files": files, "runcmd": [
+            "systemctl disable --now ecs || true", "systemctl daemon-reload",
+            f"systemctl enable {UNIT}", f"systemctl start --no-block {UNIT}"]},
+            sort_keys=False, width=10_000)
     doc = {
         "write_files": files,
         "runcmd": [

@@ -104,14 +104,15 @@ def matches(instance_labels: Mapping[str, str], selector: Mapping[str, str]) -> 
 
 # ---- what teardown finds: the orphan finder of each cloud ------------------------
 # Lower runs first: a persistent spot request would relaunch its instance, and a static
-# address cannot go while an instance still holds it.
-DELETE_ORDER = {"spot-request": 0, "instance": 1, "process": 1, "address": 2, "functions-server": 3}
+# address cannot go while an instance still holds it; deleting an instant EC2 Fleet
+# terminates its instances, so it goes first (moto refuses it once they are gone).
+DELETE_ORDER = {"spot-request": 0, "fleet": 0, "instance": 1, "process": 1, "address": 2, "functions-server": 3}
 
 
 @dataclass(frozen=True)
 class Resource:
     cloud: str  # local | gcp | aws
-    kind: str  # instance | spot-request | address | process | functions-server
+    kind: str  # instance | spot-request | fleet | address | process | functions-server
     id: str  # name / instance id / request id
     where: str  # zone, region or state dir
     sweep: str | None = None

@@ -287,6 +287,29 @@ def instance(s: Stack) -> None:
                                   InstanceInitiatedShutdownBehavior={"Value": "stop"})
 
 
+def launch_template(s: Stack) -> None:
+    """A member's template of `lifecycle: created` (infra/aws/templates.py), tagged at
+    creation, then a new default version (a later `pulumi up` with a new AMI)."""
+    ec2 = s.client("ec2")
+    data = {"ImageId": s.ids["ami"], "InstanceType": "g4dn.xlarge",
+            "IamInstanceProfile": {"Name": s.role_name("member")},
+            "MetadataOptions": {"HttpTokens": "required"},
+            "TagSpecifications": [{"ResourceType": "instance", "Tags": _tags(s)}]}
+    s.ids["template"] = ec2.create_launch_template(
+        LaunchTemplateName=f"{s.group}-l0-{s.region}a", LaunchTemplateData=data,
+        TagSpecifications=[{"ResourceType": "launch-template", "Tags": _tags(s)}],
+    )["LaunchTemplate"]["LaunchTemplateId"]
+    version = ec2.create_launch_template_version(
+        LaunchTemplateId=s.ids["template"], LaunchTemplateData=data)["LaunchTemplateVersion"]
+    ec2.modify_launch_template(LaunchTemplateId=s.ids["template"],
+                               DefaultVersion=str(version["VersionNumber"]))
+    ec2.describe_launch_templates(LaunchTemplateIds=[s.ids["template"]])
+
+
+def launch_template_delete(s: Stack) -> None:
+    s.client("ec2").delete_launch_template(LaunchTemplateId=s.ids["template"])
+
+
 def instance_delete(s: Stack) -> None:
     s.client("ec2").terminate_instances(InstanceIds=[s.ids["instance"]])
 
@@ -575,4 +598,5 @@ RESOURCE_CALLS: dict[str, tuple[Callable[[Stack], None], Callable[[Stack], None]
                                                                       invoke_config_delete),
     "aws:scheduler/schedule:Schedule": (schedule, schedule_delete),
     "aws:ec2/instance:Instance": (instance, instance_delete),
+    "aws:ec2/launchTemplate:LaunchTemplate": (launch_template, launch_template_delete),
 }

@@ -7,6 +7,14 @@ services' docs, for the operations spotbench's code paths make:
   TerminateInstances` authorize each instance (`instance/ID`) and
   `CancelSpotInstanceRequests` each request (`spot-instances-request/ID`), with the
   resource's tags as `aws:ResourceTag/K` (and `ec2:ResourceTag/K`).
+  `CreateFleet` of type `instant` launches with the caller's permissions (EC2 Fleet
+  prerequisites: no service-linked role), so it is authorized as `ec2:CreateFleet` on the
+  fleet (its `TagSpecifications` as `aws:RequestTag/K`) and, per launch-template config,
+  `ec2:CreateFleet` + `ec2:RunInstances` on the template and its subnet (their tags), and
+  the `ec2:RunInstances` the launch makes: security groups (tags), the network interface,
+  the image, the instance and volume (the template's `TagSpecifications` as request tags),
+  `ec2:CreateTags` for each tagged resource (`ec2:CreateAction`), and `iam:PassRole` of the
+  instance profile's role (spotbench names the profile after its role) to `ec2.amazonaws.com`.
 - S3 (REST, path style): `HeadBucket` and object listings are `s3:ListBucket` on the bucket,
   listings with `s3:prefix` (empty when no prefix is given) and `s3:delimiter`; `HEAD`/`GET`
   of a key is `s3:GetObject`; `PUT` a key (and multipart parts) `s3:PutObject`; a copy also
@@ -94,6 +102,36 @@ class Lookup:
         insts = [i for r in found for i in r["Instances"]]
         return {t["Key"]: t["Value"] for i in insts for t in i.get("Tags", [])}
 
+    def launch_template(self, template_id: str) -> tuple[dict[str, str], dict[str, Any]]:
+        """(the template's tags, its default version's data)."""
+        try:
+            found = self.ec2.describe_launch_templates(LaunchTemplateIds=[template_id])
+            data = self.ec2.describe_launch_template_versions(
+                LaunchTemplateId=template_id, Versions=["$Default"])["LaunchTemplateVersions"]
+        except Exception:  # noqa: BLE001 - an unknown template: no tags, no data
+            return {}, {}
+        tags = {t["Key"]: t["Value"] for lt in found["LaunchTemplates"] for t in lt.get("Tags", [])}
+        return tags, (data[0]["LaunchTemplateData"] if data else {})
+
+    def fleet_tags(self, fleet_id: str) -> dict[str, str]:
+        try:
+            found = self.ec2.describe_fleets(FleetIds=[fleet_id])["Fleets"]
+        except Exception:  # noqa: BLE001
+            return {}
+        return {t["Key"]: t["Value"] for f in found for t in f.get("Tags", [])}
+
+    def tags_of(self, kind: str, ids: list[str]) -> dict[str, dict[str, str]]:
+        """Subnet or security group id → its tags."""
+        if not ids:
+            return {}
+        if kind == "subnet":
+            items = self.ec2.describe_subnets(SubnetIds=ids)["Subnets"]
+            key = "SubnetId"
+        else:
+            items = self.ec2.describe_security_groups(GroupIds=ids)["SecurityGroups"]
+            key = "GroupId"
+        return {i[key]: {t["Key"]: t["Value"] for t in i.get("Tags", [])} for i in items}
+
     def spot_request_tags(self, request_id: str) -> dict[str, str]:
         try:
             found = self.ec2.describe_spot_instance_requests(
@@ -116,7 +154,8 @@ def _indexed(form: dict[str, list[str]], prefix: str) -> list[str]:
 
 
 EC2_ANY_RESOURCE = {"DescribeInstances", "DescribeInstanceStatus", "DescribeRegions",
-                    "DescribeSpotInstanceRequests", "DescribeTags",
+                    "DescribeSpotInstanceRequests", "DescribeTags", "DescribeLaunchTemplates",
+                    "DescribeSubnets", "DescribeFleets", "DescribeLaunchTemplateVersions",
                     "DescribeAvailabilityZones"}
 
 
@@ -130,6 +169,20 @@ def _ec2(req: AwsRequest, lookup: Lookup) -> list[Authorization]:
         return [Authorization(f"ec2:{action}", f"arn:aws:ec2:{region}:{account}:instance/{i}",
                               _tag_context(lookup.instance_tags(i), "ec2"))
                 for i in _indexed(form, "InstanceId")]
+    if action == "CreateFleet":
+        return _create_fleet(form, region, account, lookup)
+    if action in ("CreateLaunchTemplate", "CreateLaunchTemplateVersion", "ModifyLaunchTemplate",
+                  "DeleteLaunchTemplate"):  # the stack's templates (the deployer: `*`)
+        template = (form.get("LaunchTemplateId") or ["*"])[0]
+        auths = [Authorization(f"ec2:{action}", f"arn:aws:ec2:{region}:{account}:launch-template/{template}")]
+        if action == "CreateLaunchTemplate" and "TagSpecification.1.ResourceType" in form:
+            auths.append(Authorization("ec2:CreateTags", f"arn:aws:ec2:{region}:{account}:launch-template/*",
+                                       {"ec2:CreateAction": "CreateLaunchTemplate"}))
+        return auths
+    if action == "DeleteFleets":
+        return [Authorization("ec2:DeleteFleets", f"arn:aws:ec2:{region}:{account}:fleet/{f}",
+                              _tag_context(lookup.fleet_tags(f), "ec2"))
+                for f in _indexed(form, "FleetId")]
     if action == "CancelSpotInstanceRequests":
         return [Authorization(
             "ec2:CancelSpotInstanceRequests",
@@ -137,6 +190,65 @@ def _ec2(req: AwsRequest, lookup: Lookup) -> list[Authorization]:
             _tag_context(lookup.spot_request_tags(r), "ec2"))
             for r in _indexed(form, "SpotInstanceRequestId")]
     raise NotImplementedError(f"EC2 {action}: not modelled by the IAM harness")
+
+
+def _request_tags(specs: list[dict[str, Any]], kind: str) -> dict[str, str]:
+    tags = {t["Key"]: t["Value"] for s in specs if s.get("ResourceType") == kind
+            for t in s.get("Tags", [])}
+    return {f"aws:RequestTag/{k}": v for k, v in tags.items()}
+
+
+def _create_fleet(form: dict[str, list[str]], region: str, account: str,
+                  lookup: Lookup) -> list[Authorization]:
+    arn = f"arn:aws:ec2:{region}:{account}"
+    fleet_tags: dict[str, str] = {}
+    for n in range(1, 10):
+        if form.get(f"TagSpecification.{n}.ResourceType") == ["fleet"]:
+            fleet_tags.update({form[f"TagSpecification.{n}.Tag.{m}.Key"][0]:
+                               form.get(f"TagSpecification.{n}.Tag.{m}.Value", [""])[0]
+                               for m in range(1, 60)
+                               if f"TagSpecification.{n}.Tag.{m}.Key" in form})
+    fleet_ctx = {f"aws:RequestTag/{k}": v for k, v in fleet_tags.items()}
+    auths = [Authorization("ec2:CreateFleet", f"{arn}:fleet/*", fleet_ctx)]
+    if fleet_tags:
+        auths.append(Authorization("ec2:CreateTags", f"{arn}:fleet/*",
+                                   {**fleet_ctx, "ec2:CreateAction": "CreateFleet"}))
+    for n in range(1, 100):
+        template = form.get(f"LaunchTemplateConfigs.{n}.LaunchTemplateSpecification.LaunchTemplateId")
+        if not template:
+            break
+        tags, data = lookup.launch_template(template[0])
+        nics = data.get("NetworkInterfaces", [])
+        subnets = _indexed_values(form, f"LaunchTemplateConfigs.{n}.Overrides", "SubnetId") or [
+            nic["SubnetId"] for nic in nics if nic.get("SubnetId")]
+        groups = [g for nic in nics for g in nic.get("Groups", [])] + data.get("SecurityGroupIds", [])
+        for action in ("ec2:CreateFleet", "ec2:RunInstances"):
+            auths.append(Authorization(action, f"{arn}:launch-template/{template[0]}",
+                                       _tag_context(tags, "ec2")))
+            auths += [Authorization(action, f"{arn}:subnet/{s}", _tag_context(t, "ec2"))
+                      for s, t in lookup.tags_of("subnet", sorted(set(subnets))).items()]
+        auths += [Authorization("ec2:RunInstances", f"{arn}:security-group/{g}",
+                                _tag_context(t, "ec2"))
+                  for g, t in lookup.tags_of("security-group", sorted(set(groups))).items()]
+        auths += [Authorization("ec2:RunInstances", f"{arn}:network-interface/*"),
+                  Authorization("ec2:RunInstances", f"arn:aws:ec2:{region}::image/{data.get('ImageId', '*')}")]
+        specs = data.get("TagSpecifications", [])
+        for kind in ("instance", "volume"):
+            ctx = _request_tags(specs, kind)
+            auths.append(Authorization("ec2:RunInstances", f"{arn}:{kind}/*", ctx))
+            if ctx:
+                auths.append(Authorization("ec2:CreateTags", f"{arn}:{kind}/*",
+                                           {**ctx, "ec2:CreateAction": "RunInstances"}))
+        profile = (data.get("IamInstanceProfile") or {}).get("Name")
+        if profile:  # spotbench names the member's instance profile after its role
+            auths.append(Authorization("iam:PassRole", f"arn:aws:iam::{account}:role/{profile}",
+                                       {"iam:PassedToService": "ec2.amazonaws.com"}))
+    return auths
+
+
+def _indexed_values(form: dict[str, list[str]], prefix: str, field: str) -> list[str]:
+    return [form[f"{prefix}.{m}.{field}"][0] for m in range(1, 100)
+            if f"{prefix}.{m}.{field}" in form]
 
 
 def _s3(req: AwsRequest) -> list[Authorization]:

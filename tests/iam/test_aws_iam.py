@@ -294,7 +294,10 @@ def test_aws_conditions_are_proved_by_calls_that_must_be_denied(deployed):
 SERVICE_ONLY = {("ax-lambda", "FailedInvocations"), ("ax-scheduler", "DeadLetters"),
                 # the grant's store reads `run.json` when the member runs without a prior
                 # `exit_if_outside_run` (tests/faults/test_control_lock.py takes that path)
-                (GRANT, "ReadLedger")}
+                (GRANT, "ReadLedger"),
+                # a created-lifecycle sweep's fleets (this path's sweep is `stopped`):
+                # tests/iam/test_aws_fleet_iam.py::test_capacity_iam_teardown_deletes_only_spotbench_fleets
+                ("spotbench-operator", "DeleteSpotbenchFleets")}
 
 
 def test_aws_every_declared_statement_is_needed(path_run, declared):
@@ -360,6 +363,8 @@ NOT_EXERCISED = {
     (MEMBER, "SsmSessions", "ssmmessages:OpenControlChannel"): "the agent's websocket",
     (MEMBER, "SsmSessions", "ssmmessages:OpenDataChannel"): "the agent's websocket",
     ("spotbench-operator", "FindSweepResources", "ec2:DescribeRegions"): "teardown of all regions",
+    ("spotbench-operator", "DeleteSpotbenchFleets", "ec2:DeleteFleets"):
+        "a created-lifecycle sweep's fleets (tests/iam/test_aws_fleet_iam.py)",
     # sent by Lambda / EventBridge Scheduler with these roles after an asynchronous start or
     # stop failed for good: no invocation of this path fails (tests/infra/test_aws_failures.py)
     ("ax-lambda", "FailedInvocations", "sqs:SendMessage"): "a start/stop that failed for good",

@@ -28,6 +28,7 @@ from typing import Any
 import boto3
 from botocore.exceptions import ClientError, WaiterError
 
+from spotbench.clouds.aws import fleet
 from spotbench.clouds.base import ErrorKind, Instance, State
 
 EC2_STATES: dict[str, State] = {
@@ -77,8 +78,10 @@ class AwsCloud:
         *,
         wait_timeout_s: float = 60,
         poll_s: float = 5,
+        lifecycle: str = "stopped",
     ) -> None:
         self.region = region
+        self.lifecycle = lifecycle  # created: made at start (spotbench/clouds/aws/fleet.py)
         self.wait_timeout_s = wait_timeout_s
         self.poll_s = poll_s
         session = session or boto3.Session(region_name=region)
@@ -89,6 +92,8 @@ class AwsCloud:
         return [_to_instance(raw) for raw in self._describe(labels)]
 
     def start(self, labels: Mapping[str, str], zones: Sequence[str] = ()) -> list[Instance]:
+        if self.lifecycle == "created":
+            return self._create(labels, zones)
         raws = self._describe(labels)
         stopped = [r for r in raws if r["State"]["Name"] == "stopped"]
         held = {r["InstanceId"]: (HELD_BY_EC2, ErrorKind.WAITING)
@@ -101,6 +106,8 @@ class AwsCloud:
         return self._refresh(raws, details)
 
     def stop(self, labels: Mapping[str, str]) -> list[Instance]:
+        if self.lifecycle == "created":  # made at start: a stop leaves nothing
+            return self.terminate(labels)
         raws = self._describe(labels)
         todo = [r["InstanceId"] for r in raws if r["State"]["Name"] in ("pending", "running")]
         details = self._act(self.ec2.stop_instances, todo)
@@ -113,12 +120,39 @@ class AwsCloud:
             return []
         # A persistent spot request would launch a replacement: cancel it first.
         requests = sorted({r["SpotInstanceRequestId"] for r in raws if r.get("SpotInstanceRequestId")})
-        if requests:
+        if requests and self.lifecycle != "created":  # a fleet's one-time requests close
             self._call(self.ec2.cancel_spot_instance_requests, SpotInstanceRequestIds=requests)
         ids = [r["InstanceId"] for r in raws]
         details = self._act(self.ec2.terminate_instances, ids)
         self._wait("instance_terminated", [i for i in ids if i not in details])
         return self._refresh(raws, details)
+
+    # ---- the created lifecycle ----------------------------------------------------------
+    def _create(self, labels: Mapping[str, str], zones: Sequence[str]) -> list[Instance]:
+        """The group's instances made now, all in one of `zones` (first choice first; none
+        given: every zone its templates name), or none: each member then comes back
+        terminated with EC2's words and the kind (capacity, quota)."""
+        raws = self._describe(labels)
+        by_member = self._call(fleet.templates, ec2=self.ec2, labels=labels)
+        if not by_member:
+            raise AwsCloudError(
+                f"no launch templates tagged {dict(labels)} in {self.region}: the sweep's "
+                "stack declares them with `lifecycle: created`; run `pulumi up`")
+        names = {_name(r) for r in raws if r["State"]["Name"] in ("pending", "running")}
+        if raws and names == set(by_member) and len(raws) == len(by_member):
+            return self._refresh(raws, {})  # already made and running: nothing to do
+        if raws:  # what is left of an earlier launch (a member preempted, …): start afresh
+            self.terminate(labels)
+        order = list(zones) or sorted({z for per in by_member.values() for z in per})
+        placed = self._call(fleet.create_group, ec2=self.ec2, labels=labels,
+                            by_member=by_member, zones=order, terminate=self._terminate_ids)
+        if not placed.ids:
+            return _unplaced(labels, by_member, order, placed.errors)
+        self._wait("instance_running", placed.ids)
+        return [_to_instance(r) for r in self._describe({}, placed.ids)]
+
+    def _terminate_ids(self, ids: list[str]) -> None:
+        self._act(self.ec2.terminate_instances, ids)
 
     # ---- helpers ------------------------------------------------------------------------
     def _start_settled(self, ids: list[str]) -> dict[str, tuple[str, ErrorKind]]:
@@ -288,3 +322,20 @@ def _reclaimed(raw: Mapping[str, Any]) -> ErrorKind | None:
         return None
     code = str((raw.get("StateReason") or {}).get("Code", ""))
     return ErrorKind.PREEMPTED if code.startswith("Server.SpotInstance") else None
+
+
+def _name(raw: Mapping[str, Any]) -> str:
+    return next((t["Value"] for t in raw.get("Tags", []) or [] if t["Key"] == "Name"), "")
+
+
+def _unplaced(labels: Mapping[str, str], by_member: Mapping[str, Mapping[str, fleet.Template]],
+              zones: Sequence[str], errors: list[fleet.FleetError]) -> list[Instance]:
+    """Every member, not made: what EC2 answered in each zone, typed."""
+    quota = any(e.quota for e in errors)
+    kind = ErrorKind.QUOTA if quota else ErrorKind.CAPACITY if errors else ErrorKind.API
+    said = "; ".join(f"{e.zone}: {e.code}: {e.message}" for e in errors) or "no fleet launched"
+    hint = ("an account limit: raise it in Service Quotas" if quota else
+            "no candidate zone had capacity for the whole group now; retried on the next tick")
+    return [Instance(name=m, state=State.TERMINATED, labels={**labels, "Name": m},
+                     zone=zones[0] if zones else None, detail=f"{said} ({hint})", error=kind)
+            for m in sorted(by_member)]

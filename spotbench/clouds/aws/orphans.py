@@ -1,4 +1,12 @@
-"""AWS orphan sweep: instances and spot requests tagged `managed-by=spotbench`, every region.
+"""AWS orphan sweep: instances, spot requests and EC2 Fleets tagged `managed-by=spotbench`,
+every region.
+
+`lifecycle: created` makes a group's instances at start with instant EC2 Fleets tagged with
+the group's labels (spotbench/clouds/aws/fleet.py): a created instance whose group was lost
+(a function that died between two fleets, a stack destroyed mid-run) carries the sweep's
+tags like any member and is found and terminated here; its fleet record is found too and
+deleted with `TerminateInstances` (EC2: an instant fleet must terminate its instances when
+deleted).
 
 This lists with boto3 directly (not through `spotbench.clouds.aws.ec2`) because the Cloud
 protocol only operates instances of one region, and teardown must also find spot requests
@@ -16,6 +24,7 @@ from spotbench.labels import MANAGED_BY, SWEEP_LABEL
 
 LIVE_INSTANCE_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"]
 LIVE_REQUEST_STATES = ["open", "active", "disabled"]
+LIVE_FLEET_STATES = ("submitted", "active", "modifying")
 
 
 def teardown_policy() -> dict[str, Any]:
@@ -31,7 +40,10 @@ def teardown_policy() -> dict[str, Any]:
     return {"Version": "2012-10-17", "Statement": [
         {"Sid": "FindSweepResources", "Effect": "Allow",
          "Action": ["ec2:DescribeRegions", "ec2:DescribeInstances",
-                    "ec2:DescribeSpotInstanceRequests"], "Resource": "*"},
+                    "ec2:DescribeSpotInstanceRequests", "ec2:DescribeFleets"], "Resource": "*"},
+        {"Sid": "DeleteSpotbenchFleets", "Effect": "Allow",
+         "Action": "ec2:DeleteFleets", "Resource": "arn:aws:ec2:*:*:fleet/*",
+         "Condition": {"StringEquals": {f"aws:ResourceTag/{key}": value}}},
         {"Sid": "CancelSpotRequests", "Effect": "Allow",
          "Action": "ec2:CancelSpotInstanceRequests", "Resource": "*"},
         {"Sid": "TerminateSpotbenchInstances", "Effect": "Allow",
@@ -125,6 +137,19 @@ class AwsSweeper:
                         requests[rid] = Resource("aws", "spot-request", rid, region, owner, "untagged")
         yield from requests.values()
         yield from instances
+        yield from self._fleets(ec2, region, sweep)
+
+    def _fleets(self, ec2: Any, region: str, sweep: str | None) -> Iterator[Resource]:
+        """The sweep's EC2 Fleets still on record (instant fleets of the created lifecycle)."""
+        (key, value), = MANAGED_BY.items()
+        for page in ec2.get_paginator("describe_fleets").paginate():
+            for f in page.get("Fleets", []):
+                tags = {t["Key"]: t["Value"] for t in f.get("Tags", [])}
+                if tags.get(key) != value or (sweep and tags.get(SWEEP_LABEL) != sweep):
+                    continue
+                if f.get("FleetState") in LIVE_FLEET_STATES:
+                    yield Resource("aws", "fleet", f["FleetId"], region, tags.get(SWEEP_LABEL),
+                                   f["FleetState"])
 
     def delete(self, resource: Resource) -> None:
         ec2 = self._ec2(resource.where)
@@ -138,6 +163,11 @@ class AwsSweeper:
             states = {i["InstanceId"]: i["CurrentState"]["Name"] for i in answer["TerminatingInstances"]}
             if states.get(resource.id) not in ("shutting-down", "terminated"):
                 raise RuntimeError(f"instance {resource.id} is {states.get(resource.id)!r} after terminate")
+        elif resource.kind == "fleet":  # an instant fleet: deleting it terminates its instances
+            answer = ec2.delete_fleets(FleetIds=[resource.id], TerminateInstances=True)
+            done = {f["FleetId"] for f in answer.get("SuccessfulFleetDeletions", [])}
+            if resource.id not in done:
+                raise RuntimeError(f"EC2 did not confirm deleting fleet {resource.id}: {answer}")
         else:
             raise ValueError(f"aws sweeper cannot delete a {resource.kind}")
 

@@ -6,6 +6,10 @@
    concurrent footprint fit the class's limit — "All Standard (A, C, D, H, I, M, R, T, Z)
    Spot Instance Requests" and kin for spot, "Running On-Demand … instances" otherwise.
    (Running instances count against the same limit; Service Quotas gives the limit only.)
+3b. location: each candidate Availability Zone (`zones`, or the one `zone`) offers each
+   instance type (`describe_instance_type_offerings`, location type `availability-zone`):
+   a fleet cannot choose a zone whose subnet cannot host the type. Quotas are regional (one
+   limit for every zone), so step 3 covers every candidate.
 4. IAM: the account has room for the sweep's roles and instance profile (`SWEEP_ROLES`,
    `SWEEP_INSTANCE_PROFILES`: constant in the group count, issue #29), from
    `iam:GetAccountSummary` (`Roles`/`RolesQuota`, `InstanceProfiles`/`InstanceProfilesQuota`;
@@ -77,10 +81,37 @@ def check(spec: SweepSpec, endpoint_url: str | None = None) -> list[Problem]:
             problems.append(Problem("machine-types", f"{itype} is not offered in {region} "
                                     f"({exc.response['Error'].get('Code')})",
                                     f"pick one from `aws ec2 describe-instance-type-offerings --region {region}`"))
+    problems += zone_offerings(ec2, sorted(vcpus), spec.candidate_zones, region or "")
     quotas = boto3.client("service-quotas", **kw)
     problems += _quota(quotas, spec, groups, vcpus)
     problems += iam_room(boto3.client("iam", **kw))
     return problems
+
+
+def zone_offerings(ec2: Any, types: list[str], zones: list[str], region: str) -> list[Problem]:
+    """A problem per candidate zone that does not offer one of `types`."""
+    if not types or not zones:
+        return []
+    try:
+        pages = ec2.get_paginator("describe_instance_type_offerings").paginate(
+            LocationType="availability-zone",
+            Filters=[{"Name": "instance-type", "Values": types},
+                     {"Name": "location", "Values": zones}])
+        offered = {(o["Location"], o["InstanceType"]) for page in pages
+                   for o in page.get("InstanceTypeOfferings", [])}
+    except Exception as exc:  # noqa: BLE001 - botocore ClientError; the check cannot run
+        return [Problem("zones", f"cannot list instance type offerings in {region}: {exc}",
+                        "grant ec2:DescribeInstanceTypeOfferings, or check the zones in the console")]
+    out = []
+    for zone in zones:
+        missing = [t for t in types if (zone, t) not in offered]
+        if missing:
+            out.append(Problem(
+                "zones", f"zone {zone} does not offer {', '.join(missing)}",
+                f"drop {zone} from `zones` (`aws ec2 describe-instance-type-offerings --location-type "
+                f"availability-zone --filters Name=instance-type,Values={missing[0]} --region {region}` "
+                "lists the zones that do)"))
+    return out
 
 
 def iam_room(iam: Any) -> list[Problem]:

@@ -52,7 +52,8 @@ class AwsProvider(Provider):
 
     def cloud(self, spec: SweepSpec, env: Mapping[str, str] | None = None, *,
               root: Path | str | None = None, state_dir: Path | None = None) -> AwsCloud:
-        return self.driver(region=spec.region, endpoint_url=env_of(env).get("AWS_ENDPOINT_URL") or None)
+        return self.driver(region=spec.region, endpoint_url=env_of(env).get("AWS_ENDPOINT_URL") or None,
+                           lifecycle=spec.lifecycle)
 
     def credentials_problem(self, env: Mapping[str, str] | None = None) -> str | None:
         from spotbench.clouds.aws.credentials import aws_problem
