@@ -173,7 +173,7 @@ def test_gcp_group_cannot_touch_another_groups_checkpoints_or_delete_results(wor
     # the client the member's checkpoints use: its group's downscoped token from `grant`
     # (issue #29; the member account itself writes nothing, tests/fidelity/test_gcp_permissions.py),
     # asked for while the run's ledger is still the real one
-    fs = ResultStore(ctx.results_url, **group_storage(ctx)[0]).fs
+    fs = ResultStore(ctx.results_url, **group_storage(ctx).checkpoint_options).fs
     for path in (theirs, record, ledger):
         world.objects()[key(path)] = b"original"
     writes = [theirs, f"{root}/checkpoints/{other}/{RUN}/ckpt-9.index",
