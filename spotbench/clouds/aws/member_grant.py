@@ -17,6 +17,7 @@ instance of the sweep) is final and raised as `GrantRefused` with the function's
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -100,8 +101,9 @@ def grant_session(done_url: str, answer: dict[str, Any] | None = None,
     fetch = fetch or (lambda: fetch_grant(done_url))
     holder: list[Any] = []
 
-    def refresh() -> dict[str, str]:
-        metadata = _metadata(fetch())
+    async def refresh() -> dict[str, str]:
+        # off the event loop: s3fs's other requests (and their loop) go on meanwhile
+        metadata = _metadata(await asyncio.to_thread(fetch))
         _set_windows(holder[0], metadata["expiry_time"])
         return metadata
 
