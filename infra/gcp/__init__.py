@@ -17,7 +17,7 @@ from infra.gcp.apis import GcpApis
 from infra.gcp.bucket import ResultsBucket, ResultsBucketArgs
 from infra.gcp.functions import GcpFunctions, GcpFunctionsArgs
 from infra.gcp.identity import GcpIdentities, GcpIdentitiesArgs
-from infra.gcp.network import GcpNetwork, GcpNetworkArgs
+from infra.gcp.network import GcpNetwork, GcpNetworkArgs, ssh_ports
 from infra.gcp.registry import GcpRegistry
 from infra.gcp.group_keys import derived_mpi_keys, key_seed
 from infra.gcp.secrets import SweepSecret
@@ -76,7 +76,9 @@ class GcpSweep(pulumi.ComponentResource):
         )
         self.identities = GcpIdentities(
             f"{name}-id", GcpIdentitiesArgs(sweep=spec.name, project=project, zone=zone,
-                                            operators=list(spec.gcp.operators)), child
+                                            operators=list(spec.gcp.operators),
+                                            network_cidr=spec.gcp.network_cidr,
+                                            ssh_ports=ssh_ports(spec.workload.name)), child
         )
         ids = self.identities
         self.bucket = ResultsBucket(
