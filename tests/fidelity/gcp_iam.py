@@ -2,7 +2,8 @@
 
 `DeclaredPolicy.from_declared(mocks.declared)` reads every binding the program declares
 (project `IAMMember`s, bucket `BucketIAMMember`s, service-account `IAMMember`s, Cloud Run
-`ServiceIamMember`s, IAP `TunnelInstanceIAMMember`s, Secret Manager `SecretIamMember`s, with
+`ServiceIamMember`s, IAP `TunnelIamMember`s (the project's tunnels: their conditions see
+`destination.ip`/`.port`) and `TunnelInstanceIAMMember`s, Secret Manager `SecretIamMember`s, with
 their IAM conditions) and every
 custom role's permission list, straight from the mocked resources. `allows()` answers whether
 a member holds a permission on a resource, evaluating IAM conditions (CEL, with cel-python)
@@ -152,6 +153,8 @@ class Need:
     resource: str  # full resource name, e.g. projects/p/zones/z/instances/i
     type: str
     attributes: Mapping[str, str] = field(default_factory=dict)  # api.getAttribute values
+    # IAP TCP forwarding: `destination.ip` / `destination.port` of the tunnel
+    destination: Mapping[str, Any] = field(default_factory=dict)
 
 
 class UnknownMethod(AssertionError):
@@ -338,6 +341,10 @@ class DeclaredPolicy:
             elif d.type == "gcp:secretmanager/secretIamMember:SecretIamMember":
                 bindings.append(Binding(_secret_name(i["secretId"], i.get("project") or project),
                                         i["role"], i["member"], expr, title))
+            elif d.type == "gcp:iap/tunnelIamMember:TunnelIamMember":  # the project's tunnels
+                p = i.get("project") or project
+                bindings.append(Binding(f"projects/{p}/iap_tunnel", i["role"], i["member"],
+                                        expr, title))
             elif d.type == "gcp:iap/tunnelInstanceIAMMember:TunnelInstanceIAMMember":
                 p = i.get("project") or project
                 bindings.append(Binding(f"projects/{p}/zones/{i['zone']}/instances/{i['instance']}",
@@ -361,6 +368,9 @@ class DeclaredPolicy:
             if project:
                 out.append(f"projects/{project}")
             return out
+        m = re.match(r"^(projects/[^/]+/iap_tunnel)/zones/([^/]+)/instances/", resource)
+        if m:  # an IAP tunnel instance inherits its zone's and the project's tunnel policy
+            out += [f"{m[1]}/zones/{m[2]}", m[1]]
         m = re.match(r"^(projects/[^/]+/secrets/[^/]+)/versions/", resource)
         if m:  # a version inherits its secret's policy
             out.append(m[1])
@@ -392,6 +402,7 @@ class DeclaredPolicy:
             "resource": {"name": need.resource, "type": need.type,
                          "service": need.type.split("/", 1)[0]},
             "api": dict(need.attributes),
+            "destination": dict(need.destination),
         })
         return bool(program.evaluate(activation))
 
