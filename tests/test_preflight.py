@@ -173,3 +173,24 @@ def test_preflight_gcp_passes_a_500_group_sweep(gcp, tmp_path):
                 concurrency=1)
     assert len(load_spec(spec).plan()) == 500
     assert preflight(load_spec(spec), None, dict(os.environ)) == []
+
+
+def test_preflight_gcp_says_when_another_subnet_overlaps_the_operators_tunnel_range(gcp, tmp_path):
+    """Operators tunnel by destination address (the sweep's subnet, docs/platform.md): a
+    subnet of another VPC on an overlapping range would share that grant. Preflight names
+    it and the fix; the sweep's own subnet (an earlier deploy) and a free range pass, and a
+    sweep without operators is not concerned."""
+    url = "https://www.googleapis.com/compute/v1/projects/proj/global/networks"
+    gcp.project.subnetworks = {REGION: [
+        {"name": "pf-net-subnet", "network": f"{url}/pf-net-vpc", "ipCidrRange": "10.42.0.0/24"},
+        {"name": "other-net-subnet", "network": f"{url}/other-net-vpc",
+         "ipCidrRange": "10.42.0.0/16"}]}
+    ops = {"project": "proj", "operators": ["user:ops@example.com"]}
+    code, lines = _run(_gcp(gcp=ops), tmp_path)
+    assert code != 0
+    assert any("10.42.0.0/24 overlaps subnet(s) other-net-subnet (10.42.0.0/16)" in l
+               for l in lines), lines
+    assert any("gcp.network_cidr" in l for l in lines), lines
+    assert _run(_gcp(gcp={**ops, "network_cidr": "10.43.0.0/24"}), tmp_path) == (
+        0, ["✓ pf: ready to deploy on gcp"])
+    assert _run(_gcp(), tmp_path)[0] == 0
