@@ -65,7 +65,7 @@ PREDEFINED_ROLES: Mapping[str, frozenset[str]] = {
         "compute.machineTypes.get", "compute.acceleratorTypes.get"}),
     "roles/compute.networkAdmin": frozenset({
         "compute.addresses.list", "compute.addresses.delete", "compute.regionOperations.get",
-        "compute.projects.get", "compute.regions.get"}),
+        "compute.projects.get", "compute.regions.get", "compute.subnetworks.list"}),
     # https://cloud.google.com/iam/docs/understanding-roles#iam.serviceAccountAdmin, #iam.roleAdmin
     "roles/iam.serviceAccountAdmin": frozenset({
         "iam.serviceAccounts.create", "iam.serviceAccounts.delete", "iam.serviceAccounts.get",
@@ -105,6 +105,8 @@ _COMPUTE: list[tuple[str, re.Pattern[str], str]] = [
     ("POST", re.compile(_CP + "/zones/(?P<z>[^/]+)/operations/(?P<o>[^/]+)/wait$"), "compute.zoneOperations.get"),
     ("GET", re.compile(_CP + "/zones/(?P<z>[^/]+)/operations$"), "compute.zoneOperations.list"),
     ("GET", re.compile(_CP + "/aggregated/addresses$"), "compute.addresses.list"),
+    # preflight: does another subnet overlap the operators' tunnel range (subnetworks.aggregatedList)
+    ("GET", re.compile(_CP + "/aggregated/subnetworks$"), "compute.subnetworks.list"),
     ("DELETE", re.compile(_CP + "/regions/(?P<r>[^/]+)/addresses/(?P<a>[^/]+)$"), "compute.addresses.delete"),
     ("GET", re.compile(_CP + "/regions/(?P<r>[^/]+)/operations/(?P<ro>[^/]+)$"), "compute.regionOperations.get"),
     ("POST", re.compile(_CP + "/regions/(?P<r>[^/]+)/operations/(?P<ro>[^/]+)/wait$"), "compute.regionOperations.get"),

@@ -3,7 +3,7 @@
 The function's own credentials are a role session, so the grant it mints is role-chained:
 STS gives it at most 1 h (docs/platform.md), while a group's deadline may be later. The
 member side (`spotbench.clouds.aws.member_grant.grant_session`) must ask `/grant` again
-before the credentials end and sign with the new ones. Here the function's grants last 2
+before the credentials end and sign with the new ones. Here the function's grants last 8
 seconds (its STS window shortened) and the account refuses a session past its `Expiration`
 (`ExpiredToken`, tests/iam/account.py): the checkpoint written after the first grant ended
 is stored only because the member renewed it.
@@ -27,7 +27,7 @@ from tests.moto_server import MotoServer
 
 pytestmark = pytest.mark.fidelity
 
-GRANT_S = 2
+GRANT_S = 8  # long enough for a loaded machine to answer `/grant` well inside it
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,7 @@ def deployed(declared):
 
 @pytest.fixture
 def short_grants(monkeypatch):
-    """The function's STS window: 2 s instead of 15–60 min (the same code path; botocore's
+    """The function's STS window: 8 s instead of 15–60 min (the same code path; botocore's
     client-side check of STS's 900 s minimum is off, moto honours what it is asked)."""
     from botocore.config import Config
     from botocore.session import get_session
