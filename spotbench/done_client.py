@@ -11,22 +11,16 @@ backoff; 4xx answers are final and raised with the function's JSON error.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 import requests
 
 from spotbench.clouds import get_provider
+from spotbench.clouds.provider import GroupStorage
 from spotbench.member import MemberContext
 from spotbench.retries import http_retry
 
 class DoneError(RuntimeError):
     pass
-
-
-def record_writer(ctx: MemberContext):  # noqa: ANN201 - the provider's writer, or None
-    """How this member writes its group's records (GCP: with the POST policy the `grant`
-    function mints for its group); None: its identity writes them itself."""
-    return get_provider(ctx.cloud).record_writer(ctx)
 
 
 def _send(ctx: MemberContext, body: dict, timeout: float) -> requests.Response:
@@ -55,8 +49,8 @@ def call_done(ctx: MemberContext, *, started_at: datetime | None = None, timeout
     return resp.json()
 
 
-def group_storage(ctx: MemberContext) -> tuple[dict[str, Any], float | None]:
-    """How this member writes its group's objects (fsspec storage options) and until when
-    (epoch seconds; None: no end): on AWS the grant the sweep's function mints for its group
-    (`/grant`, signed like `done`), elsewhere its own identity."""
+def group_storage(ctx: MemberContext) -> GroupStorage:
+    """How this member writes its group's records and checkpoints, the same way on every
+    cloud (`Provider.group_storage`): on GCP and AWS with what the sweep's `grant` mints for
+    its group (asked once; renewed before it ends), elsewhere its own identity."""
     return get_provider(ctx.cloud).group_storage(ctx)

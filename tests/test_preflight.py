@@ -186,10 +186,29 @@ def test_preflight_gcp_capacity_checks_every_candidate_zone_and_region(gcp, tmp_
         ("accelerators", "nvidia-tesla-t4 is not offered in us-central1-b (HTTP 404)")]
     gcp.project.accelerators["us-central1-b"] = {"nvidia-tesla-t4"}
     assert preflight(load_spec(spec), None, dict(os.environ)) == []
-    other = {**spec, "zones": [ZONE, "europe-west4-a"]}
-    gcp.project.machine_types["europe-west4-a"] = {"n1-standard-4": 4}
-    gcp.project.accelerators["europe-west4-a"] = {"nvidia-tesla-t4"}
-    gcp.project.quotas["europe-west4"] = {"PREEMPTIBLE_CPUS": (64, 0),
-                                          "PREEMPTIBLE_NVIDIA_T4_GPUS": (0, 0)}
-    problems = preflight(load_spec(other), None, dict(os.environ))
-    assert [p.message.split(":")[0] for p in problems] == ["PREEMPTIBLE_NVIDIA_T4_GPUS in europe-west4"]
+    # the candidates share one region (spec checks): its quota must hold the sweep
+    gcp.project.quotas[REGION] = {**gcp.project.quotas.get(REGION, {}),
+                                  "PREEMPTIBLE_NVIDIA_T4_GPUS": (0, 0)}
+    problems = preflight(load_spec(spec), None, dict(os.environ))
+    assert [p.message.split(":")[0] for p in problems] == [f"PREEMPTIBLE_NVIDIA_T4_GPUS in {REGION}"]
+
+
+def test_preflight_gcp_says_when_another_subnet_overlaps_the_operators_tunnel_range(gcp, tmp_path):
+    """Operators tunnel by destination address (the sweep's subnet, docs/platform.md): a
+    subnet of another VPC on an overlapping range would share that grant. Preflight names
+    it and the fix; the sweep's own subnet (an earlier deploy) and a free range pass, and a
+    sweep without operators is not concerned."""
+    url = "https://www.googleapis.com/compute/v1/projects/proj/global/networks"
+    gcp.project.subnetworks = {REGION: [
+        {"name": "pf-net-subnet", "network": f"{url}/pf-net-vpc", "ipCidrRange": "10.42.0.0/24"},
+        {"name": "other-net-subnet", "network": f"{url}/other-net-vpc",
+         "ipCidrRange": "10.42.0.0/16"}]}
+    ops = {"project": "proj", "operators": ["user:ops@example.com"]}
+    code, lines = _run(_gcp(gcp=ops), tmp_path)
+    assert code != 0
+    assert any("10.42.0.0/24 overlaps subnet(s) other-net-subnet (10.42.0.0/16)" in l
+               for l in lines), lines
+    assert any("gcp.network_cidr" in l for l in lines), lines
+    assert _run(_gcp(gcp={**ops, "network_cidr": "10.43.0.0/24"}), tmp_path) == (
+        0, ["✓ pf: ready to deploy on gcp"])
+    assert _run(_gcp(), tmp_path)[0] == 0

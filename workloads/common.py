@@ -43,7 +43,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from spotbench.done_client import call_done, group_storage, record_writer
+from spotbench.done_client import call_done, group_storage
 from spotbench.member import EXIT_OUTSIDE_RUN, MemberContext
 from spotbench.results import (
     MAX_NAME_LEN, MAX_RECORDS, MAX_UNIT_LEN, Result, ResultStore, StoreError, utcnow,
@@ -52,7 +52,6 @@ from spotbench.retries import retry_scale
 
 STORE_ATTEMPTS = 3
 STORE_RETRY_S = 1.0
-GRANT_REFRESH_S = 300.0  # ask for a new write grant this long before the current one ends
 HEARTBEAT_S = 0.25  # how often a `heartbeat()` thread ticks
 STALL_S = 5.0  # default stall threshold of a `heartbeat()` (a workload's loop may set its own)
 
@@ -66,8 +65,7 @@ class Preempted(BaseException):
 class WorkloadRun:
     def __init__(self, ctx: MemberContext, store: ResultStore | None = None):
         self.ctx = ctx
-        self._store_expires: float | None = None  # when the group's write grant ends
-        self.storage_options: dict[str, Any] = {}
+        self.storage_options: dict[str, Any] = {}  # the group's checkpoints' fsspec options
         self.store = store or self._group_store()
         self.run_id = os.environ.get("SPOTBENCH_RUN") or self._current_run()
         self.started_at: datetime = utcnow()
@@ -79,22 +77,12 @@ class WorkloadRun:
         self._logged = False  # the records went to the log once (the store refused them)
 
     def _group_store(self) -> ResultStore:
-        """The results store as this member's group writes it: on clouds that grant per
-        group (AWS, issue #29) with the grant the sweep's function mints for it."""
-        options, self._store_expires = group_storage(self.ctx)
-        self.storage_options = options  # for the group's other objects (checkpoints)
-        # GCP writes records through the POST policy its `grant` mints (a writer); AWS
-        # with the group's STS session (storage options). GCP's options are the group's
-        # checkpoint token alone: its store reads as the member
-        writer = record_writer(self.ctx)
-        return ResultStore(self.ctx.results_url, writer=writer, **({} if writer else options))
-
-    def _fresh_store(self) -> ResultStore:
-        """The store, with a new grant when the one it writes with ends within
-        `GRANT_REFRESH_S` (grants last at most an hour; the function mints the next)."""
-        if self._store_expires is not None and time.time() > self._store_expires - GRANT_REFRESH_S:
-            self.store = self._group_store()
-        return self.store
+        """The results store as this member's group writes it (`GroupStorage`, one object on
+        every cloud): on clouds that grant per group (GCP, AWS: issue #29) with what the
+        sweep's `grant` mints for it, asked once and renewed by itself before it ends."""
+        storage = group_storage(self.ctx)
+        self.storage_options = storage.checkpoint_options  # for the group's checkpoints
+        return storage.store(self.ctx.results_url)
 
     @classmethod
     def from_env(cls) -> WorkloadRun:
@@ -218,7 +206,6 @@ class WorkloadRun:
     def _write_records(self, records: list[Result]) -> str:
         """Store the attempt file, retried STORE_ATTEMPTS times; the last failure logs every
         record as JSON lines (once) and raises."""
-        self._fresh_store()
         for attempt_no in range(1, STORE_ATTEMPTS + 1):
             try:
                 return self.store.write_group(self.run_id, self.ctx.group, records)

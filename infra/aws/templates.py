@@ -36,7 +36,7 @@ from infra.aws.instances import has_gpu, machine_type
 from infra.aws.user_data import DEADMAN_GRACE_S, SshKeys, user_data
 from infra.members import member_contexts, workload_env
 from infra.user_image import user_step
-from spotbench.auth.aws import function_url_path
+from spotbench.clouds.aws.identity import function_url_path
 from spotbench.clouds.aws.fleet import MARKET_TAG, MEMBER_TAG, SUBNET_TAG, ZONE_TAG
 from spotbench.plan import RunGroup
 from spotbench.spec import SweepSpec

@@ -17,7 +17,7 @@ from infra.gcp.apis import GcpApis
 from infra.gcp.bucket import ResultsBucket, ResultsBucketArgs
 from infra.gcp.functions import GcpFunctions, GcpFunctionsArgs
 from infra.gcp.identity import GcpIdentities, GcpIdentitiesArgs
-from infra.gcp.network import GcpNetwork, GcpNetworkArgs, subnet_name
+from infra.gcp.network import GcpNetwork, GcpNetworkArgs, ssh_ports, subnet_name
 from infra.gcp.registry import GcpRegistry
 from infra.gcp.group_keys import derived_mpi_keys, key_seed
 from infra.gcp.secrets import SweepSecret
@@ -77,6 +77,7 @@ class GcpSweep(pulumi.ComponentResource):
         self.identities = GcpIdentities(
             f"{name}-id", GcpIdentitiesArgs(
                 sweep=spec.name, project=project, zone=zone, operators=list(spec.gcp.operators),
+                network_cidr=spec.gcp.network_cidr, ssh_ports=ssh_ports(spec.workload.name),
                 created_zones=spec.candidate_zones if spec.lifecycle == "created" else [],
                 region=region, subnet=subnet_name(f"{name}-net")), child
         )

@@ -24,7 +24,14 @@ docs/identity.md): four accounts, three or four custom roles, a fixed set of bin
   instance that runs as a service account requires `iam.serviceAccounts.actAs` on it).
 - Operators (`gcp.operators` in the spec): `spotbench_<sweep>_<tag>.ops` (list/get instances,
   read/pause/resume/run the sweep's scheduler jobs), read access to the results prefix
-  (bucket.py) and `roles/iap.tunnelResourceAccessor` on each member VM (vms.py).
+  (bucket.py) and `roles/iap.tunnelResourceAccessor` once per operator on the project's IAP
+  tunnel resource (`TunnelIamMember`), conditioned on the sweep's addresses and ssh ports
+  (`tunnel_condition`): O(1) per sweep, not one binding per VM. IAM conditions cannot name
+  an IAP tunnel instance (IAP supports `resource.type`/`service`, not `resource.name`; its
+  tunnel resources are named by instance id), so the condition is on the destination:
+  `destination.ip` in the sweep's own subnet (`gcp.network_cidr`) and `destination.port` in
+  its ssh ports (docs/platform.md). Sweeps of one project keep their operators apart only
+  with distinct `network_cidr`s (docs/gcp.md).
 """
 
 from __future__ import annotations
@@ -93,7 +100,9 @@ IAM_TYPES = (
     "gcp:storage/bucketIAMMember:BucketIAMMember", "gcp:secretmanager/secret:Secret",
     "gcp:secretmanager/secretIamMember:SecretIamMember",
     "gcp:cloudrunv2/serviceIamMember:ServiceIamMember", "gcp:iap/tunnelInstanceIAMMember:TunnelInstanceIAMMember",
+    "gcp:iap/tunnelIamMember:TunnelIamMember",
 )
+IAP_TUNNEL_ROLE = "roles/iap.tunnelResourceAccessor"
 
 
 def custom_role_id(sweep: str, suffix: str = "", stack_tag: str = "") -> str:
@@ -139,6 +148,28 @@ def created_condition(project: str, region: str, zones: list[str], sweep: str,
             "expression": " || ".join(terms)}
 
 
+def ip_prefix(cidr: str) -> str:
+    """The dotted prefix every address of IPv4 `cidr` starts with (`10.42.0.0/24` →
+    `10.42.0.`): its whole octets. A prefix length that is not a multiple of 8 is widened to
+    the octets it covers whole (`10.42.16.0/20` → `10.42.`)."""
+    import ipaddress
+
+    net = ipaddress.IPv4Network(cidr, strict=False)
+    octets = net.prefixlen // 8
+    return "".join(f"{o}." for o in str(net.network_address).split(".")[:octets])
+
+
+def tunnel_condition(sweep: str, cidr: str, ports: list[str]) -> dict[str, str]:
+    """IAM condition of an operator's IAP tunnel grant: tunnels to an instance (not a
+    destination group), at an address of the sweep's subnet, on one of its ssh ports."""
+    port_test = " || ".join(f"destination.port == {int(p)}" for p in ports)
+    expression = ('resource.type == "iap.googleapis.com/TunnelInstance" && '
+                  f'destination.ip.startsWith("{ip_prefix(cidr)}") && ({port_test})')
+    return {"title": f"{sweep} ssh via IAP"[:100],
+            "description": f"instances at {cidr}, ports {', '.join(ports)}",
+            "expression": expression}
+
+
 def account_id(sweep: str, kind: str) -> str:
     """A service-account id (6–30 chars, lowercase) for `kind` of `sweep`: `sb-<sweep>-sch`
     (`-fn`, `-bld`, `-vm`) when that fits, else `sb-<sweep…>-<10 hex>-sch`, the hex a digest of the
@@ -162,6 +193,8 @@ class GcpIdentitiesArgs:
     created_zones: list[str] = field(default_factory=list)
     region: str = ""
     subnet: str = ""
+    network_cidr: str = "10.42.0.0/24"  # the sweep's subnet (its instances' addresses)
+    ssh_ports: list[str] = field(default_factory=lambda: ["22"])  # what operators reach
 
 
 class GcpIdentities(pulumi.ComponentResource):
@@ -222,8 +255,12 @@ class GcpIdentities(pulumi.ComponentResource):
         if args.operators:
             self.operator_role = self._role(name, args, "ops", "operators", OPERATOR_PERMISSIONS,
                                             "status, schedule control and IAP lookups", child)
+            iap = tunnel_condition(args.sweep, args.network_cidr, args.ssh_ports)
             for i, member in enumerate(args.operators):
                 self._grant(f"{name}-operator-{i}", args, self.operator_role, member, child)
+                gcp.iap.TunnelIamMember(  # one per operator, whatever the VM count
+                    f"{name}-operator-{i}-iap", project=args.project, role=IAP_TUNNEL_ROLE,
+                    member=member, condition=iap, opts=child)
         gcp.serviceaccount.IAMMember(
             f"{name}-function-actas",
             service_account_id=self.member.name,

@@ -7,7 +7,8 @@ tag, `group_tag`, and a rule per group admits that tag to that tag) on every TCP
 port — a VM of another group reaches none of them — and from Identity-Aware Proxy's TCP
 forwarding range (`IAP_RANGE`) to
 the ssh ports (`spotbench ssh/exec/collect --via iap`; who may tunnel is IAM's
-`iap.tunnelInstances.accessViaIAP`, granted per VM to `gcp.operators`) — nothing from the
+`iap.tunnelInstances.accessViaIAP`, granted once per operator, conditioned on the sweep's
+addresses and ssh ports: infra/gcp/identity.py) — nothing from the
 internet (GCP's implied deny-all covers the rest).
 
 The network path is explicit and consistent (tests/infra/test_gcp.py checks it on the

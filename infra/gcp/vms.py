@@ -185,16 +185,7 @@ class GcpRunGroup(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, ignore_changes=["desiredStatus"],
                                             depends_on=list(args.after)),
             )
-            for i, operator in enumerate(spec.gcp.operators):  # ssh/exec/collect --via iap
-                gcp.iap.TunnelInstanceIAMMember(
-                    f"{name}-{m.name.removeprefix(group.id + '-')}-iap-{i}",
-                    project=args.project,
-                    zone=args.zone,
-                    instance=self.instances[m.name].name,
-                    role="roles/iap.tunnelResourceAccessor",
-                    member=operator,
-                    opts=child,
-                )
+        self.instance_names = names
         self.register_outputs({
             "instances": names,
             "ips": {n: a.address for n, a in self.addresses.items()},

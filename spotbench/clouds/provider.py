@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -37,13 +38,40 @@ if TYPE_CHECKING:  # only for annotations: providers import what they need lazil
     from spotbench.clouds.base import Cloud, Sweeper
     from spotbench.lease import ConditionalObjects
     from spotbench.member import MemberContext
+    from spotbench.results import ResultStore
     from spotbench.spec import SweepSpec
 
 # cloud name → the module of its facts (the registry, `spotbench.facts.CLOUDS`)
 PROVIDERS = CLOUDS
 
-__all__ = ["PROVIDERS", "FunctionSettings", "Provider", "SettingMissing", "UnknownCloud",
-           "env_of", "get_provider"]
+__all__ = ["PROVIDERS", "FunctionSettings", "GroupStorage", "Provider", "SettingMissing",
+           "UnknownCloud", "env_of", "get_provider"]
+
+
+@dataclass(frozen=True)
+class GroupStorage:
+    """How a member writes its group's objects (issue #29): one object per member, the same
+    on every cloud (`Provider.group_storage`).
+
+    - `store_options` / `writer`: its results store (`ResultStore(url, writer=…, **…)`);
+      `writer(path, data)` writes records where the member's identity may only read (GCP:
+      the POST policy its group's grant holds);
+    - `checkpoint_options`: fsspec options of its checkpoints (GCP: the grant's downscoped
+      token; AWS: the grant's STS session, the same as `store_options`).
+
+    Credentials inside renew themselves before they end (each asks the sweep's `grant`
+    again): a group that runs past one grant's lifetime keeps writing. Default: the
+    member's own identity, nothing to add."""
+
+    store_options: dict[str, Any] = field(default_factory=dict)
+    writer: Callable[[str, bytes], None] | None = None
+    checkpoint_options: dict[str, Any] = field(default_factory=dict)
+
+    def store(self, url: str) -> ResultStore:
+        """The results store at `url` as this member's group writes it."""
+        from spotbench.results import ResultStore
+
+        return ResultStore(url, writer=self.writer, **self.store_options)
 
 
 class SettingMissing(ValueError):
@@ -132,11 +160,6 @@ class Provider:
         """Who is calling a function over HTTP (raises Unauthorized / Forbidden)."""
         raise SettingMissing(f"on {self.name}, callers are authenticated by the function's adapter")
 
-    def record_writer(self, ctx: MemberContext) -> Any:
-        """How a member writes its group's objects when its identity may not write them
-        itself (`ResultStore(writer=…)`); None: it writes directly."""
-        return None
-
     def grants(self, spec: SweepSpec, env: Mapping[str, str]) -> Any:
         """What the `grant` function mints a group's storage grants and files with (issue #29)."""
         raise SettingMissing(f"cloud {self.name!r} has no grant function")
@@ -186,11 +209,11 @@ class Provider:
         headers = {"Authorization": f"Bearer {ctx.token}"} if ctx.token else {}
         return requests.post(ctx.done_url, json=body, headers=headers, timeout=timeout)
 
-    def group_storage(self, ctx: MemberContext) -> tuple[dict[str, Any], float | None]:
-        """How a member writes its group's objects: fsspec storage options for the results
-        store (and checkpoints), and the epoch second they stop working (None: never; ask
-        again before then). Default: the member's own identity."""
-        return {}, None
+    def group_storage(self, ctx: MemberContext) -> GroupStorage:
+        """How a member writes its group's records and checkpoints (`GroupStorage`): on
+        clouds that grant per group, what the sweep's `grant` mints for it (asked once,
+        renewed before it ends). Default: the member's own identity."""
+        return GroupStorage()
 
     def __repr__(self) -> str:
         return f"<{self.name} provider>"

@@ -202,6 +202,8 @@ class FakeProject:
     quotas: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)  # region → metric → (limit, usage)
     service_accounts: list[dict[str, str]] = field(default_factory=list)  # IAM: {email, displayName}
     roles: list[dict[str, str]] = field(default_factory=list)  # IAM custom roles: {name}
+    # region → subnetworks ({name, network (URL), ipCidrRange}): `aggregated/subnetworks`
+    subnetworks: dict[str, list[dict[str, str]]] = field(default_factory=dict)
 
     def handle(self, method: str, path: str) -> tuple[int, Any] | None:
         p = f"/compute/v1/projects/{self.project}"
@@ -214,6 +216,9 @@ class FakeProject:
                                     ("roles", "roles", self.roles)):
             if path == f"/v1/projects/{self.project}/{listing}":  # one page: what tests hold
                 return 200, {key: list(items)}
+        if path == p + "/aggregated/subnetworks":  # one page: what tests hold
+            return 200, {"items": {f"regions/{r}": {"subnetworks": list(subs)}
+                                   for r, subs in self.subnetworks.items()}}
         parts = path.removeprefix(p + "/").split("/")
         if path.startswith(p + "/zones/") and len(parts) == 4 and parts[2] == "machineTypes":
             cpus = self.machine_types.get(parts[1], {}).get(parts[3])

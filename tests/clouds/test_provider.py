@@ -138,3 +138,21 @@ def test_machine_family_compact_series_and_zone_in_region_have_one_home():
     import infra.gcp.vms as vms
 
     assert vms.COMPACT_SERIES is GCP_COMPACT_SERIES
+
+
+def test_one_hook_gives_a_member_its_groups_storage_on_every_cloud(tmp_path):
+    """Records and checkpoints come from one object (`Provider.group_storage` →
+    `GroupStorage`), asked the same way on every cloud; no second hook for records."""
+    from spotbench.clouds.provider import GroupStorage, Provider
+    from spotbench.facts import CLOUDS
+    from spotbench.member import MemberContext
+
+    assert not hasattr(Provider, "record_writer")
+    for cloud in CLOUDS:
+        ctx = MemberContext(sweep="s", group="g", trial=1, cloud=cloud, workload="osu",
+                            params={}, name="s--g-0", role="member", index=0, rank=0,
+                            members=[], results_url=str(tmp_path / cloud))
+        storage = get_provider(cloud).group_storage(ctx)  # no done URL: its own identity
+        assert storage == GroupStorage(), cloud
+        store = storage.store(ctx.results_url)
+        assert store.url == str(tmp_path / cloud)

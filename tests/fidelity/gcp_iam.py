@@ -2,7 +2,8 @@
 
 `DeclaredPolicy.from_declared(mocks.declared)` reads every binding the program declares
 (project `IAMMember`s, bucket `BucketIAMMember`s, service-account `IAMMember`s, Cloud Run
-`ServiceIamMember`s, IAP `TunnelInstanceIAMMember`s, Secret Manager `SecretIamMember`s, with
+`ServiceIamMember`s, IAP `TunnelIamMember`s (the project's tunnels: their conditions see
+`destination.ip`/`.port`) and `TunnelInstanceIAMMember`s, Secret Manager `SecretIamMember`s, with
 their IAM conditions) and every
 custom role's permission list, straight from the mocked resources. `allows()` answers whether
 a member holds a permission on a resource, evaluating IAM conditions (CEL, with cel-python)
@@ -64,7 +65,7 @@ PREDEFINED_ROLES: Mapping[str, frozenset[str]] = {
         "compute.machineTypes.get", "compute.acceleratorTypes.get"}),
     "roles/compute.networkAdmin": frozenset({
         "compute.addresses.list", "compute.addresses.delete", "compute.regionOperations.get",
-        "compute.projects.get", "compute.regions.get"}),
+        "compute.projects.get", "compute.regions.get", "compute.subnetworks.list"}),
     # https://cloud.google.com/iam/docs/understanding-roles#iam.serviceAccountAdmin, #iam.roleAdmin
     "roles/iam.serviceAccountAdmin": frozenset({
         "iam.serviceAccounts.create", "iam.serviceAccounts.delete", "iam.serviceAccounts.get",
@@ -104,6 +105,8 @@ _COMPUTE: list[tuple[str, re.Pattern[str], str]] = [
     ("POST", re.compile(_CP + "/zones/(?P<z>[^/]+)/operations/(?P<o>[^/]+)/wait$"), "compute.zoneOperations.get"),
     ("GET", re.compile(_CP + "/zones/(?P<z>[^/]+)/operations$"), "compute.zoneOperations.list"),
     ("GET", re.compile(_CP + "/aggregated/addresses$"), "compute.addresses.list"),
+    # preflight: does another subnet overlap the operators' tunnel range (subnetworks.aggregatedList)
+    ("GET", re.compile(_CP + "/aggregated/subnetworks$"), "compute.subnetworks.list"),
     ("DELETE", re.compile(_CP + "/regions/(?P<r>[^/]+)/addresses/(?P<a>[^/]+)$"), "compute.addresses.delete"),
     ("GET", re.compile(_CP + "/regions/(?P<r>[^/]+)/operations/(?P<ro>[^/]+)$"), "compute.regionOperations.get"),
     ("POST", re.compile(_CP + "/regions/(?P<r>[^/]+)/operations/(?P<ro>[^/]+)/wait$"), "compute.regionOperations.get"),
@@ -166,6 +169,8 @@ class Need:
     resource: str  # full resource name, e.g. projects/p/zones/z/instances/i
     type: str
     attributes: Mapping[str, str] = field(default_factory=dict)  # api.getAttribute values
+    # IAP TCP forwarding: `destination.ip` / `destination.port` of the tunnel
+    destination: Mapping[str, Any] = field(default_factory=dict)
 
 
 class UnknownMethod(AssertionError):
@@ -383,6 +388,10 @@ class DeclaredPolicy:
             elif d.type == "gcp:secretmanager/secretIamMember:SecretIamMember":
                 bindings.append(Binding(_secret_name(i["secretId"], i.get("project") or project),
                                         i["role"], i["member"], expr, title))
+            elif d.type == "gcp:iap/tunnelIamMember:TunnelIamMember":  # the project's tunnels
+                p = i.get("project") or project
+                bindings.append(Binding(f"projects/{p}/iap_tunnel", i["role"], i["member"],
+                                        expr, title))
             elif d.type == "gcp:iap/tunnelInstanceIAMMember:TunnelInstanceIAMMember":
                 p = i.get("project") or project
                 bindings.append(Binding(f"projects/{p}/zones/{i['zone']}/instances/{i['instance']}",
@@ -406,6 +415,9 @@ class DeclaredPolicy:
             if project:
                 out.append(f"projects/{project}")
             return out
+        m = re.match(r"^(projects/[^/]+/iap_tunnel)/zones/([^/]+)/instances/", resource)
+        if m:  # an IAP tunnel instance inherits its zone's and the project's tunnel policy
+            out += [f"{m[1]}/zones/{m[2]}", m[1]]
         m = re.match(r"^(projects/[^/]+/secrets/[^/]+)/versions/", resource)
         if m:  # a version inherits its secret's policy
             out.append(m[1])
@@ -437,6 +449,7 @@ class DeclaredPolicy:
             "resource": {"name": need.resource, "type": need.type,
                          "service": need.type.split("/", 1)[0]},
             "api": dict(need.attributes),
+            "destination": dict(need.destination),
         })
         return bool(program.evaluate(activation))
 

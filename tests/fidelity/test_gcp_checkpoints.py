@@ -156,6 +156,28 @@ def test_gcp_tf_checkpoints_save_restore_and_clear_as_the_groups_account(world, 
     assert {"storage.objects.create", "storage.objects.delete"} <= used, used
 
 
+def test_gcp_a_member_asks_grant_once_for_its_records_and_its_checkpoints(world, as_vm):
+    """One `grant` answer holds the group's records policy and its checkpoint token
+    (functions/grant.py): a member starting, storing its records and writing a checkpoint
+    asks the grant front once (it asked twice: once for the checkpoint token at start,
+    again for the records' policy at the first write)."""
+    from workloads.tf_mnist.checkpoints import CheckpointStore
+
+    name = world.chief("-t2")
+    ctx = world.dep.context(name)
+    as_vm(name)
+    before = len(world.front.answers)
+    run = WorkloadRun(ctx)
+    run.record("accuracy", 0.9, "ratio")
+    stored = run.finish()
+    store = CheckpointStore(ctx.results_url, ctx.group, run.run_id, **run.storage_options)
+    store.write_progress(3)
+    assert stored.endswith(f"/runs/{RUN}/{ctx.group}.1.jsonl")
+    assert store.progress() == 3
+    asked = world.front.answers[before:]
+    assert [status for status, _ in asked] == [200], asked
+
+
 @pytest.mark.security
 def test_gcp_group_cannot_touch_another_groups_checkpoints_or_delete_results(world, as_vm):
     """Group t1's account writes, overwrites and deletes group t2's checkpoints, a folder
@@ -173,7 +195,7 @@ def test_gcp_group_cannot_touch_another_groups_checkpoints_or_delete_results(wor
     # the client the member's checkpoints use: its group's downscoped token from `grant`
     # (issue #29; the member account itself writes nothing, tests/fidelity/test_gcp_permissions.py),
     # asked for while the run's ledger is still the real one
-    fs = ResultStore(ctx.results_url, **group_storage(ctx)[0]).fs
+    fs = ResultStore(ctx.results_url, **group_storage(ctx).checkpoint_options).fs
     for path in (theirs, record, ledger):
         world.objects()[key(path)] = b"original"
     writes = [theirs, f"{root}/checkpoints/{other}/{RUN}/ckpt-9.index",
@@ -201,3 +223,4 @@ def test_gcp_group_cannot_touch_another_groups_checkpoints_or_delete_results(wor
     obj = f"projects/_/buckets/{osu.bucket}/objects/osx/checkpoints/{group}/{RUN}/latest.json"
     assert not policy.allows(member, Need("storage.objects.delete", obj, "storage.googleapis.com/Object"))
     assert not policy.allows(member, Need("storage.objects.create", obj, "storage.googleapis.com/Object"))
+

@@ -23,6 +23,7 @@ account on the other group's objects.
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -67,9 +68,9 @@ FUNCTION = "gcp:cloudfunctionsv2/function:Function"
 IAP_RANGE = "35.235.240.0/20"
 
 
-def _spec(name: str) -> dict[str, Any]:
+def _spec(name: str, cidr: str = "10.42.0.0/24") -> dict[str, Any]:
     return {"name": name, "cloud": "gcp", "zone": ZONE,
-            "gcp": {"project": PROJECT, "operators": [OPERATOR]},
+            "gcp": {"project": PROJECT, "operators": [OPERATOR], "network_cidr": cidr},
             "workload": {"name": "osu", "benchmarks": ["latency"]},
             "matrix": {"machine_type": ["n2-standard-2"]}, "trials": 2, "concurrency": 1,
             "schedule": {"cron": "0 3 * * *"}, "deadline": "30m"}  # fmt: skip
@@ -110,6 +111,18 @@ class Deployment:
         if self.front and ctx.done_url:  # the member reaches its functions through the front
             ctx = ctx.model_copy(update={"done_url": f"{self.front}/{ctx.done_url.rsplit('/', 1)[1]}"})
         return ctx
+
+    def tunnel(self, name: str, port: int = 22) -> Need:
+        """What IAP checks when an operator tunnels to member `name` (`gcloud compute
+        start-iap-tunnel`): the tunnel instance (named by the instance's id) and the
+        destination, the member's address in the sweep's subnet (GCE assigns it there:
+        `index`th of the declared instances here) and the port."""
+        names = [i["name"] for i in self.instances]
+        base = self.spec.gcp.network_cidr.rsplit(".", 1)[0]
+        return Need("iap.tunnelInstances.accessViaIAP",
+                    f"projects/{PROJECT}/iap_tunnel/zones/{ZONE}/instances/{zlib.crc32(name.encode())}",
+                    "iap.googleapis.com/TunnelInstance",
+                    destination={"ip": f"{base}.{10 + names.index(name)}", "port": port})
 
     def deployed_context(self, name: str) -> MemberContext:
         return replace(self, front=None).context(name)
@@ -252,7 +265,7 @@ class World:
 
 @pytest.fixture(scope="module")
 def world() -> Iterator[World]:
-    alpha, beta = deploy(_spec("alpha")), deploy(_spec(BETA))
+    alpha, beta = deploy(_spec("alpha")), deploy(_spec(BETA, cidr="10.43.0.0/24"))
     policy = DeclaredPolicy.from_declared(alpha.declared + beta.declared, PROJECT)
     enforcer = Enforcer(policy)
     endpoint = GoogleEndpoint(authorize=enforcer)
@@ -379,7 +392,7 @@ def test_gcp_lifecycle_calls_are_granted_by_declared_roles(world, monkeypatch):
         where = f"projects/{PROJECT}/zones/{ZONE}/instances/{inst['name']}"
         _declared_call(world, OPERATOR, f"iap tunnel {inst['name']}", [
             Need("compute.instances.get", where, "compute.googleapis.com/Instance"),
-            Need("iap.tunnelInstances.accessViaIAP", where, "compute.googleapis.com/Instance")])
+            alpha.tunnel(inst["name"])])
 
     world.lifecycle = world.enforcer.needs[first:]
     denied = [(c.identity, c.method, c.path, c.denied) for c, _ in world.lifecycle if c.denied]
@@ -542,12 +555,20 @@ def test_gcp_deployed_code_never_probes_the_storage_layout(world):
 
 
 def test_gcp_operator_tunnels_only_to_its_sweeps_instances(world):
+    """The operator of both sweeps holds one conditioned tunnel grant per sweep (not one per
+    VM): each admits its own sweep's addresses (`gcp.network_cidr`) on its ssh ports only."""
     policy = world.enforcer.policy
-    for inst in world.beta.instances:
-        need = Need("iap.tunnelInstances.accessViaIAP",
-                    f"projects/{PROJECT}/zones/{ZONE}/instances/{inst['name']}", "compute.googleapis.com/Instance")
-        # beta declares the same operator: grant comes from beta's own bindings only
-        assert all(b.scope.endswith("/" + inst["name"]) for b in policy.granting(OPERATOR, need))
+    alpha, beta = world.alpha, world.beta
+    for dep in (alpha, beta):
+        for inst in dep.instances:
+            granting = policy.granting(OPERATOR, dep.tunnel(inst["name"]))
+            assert [b.title for b in granting] == [f"{dep.spec.name} ssh via IAP"], granting
+            assert not policy.allows(OPERATOR, dep.tunnel(inst["name"], port=8080))
+    elsewhere = replace(alpha.tunnel(alpha.instances[0]["name"]),
+                        destination={"ip": "10.99.0.10", "port": 22})  # no sweep's subnet
+    assert not policy.allows(OPERATOR, elsewhere)
+    assert not policy.allows(alpha.vm_sa(alpha.instances[0]["name"]),
+                             alpha.tunnel(alpha.instances[1]["name"]))  # members: no tunnels
 
 
 def test_gcp_iap_firewall_reaches_the_ssh_port_of_members_only(world):

@@ -21,6 +21,9 @@
   Session Manager channel calls itself once they are authorized (moto has no such API); SSM
 Parameter Store calls go on to moto.
 
+A session is refused once its STS `Expiration` passed (wall clock, as AWS does:
+`ExpiredToken`; the grants' policy conditions read the account's `now` instead).
+
 Every decision is kept in `decisions`; `denials()` lists the refused ones (moto's own
 refusals included), so a test asserts its whole path ran with none, and proves each
 condition with a call that must be denied.
@@ -38,6 +41,7 @@ import traceback
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -68,6 +72,11 @@ class Principal:
     # an AssumeRole's session policy (the functions' grants): AWS allows a request only when
     # the role's policies *and* this allow it
     session_policy: dict | None = None
+    # when STS said the credentials end (AWS refuses them after: `ExpiredToken`)
+    expires: datetime | None = None
+
+    def expired(self) -> bool:
+        return self.expires is not None and datetime.now(UTC) >= self.expires
 
     def env(self) -> dict[str, str]:
         return {"AWS_ACCESS_KEY_ID": self.access_key, "AWS_SECRET_ACCESS_KEY": self.secret_key,
@@ -214,7 +223,8 @@ class EnforcedAccount:
         principal = Principal(
             arn=f"arn:aws:sts::{ACCOUNT}:assumed-role/{role}/{session_name}", role=role,
             session=session_name, access_key=creds["AccessKeyId"],
-            secret_key=creds["SecretAccessKey"], token=creds["SessionToken"])
+            secret_key=creds["SecretAccessKey"], token=creds["SessionToken"],
+            expires=creds["Expiration"].astimezone(UTC))
         self._keys[principal.access_key] = principal
         return principal
 
@@ -230,8 +240,6 @@ class EnforcedAccount:
         return [f"{r.who}: {r.auth.describe()} ({r.source})" for r in self.denials()]
 
     def clock(self) -> str:
-        from datetime import UTC, datetime
-
         return (self.now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     def authorize(self, principal: Principal, auths: list[Authorization]) -> Record | None:
@@ -281,7 +289,8 @@ class EnforcedAccount:
         principal = Principal(arn=f"arn:aws:sts::{ACCOUNT}:assumed-role/{role}/{session}",
                               role=role, session=session, access_key=text["AccessKeyId"],
                               secret_key=text["SecretAccessKey"], token=text["SessionToken"],
-                              session_policy=policy)
+                              session_policy=policy,
+                              expires=datetime.fromisoformat(text["Expiration"]).astimezone(UTC))
         self._keys[principal.access_key] = principal
 
     # ---- the front --------------------------------------------------------------------------
@@ -296,6 +305,10 @@ class EnforcedAccount:
                 return _reply(h, 403, {"Content-Type": "application/xml"},
                               b"<Error><Code>AccessDenied</Code><Message>unsigned</Message></Error>")
             principal = self._keys.get(scope.access_key)
+            if principal is not None and principal.expired():  # STS: past `Expiration`
+                return _reply(h, 400, {"Content-Type": "application/xml"},
+                              b"<Error><Code>ExpiredToken</Code><Message>The provided token "
+                              b"has expired.</Message></Error>")
             if principal is not None:
                 lookup = aws_requests.Lookup(self.admin("ec2"), ACCOUNT, scope.region,
                                              functions=lambda name: self._find(name).arn)
@@ -396,7 +409,7 @@ class EnforcedAccount:
         forbidden = (403, {"Content-Type": "application/json"}, b'{"Message":"Forbidden"}')
         scope = aws_requests.credential_scope(headers)
         principal = self._keys.get(scope.access_key) if scope else None
-        if principal is None or scope.service != "lambda" or not self._signature_ok(
+        if principal is None or principal.expired() or scope.service != "lambda" or not self._signature_ok(
                 h, headers, body, principal, scope.region):
             return forbidden
         auths = [

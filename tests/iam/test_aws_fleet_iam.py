@@ -15,7 +15,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from infra.aws.identity import assume_role, fleet_policy, lambda_policy
-from spotbench.auth.aws import member_role_name
+from spotbench.clouds.aws.identity import member_role_name
 from spotbench.clouds.aws.ec2 import AwsCloud
 from spotbench.clouds.aws.fleet import fleet_request, templates
 from spotbench.clouds.base import State

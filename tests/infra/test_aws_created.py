@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from infra.aws.network import zone_cidrs
-from spotbench.auth.aws import member_role_name
+from spotbench.clouds.aws.identity import member_role_name
 from spotbench.clouds.aws.fleet import MARKET_TAG, MEMBER_TAG, SUBNET_TAG, ZONE_TAG
 from tests.infra.test_aws import INSTANCE, SPOT, sweep
 

@@ -547,6 +547,7 @@ CREATOR_ROLE = {
     "gcp:cloudscheduler/job:Job": "roles/cloudscheduler.admin",
     "gcp:artifactregistry/repository:Repository": "roles/artifactregistry.admin",
     "gcp:iap/tunnelInstanceIAMMember:TunnelInstanceIAMMember": "roles/iap.admin",
+    "gcp:iap/tunnelIamMember:TunnelIamMember": "roles/iap.admin",
     "gcp:secretmanager/secret:Secret": "roles/secretmanager.admin",
     "gcp:secretmanager/secretVersion:SecretVersion": "roles/secretmanager.admin",
     "gcp:secretmanager/secretIamMember:SecretIamMember": "roles/secretmanager.admin",
@@ -590,6 +591,42 @@ def test_gcp_iam_objects_per_sweep_do_not_grow_with_groups():
                   big.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")]
     assert not any("runs/" in c.get("expression", "") or "checkpoints/" in c.get("expression", "")
                    for c in conditions)
+
+
+def test_gcp_operators_iap_access_is_one_conditioned_binding_per_operator_not_per_vm():
+    """`gcp.operators` tunnel through IAP with one project-level `TunnelIamMember` each,
+    conditioned on the sweep's subnet and ssh ports (IAM conditions cannot name an IAP
+    tunnel instance: docs/platform.md): 3 groups and 30 declare the same IAP/IAM objects
+    (it was one TunnelInstanceIAMMember per VM and operator), and the condition admits the
+    sweep's addresses and ports only."""
+    import celpy
+
+    ops = {"operators": ["user:ops@example.com", "group:bench@example.com"],
+           "network_cidr": "10.77.3.0/24"}
+    osu = {"name": "osu", "benchmarks": ["latency"]}  # MPI: ssh ports 22 and 2222
+    small = _sweep(_spec(trials=3, gcp=ops, workload=osu))
+    big = _sweep(_spec(trials=30, gcp=ops, workload=osu))
+    assert len(big.of_type(INSTANCE)) == 10 * len(small.of_type(INSTANCE)) > 0
+    assert iam_objects(small) == iam_objects(big)
+    assert not big.of_type("gcp:iap/tunnelInstanceIAMMember:TunnelInstanceIAMMember")
+    tunnels = big.of_type("gcp:iap/tunnelIamMember:TunnelIamMember")
+    assert sorted(t.inputs["member"] for t in tunnels) == sorted(ops["operators"])
+    env = celpy.Environment()
+    for t in tunnels:
+        assert t.inputs["role"] == "roles/iap.tunnelResourceAccessor"
+        program = env.program(env.compile(t.inputs["condition"]["expression"]))
+
+        def admits(ip: str, port: int, kind: str = "iap.googleapis.com/TunnelInstance") -> bool:
+            return bool(program.evaluate(celpy.json_to_cel({
+                "resource": {"type": kind}, "destination": {"ip": ip, "port": port}})))
+
+        assert admits("10.77.3.7", 22) and admits("10.77.3.250", 2222)
+        assert not admits("10.77.4.7", 22)  # another subnet (another sweep's)
+        assert not admits("10.77.30.7", 22)  # a prefix of the text is not the subnet
+        assert not admits("10.77.3.7", 80)  # not an ssh port
+        assert not admits("10.77.3.7", 22, "iap.googleapis.com/TunnelDestGroup")
+    none = _sweep(_spec(trials=3))
+    assert not none.of_type("gcp:iap/tunnelIamMember:TunnelIamMember")
 
 
 def test_gcp_500_group_sweep_plans_and_previews():

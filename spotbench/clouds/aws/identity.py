@@ -9,8 +9,8 @@
   the caller is `Caller("member", "i-0abc…")`. Every member of a sweep
   runs as one role (`member_role_name`): which group an instance speaks for comes from the
   sweep's own records (the instance's deployer-written tags), never from the caller.
-- `fetch_grant()` runs on a member VM: it asks the function for its group's storage grant
-  (`grant`) or keys (`keys`) with the same signature.
+- A member asks the function for its group's storage grant or keys with the same signature
+  (`spotbench.clouds.aws.member_grant`).
 
 Only botocore is used here (signing); EC2 calls stay in `spotbench.clouds.aws.ec2`.
 """
@@ -135,18 +135,6 @@ def caller_from_function_url(event: Mapping[str, Any], *, account: str, member_r
 def function_url_path(done_url: str, action: str) -> str:
     """The URL of `action` (`done`, `grant`, `keys`) on the sweep's function URL."""
     return done_url.rstrip("/") + "/" + action
-
-
-def fetch_grant(done_url: str, action: str = "grant", timeout: float = 30, *,
-                region: str | None = None, credentials: Any = None) -> dict[str, Any]:
-    """This instance's group's grant (`grant`: storage credentials; `keys`: its secret files)
-    from the sweep's function, signed with the instance role. Raises `Forbidden` with the
-    function's reason on a 4xx answer."""
-    resp = signed_post(function_url_path(done_url, action), {}, timeout, region=region,
-                       credentials=credentials)
-    if resp.status_code >= 400:
-        raise Forbidden(f"{action} refused ({resp.status_code}): {resp.text.strip()[:300]}")
-    return resp.json()
 
 
 def caller_from_invocation(event: Mapping[str, Any]) -> Caller:

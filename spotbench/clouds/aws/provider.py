@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spotbench.clouds.provider import Provider, SettingMissing, env_of
+from spotbench.clouds.provider import GroupStorage, Provider, SettingMissing, env_of
 from spotbench.facts.aws import FACTS
 from spotbench.interfaces import Problem
 
@@ -91,20 +91,17 @@ class AwsProvider(Provider):
 
         return signed_post(ctx.done_url, body, timeout=timeout)
 
-    def group_storage(self, ctx: MemberContext) -> tuple[dict[str, Any], float | None]:
+    def group_storage(self, ctx: MemberContext) -> GroupStorage:
         """The group's grant from the sweep's function (`/grant`, issue #29): the instance
-        role writes nothing; the grant's credentials write the group's objects only."""
-        from datetime import datetime
-
-        from spotbench.clouds.aws.identity import fetch_grant  # botocore: only on AWS VMs
-
+        role writes nothing; the grant's credentials write the group's records and
+        checkpoints only, and renew themselves through `/grant` before they end
+        (`member_grant.grant_session`: a group may run past one grant's hour)."""
         if not ctx.done_url:
-            return {}, None
-        grant = fetch_grant(ctx.done_url, "grant")
-        creds = grant["credentials"]
-        return ({"key": creds["AccessKeyId"], "secret": creds["SecretAccessKey"],
-                 "token": creds["SessionToken"]},
-                datetime.fromisoformat(creds["Expiration"]).timestamp())
+            return GroupStorage()
+        from spotbench.clouds.aws.member_grant import grant_session  # botocore: AWS VMs only
+
+        options = {"session": grant_session(ctx.done_url)}
+        return GroupStorage(store_options=options, checkpoint_options=options)
 
 
 PROVIDER = AwsProvider(FACTS)

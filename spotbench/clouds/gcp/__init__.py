@@ -46,7 +46,7 @@ DEPLOYER_ROLES = {
     "roles/run.admin": "who may invoke each function (Cloud Run service IAM)",
     "roles/cloudscheduler.admin": "the start/stop jobs; `spotbench schedule`",
     "roles/artifactregistry.admin": "the workload image repository",
-    "roles/iap.admin": "operators' IAP tunnel grants on each VM",
+    "roles/iap.admin": "operators' IAP tunnel grants (one per operator, on the project's tunnels)",
     "roles/secretmanager.admin": "the sweep's one secret (the groups' key seed, secret envs) and its one reader, the functions' account",
 }
 PREVIEW_PROJECT = "spotbench-preview"

@@ -85,6 +85,7 @@ def check(spec: SweepSpec, project: str, api_endpoint: str | None = None) -> lis
         return [refused]
     problems: list[Problem] = []
     problems += _iam_quotas(api, spec, project)
+    problems += _iap_scope(api, spec, project)
     missing = _missing_apis(api, project)
     if missing:
         problems.append(Problem("apis", f"not enabled in {project}: {', '.join(missing)}",
@@ -196,6 +197,34 @@ def _iam_quotas(api: _Api, spec: SweepSpec, project: str) -> list[Problem]:
             out.append(Problem(kind, f"{project} holds {others} {what} of its {quota}; the sweep "
                                f"needs {need} more, whatever its group count", fix))
     return out
+
+
+def _iap_scope(api: _Api, spec: SweepSpec, project: str) -> list[Problem]:
+    """Operators' IAP tunnels are granted by destination address (the sweep's subnet:
+    infra/gcp/identity.py, docs/platform.md): another subnet of the project on an
+    overlapping range (another VPC, e.g. another sweep on the default range) would be
+    reachable by this sweep's operators, and this one by that sweep's."""
+    if not spec.gcp.operators:
+        return []
+    import ipaddress
+
+    status, body = api.get(COMPUTE, f"/compute/v1/projects/{project}/aggregated/subnetworks")
+    if status != 200:
+        return [Problem("iap-scope", f"cannot list the subnetworks of {project} ({status}): "
+                        f"{_message(body)}", "ask for roles/compute.networkAdmin (docs/gcp.md)")]
+    mine = ipaddress.ip_network(spec.gcp.network_cidr, strict=False)
+    own_network = f"/networks/{spec.name}-net-vpc"  # infra/gcp/network.py
+    clashes = [f"{s.get('name')} ({s.get('ipCidrRange')})"
+               for scope in (body.get("items") or {}).values()
+               for s in scope.get("subnetworks", [])
+               if not str(s.get("network", "")).endswith(own_network)
+               and mine.overlaps(ipaddress.ip_network(s.get("ipCidrRange", "0.0.0.0/32"), strict=False))]
+    if not clashes:
+        return []
+    return [Problem("iap-scope", f"gcp.network_cidr {mine} overlaps subnet(s) "
+                    f"{', '.join(sorted(clashes))} of {project}: this sweep's operators could "
+                    "open IAP tunnels to their ssh ports, and theirs to this sweep's",
+                    "give the sweep a free range: gcp.network_cidr (e.g. 10.43.0.0/24)")]
 
 
 def _quota(api: _Api, spec: SweepSpec, project: str, region: str, groups: list[RunGroup],

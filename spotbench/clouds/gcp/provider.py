@@ -23,7 +23,9 @@ from spotbench.clouds.gcp import (
     PREVIEW_PROJECT, first_zone, identity_token, member_accounts, project_of, region_of,
     results_url,
 )
-from spotbench.clouds.provider import FunctionSettings, Provider, SettingMissing, env_of
+from spotbench.clouds.provider import (
+    FunctionSettings, GroupStorage, Provider, SettingMissing, env_of,
+)
 from spotbench.facts.gcp import FACTS
 from spotbench.interfaces import Problem
 
@@ -35,7 +37,6 @@ if TYPE_CHECKING:
     from spotbench.clouds.gcp.gce import GcpCloud
     from spotbench.clouds.gcp.grants import GcpGrants
     from spotbench.clouds.gcp.lease_objects import GcsObjects
-    from spotbench.clouds.gcp.member_grant import GrantedWriter
     from spotbench.clouds.gcp.scheduler import GcpSchedule
     from spotbench.member import MemberContext
     from spotbench.spec import SweepSpec
@@ -98,29 +99,22 @@ class GcpProvider(Provider):
             front=env.get("SPOTBENCH_GCP_FRONT") or None,
         ).caller
 
-    def record_writer(self, ctx: MemberContext) -> GrantedWriter | None:
-        """A VM writes its group's records with the POST policy `grant` mints for it."""
+    def group_storage(self, ctx: MemberContext) -> GroupStorage:
+        """A VM's group grants, from one `grant` answer (`member_grant.MemberGrant`, kept and
+        renewed before it ends): records through the POST policy (a writer; the store reads
+        as the member), checkpoints through the downscoped token (gcsfs `token=`)."""
         if not ctx.done_url or not ctx.results_url.startswith("gs://"):
-            return None
-        from spotbench.clouds.gcp.member_grant import GrantedWriter, grant_url_of
-
-        return GrantedWriter(grant_url_of(ctx.done_url), identity_token)
-
-    def group_storage(self, ctx: MemberContext) -> tuple[dict[str, Any], float | None]:
-        """A group that keeps checkpoints writes them with the downscoped token `grant`
-        mints for it (gcsfs `token=`: credentials that ask `grant` again before the token
-        ends, hence no end here); records go through `record_writer`, reads as the member."""
-        if not ctx.done_url or not ctx.results_url.startswith("gs://"):
-            return {}, None
+            return GroupStorage()
         from spotbench.clouds.gcp.member_grant import (
-            checkpoint_credentials, fetch_grant, grant_url_of,
+            GrantedWriter, MemberGrant, checkpoint_credentials, grant_url_of,
         )
 
         url = grant_url_of(ctx.done_url)
-        answer = fetch_grant(url, identity_token)
-        if not answer.get("checkpoints"):
-            return {}, None
-        return {"token": checkpoint_credentials(url, identity_token, answer)}, None
+        grant = MemberGrant(url, identity_token)
+        answer = grant.answer()  # asked once at start: a refusal shows before any work
+        options = {"token": checkpoint_credentials(grant)} if answer.get("checkpoints") else {}
+        return GroupStorage(writer=GrantedWriter(url, identity_token, grant),
+                            checkpoint_options=options)
 
     def grants(self, spec: SweepSpec, env: Mapping[str, str]) -> GcpGrants:
         """The `grant` function's minting: `SPOTBENCH_GCP_SIGNER` (its own account),
