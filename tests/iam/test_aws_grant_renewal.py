@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from spotbench.auth import aws_grants
+from spotbench.clouds.aws import grants as aws_grants
 from spotbench.clouds.aws import member_grant
 from spotbench.done_client import group_storage
 from spotbench.spec import load_spec
