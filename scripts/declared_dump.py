@@ -83,8 +83,8 @@ def dump() -> dict[str, list]:
     pulumi_mocks.MockMonitor.RegisterResource = _recording_register
     out = {f.name: _rows(pv.preview(f)) for f in sorted((ROOT / "examples").glob("*.yaml"))
            if "local" not in f.name}
-    for cloud in ("gcp", "aws"):
-        path = ROOT / "bench" / f"_scale_{cloud}.py"
+    for path in sorted((ROOT / "bench").glob("_scale_*.py")):  # one per stack-deployed cloud
+        cloud = path.stem.removeprefix("_scale_")
         spec = importlib.util.spec_from_file_location(f"bench._scale_{cloud}", path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
