@@ -12,8 +12,10 @@ accelerator: fewest capacity failures within `window` first; then fewest preempt
 attempts recorded in the window (`preemptions`, zone and time); then the lower preemption
 rate of the whole history; then the zone whose last capacity failure is oldest; then the
 candidates' own order (a zone never tried ranks as one without failures: it is worth a try).
-Not wired into a start yet: the created-at-start lifecycle (issue #26) asks it where the
-cloud lets a preference be expressed.
+The created lifecycle asks it at every start (`spotbench.control.zones.candidate_order`:
+the start ledger and the retried group's preempted zone; the market statistics need the
+history catalog and are not read per start) and hands the order to the cloud: GCE is asked
+one zone at a time in this order, EC2 Fleet gets it as each override's `Priority`.
 """
 
 from __future__ import annotations
