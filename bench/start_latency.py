@@ -7,8 +7,8 @@ ratio created / stopped per cloud. Prints one JSON.
   took, under the local Compute Engine double (tests/clouds/fake_gce.py): instances.start
   vs regionInstances.bulkInsert from the group's templates.
 - AWS (bench/start_latency_aws.py `measure`): seconds from `AwsCloud.start` to every member
-  running, through moto_server and the capacity-refusing front (tests/ec2_spot_front.py):
-  StartInstances vs instant EC2 Fleets from the launch templates.
+  running and the EC2 calls it made, through moto_server and the capacity-refusing front
+  (tests/ec2_spot_front.py): StartInstances vs instant EC2 Fleets from the launch templates.
 
 Under the doubles nothing boots: the seconds are spotbench's own work and round trips on
 loopback (GCE's operations are DONE when first waited on; moto answers in milliseconds), so
@@ -113,7 +113,8 @@ def measure_aws(rounds: int) -> dict:
 
     raw = measure(max(1, rounds))
     cases = {label: {"median_s": raw[key]["median"], "min_s": raw[key]["min"],
-                     "max_s": raw[key]["max"]} for label, key in AWS_CASES.items()}
+                     "max_s": raw[key]["max"], "api_calls": raw[key]["api_calls"]}
+             for label, key in AWS_CASES.items()}
     return {"cases": cases, "members": raw["members"],
             "double": "moto_server + tests/ec2_spot_front.py",
             "timed": "AwsCloud.start to every member running"}
