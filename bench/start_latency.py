@@ -1,15 +1,22 @@
-"""Start latency per instance lifecycle under the local Compute Engine double (FakeGce):
-seconds from `control.start` to every member RUNNING, and the API calls it took, for
-`lifecycle: stopped` (Pulumi-made stopped VMs: instances.start) and `lifecycle: created`
-(regionInstances.bulkInsert from the group's templates), with the first candidate zone
-out of capacity as a second created case. Prints JSON.
+"""Start latency per instance lifecycle on both clouds, measured in the same run: for each
+cloud, `stopped` (members made stopped by Pulumi, started), `created` (made at start from
+the stack's templates) and `created` with the first candidate zone out of capacity, and the
+ratio created / stopped per cloud. Prints one JSON.
 
-Under the double an operation is DONE when first waited on, so the seconds are spotbench's
-own work and round trips on loopback, not GCE's: on GCE a start of a stopped VM and a
-create both wait for the VM to boot (a create also makes its boot disk from the image);
-the calls column is what carries over. The AWS helper adds the EC2 lifecycles.
+- GCP (this file): seconds from `control.start` to every member RUNNING and the API calls it
+  took, under the local Compute Engine double (tests/clouds/fake_gce.py): instances.start
+  vs regionInstances.bulkInsert from the group's templates.
+- AWS (bench/start_latency_aws.py `measure`): seconds from `AwsCloud.start` to every member
+  running and the EC2 calls it made, through moto_server and the capacity-refusing front
+  (tests/ec2_spot_front.py): StartInstances vs instant EC2 Fleets from the launch templates.
 
-    python bench/start_latency.py [--rounds 5]
+Under the doubles nothing boots: the seconds are spotbench's own work and round trips on
+loopback (GCE's operations are DONE when first waited on; moto answers in milliseconds), so
+compare the ratio within a cloud, not the seconds across clouds (the two halves also time a
+different span: control.start vs the driver's start). On the clouds a start of a stopped VM
+and a create both wait for the boot, and a create also makes its boot disk from the image.
+
+    python bench/start_latency.py [--rounds 5] [--cloud gcp|aws|both]
 """
 
 from __future__ import annotations
@@ -80,21 +87,64 @@ def one(lifecycle: str, exhausted_first: bool) -> tuple[float, int, int]:
         gce.stop()
 
 
+CASES = {"stopped": ("stopped", False), "created": ("created", False),
+         "created, first zone exhausted": ("created", True)}
+AWS_CASES = {"stopped": "stopped", "created": "created",
+             "created, first zone exhausted": "created-failover"}
+
+
+def measure_gcp(rounds: int) -> dict:
+    """{case: {median_s, min_s, max_s, api_calls}} for the GCP lifecycles, and the group size."""
+    out: dict = {}
+    members = 0
+    for label, (lifecycle, exhausted) in CASES.items():
+        runs = [one(lifecycle, exhausted) for _ in range(max(1, rounds))]
+        secs = [r[0] for r in runs]
+        members = runs[0][2]
+        out[label] = {"median_s": round(statistics.median(secs), 4), "min_s": round(min(secs), 4),
+                      "max_s": round(max(secs), 4), "api_calls": runs[0][1]}
+    return {"cases": out, "members": members, "double": "tests/clouds/fake_gce.py",
+            "timed": "control.start to every member RUNNING"}
+
+
+def measure_aws(rounds: int) -> dict:
+    """The same shape from bench/start_latency_aws.py `measure` (moto_server + SpotFront)."""
+    from bench.start_latency_aws import measure
+
+    raw = measure(max(1, rounds))
+    cases = {label: {"median_s": raw[key]["median"], "min_s": raw[key]["min"],
+                     "max_s": raw[key]["max"], "api_calls": raw[key]["api_calls"]}
+             for label, key in AWS_CASES.items()}
+    return {"cases": cases, "members": raw["members"],
+            "double": "moto_server + tests/ec2_spot_front.py",
+            "timed": "AwsCloud.start to every member running"}
+
+
+def report(results: dict[str, dict], rounds: int) -> dict:
+    """One JSON: per lifecycle both clouds, and created / stopped per cloud (medians)."""
+    lifecycles = {label: {cloud: r["cases"][label] for cloud, r in results.items()}
+                  for label in CASES}
+    ratios = {cloud: {label: round(r["cases"][label]["median_s"] / r["cases"]["stopped"]["median_s"], 2)
+                      for label in CASES if label != "stopped"}
+              for cloud, r in results.items()}
+    clouds = {cloud: {k: v for k, v in r.items() if k != "cases"} for cloud, r in results.items()}
+    return {"rounds": rounds, "unit": "seconds (median, min, max over the rounds)",
+            "start_latency": lifecycles, "created_over_stopped": ratios, "clouds": clouds}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--cloud", choices=("gcp", "aws", "both"), default="both")
     args = parser.parse_args()
     logging.disable(logging.WARNING)  # the refused zone's warning, once per round
-    cases = {"stopped": ("stopped", False), "created": ("created", False),
-             "created, first zone exhausted": ("created", True)}
-    out = {}
-    for label, (lifecycle, exhausted) in cases.items():
-        runs = [one(lifecycle, exhausted) for _ in range(max(1, args.rounds))]
-        secs = [r[0] for r in runs]
-        out[label] = {"median_s": round(statistics.median(secs), 4), "max_s": round(max(secs), 4),
-                      "api_calls": runs[0][1], "rounds": len(runs), "members": runs[0][2]}
-    print(json.dumps({"cloud": "gcp", "double": "tests/clouds/fake_gce.py",
-                      "start_latency": out}, indent=2))
+    rounds = max(1, args.rounds)
+    results: dict[str, dict] = {}
+    if args.cloud in ("gcp", "both"):
+        results["gcp"] = measure_gcp(rounds)
+    if args.cloud in ("aws", "both"):
+        results["aws"] = measure_aws(rounds)
+    print(json.dumps(report(results, rounds), indent=2))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,9 @@ persistent spot market options it keeps the instance's spot request as EC2 does
   with `StateReason` `Server.SpotInstanceShutdown`, the request is `disabled` with
   `instance-stopped-no-capacity`, and only EC2 may start it again (`StartInstances`:
   `IncorrectSpotRequestState`) — `restore(id)` is EC2 doing so when capacity returns;
+  `interrupt(id)` of a spot instance an instant fleet launched (its `SpotOptions`
+  `InstanceInterruptionBehavior`, `terminate` in the created lifecycle) terminates it: it
+  stays visible `terminated` with `StateReason` `Server.SpotInstanceTermination`;
 - `CancelSpotInstanceRequests` cancels it (EC2 also terminates a stopped instance of a
   cancelled request; the front records that as `terminated_by_cancel`, it does not call
   moto, which may be enforcing IAM);
@@ -37,7 +40,7 @@ an exhausted zone (or every pool, for a call `exhaust_calls` covers) is not laun
 answers 200 with an `Errors` entry per refused pool (`InsufficientInstanceCapacity`, its
 launch template and overrides) beside the instances it did launch, and with none launched
 when no pool has capacity for `MinTargetCapacity` in one zone. `fleets` lists each call's
-(chosen zone or None, refused zones).
+(chosen zone or None, refused zones); `asked` each call's zones in `Priority` order.
 """
 
 from __future__ import annotations
@@ -99,6 +102,9 @@ class SpotFront:
     capacity_refused: list[tuple[str, list[str]]] = field(default_factory=list)
     calls_without_capacity: int = 0  # the next calls refused wherever they go (exhaust_calls)
     fleets: list[tuple[str | None, list[str]]] = field(default_factory=list)
+    asked: list[list[str]] = field(default_factory=list)  # each CreateFleet's zones, first choice first
+    fleet_spot: dict[str, str] = field(default_factory=dict)  # fleet spot instance → behaviour
+    reclaimed: set[str] = field(default_factory=set)  # fleet instances EC2 terminated
 
     def __post_init__(self) -> None:
         self._lock = threading.RLock()
@@ -126,6 +132,9 @@ class SpotFront:
             self.capacity_refused.clear()
             self.calls_without_capacity = 0
             self.fleets.clear()
+            self.fleet_spot.clear()
+            self.asked.clear()
+            self.reclaimed.clear()
 
     # ---- capacity -------------------------------------------------------------------------
     def exhaust(self, zone: str) -> None:
@@ -175,9 +184,14 @@ class SpotFront:
             return next((r for r in self.requests.values() if r.instance == instance), None)
 
     def interrupt(self, instance: str) -> None:
-        """EC2 reclaims the instance (interruption behaviour stop)."""
+        """EC2 reclaims the instance (its interruption behaviour: stop, or terminate)."""
         request = self.request_of(instance)
-        assert request is not None, f"{instance} has no persistent spot request"
+        if request is None and self.fleet_spot.get(instance) == "terminate":
+            self._ec2().terminate_instances(InstanceIds=[instance])
+            with self._lock:
+                self.reclaimed.add(instance)
+            return
+        assert request is not None, f"{instance} has no persistent spot request nor a fleet's"
         self._ec2().stop_instances(InstanceIds=[instance])
         with self._lock:
             request.state, request.status, request.stopped_at = "disabled", INTERRUPTED, None
@@ -250,6 +264,7 @@ class SpotFront:
             if everywhere:
                 self.calls_without_capacity -= 1
         refused, chosen = [], None
+        self.asked.append([zones.get(p.get("SubnetId", ""), p.get("AvailabilityZone", "")) for p in pools])
         for pool in pools:
             zone = zones.get(pool.get("SubnetId", ""), pool.get("AvailabilityZone", ""))
             if everywhere or zone in self.exhausted:
@@ -270,6 +285,7 @@ class SpotFront:
             if status != 200:
                 return status, out, content
             root = ET.fromstring(content)
+            self._note_fleet_spot(form, root)
         errors = root.find(_q("errorSet"))
         if errors is None:
             errors = ET.SubElement(root, _q("errorSet"))
@@ -289,6 +305,16 @@ class SpotFront:
                     _set(over, key[0].lower() + key[1:], pool[key])
         return 200, {"Content-Type": "text/xml"}, ET.tostring(root)
 
+    def _note_fleet_spot(self, form: Mapping[str, list[str]], root: ET.Element) -> None:
+        """The spot instances a fleet launched, with its interruption behaviour."""
+        if form.get("TargetCapacitySpecification.DefaultTargetCapacityType") != ["spot"]:
+            return
+        behavior = form.get("SpotOptions.InstanceInterruptionBehavior", ["terminate"])[0]
+        with self._lock:
+            for ids in root.iter(_q("instanceIds")):
+                for item in ids.iter(_q("item")):
+                    self.fleet_spot[item.text or ""] = behavior
+
     def _subnet_zones(self, subnets: list[str]) -> dict[str, str]:
         if not subnets:
             return {}
@@ -297,11 +323,18 @@ class SpotFront:
 
     def _on_DescribeInstances(self, h, headers, body, form):
         status, out, content = self._forward(h, headers, body)
-        if status != 200 or not self.requests:
+        if status != 200 or not (self.requests or self.reclaimed):
             return status, out, content
         root = ET.fromstring(content)
         for inst in root.iter(_q("item")):
             iid = inst.find(_q("instanceId"))
+            if iid is not None and iid.text in self.reclaimed:
+                reason = inst.find(_q("stateReason"))
+                if reason is None:
+                    reason = ET.SubElement(inst, _q("stateReason"))
+                _set(reason, "code", "Server.SpotInstanceTermination")
+                _set(reason, "message", "Server.SpotInstanceTermination: Spot interruption")
+                continue
             request = self.request_of(iid.text) if iid is not None and iid.text else None
             if request is None:
                 continue

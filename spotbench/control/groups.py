@@ -26,9 +26,12 @@ def group_states(sweep: Sweep) -> dict[str, list[Instance]]:
 
 
 def broken(insts: list[Instance]) -> bool:
-    """Some member ended with an error (crashed, preempted) while others still run."""
+    """Some member ended with an error (crashed, preempted) while others still run. A
+    preempted member may be stopped (GCE; EC2 interruption behaviour stop) or gone (EC2's
+    created lifecycle: a fleet's spot instance is terminated on interruption)."""
     return (any(i.state in (State.PENDING, State.RUNNING) for i in insts)
-            and any(i.state == State.STOPPED and i.error in (ErrorKind.CRASHED, ErrorKind.PREEMPTED)
+            and any((i.state == State.STOPPED and i.error in (ErrorKind.CRASHED, ErrorKind.PREEMPTED))
+                    or (i.state == State.TERMINATED and i.error == ErrorKind.PREEMPTED)
                     for i in insts))
 
 

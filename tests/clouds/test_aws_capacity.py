@@ -187,3 +187,38 @@ def test_capacity_aws_orphan_sweep_finds_a_created_group_that_was_lost_and_termi
     assert not report.failed
     assert _live(ec2) == []
     assert [r for r in sweeper.find(spec.name) if r.kind in ("instance", "fleet")] == []
+
+
+def test_capacity_aws_a_preempted_group_is_retried_in_a_zone_with_capacity(setup, front, tmp_path):
+    """The created lifecycle's fleets launch spot with `InstanceInterruptionBehavior=
+    terminate` (fleet.py): EC2 reclaiming a member terminates it (`Server.SpotInstance
+    Termination`). The driver reports it preempted in its zone; the next start stops the rest
+    of the group and makes it again, asking the zone it was preempted in last."""
+    spec, group, cloud, ec2 = setup
+    sweep = control.Sweep(spec=spec, cloud=cloud, store=ResultStore(f"file://{tmp_path}"))
+    first = control.start(sweep, TICK)
+    assert first["started"] == [group.id]
+    made = {i["InstanceId"] for i in _live(ec2, ZONES[0])}
+    assert len(made) == len(group.members) and _live(ec2, ZONES[1]) == []
+    victim = sorted(made)[0]
+    front.interrupt(victim)  # EC2 reclaims one member: terminated
+    [gone] = [i for i in cloud.query(group.labels) if i.name == victim]
+    assert (gone.state, gone.error, gone.zone) == (State.TERMINATED, ErrorKind.PREEMPTED, ZONES[0])
+    front.exhaust(ZONES[0])  # and a has no room now
+    fleets_before = len(front.fleets)
+
+    again = control.start(sweep, TICK)
+
+    assert again["started"] == [group.id] and again["run"] == first["run"]
+    assert again["broken"] == [group.id]  # the survivors were stopped first
+    assert {i["Placement"]["AvailabilityZone"] for i in _live(ec2)} == {ZONES[1]}
+    assert len(_live(ec2)) == len(group.members)
+    assert _live(ec2, ZONES[0]) == []  # nothing left of the first attempt
+    assert not made & {i["InstanceId"] for i in _live(ec2)}
+    # the zone it was preempted in is asked last (control/zones.py): the retry's first fleet
+    # lists b first (Priority 0), a after
+    assert front.asked[fleets_before] == [ZONES[1], ZONES[0]]
+    assert front.fleets[fleets_before][0] == ZONES[1]
+    live = {i.name for i in cloud.query(group.labels) if i.state == State.RUNNING}
+    assert len(live) == len(group.members)
+    assert [i for i in cloud.query(group.labels) if i.error] == []  # the old one is history

@@ -89,7 +89,10 @@ class AwsCloud:
 
     # ---- the four verbs ---------------------------------------------------------------
     def query(self, labels: Mapping[str, str]) -> list[Instance]:
-        return [_to_instance(raw) for raw in self._describe(labels)]
+        raws = self._describe(labels)
+        if self.lifecycle == "created":
+            raws += self._reclaimed_members(labels, raws)
+        return [_to_instance(raw) for raw in raws]
 
     def start(self, labels: Mapping[str, str], zones: Sequence[str] = ()) -> list[Instance]:
         if self.lifecycle == "created":
@@ -151,6 +154,20 @@ class AwsCloud:
         self._wait("instance_running", placed.ids)
         return [_to_instance(r) for r in self._describe({}, placed.ids)]
 
+    def _reclaimed_members(self, labels: Mapping[str, str], live: list[dict]) -> list[dict]:
+        """Members EC2 terminated by a spot interruption (a fleet's spot instances are
+        terminated, `StateReason` `Server.SpotInstanceTermination`; terminated instances stay
+        visible about an hour) that have no live instance now, the latest per member: they
+        come back TERMINATED with error preempted in their zone, so control stops the rest of
+        the group, retries it and asks that zone later (spotbench/control/zones.py)."""
+        have = {_name(r) for r in live}
+        latest: dict[str, dict] = {}
+        gone = self._describe(labels, states=("shutting-down", "terminated"))
+        for raw in sorted(gone, key=lambda r: str(r.get("LaunchTime", ""))):
+            if _name(raw) not in have and _reclaimed(raw) == ErrorKind.PREEMPTED:
+                latest[_name(raw)] = raw
+        return list(latest.values())
+
     def _terminate_ids(self, ids: list[str]) -> None:
         self._act(self.ec2.terminate_instances, ids)
 
@@ -184,13 +201,14 @@ class AwsCloud:
         live = [r for r in raw if r.get("State", {}).get("Name") in LIVE_STATES]
         return _to_instance(live[0]) if live else None
 
-    def _describe(self, labels: Mapping[str, str], ids: list[str] | None = None) -> list[dict]:
+    def _describe(self, labels: Mapping[str, str], ids: list[str] | None = None,
+                  states: Sequence[str] = LIVE_STATES) -> list[dict]:
         kwargs: dict[str, Any] = {}
         if ids is not None:
             kwargs["InstanceIds"] = ids
         else:
             filters = [{"Name": f"tag:{k}", "Values": [v]} for k, v in sorted(labels.items())]
-            filters.append({"Name": "instance-state-name", "Values": list(LIVE_STATES)})
+            filters.append({"Name": "instance-state-name", "Values": list(states)})
             kwargs["Filters"] = filters
         found: list[dict] = []
         pages = self._call(self.ec2.get_paginator("describe_instances").paginate, **kwargs)
@@ -302,23 +320,26 @@ def _fatal(exc: ClientError, what: str) -> AwsCloudError:
 
 def _to_instance(raw: Mapping[str, Any], failure: tuple[str, ErrorKind] | None = None) -> Instance:
     tags = {t["Key"]: t["Value"] for t in raw.get("Tags", []) or []}
+    error = failure[1] if failure else _reclaimed(raw)
+    said = str((raw.get("StateReason") or {}).get("Message", "")) if error == ErrorKind.PREEMPTED else ""
     return Instance(
         name=raw["InstanceId"],
         state=EC2_STATES.get(raw.get("State", {}).get("Name", ""), State.PENDING),
         labels=tags,
         zone=raw.get("Placement", {}).get("AvailabilityZone"),
         ip=raw.get("PrivateIpAddress"),
-        detail=failure[0] if failure else "",
-        error=failure[1] if failure else _reclaimed(raw),
+        detail=failure[0] if failure else said,
+        error=error,
     )
 
 
 def _reclaimed(raw: Mapping[str, Any]) -> ErrorKind | None:
-    """Why a stopped instance stopped, when EC2 reclaimed it: its `StateReason` code is
-    `Server.SpotInstanceShutdown` (interruption behaviour stop), `…Termination` or
-    `…Hibernate`; `Client.UserInitiatedShutdown` (a stop call, or the workload powering off)
-    is no error. A running instance's last reason is history."""
-    if raw.get("State", {}).get("Name") not in ("stopping", "stopped"):
+    """Why a stopped or terminated instance ended, when EC2 reclaimed it: its `StateReason`
+    code is `Server.SpotInstanceShutdown` (interruption behaviour stop),
+    `Server.SpotInstanceTermination` (terminate: the created lifecycle's fleets) or
+    `…Hibernate`; `Client.UserInitiatedShutdown` (a stop or terminate call, or the workload
+    powering off) is no error. A running instance's last reason is history."""
+    if raw.get("State", {}).get("Name") not in ("stopping", "stopped", "shutting-down", "terminated"):
         return None
     code = str((raw.get("StateReason") or {}).get("Code", ""))
     return ErrorKind.PREEMPTED if code.startswith("Server.SpotInstance") else None
