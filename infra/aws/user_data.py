@@ -25,6 +25,8 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 
+import yaml
+
 from spotbench.auth.group_keys import KEY_FILES
 from spotbench.image_ref import check_image
 
