@@ -5,8 +5,9 @@ _declared (what was declared, for bench/infra_scale.py's replay)}:
 an OSU sweep (2 VMs a group) in us-east-1, placement none (a placement group per group
 would hit EC2's 500 per account first), its subnet sized to hold every member. IAM objects
 are the roles, role policies and instance profiles the program declares (issue #29: 4 + 5 + 1,
-whatever the group count); `parameters` (each group's ssh keys in SSM, under the sweep's one
-path, read by the functions alone) grow with the groups and are not IAM objects.
+whatever the group count); `parameters` (SSM, under the sweep's one path, read by the
+functions alone: the one key seed every group's ssh keys derive from) are not IAM objects
+and, for an OSU sweep, do not grow with the groups either.
 
     python bench/_scale_aws.py [30,300,1000]
 """

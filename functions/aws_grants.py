@@ -15,8 +15,10 @@ deployer-written `spotbench-group` tag of that member's group. Then:
   `root`, `expires` = the deadline) plus `credentials` (STS, the grant role narrowed to the
   group's objects; their `Expiration` ≤ the deadline and ≤ 1 h: the member asks again) and
   `post` (a presigned POST for the group's records, `starts-with` its key prefix).
-- `keys`: the group's entries under the sweep's parameter path (`SPOTBENCH_SECRET_FILES`
-  names them), as `{"group": …, "files": {name: base64}}`.
+- `keys`: the group's entries (`SPOTBENCH_SECRET_FILES` names them): its ssh login and host
+  keys derived from the sweep's one key seed for this group alone, a container's env as
+  stored under the sweep's parameter path (`aws_grants.read_secrets`), as
+  `{"group": …, "files": {name: base64}}`.
 
 Every refusal is a JSON error naming what to do; nothing here trusts the request body.
 """
@@ -102,7 +104,7 @@ def grant(config: FunctionConfig, caller: Caller, account: str,
 
 
 def keys(config: FunctionConfig, caller: Caller, account: str) -> dict[str, Any]:
-    """The caller's group's entries (base64, as stored)."""
+    """The caller's group's entries (base64): its keys derived from the seed, others as stored."""
     group = instance_group(config, caller.name, account)
     files = json.loads(config.env.get("SPOTBENCH_SECRET_FILES") or "[]")
     return {"group": group,

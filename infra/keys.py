@@ -1,11 +1,13 @@
 """SSH keys of the MPI members (GCP and AWS alike): one login and sshd host key pair per
-run group and the operator's key (pulumi_tls, secrets), the known_hosts lines pinning each
-group's host key, and the `write_files` entries that put a member's keys on its VM.
+run group, derived from the sweep's one seed (`key_seed`, `derived_mpi_keys`;
+`spotbench.auth.group_keys` is the derivation), and the operator's key (pulumi_tls, a
+secret); the known_hosts lines pinning each group's host key, and the `write_files` entries
+that put a member's public keys on its VM.
 
-The private halves (`private_keys`) belong in the cloud's secret store, readable only by
-the group's own identity and fetched at boot; user-data and instance metadata, which
-anyone allowed to describe the instance can read, carry the public files only
-(`ssh_files(..., private=False)`)."""
+The seed lives in the cloud's one per-sweep secret, which the functions alone read; they
+derive a group's private keys for that group's members only, and the boot fetches them
+(`FETCH_KEYS_PREAMBLE`). User-data and instance metadata, which anyone allowed to describe
+the instance can read, carry the public files only (`ssh_files(..., private=False)`)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pulumi
+import pulumi_random
 
+from spotbench.auth.group_keys import HOST_KEY, LOGIN_KEY, SEED_BYTES, public_openssh
 from spotbench.images import IMAGE_GID, IMAGE_UID
 
 # where the container finds its ssh files: the osu workload's (the boot path mounts the keys
@@ -56,24 +60,35 @@ class MpiKeys:
     host_public: dict[str, pulumi.Output]  # group id → that group's sshd host public key
 
 
-def mpi_keys(name: str, parent: pulumi.Resource, group_ids: list[str]) -> MpiKeys:
-    """Per-group login and sshd host keys and the operator key (pulumi_tls, secrets)."""
+def key_seed(name: str, parent: pulumi.Resource) -> pulumi_random.RandomId:
+    """The sweep's key seed (`spotbench.auth.group_keys`): random once per stack, kept by
+    later `pulumi up`s; the cloud's one per-sweep secret holds it, the functions alone read it."""
+    return pulumi_random.RandomId(
+        f"{name}-key-seed", byte_length=SEED_BYTES,
+        opts=pulumi.ResourceOptions(parent=parent, additional_secret_outputs=[
+            "hex", "b64Url", "b64Std", "dec"]))
+
+
+def derived_mpi_keys(name: str, parent: pulumi.Resource, group_ids: list[str],
+                     seed_hex: pulumi.Output) -> MpiKeys:  # fmt: skip
+    """Each group's public login and host keys, derived from the sweep's seed at declare
+    time (the private halves are derived by the functions, for that group's members only),
+    and the operator's key (pulumi_tls, a secret of the stack)."""
     import pulumi_tls as tls
 
-    def key(suffix: str) -> tls.PrivateKey:
-        return tls.PrivateKey(f"{name}-{suffix}", algorithm="ED25519",
+    operator = tls.PrivateKey(f"{name}-operator-ssh", algorithm="ED25519",
                               opts=pulumi.ResourceOptions(parent=parent, additional_secret_outputs=[
                                   "privateKeyOpenssh", "privateKeyPem"]))
 
-    operator = key("operator-ssh")
-    groups, hosts = {}, {}
-    for gid in group_ids:
-        login, host = key(f"{gid}-mpi-ssh"), key(f"{gid}-mpi-host")
-        groups[gid] = pulumi.Output.secret(pulumi.Output.all(
-            login.private_key_openssh, login.public_key_openssh,
-            host.private_key_openssh, host.public_key_openssh, operator.public_key_openssh,
-        ).apply(lambda kv: SshKeys(*kv)))
-        hosts[gid] = host.public_key_openssh
+    def keys(values: list[str], gid: str) -> SshKeys:
+        seed, op = bytes.fromhex(values[0]), values[1]
+        return SshKeys("", public_openssh(seed, gid, LOGIN_KEY), "",
+                       public_openssh(seed, gid, HOST_KEY), op)
+
+    both = pulumi.Output.all(seed_hex, operator.public_key_openssh)
+    groups = {gid: both.apply(lambda v, g=gid: keys(v, g)) for gid in group_ids}
+    hosts = {gid: seed_hex.apply(lambda h, g=gid: public_openssh(bytes.fromhex(h), g, HOST_KEY))
+             for gid in group_ids}
     return MpiKeys(groups, pulumi.Output.secret(operator.private_key_openssh), hosts)
 
 
@@ -82,19 +97,6 @@ def group_known_hosts(addresses: Mapping[str, list[pulumi.Input[str]]],
     """known_hosts for every group: each group's host key pinned at its members' addresses."""
     parts = [known_hosts(addresses[gid], host_public[gid], port) for gid in addresses]
     return pulumi.Output.all(*parts).apply("".join)
-
-
-LOGIN_KEY = "id_ed25519"  # file names in the key folder the container mounts
-HOST_KEY = "ssh_host_ed25519_key"
-
-
-def private_keys(ssh: SshKeys) -> dict[str, str]:
-    """A group's private keys by file name (`LOGIN_KEY`, `HOST_KEY`): what its members fetch
-    from the secret store at boot."""
-    keys = {LOGIN_KEY: ssh.private_openssh}
-    if ssh.host_private_openssh:
-        keys[HOST_KEY] = ssh.host_private_openssh
-    return {name: text.rstrip("\n") + "\n" for name, text in keys.items()}
 
 
 def ssh_files(ssh_dir: str, ssh: SshKeys, *, private: bool = True) -> list[dict[str, str]]:

@@ -29,9 +29,10 @@ from infra.aws.instances import (
 from infra.aws.network import AwsNetwork, AwsNetworkArgs, zone_cidrs
 from infra.aws.templates import AwsGroupTemplates, AwsGroupTemplatesArgs
 from infra.aws.registry import AwsRegistry
-from infra.aws.secrets import USER_ENV, group_key_parameters, keys_arn, user_env_parameter
+from infra.aws.secrets import USER_ENV, keys_arn, seed_parameter, user_env_parameter
 from infra.aws.scheduler import AwsScheduler, AwsSchedulerArgs, schedule_pair
-from infra.keys import group_known_hosts, mpi_keys
+from infra.keys import derived_mpi_keys, group_known_hosts, key_seed
+from spotbench.auth.group_keys import KEY_FILES
 from infra.user_image import user_step
 from spotbench.images import registry_images, resolve_image
 from spotbench.plan import RunGroup, sweep_labels
@@ -113,7 +114,7 @@ class AwsSweep(pulumi.ComponentResource):
                     if spec.image and not workload.user_image else
                     self.registry.url.apply(lambda r: f"{r}/*"))
         keys = (account.apply(lambda a: keys_arn(region, a, spec.name))
-                if self.key_parameters else None)
+                if self.secret_files else None)
         self.identities = AwsIdentities(
             f"{name}-id",
             AwsIdentitiesArgs(sweep=spec.name, region=region,
@@ -128,8 +129,7 @@ class AwsSweep(pulumi.ComponentResource):
             f"{name}-fn",
             AwsFunctionsArgs(spec=spec, role_arn=ids.lambda_role.arn,
                              results_url=self.bucket.results_url, tags=tags,
-                             secret_files=sorted({f for p in self.key_parameters.values()
-                                                  for f in p})),
+                             secret_files=self.secret_files),
             pulumi.ResourceOptions(parent=self, provider=self.provider,
                                    depends_on=[ids.lambda_policy, ids.grant_policy,
                                                *([ids.fleet_policy] if ids.fleet_policy else [])]),
@@ -168,7 +168,7 @@ class AwsSweep(pulumi.ComponentResource):
                 ),
                 pulumi.ResourceOptions(parent=self, provider=self.provider,
                                        depends_on=[self.network.nat, ids.member_policy,
-                                                   *self.key_parameters.get(g.id, {}).values()]),
+                                                   *self._entries(g.id)]),
             )
             for g in groups
         }
@@ -191,26 +191,35 @@ class AwsSweep(pulumi.ComponentResource):
                 ssh=mpi.groups[g.id] if mpi else None),
             pulumi.ResourceOptions(parent=self, provider=self.provider,
                                    depends_on=[self.network.nat, ids.member_policy,
-                                               *self.key_parameters.get(g.id, {}).values()]))
+                                               *self._entries(g.id)]))
             for g in groups}
 
     def _secrets(self, name: str, spec: SweepSpec, groups: list[RunGroup], tags: dict[str, str],
                  child: pulumi.ResourceOptions):
-        """Each group's entries under the sweep's one parameter path (its ssh keys, a
-        container's secret env), which the functions alone read; the keys (or None)."""
+        """The sweep's entries under its one parameter path, which the functions alone read:
+        the one key seed every group's ssh keys derive from (as on GCP), a container group's
+        secret env; the keys (public halves, or None)."""
         mpi = None
-        self.key_parameters: dict[str, dict[str, aws.ssm.Parameter]] = {}
-        if get_workload(spec.workload.name).mpi:  # keys per group, handed out by the function
-            mpi = mpi_keys(name, self, [g.id for g in groups])
-            self.key_parameters = {
-                g.id: group_key_parameters(f"{name}-keys", spec.name, g.id, mpi.groups[g.id],
-                                           tags, child) for g in groups}
-        for g in groups:  # a container group's env (secret values): like keys
+        self.seed_parameter: aws.ssm.Parameter | None = None
+        self.env_parameters: dict[str, aws.ssm.Parameter] = {}
+        files: set[str] = set()
+        if get_workload(spec.workload.name).mpi:  # derived per group by the function on request
+            seed = key_seed(name, self)
+            mpi = derived_mpi_keys(name, self, [g.id for g in groups], seed.hex)
+            self.seed_parameter = seed_parameter(f"{name}-keys", spec.name, seed.hex, tags, child)
+            files.update(KEY_FILES)
+        for g in groups:  # a container group's env (secret values): handed out like keys
             step = user_step(g, spec.image)
             if step is not None and step.secret:
-                self.key_parameters.setdefault(g.id, {})[USER_ENV] = user_env_parameter(
+                self.env_parameters[g.id] = user_env_parameter(
                     f"{name}-env", spec.name, g.id, step.env_file_text(), tags, child)
+                files.add(USER_ENV)
+        self.secret_files = sorted(files)
         return mpi
+
+    def _entries(self, group: str) -> list[aws.ssm.Parameter]:
+        """The parameters group `group`'s boot asks the function for (it waits for them)."""
+        return [p for p in (self.seed_parameter, self.env_parameters.get(group)) if p is not None]
 
     def _outputs(self, spec: SweepSpec, groups: list[RunGroup], ips: dict[str, str], mpi,
                  workload, crons: tuple[str, str, str, str]) -> dict:

@@ -97,7 +97,7 @@ ACTIONS: dict[str, list[str]] = {
     "aws:scheduler/schedule:Schedule": ["scheduler:CreateSchedule", "scheduler:GetSchedule",
                                         "scheduler:UpdateSchedule", "scheduler:DeleteSchedule",
                                         "iam:PassRole"],
-    # the groups' ssh key SecureStrings (under the AWS-managed aws/ssm key: no kms grant)
+    # the sweep's key seed and container envs as SecureStrings (AWS-managed aws/ssm key: no kms grant)
     "aws:ssm/parameter:Parameter": ["ssm:PutParameter", "ssm:DeleteParameter",
                                     "ssm:GetParameter", "ssm:DescribeParameters",
                                     "ssm:AddTagsToResource", "ssm:ListTagsForResource",

@@ -21,7 +21,8 @@ docs/identity.md): the IAM objects are the same five whatever the group count.
   group), its functions' log groups (by name: the program declares them), read/write under
   the sweep's results prefix (the run ledger), delete only its control lock
   (`control.lock`, spotbench.lease) and launch markers, assume the grant role, read the
-  sweep's parameter path (each group's keys, handed to that group's instances only); and
+  sweep's parameter path (the one seed every group's ssh keys derive from, a container's env:
+  derived or read for a group's own instances only); and
   (`spotbench-lambda-failures`) send a failed asynchronous invocation to the sweep's
   failed-invocations queue (Lambda's on-failure destination, infra/aws/failures.py).
 

@@ -1,16 +1,19 @@
-"""A run group's ssh private keys — and a `container` group's env file — in SSM Parameter
-Store, for its members only.
+"""The sweep's entries in SSM Parameter Store, which the functions alone read: the one key
+seed every group's ssh keys derive from, and a `container` group's env file.
 
 User-data is readable by anyone allowed `ec2:DescribeInstanceAttribute` and, on the VM, by
-any process that reaches IMDS: it carries the public key files only. Each private key
-(`infra.keys.private_keys`: the login key, the sshd host key) is one `SecureString`
-parameter `/spotbench/<sweep>/<group>/<file>` (encrypted with the account's AWS-managed
-`aws/ssm` key), holding the key base64-encoded (one line, so the boot's `sed` reads it
-from the JSON answer without a JSON parser: the AMIs have none). Only that group's
-the functions' role may `ssm:GetParameter` under the sweep's path (`keys_arn`,
-infra/aws/identity.py: one grant per sweep, whatever its group count); the function's `keys`
-path hands a group's entries to that group's instances only (functions/aws_grants.py), and
-the unit's `fetch-keys` step (infra/aws/user_data.py) asks it for them at boot.
+any process that reaches IMDS: it carries the public key files only. The private keys are in
+no parameter: the sweep keeps one `SecureString` `/spotbench/<sweep>/key-seed.hex`
+(`seed_parameter`, encrypted with the account's AWS-managed `aws/ssm` key), whatever its
+group count (issue #29), and each group's login and sshd host keys are derived from it
+(`spotbench.auth.group_keys`, as on GCP): the deployment derives the public halves
+(authorized_keys, known_hosts), the function derives a group's private halves for that
+group's instances only (its `keys` path, functions/aws_grants.py), and the unit's
+`fetch-keys` step (infra/aws/user_data.py) asks it for them at boot. A container group's
+env is a parameter `/spotbench/<sweep>/<group>/user.env` (base64, one line, so the boot's
+`sed` reads it from the JSON answer without a JSON parser: the AMIs have none). Only the
+functions' role may `ssm:GetParameter` under the sweep's path (`keys_arn`,
+infra/aws/identity.py: one grant per sweep, whatever its group count).
 """
 
 from __future__ import annotations
@@ -20,12 +23,11 @@ import base64
 import pulumi
 import pulumi_aws as aws
 
-from infra.keys import HOST_KEY, LOGIN_KEY, SshKeys, private_keys
-from spotbench.clouds.aws.grants import group_secret_path
+from spotbench.clouds.aws.grants import group_secret_path, seed_parameter_name
 
 
 def keys_path(sweep: str, group: str) -> str:
-    """The parameter path holding run group `group`'s keys, under the sweep's path (the
+    """The parameter path holding run group `group`'s entries, under the sweep's path (the
     functions read it there: one home, `spotbench.clouds.aws.grants`)."""
     return group_secret_path(sweep, group)
 
@@ -45,20 +47,15 @@ def encode(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
 
 
-def group_key_parameters(name: str, sweep: str, group: str, keys: pulumi.Output[SshKeys],
-                         tags: dict[str, str], opts: pulumi.ResourceOptions
-                         ) -> dict[str, aws.ssm.Parameter]:
-    """file name → the SecureString parameter holding that private key of `group` (its
-    members' login key and sshd host key: `mpi_keys` makes both)."""
-    out = {}
-    for file in (LOGIN_KEY, HOST_KEY):
-        value = keys.apply(lambda k, f=file: encode(private_keys(k)[f]))
-        out[file] = aws.ssm.Parameter(
-            f"{name}-{group}-{file}", name=f"{keys_path(sweep, group)}/{file}",
-            type="SecureString", value=pulumi.Output.secret(value), tier="Standard",
-            description=f"spotbench {sweep}: ssh {file} of group {group} (base64)",
-            tags=tags, opts=opts)
-    return out
+def seed_parameter(name: str, sweep: str, seed_hex: pulumi.Output, tags: dict[str, str],
+                   opts: pulumi.ResourceOptions) -> aws.ssm.Parameter:
+    """The SecureString holding the sweep's key seed (hex), which every group's ssh keys
+    derive from; the functions alone read it."""
+    return aws.ssm.Parameter(
+        f"{name}-key-seed", name=seed_parameter_name(sweep), type="SecureString",
+        value=pulumi.Output.secret(seed_hex), tier="Standard",
+        description=f"spotbench {sweep}: the seed every group's ssh keys derive from (hex)",
+        tags=tags, opts=opts)
 
 
 USER_ENV = "user.env"  # a container group's env file (the spec's `env`), beside its keys
@@ -71,8 +68,8 @@ class EnvTooLarge(ValueError):
 
 def user_env_parameter(name: str, sweep: str, group: str, text: str, tags: dict[str, str],
                        opts: pulumi.ResourceOptions) -> aws.ssm.Parameter:
-    """The group's env file as a SecureString under its own path (the same grant as its
-    keys: only its member role reads it), fetched at boot by the unit's `fetch-keys` step."""
+    """The group's env file as a SecureString under its own path (the functions alone read
+    it, and hand it to the group's members only), fetched at boot by the unit's `fetch-keys` step."""
     value = encode(text)
     if len(value) > STANDARD_VALUE_MAX:
         raise EnvTooLarge(f"group {group}: the container env is {len(text.encode())} bytes; one SSM "

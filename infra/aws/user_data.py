@@ -16,7 +16,7 @@ GetAuthorizationToken signed with `curl --aws-sigv4` — those AMIs have no `aws
 The group's ssh private keys are never in user-data (readable through
 `DescribeInstanceAttribute` and IMDS): the unit's `fetch-keys` step asks the sweep's function
 for them the same way (a POST to its URL's `/keys`, signed with the instance role; the
-function reads the group's parameters, infra/aws/secrets.py) into the key folder, 0600,
+function derives the group's keys from the sweep's one seed, infra/aws/secrets.py) into the key folder, 0600,
 before the folder is handed to the image's uid.
 """
 
@@ -25,10 +25,13 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 
+import yaml
+
+from spotbench.auth.group_keys import KEY_FILES
 from spotbench.image_ref import check_image
 
 from infra import cloud_config, user_image as ui
-from infra.keys import FETCH_KEYS_PREAMBLE, SSH_DIR_IN_CONTAINER, SshKeys, key_owner_command, private_keys, ssh_files
+from infra.keys import FETCH_KEYS_PREAMBLE, SSH_DIR_IN_CONTAINER, SshKeys, key_owner_command, ssh_files
 from infra.units import env_file, workload_unit
 from infra.aws.secrets import USER_ENV
 
@@ -180,8 +183,8 @@ def user_data(*, image: str, env: Mapping[str, str], gpu: bool = False,
     collects around it (infra/user_image.py); the ECR login is `image`'s registry's, so the
     user's image is public or in that registry. `ssh`: the group's keys, whose public files
     are written here and whose private keys the boot fetches from the sweep's function at
-    `keys_url` = (region, the function URL's `/keys`), which reads them from the group's
-    parameters (infra/aws/secrets.py); so does a `user` env with secret values
+    `keys_url` = (region, the function URL's `/keys`), which derives them from the sweep's
+    key seed (infra/aws/secrets.py); so does a `user` env with secret values
     (`user.secret`: the entry `user.env`). `max_run_s`:
     every boot that runs the workload powers off that long after its unit starts (the
     sweep's deadline + `DEADMAN_GRACE_S`), the stop function's backstop. `created`: the
@@ -196,7 +199,7 @@ def user_data(*, image: str, env: Mapping[str, str], gpu: bool = False,
         region, url = keys_url
         if ssh:
             files += ssh_files(SSH_DIR, ssh, private=False)
-        wanted = {file: f"{SSH_DIR}/{file}" for file in private_keys(ssh)} if ssh else {}
+        wanted = {file: f"{SSH_DIR}/{file}" for file in KEY_FILES} if ssh else {}
         if fetched:
             wanted[USER_ENV] = ui.ENV_FILE
         files.append({"path": FETCH_KEYS, "permissions": "0700",

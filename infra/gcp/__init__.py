@@ -19,11 +19,10 @@ from infra.gcp.functions import GcpFunctions, GcpFunctionsArgs
 from infra.gcp.identity import GcpIdentities, GcpIdentitiesArgs
 from infra.gcp.network import GcpNetwork, GcpNetworkArgs, ssh_ports, subnet_name
 from infra.gcp.registry import GcpRegistry
-from infra.gcp.group_keys import derived_mpi_keys, key_seed
 from infra.gcp.secrets import SweepSecret
 from infra.gcp.scheduler import GcpScheduler, GcpSchedulerArgs, cron_pair
 from infra.gcp.vms import GcpRunGroup, GcpRunGroupArgs
-from infra.keys import group_known_hosts
+from infra.keys import derived_mpi_keys, group_known_hosts, key_seed
 from infra.user_image import user_step
 from spotbench.auth.group_keys import KEY_FILES
 from spotbench.clouds.gcp import first_zone, region_of

@@ -3,9 +3,10 @@
 
 `function_of(declared)` takes, from the program's declarations (the recording mocks), what the
 real function knows: the sweep's one member role (`member_role_name(sweep, region)`, from the
-Lambda's declared `SPOTBENCH_SPEC`), the entries it reads per group
-(`SPOTBENCH_SECRET_FILES`), the SSM parameters it reads them from (it reads them with its
-own role; members have no SSM read), and each declared instance's `Name` → its
+Lambda's declared `SPOTBENCH_SPEC`), the entries it hands per group
+(`SPOTBENCH_SECRET_FILES`), the SSM parameters it reads (the sweep's key seed, from which it
+derives a group's ssh keys, and a container's env: it reads them with its own role; members
+have no SSM read), and each declared instance's `Name` → its
 deployer-written `spotbench-group` tag (what EC2 DescribeInstances answers the function).
 
 `answer(hub_dir, …)` is the hub's answer to a POST on the function URL's `/grant` or `/keys`:
@@ -118,12 +119,11 @@ def answer(hub_dir: Path, path: str, url: str, headers: Mapping[str, str], body:
         out = {"error": f"caller role {role} is not this sweep's member role"}
     elif not group:
         out = {"error": f"instance {name or client} is not a member of sweep {function.get('sweep')}"}
-    elif action == "keys":
-        prefix = f"/spotbench/{function['sweep']}/{group}"
-        params = function["parameters"]
-        status, out = 200, {"group": group,
-                            "files": {f: params[f"{prefix}/{f}"] for f in function["secret_files"]
-                                      if f"{prefix}/{f}" in params}}
+    elif action == "keys":  # what the real function answers (spotbench.clouds.aws.grants)
+        from spotbench.clouds.aws.grants import group_entries
+
+        status, out = 200, {"group": group, "files": group_entries(
+            function["sweep"], group, function["secret_files"], function["parameters"].get)}
     elif action == "grant":
         until = (now or datetime.now(UTC)) + timedelta(hours=1)
         status, out = 200, {"group": group, "credentials": {

@@ -6,13 +6,15 @@ gets its own keys through it; these show the double is no open door."""
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 from pathlib import Path
 
 import pytest
 
-from spotbench.clouds.aws.grants import group_secret_path
+from spotbench.auth.group_keys import public_openssh
+from spotbench.clouds.aws.grants import seed_parameter_name
 from tests.fidelity import aws_function, aws_ssm, boot
 from tests.fidelity.hub import CREDS, HUB_IP
 from tests.infra.conftest import MOCKS
@@ -25,6 +27,16 @@ URL = f"http://{HUB_IP}:8080/done/keys"
 def _declared() -> tuple[list, dict]:
     rendered, _ = boot.render("examples/aws-osu.yaml", MOCKS)
     return rendered, aws_ssm.parameter_store(MOCKS.declared, "us-east-1")
+
+
+def _public(b64: str) -> str:
+    """The public key (OpenSSH) of a private key the function answered (base64 of OpenSSH
+    PEM: its check integers are random, so compare keys, not texts)."""
+    from cryptography.hazmat.primitives import serialization
+
+    key = serialization.load_ssh_private_key(base64.b64decode(b64), None)
+    return key.public_key().public_bytes(serialization.Encoding.OpenSSH,
+                                         serialization.PublicFormat.OpenSSH).decode()
 
 
 def _hub(tmp_path: Path, rendered, store: dict, role: str | None = None) -> Path:
@@ -60,11 +72,13 @@ def test_keys_answers_the_calling_instances_own_group_only(tmp_path):
             status, out = aws_function.answer(hub, "/done/keys", URL, _signed(), b"{}",
                                               r.ctx.me.host)
             assert status == 200 and out["group"] == group, out
-            prefix = group_secret_path(r.ctx.sweep, group)
-            assert out["files"] == {f: store["parameters"][f"{prefix}/{f}"]
-                                    for f in ("id_ed25519", "ssh_host_ed25519_key")}
-            others = {v for n, v in store["parameters"].items() if not n.startswith(prefix + "/")}
-            assert others and not others & set(out["files"].values())
+            # the group's keys, derived from the sweep's one seed (no parameter per group)
+            seed = bytes.fromhex(store["parameters"][seed_parameter_name(r.ctx.sweep)])
+            assert {f: _public(v) for f, v in out["files"].items()} == {
+                f: public_openssh(seed, group, f) for f in ("id_ed25519", "ssh_host_ed25519_key")}
+            others = {public_openssh(seed, g, f) for g in groups if g != group
+                      for f in ("id_ed25519", "ssh_host_ed25519_key")}
+            assert others and not others & {_public(v) for v in out["files"].values()}
 
 
 @pytest.mark.parametrize("case", ["unsigned", "bad signature", "other region", "other body"])

@@ -260,14 +260,20 @@ def test_osu_members_fetch_their_own_keys_from_the_function_aws(aws_osu):
     sweep's function URL (`/keys`, issue #29; the hub's double: SigV4-signed with its
     instance role's IMDS credentials, the calling instance's own group's entries only)
     once, on its first boot after the creation boot (the disk keeps them), and the image's
-    user owns them, 0600. The member role itself may not read the parameters (no SSM grant:
-    the function reads them with its own role)."""
-    from spotbench.clouds.aws.grants import group_secret_path
+    user owns them, 0600; they are the group's own pairs (derived from the sweep's seed). The
+    member role itself may not read the seed (no SSM grant: the function reads it with its
+    own role)."""
+    from cryptography.hazmat.primitives import serialization
+
+    from spotbench.auth.group_keys import public_openssh
+    from spotbench.clouds.aws.grants import seed_parameter_name
     from tests.iam.policy import Authorization, evaluate
 
     g = aws_osu
     secrets = g["secrets"]
     function = secrets["function"]
+    name = seed_parameter_name(function["sweep"])
+    seed = bytes.fromhex(secrets["parameters"][name])
     for r in g["group"]:
         assert "PRIVATE KEY" not in r.user_data
         assert r.account == member_role_name(r.ctx.sweep, function["region"])
@@ -281,8 +287,10 @@ def test_osu_members_fetch_their_own_keys_from_the_function_aws(aws_osu):
         for key in ("id_ed25519", "ssh_host_ed25519_key"):
             st = (ssh / key).stat()
             assert (st.st_mode & 0o777, st.st_uid) == (0o600, IMAGE_UID), key
-            name = f"{group_secret_path(r.ctx.sweep, r.ctx.group)}/{key}"
-            assert (ssh / key).read_bytes() == base64.b64decode(secrets["parameters"][name])
+            private = serialization.load_ssh_private_key((ssh / key).read_bytes(), None)
+            public = private.public_key().public_bytes(
+                serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
+            assert public == public_openssh(seed, r.ctx.group, key)
             arn = f"arn:aws:ssm:{secrets['region']}:{secrets['account']}:parameter{name}"
             assert not evaluate(secrets["policies"].get(r.account, []),
                                 Authorization("ssm:GetParameter", arn)), (r.account, name)

@@ -25,6 +25,8 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.exceptions import ClientError
 
+from spotbench.auth.group_keys import KEY_FILES, public_openssh
+from spotbench.clouds.aws.grants import seed_parameter_name
 from spotbench.clouds.aws.identity import grant_role_name, member_role_name, signed_post
 from spotbench.clouds.aws.orphans import AwsSweeper, teardown_policy
 from spotbench.ops.teardown import teardown
@@ -122,8 +124,20 @@ def fetched_keys(d: Deployed, name: str) -> list[str]:
 
 
 def group_parameters(d: Deployed, group: str) -> list[str]:
-    """The SSM parameters holding `group`'s entries (under the sweep's one path)."""
-    return sorted(n for n in d.declared.parameters if n.startswith(f"/spotbench/ax/{group}/"))
+    """The SSM parameters `group`'s entries come from (under the sweep's one path): the
+    sweep's key seed, which every group's ssh keys derive from, and the group's own."""
+    return sorted(n for n in d.declared.parameters
+                  if n == seed_parameter_name("ax") or n.startswith(f"/spotbench/ax/{group}/"))
+
+
+def public_of(b64: str) -> str:
+    """The public key of a private key `/keys` answered (base64 of OpenSSH PEM, whose check
+    integers are random: keys are compared, not texts)."""
+    from cryptography.hazmat.primitives import serialization
+
+    key = serialization.load_ssh_private_key(base64.b64decode(b64), None)
+    return key.public_key().public_bytes(serialization.Encoding.OpenSSH,
+                                         serialization.PublicFormat.OpenSSH).decode()
 
 
 def keys_of(d: Deployed, principal: Principal) -> requests.Response:
@@ -480,10 +494,13 @@ def test_aws_a_member_cannot_read_another_groups_ssh_keys(deployed):
     answer = keys_of(d, d.member(attacker))
     assert answer.status_code == 200 and answer.json()["group"] == mine
     admin = d.account.admin("ssm")
-    with d.account.setup():
-        theirs_values = {admin.get_parameter(Name=p, WithDecryption=True)["Parameter"]["Value"]
-                         for p in group_parameters(d, theirs)}
-    assert theirs_values and not theirs_values & set(answer.json()["files"].values())
+    with d.account.setup():  # their keys: derived from the sweep's seed for their group
+        seed = admin.get_parameter(Name=seed_parameter_name("ax"),
+                                   WithDecryption=True)["Parameter"]["Value"]
+    theirs_values = {public_openssh(bytes.fromhex(seed), theirs, f) for f in KEY_FILES}
+    mine_values = {public_of(v) for v in answer.json()["files"].values()}
+    assert mine_values == {public_openssh(bytes.fromhex(seed), mine, f) for f in KEY_FILES}
+    assert theirs_values and not theirs_values & mine_values
     # nor may the scheduler's role read any key
     other = d.account.client("ssm", d.account.session(d.declared.role_for("scheduler.amazonaws.com"),
                                                       "probe"))

@@ -14,8 +14,10 @@ calling instance to its group (from the sweep's own records), it mints for that 
   grant is worthless after it even though STS hands out at least 15 minutes.
 - `presigned_post()`: an S3 POST policy for the group's records (`starts-with` on
   `$key` = `<prefix>/runs/<run>/<group>.`), expiring at the group's deadline (≤ 1 h).
-- `read_secrets()`: the group's entries under the sweep's one parameter path
-  (`group_secret_path`), which the functions' role alone may read.
+- `read_secrets()`: the group's entries: its ssh login and host keys derived from the
+  sweep's one key seed (`seed_parameter_name`, `spotbench.auth.group_keys`), a container's
+  env from its parameter (`group_secret_path`); all under the sweep's one parameter path,
+  which the functions' role alone may read.
 
 Only botocore is used here (the STS, S3 and SSM clients of the function's own session);
 endpoints follow `AWS_ENDPOINT_URL` (tests).
@@ -23,11 +25,14 @@ endpoints follow `AWS_ENDPOINT_URL` (tests).
 
 from __future__ import annotations
 
+import base64
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from spotbench.auth.group_keys import KEY_FILES, private_openssh
 
 MAX_CHAINED_S = 3600  # a role-chained session lasts at most 1 h (STS AssumeRole)
 MIN_SESSION_S = 900  # STS's shortest DurationSeconds
@@ -37,6 +42,15 @@ def group_secret_path(sweep: str, group: str) -> str:
     """The parameter path of group `group`'s entries (ssh keys, a container's env), under the
     sweep's one path `/spotbench/<sweep>` (group ids hold no `/`)."""
     return f"/spotbench/{sweep}/{group}"
+
+
+KEY_SEED = "key-seed.hex"  # group ids hold no `.`: no group's path is this name
+
+
+def seed_parameter_name(sweep: str) -> str:
+    """The SecureString holding the sweep's key seed (hex): every group's ssh keys derive
+    from it (`spotbench.auth.group_keys`); the functions alone read it."""
+    return f"/spotbench/{sweep}/{KEY_SEED}"
 
 
 def under(prefix: str, path: str) -> str:
@@ -146,15 +160,37 @@ def presigned_post(bucket: str, key_prefix: str, until: datetime) -> dict[str, A
         Conditions=[["starts-with", "$key", key_prefix]], ExpiresIn=max(1, left))
 
 
-def read_secrets(sweep: str, group: str, files: Iterable[str]) -> dict[str, str]:
-    """file name → value (as stored: base64) of the group's entries that exist."""
-    ssm = _client("ssm")
-    out = {}
+def group_entries(sweep: str, group: str, files: Iterable[str],
+                  read: Callable[[str], str | None]) -> dict[str, str]:
+    """file name → base64 value of the group's entries that exist: a key file derived from
+    the sweep's seed (`read(seed_parameter_name(sweep))`, hex) for `group` alone, any other
+    entry as stored at `group_secret_path(sweep, group)/<file>`. `read(name)`: a parameter's
+    decrypted value, None when there is none."""
+    out: dict[str, str] = {}
+    seed: bytes | None = None
     for file in files:
-        try:
-            answer = ssm.get_parameter(Name=f"{group_secret_path(sweep, group)}/{file}",
-                                       WithDecryption=True)
-        except ssm.exceptions.ParameterNotFound:
+        if file in KEY_FILES:
+            if seed is None:
+                text = read(seed_parameter_name(sweep))
+                if text is None:
+                    continue
+                seed = bytes.fromhex(text)
+            out[file] = base64.b64encode(private_openssh(seed, group, file).encode()).decode()
             continue
-        out[file] = answer["Parameter"]["Value"]
+        value = read(f"{group_secret_path(sweep, group)}/{file}")
+        if value is not None:
+            out[file] = value
     return out
+
+
+def read_secrets(sweep: str, group: str, files: Iterable[str]) -> dict[str, str]:
+    """`group_entries` read from SSM with the function's own role."""
+    ssm = _client("ssm")
+
+    def read(name: str) -> str | None:
+        try:
+            return ssm.get_parameter(Name=name, WithDecryption=True)["Parameter"]["Value"]
+        except ssm.exceptions.ParameterNotFound:
+            return None
+
+    return group_entries(sweep, group, files, read)
