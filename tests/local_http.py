@@ -10,6 +10,19 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 
+class _QuietServer(http.server.ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A peer that hung up (a client's keep-alive connection closed, an upstream reset: the
+        client's SDK retries) is not an error of the test; anything else is printed as usual.
+        socketserver prints to `sys.stderr`, which a CliRunner in the same process captures
+        into the command's output."""
+        import sys
+
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            return
+        super().handle_error(request, client_address)
+
+
 class LocalServer:
     def __init__(self, handle: Callable[[http.server.BaseHTTPRequestHandler], None]) -> None:
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -23,7 +36,7 @@ class LocalServer:
 
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _serve
 
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _QuietServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         threading.Thread(target=self._server.serve_forever, daemon=True).start()

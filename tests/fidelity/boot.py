@@ -136,9 +136,13 @@ def secret_store(declared: list, project: str = CONFIG["gcp"]["gcp:project"]) ->
 
 
 def groups(rendered: list[Rendered]) -> dict[str, list[Rendered]]:
+    """Each group's members in the plan's order (Pulumi registers resources as their inputs
+    resolve, so the mocks' order varies from run to run)."""
     out: dict[str, list[Rendered]] = {}
     for r in rendered:
         out.setdefault(r.ctx.group, []).append(r)
+    for members in out.values():
+        members.sort(key=lambda r: [p.name for p in r.ctx.members].index(r.ctx.name))
     return out
 
 
