@@ -45,3 +45,13 @@ def http_retry(attempts: int, max_wait_s: float) -> Callable[[F], F]:
     scale = retry_scale()
     return retry(retry=retry_if_exception(transient), stop=stop_after_attempt(attempts),
                  wait=wait_exponential(multiplier=0.2 * scale, max=max_wait_s * scale), reraise=True)
+
+
+def answer_reason(resp: requests.Response) -> str:
+    """What a refusing answer says, for people: its JSON `error` (every spotbench HTTP
+    surface answers one), else its text; at most 300 characters."""
+    try:
+        body = resp.json()
+    except ValueError:
+        return resp.text.strip()[:300]
+    return str(body.get("error") if isinstance(body, dict) and "error" in body else body)[:300]

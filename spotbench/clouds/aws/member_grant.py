@@ -26,7 +26,7 @@ import requests
 
 from spotbench.auth import Forbidden
 from spotbench.clouds.aws.identity import function_url_path, signed_post
-from spotbench.retries import http_retry
+from spotbench.retries import answer_reason, http_retry
 
 TIMEOUT_S = 30
 RENEW_BEFORE_S = 300  # renew at most this long before the credentials end …
@@ -42,21 +42,13 @@ class GrantUnavailable(OSError):
     """`/grant` kept failing (5xx, no answer) for every attempt."""
 
 
-def _reason(resp: requests.Response) -> str:
-    try:
-        body = resp.json()
-    except ValueError:
-        return resp.text.strip()[:300]
-    return str(body.get("error") if isinstance(body, dict) and "error" in body else body)[:300]
-
-
 def _post(url: str, credentials: Any) -> dict[str, Any]:
     resp = signed_post(url, {}, TIMEOUT_S, credentials=credentials)
     if resp.status_code >= 500:
         resp.raise_for_status()  # requests.HTTPError: retried (spotbench.retries.transient)
     if resp.status_code >= 400:
         raise GrantRefused(f"{url.rsplit('/', 1)[-1]} refused this instance "
-                           f"({resp.status_code}) at {url}: {_reason(resp)}")
+                           f"({resp.status_code}) at {url}: {answer_reason(resp)}")
     return resp.json()
 
 

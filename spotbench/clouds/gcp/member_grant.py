@@ -30,7 +30,7 @@ from typing import Any
 
 import requests
 
-from spotbench.retries import http_retry
+from spotbench.retries import answer_reason, http_retry
 
 TIMEOUT_S = 30
 REFRESH_BEFORE_S = 60  # ask for the records' policy again this long before it expires
@@ -54,14 +54,6 @@ def grant_url_of(done_url: str) -> str:
     return done_url.removesuffix("-done") + "-grant"
 
 
-def _reason(resp: requests.Response) -> str:
-    try:
-        body = resp.json()
-    except ValueError:
-        return resp.text.strip()[:300]
-    return str(body.get("error") if isinstance(body, dict) and "error" in body else body)[:300]
-
-
 def _post_grant(grant_url: str, token: Callable[[str], str]) -> dict[str, Any]:
     resp = requests.post(grant_url, json={}, timeout=TIMEOUT_S,
                          headers={"Authorization": f"Bearer {token(grant_url)}"})
@@ -69,7 +61,7 @@ def _post_grant(grant_url: str, token: Callable[[str], str]) -> dict[str, Any]:
         resp.raise_for_status()  # requests.HTTPError: retried (spotbench.retries.transient)
     if resp.status_code != 200:
         raise GrantRefused(f"grant refused this instance ({resp.status_code}) at {grant_url}: "
-                           f"{_reason(resp)}")
+                           f"{answer_reason(resp)}")
     return resp.json()
 
 
