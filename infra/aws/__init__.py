@@ -37,6 +37,7 @@ from infra.user_image import user_step
 from spotbench.images import registry_images, resolve_image
 from spotbench.plan import RunGroup, sweep_labels
 from spotbench.workload_registry import get_workload
+from spotbench.facts.aws import FACTS
 from spotbench.spec import SweepSpec
 
 __all__ = ["AwsSweep", "AwsSweepArgs"]
@@ -50,7 +51,7 @@ class AwsSweepArgs:
 def _check_region(spec: SweepSpec) -> str:
     if not spec.region:
         raise pulumi.RunError(f"spec {spec.name!r} is not an aws spec with a region")
-    if spec.zone and not spec.zone.startswith(spec.region):
+    if spec.zone and FACTS.region_of_zone(spec.zone) != spec.region:
         raise pulumi.RunError(f"spec {spec.name!r}: zone {spec.zone!r} is not in {spec.region}")
     return spec.region
 
@@ -62,7 +63,7 @@ def _candidates(spec: SweepSpec) -> list[str]:
         raise pulumi.RunError(
             f"spec {spec.name!r}: `lifecycle: created` needs candidate zones: set `zones` "
             f"(e.g. [{spec.region}a, {spec.region}b]) or `zones: any`")
-    bad = [z for z in zones if not z.startswith(spec.region or "")]
+    bad = [z for z in zones if FACTS.region_of_zone(z) != spec.region]
     if bad:
         raise pulumi.RunError(f"spec {spec.name!r}: zones {bad} are not in {spec.region}")
     return zones

@@ -28,6 +28,7 @@ from spotbench.auth.group_keys import KEY_FILES
 from spotbench.clouds.gcp import first_zone, region_of
 from spotbench.images import resolve_image
 from spotbench.workload_registry import get_workload
+from spotbench.facts.gcp import FACTS
 from spotbench.spec import SweepSpec
 
 __all__ = ["GcpSweep", "GcpSweepArgs", "resolve_location"]
@@ -46,7 +47,7 @@ def resolve_location(spec: SweepSpec) -> tuple[str, str, str]:
     if not zone:
         raise pulumi.RunError(f"spec {spec.name!r}: cloud gcp needs 'zone' (e.g. us-central1-a)")
     region = region_of(spec)  # the spec's region (spotbench.facts: CloudFacts.sweep_region)
-    if not zone.startswith(region + "-"):
+    if FACTS.region_of_zone(zone) != region:
         raise pulumi.RunError(f"spec {spec.name!r}: zone {zone!r} is not in region {region!r}")
     return project, region, zone
 
