@@ -139,11 +139,9 @@ def main() -> None:
     args = parser.parse_args()
     logging.disable(logging.WARNING)  # the refused zone's warning, once per round
     rounds = max(1, args.rounds)
-    results: dict[str, dict] = {}
-    if args.cloud in ("gcp", "both"):
-        results["gcp"] = measure_gcp(rounds)
-    if args.cloud in ("aws", "both"):
-        results["aws"] = measure_aws(rounds)
+    measures = {f.__name__.removeprefix("measure_"): f for f in (measure_gcp, measure_aws)}
+    chosen = list(measures) if args.cloud == "both" else [args.cloud]
+    results = {cloud: measures[cloud](rounds) for cloud in chosen}
     print(json.dumps(report(results, rounds), indent=2))
 
 
