@@ -29,7 +29,7 @@ from spotbench.image_ref import check_image
 from spotbench.labels import NAME_SEPARATOR
 from spotbench.plan import RunGroup
 from spotbench.plan import plan as plan_groups
-from spotbench.spec_zones import candidate_zones, check_zones
+from spotbench.spec_zones import candidate_regions, candidate_zones, check_zones
 from spotbench.spec_fields import Schedule, parse_duration
 from spotbench.workload import Params
 from spotbench.workload_registry import get_workload, registry
@@ -81,8 +81,9 @@ class _SpecCore(_Strict):
     region: str | None = None
     zone: str | None = None
     zones: list[str] | Literal["any"] | None = Field(
-        None, description="candidate zones for a group's VMs, first choice first, or `any` "
-        "(every zone of `region`); several candidates need `lifecycle: created`")
+        None, description="candidate zones for a group's VMs, first choice first: zones or regions "
+        "(a region: every zone of it), or `any` (every zone of `region`); several candidates "
+        "need `lifecycle: created`")
     lifecycle: Literal["stopped", "created"] = Field(
         "stopped", description="stopped: Pulumi creates the VMs stopped in one zone and the "
         "start function starts them; created: Pulumi declares templates and the start function "
@@ -210,6 +211,12 @@ class _SpecCore(_Strict):
     def candidate_zones(self) -> list[str]:
         """The zones a group may run in, first choice first (`spec_zones.candidate_zones`)."""
         return candidate_zones(self.cloud, self.zone, self.zones, self.region)
+
+    @property
+    def candidate_regions(self) -> list[str]:
+        """The regions of the candidate zones, first choice first (`spec_zones`): the home
+        region (`CloudFacts.sweep_region`) holds the sweep; each region here holds VMs."""
+        return candidate_regions(self.cloud, self.candidate_zones)
 
     @property
     def first_zone(self) -> str | None:

@@ -45,6 +45,8 @@ class CheckedSpec(Protocol):
     @property
     def candidate_zones(self) -> list[str]: ...
     @property
+    def lifecycle(self) -> str: ...
+    @property
     def placement(self) -> str: ...
     @property
     def spot(self) -> bool: ...
@@ -116,17 +118,15 @@ def _location(spec: CheckedSpec, cat: catalog.CloudCatalog, found: Findings) -> 
 
 
 def _candidates(spec: CheckedSpec, cat: catalog.CloudCatalog, found: Findings) -> None:
-    """Each candidate zone known and in one region: a sweep's templates, subnets and
-    functions live in one region (the spec's, else its first candidate's)."""
+    """Each candidate zone known. Candidates may span regions in the created lifecycle (each
+    region gets a subnet and templates); a fixed zone (`stopped`) must be in `region`."""
     zones = spec.candidate_zones
-    region = spec.region or (cat.region_of(zones[0]) if zones else None)
     for i, zone in enumerate(zones):
         result = cat.check_zone(zone)
         found.add(f"zones[{i}]", zone, result)
-        if region and result.verdict != "bad" and not cat.zone_in_region(zone, region):
-            found.errors.append((f"zones[{i}]", zone, f"is not in region {region!r}: a sweep's "
-                                 "candidate zones share one region (its templates and "
-                                 "subnets are regional); give zones of one region"))
+        if (spec.lifecycle == "stopped" and spec.region and result.verdict != "bad"
+                and not cat.zone_in_region(zone, spec.region)):
+            found.errors.append((f"zones[{i}]", zone, f"is not in region {spec.region!r}"))
 
 
 def _machine_types(spec: CheckedSpec, cat: catalog.CloudCatalog, found: Findings) -> set[str] | None:

@@ -1,9 +1,18 @@
 """Where a group's VMs may run: the spec's candidate zones and its instance lifecycle.
 
 `zone` is one fixed zone; `zones` lists candidates, first choice first, or says `any` (every
-zone of `region` the cloud's catalog lists). Several candidates need `lifecycle: created`:
-the VMs are made at start where there is capacity, since a VM made beforehand (`stopped`)
-lives in one zone.
+zone of `region` the cloud's catalog lists). An entry of `zones` is a zone or a region (every
+zone of that region, in the catalog's order), so candidates may span several regions:
+
+    zones: [us-central1-a, us-central1-b]     # two zones of one region
+    zones: [us-central1, us-east1-c]          # any zone of us-central1, then us-east1-c
+    zones: any                                # any zone of `region`
+
+Several candidates need `lifecycle: created`: the VMs are made at start where there is
+capacity, since a VM made beforehand (`stopped`) lives in one zone. The sweep's own home
+(bucket, functions, scheduler) is one region, `CloudFacts.sweep_region` (the spec's `region`,
+else its first candidate's); each other candidate region gets only what its VMs need
+(`candidate_regions`: subnet, templates).
 """
 
 from __future__ import annotations
@@ -31,21 +40,38 @@ def check_zones(cloud: str, zone: str | None, zones: Zones, region: str | None,
             raise ValueError("zones is empty: give at least one zone, or `any`")
         if len(set(zones)) != len(zones):
             raise ValueError(f"zones repeats a zone: {zones}")
-    several = zones == "any" or len(zones) > 1
+    several = zones == "any" or len(zones) > 1 or any(_is_region(cloud, z) for z in zones)
     if several and lifecycle == "stopped":
         raise ValueError(
             "zones: several candidate zones need `lifecycle: created` (the VMs are made at "
             "start where there is capacity); with `lifecycle: stopped` give one `zone`")
 
 
+def _is_region(cloud: str, entry: str) -> bool:
+    """`entry` of `zones` names a region of the cloud's catalog (every zone of it)."""
+    cat = facts_of(cloud).catalog
+    return cat is not None and entry in cat.zones
+
+
 def candidate_zones(cloud: str, zone: str | None, zones: Zones, region: str | None) -> list[str]:
-    """The zones a group may run in, first choice first: `zones` (`any`: every zone of
-    `region` the cloud's catalog lists), else `[zone]`, else [] (the cloud's default)."""
+    """The zones a group may run in, first choice first: `zones` (a region entry, or `any`
+    for `region`: every zone of it the cloud's catalog lists), else `[zone]`, else [] (the
+    cloud's default). A zone named twice (once alone, once by its region) counts once."""
     if zones is None:
         return [zone] if zone else []
-    if isinstance(zones, list):
-        return list(zones)
+    entries = [region or ""] if zones == "any" else zones
     cat = facts_of(cloud).catalog
-    if cat is None or region not in cat.zones:
-        return []
-    return [cat.zone_name(region, letter) for letter in cat.zones[region]]
+    out: list[str] = []
+    for entry in entries:
+        if cat is not None and entry in cat.zones:
+            out += [cat.zone_name(entry, letter) for letter in cat.zones[entry]]
+        elif entry and zones != "any":
+            out.append(entry)
+    return list(dict.fromkeys(out))
+
+
+def candidate_regions(cloud: str, zones: list[str]) -> list[str]:
+    """The regions of `zones`, in the order of their first candidate (`CloudFacts.
+    region_of_zone`): where a created-lifecycle sweep needs a subnet and templates."""
+    facts = facts_of(cloud)
+    return list(dict.fromkeys(facts.region_of_zone(z) for z in zones))

@@ -168,9 +168,28 @@ def test_one_fixed_zone_is_the_only_candidate():
     assert load_spec(_gcp_gpu(zone="us-central1-a")).candidate_zones == ["us-central1-a"]
 
 
-def test_candidate_zones_are_known_zones_of_one_region():
-    with pytest.raises(SpecError, match=r"zones\[1\].*europe-west4-b.*one region"):
-        load_spec(_gcp_gpu(zones=["us-central1-a", "europe-west4-b"], lifecycle="created"))
+def test_candidate_zones_may_span_regions_in_the_created_lifecycle():
+    spec = load_spec(_gcp_gpu(zones=["us-central1-a", "europe-west4-b"], lifecycle="created"))
+    assert spec.candidate_zones == ["us-central1-a", "europe-west4-b"]
+    assert spec.candidate_regions == ["us-central1", "europe-west4"]
+
+
+def test_a_region_entry_means_every_zone_of_it_in_catalog_order():
+    spec = load_spec(_gcp_gpu(zones=["us-east1-c", "us-central1"], lifecycle="created"))
+    from spotbench.catalog import GCP_CATALOG
+    central = [GCP_CATALOG.zone_name("us-central1", x) for x in GCP_CATALOG.zones["us-central1"]]
+    assert spec.candidate_zones == ["us-east1-c", *central]
+    assert spec.candidate_regions == ["us-east1", "us-central1"]
+    with pytest.raises(SpecError, match="lifecycle: created"):  # a region is several zones
+        load_spec(_gcp_gpu(zones=["us-central1"]))
+
+
+def test_a_fixed_zone_stays_in_its_region():
+    with pytest.raises(SpecError, match=r"zones\[0\].*europe-west4-b.*not in region"):
+        load_spec(_gcp_gpu(zones=["europe-west4-b"], region="us-central1"))
+
+
+def test_candidate_zones_are_known_zones():
     with pytest.raises(SpecError, match=r"zones\[0\].*us-central1-q"):
         load_spec(_gcp_gpu(zones=["us-central1-q"], lifecycle="created"))
     spec = load_spec(_gcp_gpu(zones=["us-central1-b", "us-central1-a"], lifecycle="created"))
