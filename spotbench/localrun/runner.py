@@ -270,7 +270,7 @@ class _Watch:
 
     def show(self, active: set[str], run_open: bool,
              on_progress: Callable[[Progress], None] | None) -> None:
-        self.progress.message = "running" if active else ("idle" if run_open else "run closed")
+        self.progress.message = run_state(active, self.progress.completed, run_open)
         if on_progress:
             on_progress(self.progress)
 
@@ -296,6 +296,17 @@ class _Watch:
 
 
 _GO_ON = object()  # a poll that leaves the run to watch further
+
+
+def run_state(active: set[str], completed: set[str], run_open: bool) -> str:
+    """The progress line's word: `running` while a group that is not complete yet has a
+    live member; `stopping` when every live group already stored its result (its members
+    are shutting down); else `idle` (the run waits for a retry) or `run closed`."""
+    if active - completed:
+        return "running"
+    if active:
+        return "stopping"
+    return "idle" if run_open else "run closed"
 
 
 def _watch(sweep: control.Sweep, scheduler: LocalScheduler, server: FunctionsServer, token: str,

@@ -88,6 +88,13 @@ def test_progress_without_a_terminal_is_plain_lines_with_elapsed_time(capsys) ->
     assert len(lines) == 3 and "\x1b" not in "".join(lines)
 
 
+def test_progress_says_stopping_once_every_live_group_is_complete() -> None:
+    assert runner.run_state({"g1", "g2"}, {"g2"}, True) == "running"
+    assert runner.run_state({"g2"}, {"g1", "g2"}, True) == "stopping"  # complete, shutting down
+    assert runner.run_state(set(), {"g1"}, True) == "idle"
+    assert runner.run_state(set(), {"g1"}, False) == "run closed"
+
+
 def test_a_second_run_of_a_live_sweep_says_already_running(tmp_path: Path) -> None:
     state = LocalState("busy", root=tmp_path)
     # a live runner (this test's parent stands in) and its functions server (a child that
