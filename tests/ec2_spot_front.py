@@ -41,6 +41,12 @@ answers 200 with an `Errors` entry per refused pool (`InsufficientInstanceCapaci
 launch template and overrides) beside the instances it did launch, and with none launched
 when no pool has capacity for `MinTargetCapacity` in one zone. `fleets` lists each call's
 (chosen zone or None, refused zones); `asked` each call's zones in `Priority` order.
+
+Every region: like moto_server, one front serves all regions; a request's own lookups
+(subnets' zones, instances' placement) go to moto in the region the request is signed for
+(its SigV4 credential scope), so `exhaust(zone)` works for a zone of any region
+(tests/clouds/test_aws_regions_capacity.py); `interrupt(id, region)` names the region of an
+instance outside the front's own.
 """
 
 from __future__ import annotations

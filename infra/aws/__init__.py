@@ -103,20 +103,9 @@ class AwsSweep(pulumi.ComponentResource):
         self.provider = aws.Provider(f"{name}-aws", region=region,
                                      default_tags={"tags": tags},
                                      opts=pulumi.ResourceOptions(parent=self))
-        # each other candidate region: its own explicit provider (EC2 objects are regional)
-        self.providers = {r: self.provider if r == region else aws.Provider(
-            f"{name}-aws-{r}", region=r, default_tags={"tags": tags},
-            opts=pulumi.ResourceOptions(parent=self)) for r in by_region}
         child = pulumi.ResourceOptions(parent=self, provider=self.provider)
         invoke = pulumi.InvokeOptions(provider=self.provider)
-
-        self.networks = {r: AwsNetwork(
-            f"{name}-net" if r == region else f"{name}-net-{r}",
-            AwsNetworkArgs(spec=spec, tags=tags, zone=zs[0] if zs else spec.zone,
-                           zone_cidrs=cidrs[r], region=r),
-            pulumi.ResourceOptions(parent=self, provider=self.providers[r]))
-            for r, zs in by_region.items()}
-        self.network = self.networks.get(region)  # None: no candidate in the home region
+        self._networks(name, spec, by_region, cidrs, tags)
         self.bucket = ResultsBucket(f"{name}-results", ResultsBucketArgs(spec=spec, tags=tags), child)
         gpu_of = _gpu_of(groups)
         account = aws.get_caller_identity_output(opts=invoke).account_id
@@ -175,15 +164,30 @@ class AwsSweep(pulumi.ComponentResource):
         self.templates: dict[str, AwsGroupTemplates] = {}
         self.region_templates: dict[tuple[str, str], AwsGroupTemplates] = {}
         for r in by_region if created else ():
-            self._templates(spec, groups, ids, r, amis if r == region else {
-                gpu: aws.ssm.get_parameter_output(  # the AMI id of that region's parameter
-                    name=ami_parameter(spec, gpu),
-                    opts=pulumi.InvokeOptions(provider=self.providers[r])).value
-                for gpu in sorted(needs)}, gpu_of, mpi)
+            self._templates(spec, groups, ids, r, amis if r == region else
+                            _amis(spec, needs, self.providers[r]), gpu_of, mpi)
         self.groups = {} if created else self._instances(spec, groups, ids, ips, amis, gpu_of, mpi)
         self.outputs = self._outputs(spec, groups, ips, mpi, workload,
                                      (start_cron, stop_cron, start_expr, stop_expr))
         self.register_outputs(self.outputs)  # infra/__main__.py exports them
+
+    def _networks(self, name: str, spec: SweepSpec, by_region: dict[str, list[str]],
+                  cidrs: dict[str, dict[str, str]], tags: dict[str, str]) -> None:
+        """A network per region of `by_region`, each through its region's provider: the home
+        one keeps its one-region names (`<name>-net`, provider `<name>-aws`), another
+        candidate region gets `<name>-aws-<region>` (EC2 objects are regional) and
+        `<name>-net-<region>`."""
+        home = spec.region
+        self.providers = {r: self.provider if r == home else aws.Provider(
+            f"{name}-aws-{r}", region=r, default_tags={"tags": tags},
+            opts=pulumi.ResourceOptions(parent=self)) for r in by_region}
+        self.networks = {r: AwsNetwork(
+            f"{name}-net" if r == home else f"{name}-net-{r}",
+            AwsNetworkArgs(spec=spec, tags=tags, zone=zs[0] if zs else spec.zone,
+                           zone_cidrs=cidrs[r], region=r),
+            pulumi.ResourceOptions(parent=self, provider=self.providers[r]))
+            for r, zs in by_region.items()}
+        self.network = self.networks.get(home or "")  # None: no candidate in the home region
 
     def _instances(self, spec: SweepSpec, groups: list[RunGroup], ids: AwsIdentities,
                    ips: dict[str, str], amis, gpu_of: dict[str, bool], mpi) -> dict[str, AwsRunGroup]:
@@ -294,6 +298,13 @@ class AwsSweep(pulumi.ComponentResource):
                 mpi.host_public, workload.port)
             outputs["ssh_private_key"] = mpi.login_private  # the operator's key
         return outputs
+
+
+def _amis(spec: SweepSpec, needs: set[bool], provider: aws.Provider) -> dict[bool, pulumi.Output[str]]:
+    """The AMI ids of a candidate region (AMI ids are regional): its own SSM parameters."""
+    return {gpu: aws.ssm.get_parameter_output(
+        name=ami_parameter(spec, gpu), opts=pulumi.InvokeOptions(provider=provider)).value
+        for gpu in sorted(needs)}
 
 
 def _merged(parts: list[pulumi.Output[dict[str, str]]]) -> pulumi.Output[dict[str, str]]:

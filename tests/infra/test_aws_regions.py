@@ -148,3 +148,13 @@ def test_capacity_one_region_declares_what_it_declared_before_candidate_regions(
         snap = snapshot(lambda: AwsSweep(spec.name, AwsSweepArgs(spec=spec)),
                         {"aws:region": HOME})
         assert sorted([d.type, d.name] for d in snap.declared) == BEFORE[key], key
+
+
+def test_capacity_no_candidate_in_the_home_region_declares_no_home_network():
+    """The home keeps the bucket, functions and scheduler; with every candidate elsewhere it
+    gets no VPC (no idle NAT gateway there)."""
+    mocks = _declare(_spec(zones=[f"{OTHER}a"]))
+    vpcs = {d.name: mocks.region_of(d.name) for d in mocks.of_type("aws:ec2/vpc:Vpc")}
+    assert vpcs == {f"ax-net-{OTHER}-vpc": OTHER}
+    assert {mocks.region_of(t.name) for t in mocks.of_type(TEMPLATE)} == {OTHER}
+    assert mocks.region_of("ax-fn-start") == HOME  # the functions stay home

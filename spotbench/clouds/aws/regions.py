@@ -54,12 +54,9 @@ class AwsRegions(AwsCloud):
             raise AwsCloudError(
                 f"no launch templates tagged {dict(labels)} in {', '.join(self.regions)}: the "
                 "sweep's stack declares them with `lifecycle: created`; run `pulumi up`")
-        live = {r: c._describe(labels) for r, c in self.clouds.items()}
-        where = [r for r, raws in live.items() if raws]
-        if len(where) == 1 and AwsCloud.complete(live[where[0]], templates[where[0]]):
-            return self.clouds[where[0]]._refresh(live[where[0]], {})  # already running
-        for r in where:  # what is left of an earlier launch: start afresh
-            self.clouds[r].terminate(labels)
+        running = self._running(labels, templates)
+        if running is not None:
+            return running
         zone_region = {z: r for r, per in templates.items() for m in per.values() for z in m}
         order = [z for z in zones if z in zone_region] or sorted(zone_region)
         errors: list[fleet.FleetError] = []
@@ -71,6 +68,19 @@ class AwsRegions(AwsCloud):
             errors += placed.errors  # this region refused and kept nothing: the next one
         members = {m: z for per in templates.values() for m, z in per.items()}
         return unplaced(labels, members, order, errors)
+
+    def _running(self, labels: Mapping[str, str],
+                 templates: Mapping[str, Mapping[str, Mapping[str, fleet.Template]]]
+                 ) -> list[Instance] | None:
+        """The group, when it already runs whole in one region; else None, after terminating
+        what is left of an earlier launch in any region (a member preempted, …)."""
+        live = {r: c._describe(labels) for r, c in self.clouds.items()}
+        where = [r for r, raws in live.items() if raws]
+        if len(where) == 1 and AwsCloud.complete(live[where[0]], templates[where[0]]):
+            return self.clouds[where[0]]._refresh(live[where[0]], {})
+        for r in where:
+            self.clouds[r].terminate(labels)
+        return None
 
     def stop(self, labels: Mapping[str, str]) -> list[Instance]:
         return self.terminate(labels)  # made at start: a stop leaves nothing
