@@ -58,7 +58,7 @@ class AwsRegions(AwsCloud):
         if running is not None:
             return running
         zone_region = {z: r for r, per in templates.items() for m in per.values() for z in m}
-        order = [z for z in zones if z in zone_region] or sorted(zone_region)
+        order = [z for z in zones if z in zone_region] if zones else sorted(zone_region)
         errors: list[fleet.FleetError] = []
         for region in dict.fromkeys(zone_region[z] for z in order):
             mine = [z for z in order if zone_region[z] == region]
