@@ -41,6 +41,12 @@ answers 200 with an `Errors` entry per refused pool (`InsufficientInstanceCapaci
 launch template and overrides) beside the instances it did launch, and with none launched
 when no pool has capacity for `MinTargetCapacity` in one zone. `fleets` lists each call's
 (chosen zone or None, refused zones); `asked` each call's zones in `Priority` order.
+
+Every region: like moto_server, one front serves all regions; a request's own lookups
+(subnets' zones, instances' placement) go to moto in the region the request is signed for
+(its SigV4 credential scope), so `exhaust(zone)` works for a zone of any region
+(tests/clouds/test_aws_regions_capacity.py); `interrupt(id, region)` names the region of an
+instance outside the front's own.
 """
 
 from __future__ import annotations
@@ -110,6 +116,7 @@ class SpotFront:
         self._lock = threading.RLock()
         self._ids = itertools.count(1)
         self._server: LocalServer | None = None
+        self._local = threading.local()  # the region the request being served was signed for
         self.url = ""
 
     # ---- lifecycle ----------------------------------------------------------------------
@@ -175,19 +182,24 @@ class SpotFront:
                 for r in reservations for i in r["Instances"]}
 
     # ---- what EC2 does on its own ---------------------------------------------------------
-    def _ec2(self) -> Any:
-        return boto3.client("ec2", region_name=self.region, endpoint_url=self.upstream,
+    def _ec2(self, region: str | None = None) -> Any:
+        """moto's EC2 in `region`, else the region of the request being served (its SigV4
+        credential scope: one front serves every region, as EC2's endpoints do per region),
+        else the front's own."""
+        region = region or getattr(self._local, "region", None) or self.region
+        return boto3.client("ec2", region_name=region, endpoint_url=self.upstream,
                             aws_access_key_id="testing", aws_secret_access_key="testing")
 
     def request_of(self, instance: str) -> SpotRequest | None:
         with self._lock:
             return next((r for r in self.requests.values() if r.instance == instance), None)
 
-    def interrupt(self, instance: str) -> None:
-        """EC2 reclaims the instance (its interruption behaviour: stop, or terminate)."""
+    def interrupt(self, instance: str, region: str | None = None) -> None:
+        """EC2 reclaims the instance (its interruption behaviour: stop, or terminate);
+        `region`: the instance's, when not the front's."""
         request = self.request_of(instance)
         if request is None and self.fleet_spot.get(instance) == "terminate":
-            self._ec2().terminate_instances(InstanceIds=[instance])
+            self._ec2(region).terminate_instances(InstanceIds=[instance])
             with self._lock:
                 self.reclaimed.add(instance)
             return
@@ -208,6 +220,7 @@ class SpotFront:
     def _handle(self, h: http.server.BaseHTTPRequestHandler) -> None:
         body = _read_body(h)
         headers = dict(h.headers.items())
+        self._local.region = _signed_region(headers)
         try:
             form = _form(body) if h.command == "POST" else {}
             action = form.get("Action", [""])[0] if form.get("Version") == ["2016-11-15"] else ""
@@ -544,3 +557,10 @@ def _error(code: str, message: str) -> tuple[int, dict, bytes]:
            f"</Code><Message>{message}</Message></Error></Errors><RequestID>front</RequestID>"
            "</Response>")
     return 400, {"Content-Type": "text/xml"}, xml.encode()
+
+
+def _signed_region(headers: Mapping[str, str]) -> str | None:
+    """The region of a SigV4 request (`Credential=KEY/DATE/REGION/SERVICE/aws4_request`)."""
+    auth = next((v for k, v in headers.items() if k.lower() == "authorization"), "")
+    scope = auth.split("Credential=", 1)[1].split(",", 1)[0].split("/") if "Credential=" in auth else []
+    return scope[2] if len(scope) > 3 else None

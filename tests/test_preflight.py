@@ -212,3 +212,24 @@ def test_preflight_gcp_says_when_another_subnet_overlaps_the_operators_tunnel_ra
     assert _run(_gcp(gcp={**ops, "network_cidr": "10.43.0.0/24"}), tmp_path) == (
         0, ["✓ pf: ready to deploy on gcp"])
     assert _run(_gcp(), tmp_path)[0] == 0
+
+
+def test_capacity_preflight_aws_quota_and_offerings_in_every_candidate_region(aws, monkeypatch):
+    """Candidates in two regions (`lifecycle: created`): quotas are regional, so each
+    candidate region's limit is read with a client of that region and must hold the
+    sweep's footprint (a fleet may place all of it there)."""
+    per_region = {"us-east-1": 64.0, "us-west-2": 8.0}
+
+    def get_service_quota(self, service_code: str, quota_code: str) -> dict:
+        if service_code != "ec2" or quota_code != "L-3819A6DF":
+            raise KeyError(quota_code)
+        return {"ServiceCode": "ec2", "QuotaCode": quota_code, "Value": per_region[self.region_name]}
+
+    monkeypatch.setattr(ServiceQuotasBackend, "get_service_quota", get_service_quota)
+    spec = load_spec(_aws(matrix={"machine_type": ["g4dn.xlarge"]}, lifecycle="created",
+                          zones=["us-east-1a", "us-west-2a"]))
+    (problem,) = preflight(spec, None, {})
+    assert problem.check == "quota" and "in us-west-2" in problem.message
+    assert "--region us-west-2" in problem.fix
+    per_region["us-west-2"] = 64.0
+    assert preflight(spec, None, {}) == []

@@ -63,10 +63,17 @@ def _candidates(spec: SweepSpec) -> list[str]:
         raise pulumi.RunError(
             f"spec {spec.name!r}: `lifecycle: created` needs candidate zones: set `zones` "
             f"(e.g. [{spec.region}a, {spec.region}b]) or `zones: any`")
-    bad = [z for z in zones if FACTS.region_of_zone(z) != spec.region]
-    if bad:
-        raise pulumi.RunError(f"spec {spec.name!r}: zones {bad} are not in {spec.region}")
     return zones
+
+
+def _zones_by_region(spec: SweepSpec, zones: list[str]) -> dict[str, list[str]]:
+    """Candidate region (first choice first) → its candidate zones; a stopped sweep: its
+    home region, no candidates. Every region here gets a VPC, a subnet per zone, security
+    groups and the groups' launch templates (docs/aws.md, "Several regions")."""
+    if not zones:
+        return {spec.region or "": []}
+    return {r: [z for z in zones if FACTS.region_of_zone(z) == r]
+            for r in spec.candidate_regions}
 
 
 def _gpu_of(groups: list[RunGroup]) -> dict[str, bool]:
@@ -85,9 +92,12 @@ class AwsSweep(pulumi.ComponentResource):
         start_cron, stop_cron, start_expr, stop_expr = schedule_pair(spec)  # fail early
         created = spec.lifecycle == "created"
         zones = _candidates(spec) if created else []
-        cidrs = zone_cidrs(spec.aws.vpc_cidr, spec.aws.subnet_cidr, zones)
+        by_region = _zones_by_region(spec, zones)
+        # the same CIDR plan in every region: VPCs of two regions never peer (docs/aws.md)
+        cidrs = {r: zone_cidrs(spec.aws.vpc_cidr, spec.aws.subnet_cidr, zs)
+                 for r, zs in by_region.items()}
         ips = member_ips(groups, spec.aws.subnet_cidr)
-        self.zone_ips = {z: member_ips(groups, c) for z, c in cidrs.items()}
+        self.zone_ips = {z: member_ips(groups, c) for per in cidrs.values() for z, c in per.items()}
         tags = {**spec.labels, **sweep_labels(spec.name)}  # the spec's labels are tags here
 
         self.provider = aws.Provider(f"{name}-aws", region=region,
@@ -95,10 +105,7 @@ class AwsSweep(pulumi.ComponentResource):
                                      opts=pulumi.ResourceOptions(parent=self))
         child = pulumi.ResourceOptions(parent=self, provider=self.provider)
         invoke = pulumi.InvokeOptions(provider=self.provider)
-
-        self.network = AwsNetwork(
-            f"{name}-net", AwsNetworkArgs(spec=spec, tags=tags, zone=zones[0] if zones else spec.zone,
-                                          zone_cidrs=cidrs), child)
+        self._networks(name, spec, by_region, cidrs, tags)
         self.bucket = ResultsBucket(f"{name}-results", ResultsBucketArgs(spec=spec, tags=tags), child)
         gpu_of = _gpu_of(groups)
         account = aws.get_caller_identity_output(opts=invoke).account_id
@@ -122,7 +129,7 @@ class AwsSweep(pulumi.ComponentResource):
                               results_bucket=self.bucket.results_bucket,
                               prefix=self.bucket.prefix, image=pullable, tags=tags,
                               checkpoints=spec.keeps_checkpoints(), keys=keys,
-                              created=created),
+                              created=created, fleet_regions=list(by_region) if created else None),
             child,
         )
         ids = self.identities
@@ -154,13 +161,45 @@ class AwsSweep(pulumi.ComponentResource):
         needs = {has_gpu(machine_type(g, m), g.accelerator) for g in groups for m in g.members}
         amis = {gpu: aws.ssm.get_parameter_output(name=ami_parameter(spec, gpu), opts=invoke).value
                 for gpu in sorted(needs)}
-        self.templates = self._templates(spec, groups, ids, amis, gpu_of, mpi) if created else {}
-        self.groups = {} if created else {
+        self.templates: dict[str, AwsGroupTemplates] = {}
+        self.region_templates: dict[tuple[str, str], AwsGroupTemplates] = {}
+        for r in by_region if created else ():
+            self._templates(spec, groups, ids, r, amis if r == region else
+                            _amis(spec, needs, self.providers[r]), gpu_of, mpi)
+        self.groups = {} if created else self._instances(spec, groups, ids, ips, amis, gpu_of, mpi)
+        self.outputs = self._outputs(spec, groups, ips, mpi, workload,
+                                     (start_cron, stop_cron, start_expr, stop_expr))
+        self.register_outputs(self.outputs)  # infra/__main__.py exports them
+
+    def _networks(self, name: str, spec: SweepSpec, by_region: dict[str, list[str]],
+                  cidrs: dict[str, dict[str, str]], tags: dict[str, str]) -> None:
+        """A network per region of `by_region`, each through its region's provider: the home
+        one keeps its one-region names (`<name>-net`, provider `<name>-aws`), another
+        candidate region gets `<name>-aws-<region>` (EC2 objects are regional) and
+        `<name>-net-<region>`."""
+        home = spec.region
+        self.providers = {r: self.provider if r == home else aws.Provider(
+            f"{name}-aws-{r}", region=r, default_tags={"tags": tags},
+            opts=pulumi.ResourceOptions(parent=self)) for r in by_region}
+        self.networks = {r: AwsNetwork(
+            f"{name}-net" if r == home else f"{name}-net-{r}",
+            AwsNetworkArgs(spec=spec, tags=tags, zone=zs[0] if zs else spec.zone,
+                           zone_cidrs=cidrs[r], region=r),
+            pulumi.ResourceOptions(parent=self, provider=self.providers[r]))
+            for r, zs in by_region.items()}
+        self.network = self.networks.get(home or "")  # None: no candidate in the home region
+
+    def _instances(self, spec: SweepSpec, groups: list[RunGroup], ids: AwsIdentities,
+                   ips: dict[str, str], amis, gpu_of: dict[str, bool], mpi) -> dict[str, AwsRunGroup]:
+        """`lifecycle: stopped`: each group's instances, created stopped in the home region."""
+        network = self.network
+        assert network is not None  # a stopped sweep's one network is its home region's
+        return {
             g.id: AwsRunGroup(
                 g.id,
                 AwsRunGroupArgs(
-                    spec=spec, group=g, ips=ips, subnet_id=self.network.subnet.id,
-                    security_group_id=self.network.security_groups[g.id].id,
+                    spec=spec, group=g, ips=ips, subnet_id=network.subnet.id,
+                    security_group_id=network.security_groups[g.id].id,
                     instance_profile=ids.instance_profile.name,
                     amis=amis, image=self.registry.url.apply(
                         lambda r, g=g: resolve_image(spec.image, r, g.workload, gpu_of[g.id])),
@@ -168,32 +207,42 @@ class AwsSweep(pulumi.ComponentResource):
                     ssh=mpi.groups[g.id] if mpi else None,
                 ),
                 pulumi.ResourceOptions(parent=self, provider=self.provider,
-                                       depends_on=[self.network.nat, ids.member_policy,
+                                       depends_on=[network.nat, ids.member_policy,
                                                    *self._entries(g.id)]),
             )
             for g in groups
         }
-        self.outputs = self._outputs(spec, groups, ips, mpi, workload,
-                                     (start_cron, stop_cron, start_expr, stop_expr))
-        self.register_outputs(self.outputs)  # infra/__main__.py exports them
 
-    def _templates(self, spec: SweepSpec, groups: list[RunGroup], ids: AwsIdentities, amis,
-                   gpu_of: dict[str, bool], mpi) -> dict[str, AwsGroupTemplates]:
-        """`lifecycle: created`: launch templates per member and candidate zone, no instances."""
-        subnets = {z: s.id for z, s in self.network.zone_subnets.items()}
-        return {g.id: AwsGroupTemplates(
-            g.id, AwsGroupTemplatesArgs(
+    def _templates(self, spec: SweepSpec, groups: list[RunGroup], ids: AwsIdentities,
+                   region: str, amis, gpu_of: dict[str, bool], mpi) -> None:
+        """`lifecycle: created`: launch templates per member and candidate zone of `region`
+        (through its provider), no instances. The home region's keep their names of one
+        region (`self.templates`); another region's are `<group>-<region>`."""
+        network, home = self.networks[region], region == spec.region
+        subnets = {z: s.id for z, s in network.zone_subnets.items()}
+        for g in groups:
+            made = self._group_templates(spec, g, ids, network, subnets, amis, gpu_of, mpi,
+                                         g.id if home else f"{g.id}-{region}",
+                                         self.providers[region])
+            self.region_templates[(g.id, region)] = made
+            if home or g.id not in self.templates:
+                self.templates[g.id] = made
+
+    def _group_templates(self, spec: SweepSpec, g: RunGroup, ids: AwsIdentities,
+                         network: AwsNetwork, subnets, amis, gpu_of: dict[str, bool], mpi,
+                         name: str, provider: aws.Provider) -> AwsGroupTemplates:
+        return AwsGroupTemplates(
+            name, AwsGroupTemplatesArgs(
                 spec=spec, group=g, ips=self.zone_ips, subnet_ids=subnets,
-                security_group_id=self.network.security_groups[g.id].id,
+                security_group_id=network.security_groups[g.id].id,
                 instance_profile=ids.instance_profile.name, amis=amis,
                 image=self.registry.url.apply(
                     lambda r, g=g: resolve_image(spec.image, r, g.workload, gpu_of[g.id])),
                 results_url=self.bucket.results_url, done_url=self.functions.urls["done"],
                 ssh=mpi.groups[g.id] if mpi else None),
-            pulumi.ResourceOptions(parent=self, provider=self.provider,
-                                   depends_on=[self.network.nat, ids.member_policy,
+            pulumi.ResourceOptions(parent=self, provider=provider,
+                                   depends_on=[network.nat, ids.member_policy,
                                                *self._entries(g.id)]))
-            for g in groups}
 
     def _secrets(self, name: str, spec: SweepSpec, groups: list[RunGroup], tags: dict[str, str],
                  child: pulumi.ResourceOptions):
@@ -232,8 +281,9 @@ class AwsSweep(pulumi.ComponentResource):
             "function_arns": dict(self.functions.arns),
             "failed_invocations": self.failures.url,  # read it: docs/aws.md, Failed ticks
             "groups": {gid: grp.instance_ids for gid, grp in self.groups.items()},
-            "launch_templates": {gid: t.template_ids
-                                 for gid, t in self.templates.items()},
+            "launch_templates": {gid: _merged([t.template_ids for (g, _), t
+                                               in self.region_templates.items() if g == gid])
+                                 for gid in self.templates},
             "crons": {"start": start_cron, "stop": stop_cron,
                       "time_zone": spec.schedule.timezone if spec.schedule else "UTC",
                       "start_expression": start_expr, "stop_expression": stop_expr},
@@ -248,3 +298,17 @@ class AwsSweep(pulumi.ComponentResource):
                 mpi.host_public, workload.port)
             outputs["ssh_private_key"] = mpi.login_private  # the operator's key
         return outputs
+
+
+def _amis(spec: SweepSpec, needs: set[bool], provider: aws.Provider) -> dict[bool, pulumi.Output[str]]:
+    """The AMI ids of a candidate region (AMI ids are regional): its own SSM parameters."""
+    return {gpu: aws.ssm.get_parameter_output(
+        name=ami_parameter(spec, gpu), opts=pulumi.InvokeOptions(provider=provider)).value
+        for gpu in sorted(needs)}
+
+
+def _merged(parts: list[pulumi.Output[dict[str, str]]]) -> pulumi.Output[dict[str, str]]:
+    """One group's `member@zone` → template id over its regions (zones name their region)."""
+    if len(parts) == 1:
+        return parts[0]
+    return pulumi.Output.all(*parts).apply(lambda ds: {k: v for d in ds for k, v in d.items()})

@@ -39,6 +39,7 @@ that need function ARNs are made by `grant()` once the functions exist.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -208,48 +209,60 @@ def lambda_policy(sweep: str, bucket: str, prefix: str, grant_role: str | None =
     )
 
 
-def fleet_policy(sweep: str, region: str, member_role_arn: str) -> Doc:
+def fleet_policy(sweep: str, regions: str | Sequence[str], member_role_arn: str) -> Doc:
     """What the start/stop functions need to make and delete a group's instances in the
     created lifecycle, scoped to the sweep: an instant EC2 Fleet is one synchronous request
     that launches with the *caller's* permissions (no service-linked role: EC2 Fleet
     prerequisites), so the caller needs `ec2:CreateFleet` and the `ec2:RunInstances` the
-    fleet makes on its behalf, on every resource RunInstances names."""
-    ec2 = f"arn:aws:ec2:{region}:*"
+    fleet makes on its behalf, on every resource RunInstances names. `regions`: the
+    candidate regions (`SweepSpec.candidate_regions`): each ARN names one of them, no other
+    region's resources are covered (IAM is global, EC2's ARNs are regional)."""
+    names = [regions] if isinstance(regions, str) else list(dict.fromkeys(regions))
+
+    def arns(*kinds: str) -> list[str] | str:
+        out = [f"arn:aws:ec2:{r}:*:{kind}/*" for kind in kinds for r in names]
+        return out[0] if len(out) == 1 else out
+
+    images = [f"arn:aws:ec2:{r}::image/*" for r in names]
     sweep_tag = {f"aws:ResourceTag/{SWEEP_LABEL}": sweep}
     new_tag = {f"aws:RequestTag/{SWEEP_LABEL}": sweep}
     return _doc(
         # the fleet itself (the driver tags it with the group's labels)
         {"Sid": "CreateSweepFleet", "Effect": "Allow", "Action": "ec2:CreateFleet",
-         "Resource": f"{ec2}:fleet/*", "Condition": {"StringEquals": new_tag}},
+         "Resource": arns("fleet"), "Condition": {"StringEquals": new_tag}},
         # from the sweep's launch templates only (another sweep's are tagged otherwise)
         {"Sid": "SweepTemplates", "Effect": "Allow",
          "Action": ["ec2:CreateFleet", "ec2:RunInstances"],
-         "Resource": f"{ec2}:launch-template/*", "Condition": {"StringEquals": sweep_tag}},
+         "Resource": arns("launch-template"), "Condition": {"StringEquals": sweep_tag}},
         # into the sweep's own subnets and security groups (tagged by the stack)
         {"Sid": "SweepNetwork", "Effect": "Allow", "Action": ["ec2:CreateFleet", "ec2:RunInstances"],
-         "Resource": [f"{ec2}:subnet/*", f"{ec2}:security-group/*"],
+         "Resource": arns("subnet", "security-group"),
          "Condition": {"StringEquals": sweep_tag}},
         # the instance's own interface and the (public, untaggable) AMI
         {"Sid": "LaunchParts", "Effect": "Allow", "Action": "ec2:RunInstances",
-         "Resource": [f"{ec2}:network-interface/*", f"arn:aws:ec2:{region}::image/*"]},
+         "Resource": [*_listed(arns("network-interface")), *images]},
         # what it makes carries the sweep's tag (the templates' TagSpecifications)
         {"Sid": "SweepInstances", "Effect": "Allow", "Action": "ec2:RunInstances",
-         "Resource": [f"{ec2}:instance/*", f"{ec2}:volume/*"],
+         "Resource": arns("instance", "volume"),
          "Condition": {"StringEquals": new_tag}},
         {"Sid": "TagAtCreation", "Effect": "Allow", "Action": "ec2:CreateTags",
-         "Resource": [f"{ec2}:instance/*", f"{ec2}:volume/*", f"{ec2}:fleet/*"],
+         "Resource": arns("instance", "volume", "fleet"),
          "Condition": {"StringEquals": {"ec2:CreateAction": ["CreateFleet", "RunInstances"],
                                         **new_tag}}},
         {"Sid": "PassMemberRole", "Effect": "Allow", "Action": "iam:PassRole",
          "Resource": member_role_arn,
          "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}},
         {"Sid": "TerminateSweepInstances", "Effect": "Allow", "Action": "ec2:TerminateInstances",
-         "Resource": f"{ec2}:instance/*", "Condition": {"StringEquals": {
+         "Resource": arns("instance"), "Condition": {"StringEquals": {
              **{f"aws:ResourceTag/{k}": v for k, v in MANAGED_BY.items()}, **sweep_tag}}},
         # finding the group's templates and subnets (Describe* take no resource ARN)
         {"Sid": "FindTemplates", "Effect": "Allow",
          "Action": ["ec2:DescribeLaunchTemplates", "ec2:DescribeSubnets"], "Resource": "*"},
     )
+
+
+def _listed(value: list[str] | str) -> list[str]:
+    return [value] if isinstance(value, str) else value
 
 
 def _json(doc_fn, *args: pulumi.Input[str]) -> pulumi.Output[str]:
@@ -266,6 +279,8 @@ class AwsIdentitiesArgs:
     tags: dict[str, str]
     checkpoints: bool = False  # groups keep checkpoints (grant_policy)
     created: bool = False  # lifecycle created: the functions make and delete instances
+    # created: the candidate regions the functions make instances in (None: `region` only)
+    fleet_regions: list[str] | None = None
     # the ARN pattern of the sweep's parameter path (`secrets.keys_arn`), when groups have keys
     keys: pulumi.Input[str] | None = None
 
@@ -315,7 +330,8 @@ class AwsIdentities(pulumi.ComponentResource):
         if args.created:
             self.fleet_policy = aws.iam.RolePolicy(
                 f"{name}-lambda-fleet", role=self.lambda_role.id, name="spotbench-lambda-fleet",
-                policy=_json(lambda m: fleet_policy(sweep, args.region, m), self.member_role.arn),
+                policy=_json(lambda m: fleet_policy(sweep, args.fleet_regions or args.region, m),
+                             self.member_role.arn),
                 opts=child,
             )
 

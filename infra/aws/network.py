@@ -62,6 +62,11 @@ class AwsNetworkArgs:
     zone: str | None = None  # spec.zone (created lifecycle: the first candidate); None: AWS picks
     # created lifecycle: candidate zone → members' subnet CIDR (`zone_cidrs`); {}: one subnet
     zone_cidrs: dict[str, str] | None = None
+    # the region of this network (its provider's); None: the spec's `region` (the home). A
+    # network in another candidate region has no S3 gateway endpoint: a gateway endpoint only
+    # reaches its own region's buckets, and the results bucket and the registry's layers are
+    # in the home region (that traffic goes through the NAT gateway)
+    region: str | None = None
 
 
 class AwsNetwork(pulumi.ComponentResource):
@@ -112,7 +117,7 @@ class AwsNetwork(pulumi.ComponentResource):
             f"{name}-s3", vpc_id=self.vpc.id, vpc_endpoint_type="Gateway",
             service_name=f"com.amazonaws.{spec.region}.s3",
             route_table_ids=[self.private_rt.id], tags=tagged("s3"), opts=child,
-        )
+        ) if args.region in (None, spec.region) else None
         # one security group per run group, admitting only itself on every TCP/UDP port: a
         # VM of another group reaches none of a member's ports
         self.security_groups: dict[str, aws.ec2.SecurityGroup] = {}

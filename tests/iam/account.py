@@ -171,10 +171,14 @@ class EnforcedAccount:
         self._admin_clients.clear()
 
     # ---- clients ----------------------------------------------------------------------------
-    def admin(self, service: str) -> Any:
-        """A client of the harness itself (an IAM user allowed everything), straight to moto."""
-        if service in self._admin_clients:
-            return self._admin_clients[service]
+    def admin(self, service: str, region: str | None = None) -> Any:
+        """A client of the harness itself (an IAM user allowed everything), straight to moto;
+        in `region` (else the account's: a request signed for another region looks its
+        resources up there)."""
+        region = region or self.region
+        slot = service if region == self.region else f"{service}@{region}"
+        if slot in self._admin_clients:
+            return self._admin_clients[slot]
         if self._admin is None:
             iam = boto3.client("iam", region_name=self.region, endpoint_url=self.moto_url,
                                aws_access_key_id="setup", aws_secret_access_key="setup")
@@ -184,10 +188,10 @@ class EnforcedAccount:
                  "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}))
             key = iam.create_access_key(UserName="harness-admin")["AccessKey"]
             self._admin = Credentials(key["AccessKeyId"], key["SecretAccessKey"])
-        client = boto3.client(service, region_name=self.region, endpoint_url=self.moto_url,
+        client = boto3.client(service, region_name=region, endpoint_url=self.moto_url,
                               aws_access_key_id=self._admin.access_key,
                               aws_secret_access_key=self._admin.secret_key)
-        self._admin_clients[service] = client
+        self._admin_clients[slot] = client
         return client
 
     def client(self, service: str, principal: Principal) -> Any:
@@ -310,7 +314,7 @@ class EnforcedAccount:
                               b"<Error><Code>ExpiredToken</Code><Message>The provided token "
                               b"has expired.</Message></Error>")
             if principal is not None:
-                lookup = aws_requests.Lookup(self.admin("ec2"), ACCOUNT, scope.region,
+                lookup = aws_requests.Lookup(self.admin("ec2", scope.region), ACCOUNT, scope.region,
                                              functions=lambda name: self._find(name).arn)
                 request = aws_requests.AwsRequest(h.command, h.path, headers, body, scope)
                 auths = aws_requests.authorizations(request, lookup)

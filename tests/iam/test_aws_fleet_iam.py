@@ -165,3 +165,60 @@ def test_capacity_iam_teardown_deletes_only_spotbench_fleets(account, deployed):
     assert account.denial_lines() == []
     with pytest.raises(ClientError, match="UnauthorizedOperation"):
         account.client("ec2", operator).delete_fleets(FleetIds=[stranger], TerminateInstances=True)
+
+
+OTHER = "us-west-2"
+WEST = [f"{OTHER}a", f"{OTHER}b"]
+
+
+@pytest.fixture
+def two_regions(account):
+    """Sweep `ax` with candidates in REGION and OTHER: templates in both (as the stack
+    declares them, each region's own), and two start roles: one whose fleet policy names
+    both candidate regions (what the program declares), one naming REGION only."""
+    account.reset()
+    spec = load_spec({**_spec("ax").model_dump(mode="json", exclude_none=True),
+                      "zones": [*ZONES, *WEST]})
+    with account.setup():
+        iam = account.admin("iam")
+        role = member_role_name("ax", REGION)
+        iam.create_role(RoleName=role, AssumeRolePolicyDocument=json.dumps(
+            assume_role("ec2.amazonaws.com")))
+        iam.create_instance_profile(InstanceProfileName=role)
+        iam.add_role_to_instance_profile(InstanceProfileName=role, RoleName=role)
+        declare_templates(account.admin("ec2"), spec, ZONES, profile=role)
+        declare_templates(account.admin("ec2", OTHER), spec, WEST, profile=role)
+        member = f"arn:aws:iam::{ACCOUNT}:role/{role}"
+        for name, regions in (("ax-lambda", spec.candidate_regions), ("ax-home-only", [REGION])):
+            account.create_role(name, json.dumps(assume_role("lambda.amazonaws.com")),
+                                [lambda_policy("ax", "bucket", "ax"),
+                                 fleet_policy("ax", regions, member)])
+    return spec, account.session("ax-lambda", "start"), account.session("ax-home-only", "start")
+
+
+def test_capacity_iam_the_fleet_policy_covers_each_candidate_region(account, two_regions):
+    """Under enforcement: the program's policy (both regions) makes and deletes the group in
+    the second region; a policy naming only the home region is refused there, on the second
+    region's ARNs (the region is part of each EC2 ARN; IAM itself is global)."""
+    from spotbench.clouds.aws.ec2 import AwsCloudError
+    from spotbench.clouds.aws.regions import AwsRegions
+
+    spec, start, home_only = two_regions
+    assert spec.candidate_regions == [REGION, OTHER]
+    group = spec.plan()[0]
+    cloud = AwsRegions(REGION, spec.candidate_regions, endpoint_url=account.url,
+                       session=_session(start), wait_timeout_s=5, poll_s=0.5)
+    out = cloud.start(group.labels, zones=WEST)
+    assert {i.state for i in out} == {State.RUNNING}, [i.detail for i in out]
+    assert {i.zone for i in out} <= set(WEST)
+    assert account.denial_lines() == []
+    assert {i.state for i in cloud.stop(group.labels)} == {State.TERMINATED}
+    assert account.denial_lines() == []
+    fleets = [r for r in account.decisions if r.auth.action == "ec2:CreateFleet"]
+    assert fleets and {r.auth.resource.split(":")[3] for r in fleets} == {OTHER}
+
+    narrow = AwsRegions(REGION, spec.candidate_regions, endpoint_url=account.url,
+                        session=_session(home_only), wait_timeout_s=5, poll_s=0.5)
+    with pytest.raises(AwsCloudError, match="UnauthorizedOperation"):
+        narrow.start(group.labels, zones=WEST)
+    assert {r.auth.resource.split(":")[3] for r in account.denials()} == {OTHER}

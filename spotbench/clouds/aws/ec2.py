@@ -136,21 +136,39 @@ class AwsCloud:
         given: every zone its templates name), or none: each member then comes back
         terminated with EC2's words and the kind (capacity, quota)."""
         raws = self._describe(labels)
-        by_member = self._call(fleet.templates, ec2=self.ec2, labels=labels)
+        by_member = self.templates(labels)
         if not by_member:
             raise AwsCloudError(
                 f"no launch templates tagged {dict(labels)} in {self.region}: the sweep's "
                 "stack declares them with `lifecycle: created`; run `pulumi up`")
-        names = {_name(r) for r in raws if r["State"]["Name"] in ("pending", "running")}
-        if raws and names == set(by_member) and len(raws) == len(by_member):
+        if self.complete(raws, by_member):
             return self._refresh(raws, {})  # already made and running: nothing to do
         if raws:  # what is left of an earlier launch (a member preempted, …): start afresh
             self.terminate(labels)
         order = list(zones) or sorted({z for per in by_member.values() for z in per})
-        placed = self._call(fleet.create_group, ec2=self.ec2, labels=labels,
-                            by_member=by_member, zones=order, terminate=self._terminate_ids)
+        placed = self.place(labels, by_member, order)
         if not placed.ids:
-            return _unplaced(labels, by_member, order, placed.errors)
+            return unplaced(labels, by_member, order, placed.errors)
+        return self.made(placed)
+
+    def templates(self, labels: Mapping[str, str]) -> dict[str, dict[str, fleet.Template]]:
+        """member → zone → launch template, of this region (`fleet.templates`)."""
+        return self._call(fleet.templates, ec2=self.ec2, labels=labels)
+
+    @staticmethod
+    def complete(raws: list[dict], by_member: Mapping[str, Mapping[str, fleet.Template]]) -> bool:
+        """`raws` are every member of the group, each once, pending or running."""
+        names = {_name(r) for r in raws if r["State"]["Name"] in ("pending", "running")}
+        return bool(raws) and names == set(by_member) and len(raws) == len(by_member)
+
+    def place(self, labels: Mapping[str, str], by_member: Mapping[str, Mapping[str, fleet.Template]],
+              zones: Sequence[str]) -> fleet.Placed:
+        """Instant fleets in this region, in one of `zones` or nothing (`fleet.create_group`)."""
+        return self._call(fleet.create_group, ec2=self.ec2, labels=labels,
+                          by_member=by_member, zones=list(zones), terminate=self._terminate_ids)
+
+    def made(self, placed: fleet.Placed) -> list[Instance]:
+        """What `place` made, once running (bounded wait)."""
         self._wait("instance_running", placed.ids)
         return [_to_instance(r) for r in self._describe({}, placed.ids)]
 
@@ -349,7 +367,7 @@ def _name(raw: Mapping[str, Any]) -> str:
     return next((t["Value"] for t in raw.get("Tags", []) or [] if t["Key"] == "Name"), "")
 
 
-def _unplaced(labels: Mapping[str, str], by_member: Mapping[str, Mapping[str, fleet.Template]],
+def unplaced(labels: Mapping[str, str], by_member: Mapping[str, Mapping[str, fleet.Template]],
               zones: Sequence[str], errors: list[fleet.FleetError]) -> list[Instance]:
     """Every member, not made: what EC2 answered in each zone, typed."""
     quota = any(e.quota for e in errors)

@@ -8,9 +8,14 @@ tags like any member and is found and terminated here; its fleet record is found
 deleted with `TerminateInstances` (EC2: an instant fleet must terminate its instances when
 deleted).
 
-This lists with boto3 directly (not through `spotbench.clouds.aws.ec2`) because the Cloud
-protocol only operates instances of one region, and teardown must also find spot requests
-and look in every region the account has enabled, whether or not a stack still knows them.
+Candidate zones may span regions (`spotbench/clouds/aws/regions.py`): a group lost in any
+candidate region is found, since the sweep looks in every region it is given, by default
+every region the account has enabled (tests/clouds/test_aws_regions_capacity.py finds one in
+the second candidate region).
+
+This lists with boto3 directly (not through `spotbench.clouds.aws.ec2`) because the driver
+only operates a spec's own candidate regions, and teardown must also find spot requests and
+look in every region the account has enabled, whether or not a stack still knows them.
 """
 
 from __future__ import annotations

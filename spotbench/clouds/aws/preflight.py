@@ -9,7 +9,10 @@
 3b. location: each candidate Availability Zone (`zones`, or the one `zone`) offers each
    instance type (`describe_instance_type_offerings`, location type `availability-zone`):
    a fleet cannot choose a zone whose subnet cannot host the type. Quotas are regional (one
-   limit for every zone), so step 3 covers every candidate.
+   limit for every zone of a region).
+   Steps 2, 3 and 3b run in every candidate region (`SweepSpec.candidate_regions`, the
+   created lifecycle's candidates may span regions; else the spec's region), each with a
+   client for that region: a fleet may place the sweep's whole footprint in any of them.
 4. IAM: the account has room for the sweep's roles and instance profile (`SWEEP_ROLES`,
    `SWEEP_INSTANCE_PROFILES`: constant in the group count, issue #29), from
    `iam:GetAccountSummary` (`Roles`/`RolesQuota`, `InstanceProfiles`/`InstanceProfilesQuota`;
@@ -23,6 +26,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from spotbench.facts.aws import FACTS
 from spotbench.interfaces import Problem
 from spotbench.plan import RunGroup, concurrent_footprint
 from spotbench.spec import SweepSpec
@@ -59,18 +63,40 @@ def check(spec: SweepSpec, endpoint_url: str | None = None) -> list[Problem]:
     import boto3
     import botocore.exceptions as bexc
 
-    region = spec.region
-    kw: dict[str, Any] = {"region_name": region}
-    if endpoint_url:
-        kw["endpoint_url"] = endpoint_url
+    kw = _client_options(spec.region, endpoint_url)
     try:
         who = boto3.client("sts", **kw).get_caller_identity()
     except (bexc.NoCredentialsError, bexc.ClientError, bexc.BotoCoreError) as exc:
         return [Problem("credentials", f"AWS credentials do not work: {exc}",
                         "`aws configure` or `aws sso login`, or set AWS_PROFILE")]
     del who
-    ec2 = boto3.client("ec2", **kw)
     groups = spec.plan()
+    problems: list[Problem] = []
+    # every candidate region: types, zone offerings and quotas are regional (the home
+    # region when the spec names no candidate)
+    for region in spec.candidate_regions or [spec.region or ""]:
+        zones = [z for z in spec.candidate_zones if FACTS.region_of_zone(z) == region]
+        problems += _region(spec, groups, region, zones, endpoint_url)
+    problems += iam_room(boto3.client("iam", **kw))  # IAM is global
+    return problems
+
+
+def _client_options(region: str | None, endpoint_url: str | None) -> dict[str, Any]:
+    kw: dict[str, Any] = {"region_name": region}
+    if endpoint_url:
+        kw["endpoint_url"] = endpoint_url
+    return kw
+
+
+def _region(spec: SweepSpec, groups: list[RunGroup], region: str, zones: list[str],
+            endpoint_url: str | None) -> list[Problem]:
+    """One candidate region: its instance types, its zones' offerings, its quotas (a fleet
+    may place the sweep's whole concurrent footprint there)."""
+    import boto3
+    import botocore.exceptions as bexc
+
+    kw = _client_options(region, endpoint_url)
+    ec2 = boto3.client("ec2", **kw)
     problems: list[Problem] = []
     vcpus: dict[str, int] = {}
     for itype in sorted({g.machine_type for g in groups}):
@@ -81,10 +107,8 @@ def check(spec: SweepSpec, endpoint_url: str | None = None) -> list[Problem]:
             problems.append(Problem("machine-types", f"{itype} is not offered in {region} "
                                     f"({exc.response['Error'].get('Code')})",
                                     f"pick one from `aws ec2 describe-instance-type-offerings --region {region}`"))
-    problems += zone_offerings(ec2, sorted(vcpus), spec.candidate_zones, region or "")
-    quotas = boto3.client("service-quotas", **kw)
-    problems += _quota(quotas, spec, groups, vcpus)
-    problems += iam_room(boto3.client("iam", **kw))
+    problems += zone_offerings(ec2, sorted(vcpus), zones, region)
+    problems += _quota(boto3.client("service-quotas", **kw), spec, groups, vcpus, region)
     return problems
 
 
@@ -137,7 +161,9 @@ def iam_room(iam: Any) -> list[Problem]:
     return out
 
 
-def _quota(client: Any, spec: SweepSpec, groups: list[RunGroup], vcpus: dict[str, int]) -> list[Problem]:
+def _quota(client: Any, spec: SweepSpec, groups: list[RunGroup], vcpus: dict[str, int],
+           region: str | None = None) -> list[Problem]:
+    region = region or spec.region
     out = []
     for name, (_, spot_code, od_code) in QUOTA_CLASSES.items():
         def size(g: RunGroup, cls: str = name) -> float:
@@ -157,8 +183,8 @@ def _quota(client: Any, spec: SweepSpec, groups: list[RunGroup], vcpus: dict[str
             continue
         if need > limit:
             out.append(Problem(
-                "quota", f"EC2 {name} {kind} in {spec.region}: the sweep needs {need:g} vCPUs at once, "
+                "quota", f"EC2 {name} {kind} in {region}: the sweep needs {need:g} vCPUs at once, "
                 f"the limit is {limit:g}",
                 f"aws service-quotas request-service-quota-increase --service-code ec2 --quota-code {code} "
-                f"--desired-value {need:g} --region {spec.region}, or lower `concurrency`"))
+                f"--desired-value {need:g} --region {region}, or lower `concurrency`"))
     return out

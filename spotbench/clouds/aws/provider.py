@@ -52,8 +52,12 @@ class AwsProvider(Provider):
 
     def cloud(self, spec: SweepSpec, env: Mapping[str, str] | None = None, *,
               root: Path | str | None = None, state_dir: Path | None = None) -> AwsCloud:
-        return self.driver(region=spec.region, endpoint_url=env_of(env).get("AWS_ENDPOINT_URL") or None,
-                           lifecycle=spec.lifecycle)
+        endpoint = env_of(env).get("AWS_ENDPOINT_URL") or None
+        if spec.lifecycle == "created" and spec.candidate_regions not in ([], [spec.region]):
+            from spotbench.clouds.aws.regions import AwsRegions  # candidates in other regions
+
+            return AwsRegions(spec.region or "", spec.candidate_regions, endpoint_url=endpoint)
+        return self.driver(region=spec.region, endpoint_url=endpoint, lifecycle=spec.lifecycle)
 
     def credentials_problem(self, env: Mapping[str, str] | None = None) -> str | None:
         from spotbench.clouds.aws.credentials import aws_problem
