@@ -35,6 +35,7 @@ class StartLike(Protocol):
     machine_type: str
     accelerator: str | None
     errors: dict[str, str]
+    preempted_zone: str | None
 
 
 @dataclass(frozen=True)
@@ -80,12 +81,15 @@ def _same_kind(row_machine_type: str | None, row_accelerator: str | None,
 def _count_starts(counts: dict[str, dict[str, Any]], starts: Iterable[StartLike],
                   machine_type: str, accelerator: str | None,
                   since: datetime, now: datetime) -> None:
-    """Start requests in the window per zone, those refused for capacity and the last of them."""
+    """Start requests in the window per zone, those refused for capacity and the last of them;
+    and the preempted attempts control noted at a start (`preempted_zone`)."""
     for s in starts:
         if not s.zone or not _same_kind(s.machine_type, s.accelerator, machine_type, accelerator):
             continue
         if not since <= s.at <= now:
             continue
+        if s.preempted_zone:  # the attempt before this start was preempted there
+            _entry(counts, s.preempted_zone)["preemptions"] += 1
         e = _entry(counts, s.zone)
         e["starts"] += 1
         if CAPACITY in s.errors.values():
