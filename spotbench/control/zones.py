@@ -34,10 +34,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from spotbench.capacity import WINDOW, order_zones, why, zone_history
+from spotbench.capacity import WINDOW, ZoneCounts, order_zones, why
 from spotbench.clouds.base import ErrorKind, Instance
 from spotbench.control.sweep import Sweep
 from spotbench.plan import RunGroup
@@ -45,20 +45,25 @@ from spotbench.results import StartRecord, StoreError, utcnow
 
 log = logging.getLogger("spotbench.control")
 
+TICK_SLACK = timedelta(hours=1)  # a tick's own start records are at most this later than it
+
 
 class ZoneOrder:
-    """The candidate-zone ordering of one tick: the history is read once, when first asked."""
+    """The candidate-zone ordering of one tick: the history is read once, when first asked,
+    and counted once per machine type × accelerator (`ZoneCounts`), then kept up to date."""
 
     def __init__(self, sweep: Sweep, now: datetime | None) -> None:
         self.sweep = sweep
         self.now = now  # None: the clock at each ordering (what the records of the tick carry)
         self._starts: list[Any] | None = None  # StartRecord, read once
         self._market: list[dict[str, Any]] = []
+        self._counts: dict[tuple[str, str | None], ZoneCounts] = {}
+        self._at = now or utcnow()
 
     def _load(self) -> list[Any]:
         if self._starts is not None:
             return self._starts
-        store, at = self.sweep.store, self.now or utcnow()
+        store, at = self.sweep.store, self._at
         try:
             self._starts = list(store.start_records(since=at - WINDOW))
         except (StoreError, OSError, ValueError) as exc:
@@ -72,10 +77,24 @@ class ZoneOrder:
         self._market = [r.model_dump() for r in snap.rows] if snap is not None else []
         return self._starts
 
+    def _counts_of(self, group: RunGroup) -> ZoneCounts:
+        shape = (group.machine_type, group.accelerator)
+        if shape not in self._counts:
+            starts = self._load()  # and the market snapshot
+            # the tick's own records come seconds after it began: `until` leaves them room
+            counts = ZoneCounts(*shape, since=self._at - WINDOW, until=self._at + TICK_SLACK,
+                                market=self._market)
+            counts.add(starts)
+            self._counts[shape] = counts
+        return self._counts[shape]
+
     def note(self, record: StartRecord | None) -> None:
         """A start request recorded in this tick: it counts for the groups started after it."""
-        if record is not None and self._starts is not None:
-            self._starts.append(record)
+        if record is None or self._starts is None:
+            return
+        self._starts.append(record)
+        for counts in self._counts.values():
+            counts.add([record])
 
     def order(self, group: RunGroup, insts: Sequence[Instance]) -> list[str]:
         """The spec's candidate zones for `group`, first to ask first (`lifecycle: created`).
@@ -83,12 +102,10 @@ class ZoneOrder:
         candidates = self.sweep.spec.candidate_zones
         if len(candidates) < 2:
             return list(candidates)
-        starts, at = self._load(), self.now or utcnow()
-        preempted = [(z, at) for z in preempted_zones(insts)]
-        seen = zone_history(starts, self._market, machine_type=group.machine_type,
-                            accelerator=group.accelerator, now=at, preemptions=preempted)
+        counts = self._counts_of(group)
+        seen = counts.history([(z, self._at) for z in preempted_zones(insts)])
         order = order_zones(candidates, seen)
-        if order != list(candidates):
+        if order != list(candidates) and log.isEnabledFor(logging.INFO):
             log.info("group %s: zones asked in the order %s (%s)", group.id, order,
                      "; ".join(why(z, seen) for z in order))
         return order
