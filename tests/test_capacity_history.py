@@ -75,13 +75,18 @@ def test_capacity_history_the_ledger_is_read_once_per_tick_however_many_groups_s
     assert store.record_reads == 0  # nothing recorded before this tick
     # within the tick, the first group's refusal in a ordered every later group's zones
     assert sweep.cloud.asked[0] == ZONES and sweep.cloud.asked[1:] == [[B, F, A]] * 5
-    assert len(store.start_records(first["run"])) == 7
+    assert len(ResultStore(f"file://{tmp_path}").start_records(first["run"])) == 7
     control.stop(sweep, TICK)
     store.reset()
     second = control.start(sweep, TICK)
     assert len(second["started"]) == 6
     assert store.ledger_calls == 1 and store.ledger_globs == 1
     assert store.record_reads == 7  # each record of the window once, not once per group
+    control.stop(sweep, TICK)
+    store.reset()
+    control.start(sweep, TICK)  # the same store object, as in a warm function
+    assert store.ledger_calls == 1 and store.record_reads == 6  # only the last tick's records
+    assert len(CountingStore(f"file://{tmp_path}").start_records()) == 19  # 7 + 6 + 6
 
 
 def test_capacity_history_runs_that_cannot_hold_a_request_in_the_window_are_not_read():

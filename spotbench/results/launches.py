@@ -40,30 +40,42 @@ class LaunchRecords(Storage):
     def start_records(self, run: str | None = None,
                       since: datetime | None = None) -> list[StartRecord]:
         """The start ledger (of `run`, else of every run; only requests at or after `since`,
-        and then runs that cannot hold one are not read: `_may_hold`); one listing, one read
-        per record. An unreadable entry, or one naming another run or group than its path,
-        is left out, logged."""
+        and then runs that cannot hold one are not read: `_may_hold`); one listing, and one
+        read per record this store object has not read before (a record is written once,
+        under a new name: a warm function reads only the records added since its last
+        call). An unreadable entry, or one naming another run or group than its path, is
+        left out, logged once."""
         paths = sorted(self._glob(self.path("runs", run or "*", "starts", "*.json")))
         if since is not None:
             paths = _may_hold(paths, since)
+        seen: dict[str, StartRecord | None] = self.__dict__.setdefault("_start_records", {})
+        if run is None:  # what is no longer listed, or out of the window, is forgotten
+            for gone in set(seen) - set(paths):
+                del seen[gone]
         out = []
         for path in paths:
-            data = json_object(self.fs, path, read_small(self.fs, path))
-            if not data:
-                continue
-            try:
-                record = StartRecord.model_validate(data)
-            except ValueError as exc:
-                log.warning("skipped %s: not a start record (%s)", path, exc)
-                continue
-            run_dir, _, name = path.rsplit("/", 3)[-3:]
-            if (record.run, record.group) != (run_dir, name.removesuffix(".json").rsplit(".", 1)[0]):
-                log.warning("skipped start record %s: it names group %s of run %s",
-                            path, record.group, record.run)
-                continue
-            if since is None or record.at >= since:
+            if path not in seen:
+                seen[path] = self._start_record(path)
+            record = seen[path]
+            if record is not None and (since is None or record.at >= since):
                 out.append(record)
         return out
+
+    def _start_record(self, path: str) -> StartRecord | None:
+        data = json_object(self.fs, path, read_small(self.fs, path))
+        if not data:
+            return None
+        try:
+            record = StartRecord.model_validate(data)
+        except ValueError as exc:
+            log.warning("skipped %s: not a start record (%s)", path, exc)
+            return None
+        run_dir, _, name = path.rsplit("/", 3)[-3:]
+        if (record.run, record.group) != (run_dir, name.removesuffix(".json").rsplit(".", 1)[0]):
+            log.warning("skipped start record %s: it names group %s of run %s",
+                        path, record.group, record.run)
+            return None
+        return record
 
     @store_errors
     def launch_count(self, run: str, group: str) -> int:
