@@ -6,10 +6,12 @@ the capacity and preemption history per zone (`spotbench.capacity`).
     cloud.start(group.labels, zones=order)
     zones.note(store.record_start(...))             # later groups of the tick see it
 
-History, read at most once per tick (the first start that has two candidates or more;
-shared by every group that starts in that tick, however many):
+History, read at most once per tick — one control call: the scheduler's start tick, a
+member's `done`, a group `stop` — at its first start that has two candidates or more, and
+shared by every group that starts in that call, however many:
 - the store's start ledger within `WINDOW` (`ResultStore.start_records(since=…)`: one
-  listing, and only runs that may hold a request in the window are read): each start
+  listing; only runs that may hold a request in the window are read, each record once per
+  store object, so a warm function's next tick reads only the new ones): each start
   request with its zone and the kinds of its refused members (a zone refused for capacity
   counts a capacity failure there), and `preempted_zone`: the zone a group's previous
   attempt was preempted in, noted by control at the start that retried it — so a
