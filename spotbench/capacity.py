@@ -5,17 +5,22 @@
     order_zones(["us-central1-a", "us-central1-b", "us-central1-f"], seen)
 
 `starts` is the store's start ledger (`runs/<run>/starts/`, `spotbench.results.StartRecord`:
-one record per start request, each refused member with the kind the cloud typed); `market`
-is the spot-market statistics (`spotbench.history.market.market` rows: per zone × machine
-type × accelerator, `preemptions_per_vm_hour`). Ordering, for one machine type and
-accelerator: fewest capacity failures within `window` first; then fewest preempted
-attempts recorded in the window (`preemptions`, zone and time); then the lower preemption
-rate of the whole history; then the zone whose last capacity failure is oldest; then the
-candidates' own order (a zone never tried ranks as one without failures: it is worth a try).
-The created lifecycle asks it at every start (`spotbench.control.zones.candidate_order`:
-the start ledger and the retried group's preempted zone; the market statistics need the
-history catalog and are not read per start) and hands the order to the cloud: GCE is asked
-one zone at a time in this order, EC2 Fleet gets it as each override's `Priority`.
+one record per start request, each refused member with the kind the cloud typed, and the
+zone the group's previous attempt was preempted in when control saw it at that start,
+`preempted_zone`); `market` is the spot-market statistics (`spotbench.history.market.market`
+rows, or the store's dated snapshot of them: per zone × machine type × accelerator,
+`preemptions_per_vm_hour`). Ordering, for one machine type and accelerator: fewest capacity
+failures within `window` first; then fewest preempted attempts in the window (the ledger's
+`preempted_zone`, across runs and groups, and `preemptions` seen now: zone and time); then
+the lower preemption rate of the whole history; then the zone whose last capacity failure
+is oldest; then the candidates' own order (a zone never tried ranks as one without
+failures: it is worth a try).
+
+`ZoneCounts` keeps these counts for one shape as records arrive, so a caller ordering many
+groups passes over the ledger once. The created lifecycle orders every start of a tick
+with one (`spotbench.control.zones.ZoneOrder`: the ledger and the market snapshot read once
+per tick) and hands the order to the cloud: GCE is asked one zone at a time in this order,
+EC2 Fleet gets it as each override's `Priority`.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ class StartLike(Protocol):
     machine_type: str
     accelerator: str | None
     errors: dict[str, str]
+    preempted_zone: str | None
 
 
 @dataclass(frozen=True)
@@ -57,12 +63,34 @@ def zone_history(starts: Iterable[StartLike], market: Iterable[Mapping[str, Any]
                  preemptions: Iterable[tuple[str, datetime]] = (),
                  window: timedelta = WINDOW) -> dict[str, ZoneHistory]:
     """Per zone, what happened to starts of `machine_type` × `accelerator` since `now − window`."""
-    since = now - window
-    counts: dict[str, dict[str, Any]] = {}
-    _count_starts(counts, starts, machine_type, accelerator, since, now)
-    _count_preemptions(counts, preemptions, since, now)
-    _add_market_rates(counts, market, machine_type, accelerator)
-    return {zone: ZoneHistory(zone=zone, **e) for zone, e in counts.items()}
+    counts = ZoneCounts(machine_type, accelerator, since=now - window, until=now, market=market)
+    counts.add(starts)
+    return counts.history(preemptions)
+
+
+class ZoneCounts:
+    """`zone_history`'s counters for one machine type × accelerator, kept up to date as
+    start records arrive (`add`: one step per record), so a tick that orders many groups
+    passes over the ledger once per shape, not once per group."""
+
+    def __init__(self, machine_type: str, accelerator: str | None, *, since: datetime,
+                 until: datetime, market: Iterable[Mapping[str, Any]] = ()) -> None:
+        self.machine_type, self.accelerator = machine_type, accelerator
+        self.since, self.until = since, until
+        self.counts: dict[str, dict[str, Any]] = {}
+        _add_market_rates(self.counts, market, machine_type, accelerator)
+
+    def add(self, starts: Iterable[StartLike]) -> None:
+        """Count start requests of this shape in the window (records of other shapes, out of
+        the window or without a zone are passed over)."""
+        _count_starts(self.counts, starts, self.machine_type, self.accelerator,
+                      self.since, self.until)
+
+    def history(self, preemptions: Iterable[tuple[str, datetime]] = ()) -> dict[str, ZoneHistory]:
+        """Per zone, the counts so far, with `preemptions` (zone, when) seen now added."""
+        counts = {zone: dict(e) for zone, e in self.counts.items()}
+        _count_preemptions(counts, preemptions, self.since, self.until)
+        return {zone: ZoneHistory(zone=zone, **e) for zone, e in counts.items()}
 
 
 def _entry(counts: dict[str, dict[str, Any]], zone: str) -> dict[str, Any]:
@@ -80,12 +108,15 @@ def _same_kind(row_machine_type: str | None, row_accelerator: str | None,
 def _count_starts(counts: dict[str, dict[str, Any]], starts: Iterable[StartLike],
                   machine_type: str, accelerator: str | None,
                   since: datetime, now: datetime) -> None:
-    """Start requests in the window per zone, those refused for capacity and the last of them."""
+    """Start requests in the window per zone, those refused for capacity and the last of them;
+    and the preempted attempts control noted at a start (`preempted_zone`)."""
     for s in starts:
         if not s.zone or not _same_kind(s.machine_type, s.accelerator, machine_type, accelerator):
             continue
         if not since <= s.at <= now:
             continue
+        if s.preempted_zone:  # the attempt before this start was preempted there
+            _entry(counts, s.preempted_zone)["preemptions"] += 1
         e = _entry(counts, s.zone)
         e["starts"] += 1
         if CAPACITY in s.errors.values():

@@ -203,12 +203,16 @@ def market(
     Per zone × machine type × accelerator: preemptions per VM-hour, failed and capacity-failed starts per start, time
     from the start tick to the first result, retries per completed group, and the real cost
     per completed result with preempted attempts included (`spotbench estimate` prices
-    retries with it). Figures the store does not hold show as —."""
+    retries with it). Figures the store does not hold show as —. The rows are also stored
+    as the store's dated market snapshot (market/<time>.json), which orders the candidate
+    zones of `lifecycle: created` at start."""
     from spotbench.history.market import market as compute
+    from spotbench.history.market import publish
 
     url = _results_url(spec_path, results)
     with _open_catalog(url) as cat:
         stats = compute(cat)
+        publish(cat, stats)  # the snapshot control orders candidate zones by
     if as_json:
         typer.echo(json.dumps(stats, indent=2, default=str))
         return

@@ -17,11 +17,11 @@ from typing import Any
 from spotbench.clouds.base import ACTIVE, ErrorKind, Instance
 from spotbench.control.groups import completed_groups, group_states
 from spotbench.control.sweep import Sweep
-from spotbench.control.zones import candidate_order
+from spotbench.control.zones import ZoneOrder, preempted_zones
 from spotbench.facts import facts_of
 from spotbench.ledger import MAX_LAUNCHES_PER_RUN, note_ends
 from spotbench.plan import RunGroup
-from spotbench.results import Result, StoreError, utcnow
+from spotbench.results import Result, StartRecord, StoreError, utcnow
 
 log = logging.getLogger("spotbench.control")
 
@@ -86,7 +86,7 @@ def launch_pending(
     note_ends(sweep.store, run, {gid for gid, insts in states.items() if not _active(insts)}, now)
     seen = survey(sweep, run, states, completed, finished)
     _mark_off_groups(sweep, run, seen, states)
-    done = _start_pending(sweep, run, seen, now, states)
+    done = _start_pending(sweep, run, seen, now, states, ZoneOrder(sweep, now))
     if not seen.active and not seen.pending:
         sweep.store.close_run(run, reason="complete" if not seen.exhausted else "gave up", now=now)
     return _answer(seen, done)
@@ -123,7 +123,8 @@ def _mark_off_groups(sweep: Sweep, run: str, seen: Survey, states: dict[str, lis
 
 
 def _start_pending(sweep: Sweep, run: str, seen: Survey, now: datetime | None,
-                   states: dict[str, list[Instance]]) -> Outcome:
+                   states: dict[str, list[Instance]], zones: ZoneOrder) -> Outcome:
+    """`zones`: this tick's zone ordering (the history is read once, for every group)."""
     done = Outcome()
     for group in seen.pending:
         if len(done.started) >= seen.slots:
@@ -134,7 +135,7 @@ def _start_pending(sweep: Sweep, run: str, seen: Survey, now: datetime | None,
         if reason:
             done.refused.append({"group": group.id, "reason": reason})
             continue
-        failed = _start_whole(sweep, run, group, seen.running, now, states.get(group.id, []))
+        failed = _start_whole(sweep, run, group, seen.running, now, zones, states.get(group.id, []))
         if failed:
             done.unavailable.append(failed)
             continue
@@ -153,21 +154,24 @@ def _budget_refusal(sweep: Sweep, running: list[Instance], group: RunGroup,
 
 
 def _start_whole(sweep: Sweep, run: str, group: RunGroup, running: list[Instance],
-                 now: datetime | None, insts: Sequence[Instance] = ()) -> dict[str, Any] | None:
+                 now: datetime | None, zones: ZoneOrder,
+                 insts: Sequence[Instance] = ()) -> dict[str, Any] | None:
     """Start every member of `group` (then they join `running`), or none: what the cloud
     could not run, as the answer's `unavailable` entry. In the created lifecycle the cloud
     is given the candidate zones, the one with the best history first (`insts`: the group's
     members as they are now, e.g. preempted in a zone), and each zone it was refused in on
-    the way is noted in the start ledger too."""
+    the way is noted in the start ledger too. The zone a member was preempted in goes to
+    the start record (`preempted_zone`), so later orderings count it."""
     store = sweep.store
     record = store.record_launch(run, group.id, now)  # before: a store that fails starts nothing
     if sweep.spec.lifecycle == "created":
-        launched = sweep.cloud.start(group.labels, zones=candidate_order(sweep, group, list(insts), now))
+        launched = sweep.cloud.start(group.labels, zones=zones.order(group, insts))
         for refused in _refusals(sweep.cloud):
-            _record_start(sweep, run, group, refused, now)
+            zones.note(_record_start(sweep, run, group, refused, now))
     else:
         launched = sweep.cloud.start(group.labels)
-    _record_start(sweep, run, group, launched, now)
+    preempted = preempted_zones(insts)
+    zones.note(_record_start(sweep, run, group, launched, now, preempted[0] if preempted else None))
     failed = [i for i in launched if i.state not in ACTIVE]
     if not failed:
         running.extend(launched)
@@ -227,12 +231,13 @@ def mark_silent_launches(sweep: Sweep, run: str, group: RunGroup, insts: list[In
 
 
 def _record_start(sweep: Sweep, run: str, group: RunGroup, launched: list[Instance],
-                  now: datetime | None) -> None:
-    """The start ledger the spot-market statistics read (a member not running after the
-    start is a failed start: capacity, quota, API). Never stops the sweep."""
+                  now: datetime | None, preempted_zone: str | None = None) -> StartRecord | None:
+    """The start ledger the spot-market statistics and the zone ordering read (a member not
+    running after the start is a failed start: capacity, quota, API; `preempted_zone`: where
+    the group's previous attempt was preempted). Never stops the sweep: None when not noted."""
     off = [i for i in launched if i.state not in ACTIVE]
     try:
-        sweep.store.record_start(run, group.id, {
+        return sweep.store.record_start(run, group.id, {
             "at": now or utcnow(), "machine_type": group.machine_type,
             "accelerator": group.accelerator,
             "zone": next((i.zone for i in launched if i.zone), None)
@@ -240,7 +245,9 @@ def _record_start(sweep: Sweep, run: str, group: RunGroup, launched: list[Instan
             "members": len(group.members),
             "failed": {i.name: i.detail or str(i.state) for i in off},
             "errors": {i.name: str(i.error) for i in off if getattr(i, "error", None)},
+            "preempted_zone": preempted_zone,
         })
     except Exception as exc:  # noqa: BLE001 - statistics must not break a start
         log.warning("start of %s not recorded: %s", group.id, exc)
+        return None
 

@@ -2,6 +2,7 @@
 
     with Catalog(url) as cat:
         rows = market(cat)
+        publish(cat, rows)      # the dated snapshot control's zone ordering reads
 
 Every figure comes from what the store holds (nothing assumed):
 
@@ -97,6 +98,22 @@ def market(cat: Catalog) -> list[dict[str, Any]]:
         })
     return out
 
+
+
+def publish(cat: Catalog, rows: list[dict[str, Any]]) -> str | None:
+    """Store `rows` as the store's dated market snapshot (`market/<time>.json`, spotbench.results):
+    control orders candidate zones by it without this catalog. Best effort: a store this
+    identity may not write is logged, never raised. Its path, or None."""
+    if not rows:
+        return None
+    try:
+        path = cat.store.write_market_snapshot(rows)
+    except Exception as exc:  # noqa: BLE001 - a report must not fail for the snapshot
+        log.warning("market snapshot not stored in %s (%s): control orders zones without it",
+                    cat.store.url, exc)
+        return None
+    log.info("market snapshot stored: %s", path)
+    return path
 
 
 def market_of(results_url: str) -> list[dict[str, Any]]:

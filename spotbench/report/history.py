@@ -32,13 +32,15 @@ def point_labels(df: pd.DataFrame) -> dict[str, str]:
 def load(results_url: str, df: pd.DataFrame) -> tuple[History, list[dict]] | None:
     """The history and the spot-market statistics of the store (None: fewer than two runs)."""
     from spotbench.history.catalog import Catalog
-    from spotbench.history.market import market
+    from spotbench.history.market import market, publish
     from spotbench.history.trends import history
 
     if df["run"].nunique() < 2:
         return None
     with Catalog(results_url) as cat:
-        return history(cat, labels=point_labels(df)), market(cat)
+        stats = market(cat)
+        publish(cat, stats)  # control orders candidate zones by it (spotbench.control.zones)
+        return history(cat, labels=point_labels(df)), stats
 
 
 def _verdict(s: Series, rel: float | None) -> str:

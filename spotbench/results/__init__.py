@@ -20,6 +20,9 @@ Layout under the results URL (any fsspec URL: file://, gs://, s3://, memory://):
     runs/<run>/launches/<group>.<n>        one per start of the group (its time)
     runs/<run>/ends/<group>.<n>.json       when control stopped launch n, or saw it stopped,
                                            and which attempt files the group had then
+    market/<time>.json                     the spot-market statistics as of <time> (written by
+                                           whoever read the catalog: report, market), read by
+                                           control to order candidate zones
     control.lock                           the control lease while a function acts
                                            (spotbench.lease; absent when nobody does)
 
@@ -33,12 +36,14 @@ control takes attempt intervals and spend from its own ledger (`spotbench.ledger
 
 The package, one job per module: `model` (the records and their bounds), `storage` (paths,
 whole-file writes, bounded reads), `records` (attempt files, flags, what readers skipped),
-`launches` (control's launch/start/end notes), `runs` (the run ledger and control lease).
+`launches` (control's launch/start/end notes), `runs` (the run ledger and control lease),
+`market_snapshot` (the market statistics' dated snapshot control reads).
 """
 
 from __future__ import annotations
 
 from spotbench.results.launches import LaunchRecords
+from spotbench.results.market_snapshot import MAX_SNAPSHOT_AGE, MarketRow, MarketSnapshot, MarketSnapshots
 from spotbench.results.model import (
     MAX_ATTEMPT_BYTES,
     MAX_NAME_LEN,
@@ -62,10 +67,11 @@ from spotbench.results.runs import RunLedger
 __all__ = [
     "MAX_ATTEMPT_BYTES", "MAX_NAME_LEN", "MAX_RECORDS", "MAX_SKIPPED_SHOWN", "MAX_UNIT_LEN",
     "RUN_ID_FORMAT", "RUN_ID_SUFFIX", "Attempt", "CorruptLedger", "Result", "ResultStore",
-    "RunInfo", "StartRecord", "StoreError", "new_run_id", "run_id_lengths", "utcnow",
+    "MAX_SNAPSHOT_AGE", "MarketRow", "MarketSnapshot", "RunInfo", "StartRecord", "StoreError",
+    "new_run_id", "run_id_lengths", "utcnow",
 ]
 
 
-class ResultStore(RunLedger, LaunchRecords, AttemptFiles):
+class ResultStore(RunLedger, LaunchRecords, AttemptFiles, MarketSnapshots):
     """Results of one sweep under one fsspec URL: its attempt files, control's launch notes
-    and run ledger, and the control lease."""
+    and run ledger, the control lease and the market statistics' snapshot."""

@@ -5,10 +5,10 @@ ledger `spotbench.ledger` reasons over."""
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from spotbench.results.model import StartRecord, utcnow
+from spotbench.results.model import RUN_ID_FORMAT, StartRecord, utcnow
 from spotbench.results.storage import Storage, json_object, log, read_small, read_time, store_errors
 
 
@@ -28,31 +28,54 @@ class LaunchRecords(Storage):
         """Undo `record_launch` (the cloud could not run the group: not an attempt)."""
         self.fs.rm_file(path)
 
-    def record_start(self, run: str, group: str, outcome: dict[str, Any]) -> None:
-        """Note one start request of `group` and its outcome (`StartRecord` fields)."""
+    def record_start(self, run: str, group: str, outcome: dict[str, Any]) -> StartRecord:
+        """Note one start request of `group` and its outcome (`StartRecord` fields); the record."""
         n = len(self._glob(self.path("runs", run, "starts", f"{group}.*.json"))) + 1
         body = StartRecord.model_validate({"run": run, "group": group, **outcome})
         self.write_whole(self.path("runs", run, "starts", f"{group}.{n}.json"),
                           body.model_dump_json().encode())
+        return body
 
     @store_errors
     def start_records(self, run: str | None = None,
                       since: datetime | None = None) -> list[StartRecord]:
-        """The start ledger (of `run`, else of every run; only requests at or after `since`);
-        an unreadable entry is left out, logged."""
+        """The start ledger (of `run`, else of every run; only requests at or after `since`,
+        and then runs that cannot hold one are not read: `_may_hold`); one listing, and one
+        read per record this store object has not read before (a record is written once,
+        under a new name: a warm function reads only the records added since its last
+        call). An unreadable entry, or one naming another run or group than its path, is
+        left out, logged once."""
+        paths = sorted(self._glob(self.path("runs", run or "*", "starts", "*.json")))
+        if since is not None:
+            paths = _may_hold(paths, since)
+        seen: dict[str, StartRecord | None] = self.__dict__.setdefault("_start_records", {})
+        if run is None:  # what is no longer listed, or out of the window, is forgotten
+            for gone in set(seen) - set(paths):
+                del seen[gone]
         out = []
-        for path in sorted(self._glob(self.path("runs", run or "*", "starts", "*.json"))):
-            data = json_object(self.fs, path, read_small(self.fs, path))
-            if not data:
-                continue
-            try:
-                record = StartRecord.model_validate(data)
-            except ValueError as exc:
-                log.warning("skipped %s: not a start record (%s)", path, exc)
-                continue
-            if since is None or record.at >= since:
+        for path in paths:
+            if path not in seen:
+                seen[path] = self._start_record(path)
+            record = seen[path]
+            if record is not None and (since is None or record.at >= since):
                 out.append(record)
         return out
+
+    def _start_record(self, path: str) -> StartRecord | None:
+        data = json_object(self.fs, path, read_small(self.fs, path))
+        if not data:
+            return None
+        try:
+            record = StartRecord.model_validate(data)
+        except ValueError as exc:
+            log.warning("skipped %s: not a start record (%s)", path, exc)
+            return None
+        run_dir, _, name = path.rsplit("/", 3)[-3:]
+        if (record.run, record.group) != (run_dir, name.removesuffix(".json").rsplit(".", 1)[0]):
+            log.warning("skipped start record %s: it names group %s of run %s",
+                        path, record.group, record.run)
+            return None
+        return record
 
     @store_errors
     def launch_count(self, run: str, group: str) -> int:
@@ -109,3 +132,25 @@ class LaunchRecords(Storage):
         body = json.dumps({"at": (now or utcnow()).isoformat(), "stored": stored}).encode()
         self.write_whole(self.path("runs", run, "ends", f"{group}.{launch}.json"), body)
 
+
+
+def _may_hold(paths: list[str], since: datetime) -> list[str]:
+    """The start records (`runs/<run>/starts/…`) of runs that may hold a request at or after
+    `since`, unread: runs follow one another (a run opens only when none is open, and a
+    start happens only in the open run), so every request of a run precedes the opening of
+    the next run, whose id is its opening time (`RUN_ID_FORMAT`). A run is skipped when the
+    next run with start records opened before `since`; a run id that is not a time keeps
+    its neighbours. Only runs holding start records count: no member can write there."""
+    runs = sorted({p.rsplit("/", 3)[-3] for p in paths})
+    skipped = {run for run, after in zip(runs, runs[1:])
+               if (opened := _opened(after)) is not None and opened < since
+               and _opened(run) is not None}
+    return [p for p in paths if p.rsplit("/", 3)[-3] not in skipped]
+
+
+def _opened(run: str) -> datetime | None:
+    """When `run` opened, from its id (`20261125T030000Z`, `…-1a2b`); None: not such an id."""
+    try:
+        return datetime.strptime(run[:16], RUN_ID_FORMAT).replace(tzinfo=UTC)
+    except ValueError:
+        return None

@@ -16,6 +16,7 @@ MAX_RECORDS = 10_000
 MAX_ATTEMPT_BYTES = 16 << 20
 MAX_NAME_LEN = 128  # a metric name (it names files and columns of the report)
 MAX_UNIT_LEN = 32
+MAX_ZONE_LEN = 64  # a zone name in control's own notes (GCE's and EC2's are under 30)
 
 
 class StoreError(RuntimeError):
@@ -134,3 +135,6 @@ class StartRecord(BaseModel):
     members: int
     failed: dict[str, str] = Field(default_factory=dict)  # member → the cloud's words
     errors: dict[str, str] = Field(default_factory=dict)  # member → error kind, when the cloud typed it
+    # the zone the group's previous attempt was preempted in, as control saw it at this start
+    # (the cloud's word about its members: the capacity ordering counts it, spotbench.capacity)
+    preempted_zone: str | None = Field(default=None, min_length=1, max_length=MAX_ZONE_LEN)

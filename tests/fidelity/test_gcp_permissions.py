@@ -531,7 +531,9 @@ def test_gcp_member_cannot_write_another_groups_results_or_the_ledger(world, mon
     attacks = [f"{runs}/r9/{other}.1.jsonl", f"{runs}/r9/{other}.1/osu_latency.txt",
                f"{runs}/r9/{mine}0.1.jsonl", f"{runs}/r9/{other}.1/{mine}.1.jsonl",
                f"{runs}/r9/x/{mine}.1.jsonl", f"{runs}/r9/run.json",
-               f"{runs}/r9/launches/{other}.1", f"{runs}//{mine}.1.jsonl"]
+               f"{runs}/r9/launches/{other}.1", f"{runs}//{mine}.1.jsonl",
+               f"{runs}/r9/starts/{mine}.2.json",  # the start ledger and the market snapshot
+               f"{runs.removesuffix('/runs')}/market/20991231T235959Z.json"]
     own = [f"{runs}/r9/{mine}.1.jsonl", f"{runs}/r9/{mine}.1/osu_latency.txt"]
     with world.as_identity(vm, monkeypatch):
         fs = ResultStore(f"gs://{alpha.bucket}/alpha").fs

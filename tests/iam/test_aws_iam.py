@@ -431,7 +431,8 @@ def test_aws_a_member_cannot_write_another_groups_results(deployed):
                 f"{prefix}/{run}/{mine}0.1.jsonl",  # a group `…-t10` when mine is `…-t1`
                 f"{prefix}/{run}/flags/{theirs}.1.json", f"{prefix}/{run}/flags/{mine}.1.json",
                 f"{prefix}/{run}/starts/{mine}.2.json", f"{prefix}/{run}/launches/{mine}.9",
-                f"{prefix}/{run}/run.json", f"{prefix}/{run}-abcd/x/{mine}.1.jsonl"):
+                f"{prefix}/{run}/run.json", f"{prefix}/{run}-abcd/x/{mine}.1.jsonl",
+                "ax/market/20991231T235959Z.json"):  # the market snapshot control orders zones by
         for client in (s3, role):
             with pytest.raises(ClientError, match="AccessDenied"):
                 client.put_object(Bucket=d.bucket, Key=key, Body=b"{}")
