@@ -212,3 +212,20 @@ def test_preflight_gcp_says_when_another_subnet_overlaps_the_operators_tunnel_ra
     assert _run(_gcp(gcp={**ops, "network_cidr": "10.43.0.0/24"}), tmp_path) == (
         0, ["✓ pf: ready to deploy on gcp"])
     assert _run(_gcp(), tmp_path)[0] == 0
+
+
+def test_preflight_gcp_capacity_checks_the_quota_of_each_candidate_region_not_the_home(gcp, tmp_path):
+    """Candidates across regions (`lifecycle: created`): the sweep's home is `region`, but a
+    group is made in a candidate zone of another region and uses that region's quota: each
+    candidate region is asked, in the spec's order."""
+    east = "us-east1-b"
+    spec = _gcp(zone=None, region=REGION, zones=[ZONE, east], lifecycle="created", concurrency=1)
+    gcp.project.machine_types[east] = {"n1-standard-4": 4}
+    gcp.project.accelerators[east] = {"nvidia-tesla-t4"}
+    gcp.project.quotas["us-east1"] = {"PREEMPTIBLE_CPUS": (64, 0),
+                                      "PREEMPTIBLE_NVIDIA_T4_GPUS": (0, 0)}
+    problems = preflight(load_spec(spec), None, dict(os.environ))
+    assert [p.message.split(":")[0] for p in problems] == ["PREEMPTIBLE_NVIDIA_T4_GPUS in us-east1"]
+    assert "region us-east1" in problems[0].fix
+    gcp.project.quotas["us-east1"]["PREEMPTIBLE_NVIDIA_T4_GPUS"] = (8, 0)
+    assert preflight(load_spec(spec), None, dict(os.environ)) == []
