@@ -59,6 +59,25 @@ def resolve_location(spec: SweepSpec) -> tuple[str, str, str]:
     return project, region, zone
 
 
+def checked_regions(spec: SweepSpec, home: str) -> list[str]:
+    """The regions the VMs run in (`network.vm_regions`), refused before anything is declared
+    when `gcp.network_cidr` cannot give each its subnet (`network.region_cidrs`)."""
+    regions = vm_regions(spec, home)
+    try:
+        region_cidrs(spec, regions)
+    except ValueError as exc:
+        raise pulumi.RunError(f"spec {spec.name!r}: {exc}") from exc
+    return regions
+
+
+def created_grants(spec: SweepSpec, regions: list[str]) -> dict[str, list[str]]:
+    """What the created lifecycle's grants cover (`GcpIdentitiesArgs`): every candidate zone
+    and region; nothing in the stopped lifecycle."""
+    created = spec.lifecycle == "created"
+    return {"created_zones": spec.candidate_zones if created else [],
+            "created_regions": regions if created else []}
+
+
 @dataclass
 class GcpSweepArgs:
     spec: SweepSpec
@@ -72,11 +91,7 @@ class GcpSweep(pulumi.ComponentResource):
         project, region, zone = resolve_location(spec)
         groups = spec.plan()
         crons = cron_pair(spec)  # fail before declaring anything
-        regions = vm_regions(spec, region)  # where VMs run: a subnet and templates each
-        try:
-            region_cidrs(spec, regions)
-        except ValueError as exc:  # gcp.network_cidr too small for the candidate regions
-            raise pulumi.RunError(f"spec {spec.name!r}: {exc}") from exc
+        regions = checked_regions(spec, region)  # where VMs run: a subnet and templates each
         self.apis = GcpApis(f"{name}-apis", project)
         # every resource of the sweep waits for the APIs it needs
         super().__init__("spotbench:gcp:Sweep", name, None, pulumi.ResourceOptions.merge(
@@ -89,9 +104,8 @@ class GcpSweep(pulumi.ComponentResource):
             f"{name}-id", GcpIdentitiesArgs(
                 sweep=spec.name, project=project, zone=zone, operators=list(spec.gcp.operators),
                 network_cidr=spec.gcp.network_cidr, ssh_ports=ssh_ports(spec.workload.name),
-                created_zones=spec.candidate_zones if spec.lifecycle == "created" else [],
-                region=region, created_regions=regions if spec.lifecycle == "created" else [],
-                subnet=subnet_name(f"{name}-net")), child
+                region=region, subnet=subnet_name(f"{name}-net"), **created_grants(spec, regions)),
+            child
         )
         ids = self.identities
         self.bucket = ResultsBucket(

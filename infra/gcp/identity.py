@@ -296,7 +296,7 @@ class GcpIdentities(pulumi.ComponentResource):
         """The function's conditioned grants on instances (start/stop) and, in the created
         lifecycle, on what it creates: one binding each, or one per candidate region when
         the candidates span several (`zones_by_region`): an IAM condition holds at most 12
-        logical operators, and two zone terms a zone would pass that with 7 zones."""
+        logical operators, and two terms a zone pass that with 6 zones in one condition."""
         split = zones_by_region(args)
         for region, zones in split.items():
             key = "" if len(split) == 1 else f"-{region}"
