@@ -19,7 +19,10 @@ docs/identity.md): four accounts, three or four custom roles, a fixed set of bin
   `bench-gpu--…`), `spotbench_<sweep>_<tag>.list` (the project-level aggregated list and
   zone-operation polling, which IAM conditions cannot scope to names) and
   `spotbench_<sweep>_<tag>.sign` (`iam.serviceAccounts.signBlob`) on its own account only:
-  it signs the groups' POST policies. Plus the results prefix (bucket.py), the sweep's one
+  it signs the groups' POST policies. In the created lifecycle with candidates in several
+  regions, the conditioned start/stop and create grants are bound once per candidate region
+  (`_grant_by_region`: an IAM condition holds at most 12 logical operators), each naming
+  that region's zones, templates and subnet. Plus the results prefix (bucket.py), the sweep's one
   secret (secrets.py) and `roles/iam.serviceAccountUser` on the member account (starting an
   instance that runs as a service account requires `iam.serviceAccounts.actAs` on it).
 - Operators (`gcp.operators` in the spec): `spotbench_<sweep>_<tag>.ops` (list/get instances,
