@@ -233,3 +233,20 @@ def test_capacity_preflight_aws_quota_and_offerings_in_every_candidate_region(aw
     assert "--region us-west-2" in problem.fix
     per_region["us-west-2"] = 64.0
     assert preflight(spec, None, {}) == []
+
+
+def test_preflight_gcp_capacity_checks_the_quota_of_each_candidate_region_not_the_home(gcp, tmp_path):
+    """Candidates across regions (`lifecycle: created`): the sweep's home is `region`, but a
+    group is made in a candidate zone of another region and uses that region's quota: each
+    candidate region is asked, in the spec's order."""
+    east = "us-east1-b"
+    spec = _gcp(zone=None, region=REGION, zones=[ZONE, east], lifecycle="created", concurrency=1)
+    gcp.project.machine_types[east] = {"n1-standard-4": 4}
+    gcp.project.accelerators[east] = {"nvidia-tesla-t4"}
+    gcp.project.quotas["us-east1"] = {"PREEMPTIBLE_CPUS": (64, 0),
+                                      "PREEMPTIBLE_NVIDIA_T4_GPUS": (0, 0)}
+    problems = preflight(load_spec(spec), None, dict(os.environ))
+    assert [p.message.split(":")[0] for p in problems] == ["PREEMPTIBLE_NVIDIA_T4_GPUS in us-east1"]
+    assert "region us-east1" in problems[0].fix
+    gcp.project.quotas["us-east1"]["PREEMPTIBLE_NVIDIA_T4_GPUS"] = (8, 0)
+    assert preflight(load_spec(spec), None, dict(os.environ)) == []

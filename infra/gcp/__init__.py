@@ -4,7 +4,9 @@
 bucket, functions, the start/stop scheduler pair and one `GcpRunGroup` per planned group,
 and exports the stack outputs (`bucket_url`, `function_urls`, `groups`, `crons`).
 Project and region come from the spec (`gcp.project`, `region`/`zone`) or the stack config
-(`gcp:project`, `gcp:region`).
+(`gcp:project`, `gcp:region`). The region is the sweep's home (bucket, functions, scheduler,
+registry); in the created lifecycle the VMs' regions are the candidates' (`vm_regions`:
+`spec.candidate_regions`), each with a subnet, router + NAT and the groups' templates.
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ from infra.gcp.apis import GcpApis
 from infra.gcp.bucket import ResultsBucket, ResultsBucketArgs
 from infra.gcp.functions import GcpFunctions, GcpFunctionsArgs
 from infra.gcp.identity import GcpIdentities, GcpIdentitiesArgs
-from infra.gcp.network import GcpNetwork, GcpNetworkArgs, ssh_ports, subnet_name
+from infra.gcp.network import (
+    GcpNetwork, GcpNetworkArgs, region_cidrs, ssh_ports, subnet_name,
+    vm_regions,
+)
 from infra.gcp.registry import GcpRegistry
 from infra.gcp.secrets import SweepSecret
 from infra.gcp.scheduler import GcpScheduler, GcpSchedulerArgs, cron_pair
@@ -46,10 +51,31 @@ def resolve_location(spec: SweepSpec) -> tuple[str, str, str]:
     zone = first_zone(spec)  # created lifecycle: templates are regional, the zone a default
     if not zone:
         raise pulumi.RunError(f"spec {spec.name!r}: cloud gcp needs 'zone' (e.g. us-central1-a)")
-    region = region_of(spec)  # the spec's region (spotbench.facts: CloudFacts.sweep_region)
-    if FACTS.region_of_zone(zone) != region:
+    region = region_of(spec)  # the home region (spotbench.facts: CloudFacts.sweep_region)
+    # the stopped lifecycle's VMs live in the fixed zone, next to the home region's subnet;
+    # created candidates may be anywhere: each candidate region gets a subnet (network.py)
+    if spec.lifecycle != "created" and FACTS.region_of_zone(zone) != region:
         raise pulumi.RunError(f"spec {spec.name!r}: zone {zone!r} is not in region {region!r}")
     return project, region, zone
+
+
+def checked_regions(spec: SweepSpec, home: str) -> list[str]:
+    """The regions the VMs run in (`network.vm_regions`), refused before anything is declared
+    when `gcp.network_cidr` cannot give each its subnet (`network.region_cidrs`)."""
+    regions = vm_regions(spec, home)
+    try:
+        region_cidrs(spec, regions)
+    except ValueError as exc:
+        raise pulumi.RunError(f"spec {spec.name!r}: {exc}") from exc
+    return regions
+
+
+def created_grants(spec: SweepSpec, regions: list[str]) -> dict[str, list[str]]:
+    """What the created lifecycle's grants cover (`GcpIdentitiesArgs`): every candidate zone
+    and region; nothing in the stopped lifecycle."""
+    created = spec.lifecycle == "created"
+    return {"created_zones": spec.candidate_zones if created else [],
+            "created_regions": regions if created else []}
 
 
 @dataclass
@@ -65,21 +91,21 @@ class GcpSweep(pulumi.ComponentResource):
         project, region, zone = resolve_location(spec)
         groups = spec.plan()
         crons = cron_pair(spec)  # fail before declaring anything
+        regions = checked_regions(spec, region)  # where VMs run: a subnet and templates each
         self.apis = GcpApis(f"{name}-apis", project)
         # every resource of the sweep waits for the APIs it needs
         super().__init__("spotbench:gcp:Sweep", name, None, pulumi.ResourceOptions.merge(
             opts, pulumi.ResourceOptions(transformations=[self.apis.after()])))
         child = pulumi.ResourceOptions(parent=self)
 
-        self.network = GcpNetwork(
-            f"{name}-net", GcpNetworkArgs(spec=spec, region=region, project=project), child
-        )
+        self.network = GcpNetwork(f"{name}-net", GcpNetworkArgs(
+            spec=spec, region=region, project=project, regions=regions), child)
         self.identities = GcpIdentities(
             f"{name}-id", GcpIdentitiesArgs(
                 sweep=spec.name, project=project, zone=zone, operators=list(spec.gcp.operators),
                 network_cidr=spec.gcp.network_cidr, ssh_ports=ssh_ports(spec.workload.name),
-                created_zones=spec.candidate_zones if spec.lifecycle == "created" else [],
-                region=region, subnet=subnet_name(f"{name}-net")), child
+                region=region, subnet=subnet_name(f"{name}-net"), **created_grants(spec, regions)),
+            child
         )
         ids = self.identities
         self.bucket = ResultsBucket(
@@ -125,6 +151,8 @@ class GcpSweep(pulumi.ComponentResource):
                 GcpRunGroupArgs(
                     spec=spec, group=g, project=project, region=region, zone=zone,
                     subnet=self.network.subnet.id, tag=self.network.tag,
+                    subnets={r: sn.id for r, sn in self.network.subnets.items()},
+                    cidrs=self.network.cidrs,
                     vm_account=ids.member.email, results_url=self.bucket.url,
                     done_url=urls["done"], grant_url=urls["grant"],
                     ssh=mpi.groups[g.id] if mpi else None,

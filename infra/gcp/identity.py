@@ -19,7 +19,10 @@ docs/identity.md): four accounts, three or four custom roles, a fixed set of bin
   `bench-gpu--…`), `spotbench_<sweep>_<tag>.list` (the project-level aggregated list and
   zone-operation polling, which IAM conditions cannot scope to names) and
   `spotbench_<sweep>_<tag>.sign` (`iam.serviceAccounts.signBlob`) on its own account only:
-  it signs the groups' POST policies. Plus the results prefix (bucket.py), the sweep's one
+  it signs the groups' POST policies. In the created lifecycle with candidates in several
+  regions, the conditioned start/stop and create grants are bound once per candidate region
+  (`_grant_by_region`: an IAM condition holds at most 12 logical operators), each naming
+  that region's zones, templates and subnet. Plus the results prefix (bucket.py), the sweep's one
   secret (secrets.py) and `roles/iam.serviceAccountUser` on the member account (starting an
   instance that runs as a service account requires `iam.serviceAccounts.actAs` on it).
 - Operators (`gcp.operators` in the spec): `spotbench_<sweep>_<tag>.ops` (list/get instances,
@@ -43,6 +46,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_random
 
+from spotbench.facts.gcp import FACTS
 from spotbench.labels import name_prefix
 
 # spotbench.clouds.gcp.gce: instances.aggregatedList (needs .list) → get → start/stop →
@@ -132,20 +136,30 @@ def instances_condition(project: str, zone: str | list[str], sweep: str) -> dict
     }
 
 
-def created_condition(project: str, region: str, zones: list[str], sweep: str,
+def created_condition(project: str, regions: str | list[str], zones: list[str], sweep: str,
                       subnet: str) -> dict[str, str]:
     """IAM condition of the created lifecycle's role: the sweep's instances and their boot
-    disks (named like them) in each candidate zone, its templates in the region (named after
-    its groups), and its own subnet — nothing of another sweep."""
+    disks (named like them) in each candidate zone, its templates and its own subnet in each
+    candidate region (named after its groups; the subnet's name is the same in each) —
+    nothing of another sweep, nothing in another region."""
+    regions = [regions] if isinstance(regions, str) else list(regions)
     pre = name_prefix(sweep)
     names = [f"projects/{project}/zones/{z}/{kind}/{pre}" for z in zones
              for kind in ("instances", "disks")]
-    names.append(f"projects/{project}/regions/{region}/instanceTemplates/{pre}")
+    names += [f"projects/{project}/regions/{r}/instanceTemplates/{pre}" for r in regions]
     terms = [f'resource.name.startsWith("{n}")' for n in names]
-    terms.append(f'resource.name == "projects/{project}/regions/{region}/subnetworks/{subnet}"')
+    terms += [f'resource.name == "projects/{project}/regions/{r}/subnetworks/{subnet}"'
+              for r in regions]
     return {"title": f"{sweep} created instances only"[:100],
             "description": f"create/delete {pre}* instances in {', '.join(zones)}"[:256],
             "expression": " || ".join(terms)}
+
+
+def zones_by_region(args: GcpIdentitiesArgs) -> dict[str, list[str]]:
+    """Candidate region → its candidate zones (the created lifecycle), first choice first;
+    the stopped lifecycle: the home region, no zones (its one `zone` is used)."""
+    regions = args.created_regions or [args.region]
+    return {r: [z for z in args.created_zones if FACTS.region_of_zone(z) == r] for r in regions}
 
 
 def ip_prefix(cidr: str) -> str:
@@ -189,10 +203,12 @@ class GcpIdentitiesArgs:
     project: str
     zone: str
     operators: list[str] = field(default_factory=list)  # IAM members
-    # the created lifecycle: the candidate zones, their region and the sweep's subnet name
+    # the created lifecycle: the candidate zones, their regions (default: `region` alone)
+    # and the sweep's subnet name (the same in each region)
     created_zones: list[str] = field(default_factory=list)
     region: str = ""
     subnet: str = ""
+    created_regions: list[str] = field(default_factory=list)
     network_cidr: str = "10.42.0.0/24"  # the sweep's subnet (its instances' addresses)
     ssh_ports: list[str] = field(default_factory=lambda: ["22"])  # what operators reach
 
@@ -224,9 +240,6 @@ class GcpIdentities(pulumi.ComponentResource):
                                         keepers={"sweep": args.sweep}, opts=child)
         self.role = self._role(name, args, "", "start/stop", FUNCTION_COMPUTE_PERMISSIONS,
                                "get, start and stop the sweep's instances; nothing else", child)
-        self._grant(f"{name}-function-compute", args, self.role, fn_member, child,
-                    condition=instances_condition(args.project, args.created_zones or args.zone,
-                                                        args.sweep))
         self.list_role = self._role(name, args, "list", "list", FUNCTION_LIST_PERMISSIONS,
                                     "find instances by label and follow zone operations", child)
         self._grant(f"{name}-function-list", args, self.list_role, fn_member, child)
@@ -235,13 +248,11 @@ class GcpIdentities(pulumi.ComponentResource):
             self.create_role = self._role(
                 name, args, "create", "create", FUNCTION_CREATE_PERMISSIONS,
                 "create the sweep's instances from its templates, and delete them", child)
-            self._grant(f"{name}-function-create", args, self.create_role, fn_member, child,
-                        condition=created_condition(args.project, args.region, args.created_zones,
-                                                    args.sweep, args.subnet))
             self.create_list_role = self._role(
                 name, args, "bulk", "bulk", FUNCTION_CREATE_LIST_PERMISSIONS,
                 "follow the bulk creations' region operations", child)
             self._grant(f"{name}-function-bulk", args, self.create_list_role, fn_member, child)
+        self._grant_by_region(name, args, fn_member, child)
         self.sign_role = self._role(name, args, "sign", "sign", SIGN_PERMISSIONS,
                                     "sign the groups' upload policies as itself", child)
         gcp.serviceaccount.IAMMember(  # on its own account only: it signs as nobody else
@@ -282,6 +293,23 @@ class GcpIdentities(pulumi.ComponentResource):
             "function": self.function.email,
             "role": self.role.name,
         })
+
+    def _grant_by_region(self, name: str, args: GcpIdentitiesArgs, fn_member: pulumi.Output,
+                         child: pulumi.ResourceOptions) -> None:
+        """The function's conditioned grants on instances (start/stop) and, in the created
+        lifecycle, on what it creates: one binding each, or one per candidate region when
+        the candidates span several (`zones_by_region`): an IAM condition holds at most 12
+        logical operators, and two terms a zone pass that with 6 zones in one condition."""
+        split = zones_by_region(args)
+        for region, zones in split.items():
+            key = "" if len(split) == 1 else f"-{region}"
+            self._grant(f"{name}-function-compute{key}", args, self.role, fn_member, child,
+                        condition=instances_condition(args.project, zones or args.zone,
+                                                      args.sweep))
+            if self.create_role is not None:
+                self._grant(f"{name}-function-create{key}", args, self.create_role, fn_member,
+                            child, condition=created_condition(args.project, region, zones,
+                                                               args.sweep, args.subnet))
 
     def _role(self, name: str, args: GcpIdentitiesArgs, suffix: str, what: str,
               permissions: tuple[str, ...], description: str,

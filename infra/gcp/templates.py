@@ -16,6 +16,9 @@ sweep's subnet (the VPC rule still admits only the group's tag).
 Regional templates (`RegionInstanceTemplate`), not global: a template names the sweep's
 subnet, which is regional, so it can only create VMs in that region anyway; a regional one
 says so, and regionInstances.bulkInsert takes it (docs/platform.md, "Created lifecycle").
+Candidates in several regions: one template per role in each candidate region, naming that
+region's subnet, with the same GCE name (templates are regional objects); a group has
+roles × regions templates (docs/gcp.md).
 """
 
 from __future__ import annotations
@@ -43,8 +46,11 @@ def role_members(args: Any) -> dict[str, list]:
 
 
 def group_templates(name: str, args: Any, scheduling: dict, policies: list,
-                    network_cidr: str, parent: pulumi.Resource) -> dict[str, gcp.compute.RegionInstanceTemplate]:
-    """role → the template its members are created from."""
+                    network_cidr: str, parent: pulumi.Resource,
+                    key: str = "") -> dict[str, gcp.compute.RegionInstanceTemplate]:
+    """role → the template its members are created from in `args.region`, on `args.subnet`
+    (whose range `network_cidr` the host firewall admits as peers). `key` tells the Pulumi
+    names of several regions' templates apart (the GCE name is the same in each region)."""
     spec, group = args.spec, args.group
     gpu = group.accelerator_count if group.accelerator else 0
     names = [m.name for m in group.members]
@@ -73,7 +79,7 @@ def group_templates(name: str, args: Any, scheduling: dict, policies: list,
     for role, members in role_members(args).items():
         labels = {**spec.labels, **group.member_labels(members[0])}
         out[role] = gcp.compute.RegionInstanceTemplate(
-            f"{name}-{role}-template",
+            f"{name}-{role}-template{key}",
             name=template_name(group.id, role),
             region=args.region,
             project=args.project,

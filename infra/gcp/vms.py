@@ -10,7 +10,7 @@ later updates so a `pulumi up` never stops or restarts a group the scheduler sta
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pulumi
 import pulumi_gcp as gcp
@@ -71,6 +71,9 @@ class GcpRunGroupArgs:
     secrets: Mapping[str, str] | None = None  # key file → its file id at `grant` (fetched at boot)
     user_env_secret: str | None = None  # a `container` group's env file id (fetched at boot)
     after: list[pulumi.Resource] = field(default_factory=list)  # e.g. the secrets and grants
+    # the created lifecycle: each VM region's subnet and range (default: `region`'s `subnet`)
+    subnets: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
+    cidrs: Mapping[str, str] = field(default_factory=dict)
 
 
 class GcpRunGroup(pulumi.ComponentResource):
@@ -88,20 +91,13 @@ class GcpRunGroup(pulumi.ComponentResource):
                 f"{', '.join(sorted(COMPACT_SERIES))} — change matrix.machine_type or use "
                 "placement 'spread' or 'none'"
             )
-        policies, domains = self._placement(name, args, child)
         if spec.provisioning == "preemptible":
             pulumi.log.warn(PREEMPTIBLE_NOTE, resource=self)
         self.instance_names = [m.name for m in group.members]
         if spec.lifecycle == "created":  # templates only: the start function makes the VMs
-            gpu_ = bool(group.accelerator and group.accelerator_count)
-            self.addresses: dict[str, gcp.compute.Address] = {}
-            self.instances: dict[str, gcp.compute.Instance] = {}
-            self.templates = group_templates(
-                name, args, scheduling(spec, gpu=gpu_, compact=compact, domain=None), policies,
-                spec.gcp.network_cidr, self)
-            self.register_outputs({"instances": self.instance_names,
-                                   "templates": {r: t.name for r, t in self.templates.items()}})
+            self._created(name, args, compact, child)
             return
+        policies, domains = self._placement(name, args, child)
 
         self.addresses = {
             m.name: gcp.compute.Address(
@@ -190,6 +186,29 @@ class GcpRunGroup(pulumi.ComponentResource):
             "instances": names,
             "ips": {n: a.address for n, a in self.addresses.items()},
         })
+
+    def _created(self, name: str, args: GcpRunGroupArgs, compact: bool,
+                 child: pulumi.ResourceOptions) -> None:
+        """Per VM region (one subnet each): the placement policy and a template per role
+        (regional: a template creates VMs in its own region only). One region: today's
+        resource names; several: the region in each (GCE names repeat: regional objects)."""
+        spec, group = args.spec, args.group
+        gpu = bool(group.accelerator and group.accelerator_count)
+        subnets = dict(args.subnets) or {args.region: args.subnet}
+        cidrs = dict(args.cidrs) or {args.region: spec.gcp.network_cidr}
+        self.addresses: dict[str, gcp.compute.Address] = {}
+        self.instances: dict[str, gcp.compute.Instance] = {}
+        self.templates: dict[str, gcp.compute.RegionInstanceTemplate] = {}  # role (+ region)
+        for region, subnet in subnets.items():
+            key = "" if len(subnets) == 1 else f"-{region}"
+            here = replace(args, region=region, subnet=subnet)
+            policies, _ = self._placement(f"{name}{key}", here, child)
+            made = group_templates(name, here, scheduling(spec, gpu=gpu, compact=compact,
+                                                           domain=None),
+                                   policies, cidrs[region], self, key=key)
+            self.templates |= {f"{role}{key}": t for role, t in made.items()}
+        self.register_outputs({"instances": self.instance_names,
+                               "templates": {r: t.name for r, t in self.templates.items()}})
 
     def _placement(self, name: str, args: GcpRunGroupArgs, child: pulumi.ResourceOptions):
         spec, group = args.spec, args.group

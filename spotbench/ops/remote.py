@@ -47,6 +47,7 @@ class Target:
     member: str
     host: str  # IP, hostname, or (iap/ssm) the instance name / id
     port: int = 22
+    zone: str | None = None  # where the cloud says the instance is (iap: its --zone)
 
 
 @dataclass
@@ -66,7 +67,8 @@ class AccessConfig:
         if self.via == "iap":
             cmd = ["gcloud", "compute", "start-iap-tunnel", target.host, str(target.port),
                    "--listen-on-stdin", "--verbosity=warning"]
-            cmd += [f"--zone={self.gcp_zone}"] if self.gcp_zone else []
+            zone = target.zone or self.gcp_zone  # a created VM: the zone it was made in
+            cmd += [f"--zone={zone}"] if zone else []
             cmd += [f"--project={self.gcp_project}"] if self.gcp_project else []
             return shlex.join(cmd)
         if self.via == "ssm":
@@ -109,7 +111,7 @@ def targets_for(group: RunGroup, cloud: Cloud | None, cfg: AccessConfig,
         elif m.name in known:
             inst = known[m.name]
             host = inst.name if cfg.via in ("iap", "ssm") else (inst.ip or inst.name)
-            out.append(Target(m.name, host, cfg.port))
+            out.append(Target(m.name, host, cfg.port, zone=inst.zone))
     return out
 
 

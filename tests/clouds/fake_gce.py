@@ -17,7 +17,9 @@ does (HTTP 503 `insufficientCapacity` when every allowed zone is exhausted, 403
 `quotaExceeded` after `exceed_quota(region)`, 409 for a name in use), then a region
 operation that makes the named instances from the template (its labels and account) in ONE
 zone the location policy allows, or — `exhaust_calls` — ends `ZONE_RESOURCE_POOL_EXHAUSTED`
-having made none (docs/platform.md, "Created lifecycle"). Every request is recorded in `calls`.
+having made none (docs/platform.md, "Created lifecycle"). A bulkInsert is per region: a
+template of another region, or a location policy naming a zone of another region, is
+refused (HTTP 400) as GCE does. Every request is recorded in `calls`.
 """
 
 from __future__ import annotations
@@ -281,8 +283,13 @@ class FakeGce:
         an error and makes none (min_count = count)."""
         self.bulk_inserts.append(body)
         names = list(body.get("perInstanceProperties") or {})
-        tname = str(body.get("sourceInstanceTemplate", "")).rsplit("/", 1)[-1]
+        source = str(body.get("sourceInstanceTemplate", ""))
+        tname = source.rsplit("/", 1)[-1]
         template = self.templates.get((region, tname))
+        elsewhere = _outside(region, source, body.get("locationPolicy") or {})
+        if elsewhere:  # a regional request: its template and zones are in its region
+            return 400, _error(400, f"Invalid value for field 'resource': {elsewhere} is not "
+                               f"in region {region}", reason="invalid")
         count, least = int(body.get("count", 0)), int(body.get("minCount", body.get("count", 0)))
         if template is None:
             return 404, _error(404, f"The resource 'projects/{self.project}/regions/{region}/"
@@ -403,6 +410,18 @@ def _error(code: int, message: str, reason: str | None = None) -> dict[str, Any]
     if reason:
         detail["reason"] = reason
     return {"error": {"code": code, "message": message, "errors": [detail]}}
+
+
+def _outside(region: str, template: str, policy: dict[str, Any]) -> str | None:
+    """What a regionInstances.bulkInsert in `region` names of another region: its regional
+    template, or a zone of its location policy (None: all in `region`)."""
+    from spotbench.catalog import GCP_CATALOG
+
+    m = re.search(r"/regions/([^/]+)/instanceTemplates/", template)
+    if m and m.group(1) != region:
+        return template
+    zones = [k.rsplit("/", 1)[-1] for k in (policy.get("locations") or {})]
+    return next((f"zones/{z}" for z in zones if GCP_CATALOG.region_of(z) != region), None)
 
 
 def _allowed_zones(region: str, policy: dict[str, Any]) -> list[str]:

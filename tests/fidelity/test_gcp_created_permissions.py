@@ -114,3 +114,85 @@ def test_capacity_gcp_create_outside_the_sweeps_prefix_is_refused(created, monke
                          alpha.function_sa.startswith("serviceAccount:") else alpha.function_sa, need)
     assert not policy.allows(alpha.function_sa, other)
     assert sweep_labels("alpha")  # the sweep's own labels are untouched
+
+
+# ---- candidates across regions: the grants follow each candidate region, no other ------
+EAST_ZONE = "us-east1-b"
+
+
+@pytest.fixture(scope="module")
+def regions() -> Iterator[World]:
+    """alpha's candidates span us-central1 and us-east1 (home us-central1): per region a
+    subnet and templates; beta is a one-region sweep whose name alpha's prefixes."""
+    alpha = deploy({**_created("alpha"), "zones": ["us-central1-a", EAST_ZONE]})
+    beta = deploy(_created(BETA))
+    policy = DeclaredPolicy.from_declared(alpha.declared + beta.declared, PROJECT)
+    templates = {}
+    for dep in (alpha, beta):
+        subnets = {s.inputs["region"]: s.inputs["name"]
+                   for s in dep.of_type("gcp:compute/subnetwork:Subnetwork")}
+        for t in dep.of_type(TEMPLATE):
+            region = t.inputs["region"]
+            name = f"projects/{PROJECT}/regions/{region}/instanceTemplates/{t.inputs['name']}"
+            templates[name] = (f"projects/{PROJECT}/regions/{region}/subnetworks/{subnets[region]}",
+                               t.inputs["serviceAccount"]["email"])
+
+    class CreatedEnforcer(Enforcer):
+        def __call__(self, call: Call) -> str | None:
+            if call.method == "POST" and call.path.endswith("/instances/bulkInsert"):
+                needs = bulk_insert_needs(call, templates.get)
+                self.needs.append((call, needs))
+                missing = [n.permission for n in needs if not self.policy.allows(call.identity, n)]
+                return ", ".join(missing) or None
+            return super().__call__(call)
+
+    enforcer = CreatedEnforcer(policy)
+    endpoint = GoogleEndpoint(authorize=enforcer)
+    enforcer.endpoint = endpoint
+    endpoint.gce.project = PROJECT
+    for dep in (alpha, beta):
+        endpoint.gcs.add_bucket(dep.bucket)
+        for t in dep.of_type(TEMPLATE):
+            endpoint.gce.add_template(t.inputs["region"], t.inputs["name"], t.inputs["labels"],
+                                      service_account=t.inputs["serviceAccount"]["email"])
+    yield World(alpha, beta, endpoint, enforcer)
+    endpoint.stop()
+
+
+def test_capacity_gcp_regions_start_function_creates_in_the_second_region_granted(regions, monkeypatch):
+    """The first candidate region out of capacity: the start function's bulkInsert in the
+    second region (its template, its subnet, its zone) is allowed by the declared grants."""
+    alpha, ep = regions.alpha, regions.endpoint
+    ep.gce.exhaust("us-central1-a")
+    scheduler = alpha.jobs[0]["httpTarget"]["oidcToken"]["serviceAccountEmail"]
+    out = _function(regions, alpha, "start", Caller("scheduler", scheduler), {"sweep": "alpha"},
+                    monkeypatch)
+    assert out["started"] and {z for (z, _) in ep.gce.instances} == {EAST_ZONE}
+    assert not [c for c in ep.calls if c.denied], [(c.path, c.denied) for c in ep.calls if c.denied]
+    checked = {(n.permission, n.resource) for c, needs in regions.enforcer.needs
+               if "/regions/us-east1/" in c.path for n in needs}
+    assert ("compute.subnetworks.use",
+            f"projects/{PROJECT}/regions/us-east1/subnetworks/alpha-net-subnet") in checked
+    assert any(p == "compute.instanceTemplates.useReadOnly" and "/regions/us-east1/" in r
+               for p, r in checked)
+    _function(regions, alpha, "stop", Caller("scheduler", scheduler), {"sweep": "alpha"},
+              monkeypatch)
+    assert ep.gce.instances == {}
+
+
+def test_capacity_gcp_regions_grants_stop_at_the_candidates(regions):
+    """Nothing beyond the candidates: not another zone of a candidate region, not another
+    region's subnet or templates, not another sweep's names in a candidate zone."""
+    policy, fn = regions.enforcer.policy, regions.alpha.function_sa
+    need = next(n for c, needs in regions.enforcer.needs for n in needs
+                if n.permission == "compute.instances.create" and f"/zones/{EAST_ZONE}/" in n.resource)
+    subnet = next(n for c, needs in regions.enforcer.needs for n in needs
+                  if n.permission == "compute.subnetworks.use" and "/us-east1/" in n.resource)
+    assert policy.allows(fn, need) and policy.allows(fn, subnet)
+    for other in (need.__class__(need.permission, need.resource.replace(EAST_ZONE, "us-east1-c"), need.type),
+                  need.__class__(need.permission, need.resource.replace(EAST_ZONE, "europe-west4-a"), need.type),
+                  need.__class__(need.permission, need.resource.replace("/instances/alpha--",
+                                                                        "/instances/other--"), need.type),
+                  subnet.__class__(subnet.permission, subnet.resource.replace("us-east1", "europe-west4"),
+                                   subnet.type)):
+        assert not policy.allows(fn, other), other.resource

@@ -79,7 +79,9 @@ def check(spec: SweepSpec, project: str, api_endpoint: str | None = None) -> lis
         return [Problem("credentials", f"no Google credentials ({type(exc).__name__})",
                         "gcloud auth application-default login")]
     zones = spec.candidate_zones or [spec.zone or ""]
-    regions = sorted({FACTS.sweep_region(spec.region, z) or "" for z in zones})
+    # each candidate's region (they may span several: `lifecycle: created`), not the home
+    # region `region` names: a group is made where its zone is, and uses that region's quota
+    regions = spec.candidate_regions or [FACTS.sweep_region(spec.region, spec.zone) or ""]
     refused = _project(api, project)
     if refused:
         return [refused]

@@ -160,8 +160,13 @@ class GcpProvider(Provider):
         }
 
     def access_options(self, spec: SweepSpec, via: str) -> dict[str, Any]:
-        # `gcloud compute start-iap-tunnel` needs the instance's project and zone
-        return {"gcp_project": project_of(spec), "gcp_zone": first_zone(spec)} if via == "iap" else {}
+        """`gcloud compute start-iap-tunnel` needs the instance's project and zone: the fixed
+        zone (stopped lifecycle); a created VM's is the one the cloud reports it in (each
+        `Target.zone`, spotbench.ops.remote), any candidate of any candidate region."""
+        if via != "iap":
+            return {}
+        fixed = first_zone(spec) if spec.lifecycle != "created" else None
+        return {"gcp_project": project_of(spec), "gcp_zone": fixed}
 
     def post_done(self, ctx: MemberContext, body: dict, timeout: float) -> requests.Response:
         import requests
