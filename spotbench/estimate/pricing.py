@@ -1,36 +1,80 @@
 """What one member or group costs per hour and per run, each member at its own machine type
-(`role_machine_types`); `budget` prices groups with these too."""
+(`role_machine_types`); `budget` prices groups with these too.
+
+Where: the spec's zone (or region). In the created lifecycle a group lands in whichever
+candidate zone has capacity, possibly in another region at another price, so a group is
+priced in its dearest candidate (`price_locations`): an estimate and a budget guard that
+hold wherever the group runs. A candidate without a price row is left out (named when none
+has one)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from spotbench.facts import facts_of
-from spotbench.costs import Catalog, billed_seconds, instance_hourly, region_of
+from spotbench.costs import Catalog, MissingPrice, billed_seconds, instance_hourly, region_of
 from spotbench.plan import Member, RunGroup
 from spotbench.prices import notes as price_notes
 from spotbench.spec import SweepSpec
 
 
 def spec_region(spec: SweepSpec) -> str | None:
-    return region_of(spec.cloud, spec.zone, spec.region)
+    """The price region of the spec's own location: its `region`, else its (first) zone's."""
+    return region_of(spec.cloud, spec.first_zone, spec.region)
+
+
+def price_locations(spec: SweepSpec) -> list[tuple[str | None, str | None]]:
+    """(price region, zone) pairs a group may be billed in: every candidate zone in the
+    created lifecycle (each in its own region's prices), else the spec's one location."""
+    zones = spec.candidate_zones
+    if spec.lifecycle == "created" and len(zones) > 1:
+        return [(region_of(spec.cloud, z), z) for z in zones]
+    return [(spec_region(spec), spec.first_zone)]
+
+
+def _dearest(rates: list[tuple[float, float]], missing: MissingPrice | None) -> tuple[float, float]:
+    if not rates:
+        assert missing is not None
+        raise missing
+    return max(rates, key=sum)
 
 
 def member_type(group: RunGroup, member: Member) -> str:
     return member.machine_type or group.machine_type
 
 
+def _at(spec: SweepSpec, group: RunGroup, member: Member, catalog: Catalog,
+        where: tuple[str | None, str | None]) -> tuple[float, float]:
+    region, zone = where
+    return instance_hourly(catalog, spec.cloud, region, member_type(group, member), spec.spot,
+                           group.accelerator, group.accelerator_count, zone)
+
+
 def member_hourly(spec: SweepSpec, group: RunGroup, member: Member, catalog: Catalog) -> tuple[float, float]:
-    """(machine, GPU) USD per hour of one member: its own role's type (`role_machine_types`)."""
-    return instance_hourly(catalog, spec.cloud, spec_region(spec), member_type(group, member), spec.spot,
-                           group.accelerator, group.accelerator_count, spec.zone)
+    """(machine, GPU) USD per hour of one member: its own role's type (`role_machine_types`),
+    in its dearest candidate location (`price_locations`)."""
+    rates, missing = [], None
+    for where in price_locations(spec):
+        try:
+            rates.append(_at(spec, group, member, catalog, where))
+        except MissingPrice as exc:
+            missing = exc
+    return _dearest(rates, missing)
 
 
 def group_hourly(spec: SweepSpec, group: RunGroup, catalog: Catalog) -> tuple[float, float]:
-    """(machine, GPU) USD per hour of the whole group, each member priced at its own type
-    (raises MissingPrice naming the row to add)."""
-    rates = [member_hourly(spec, group, m, catalog) for m in group.members]
-    return sum(r[0] for r in rates), sum(r[1] for r in rates)
+    """(machine, GPU) USD per hour of the whole group, each member priced at its own type, in
+    the dearest candidate location (the whole group lands in one zone; raises MissingPrice
+    naming the row to add when no candidate has a price)."""
+    totals, missing = [], None
+    for where in price_locations(spec):
+        try:
+            rates = [_at(spec, group, m, catalog, where) for m in group.members]
+        except MissingPrice as exc:
+            missing = exc
+            continue
+        totals.append((sum(r[0] for r in rates), sum(r[1] for r in rates)))
+    return _dearest(totals, missing)
 
 
 def group_cost_usd(spec: SweepSpec, group: RunGroup, catalog: Catalog, run_s: float) -> float:
@@ -57,15 +101,24 @@ def types_label(group: RunGroup) -> str:
 def price_rows(spec: SweepSpec, catalog: Catalog, others: list[Any]) -> tuple[list[Any], list[str]]:
     """The rows that priced the estimate (machine and GPU of every group, plus `others`) and
     the lines naming their tables and dates, per zone where a price differs by zone."""
-    region = spec_region(spec)
     rows, zones = list(others), []
+    locations = price_locations(spec)
     for g in spec.plan():
-        for mtype in sorted({member_type(g, m) for m in g.members}):
-            row = catalog.find(spec.cloud, region, "machine", mtype, spec.spot, spec.zone)
-            rows.append(row)
-            zones.append(price_notes.by_zone(
-                mtype, catalog.by_zone(spec.cloud, region, "machine", mtype, spec.spot), row))
-        if g.accelerator and g.accelerator_count:
-            rows.append(catalog.find(spec.cloud, region, "gpu", g.accelerator, spec.spot))
+        for region, zone in dict.fromkeys(locations):
+            for mtype in sorted({member_type(g, m) for m in g.members}):
+                row = catalog.find(spec.cloud, region, "machine", mtype, spec.spot, zone)
+                rows.append(row)
+                zones.append(price_notes.by_zone(
+                    mtype, catalog.by_zone(spec.cloud, region, "machine", mtype, spec.spot), row))
+            if g.accelerator and g.accelerator_count:
+                rows.append(catalog.find(spec.cloud, region, "gpu", g.accelerator, spec.spot))
     used = price_notes.used(rows, getattr(catalog, "tables", []))
-    return rows, used + sorted({z for z in zones if z})
+    return rows, used + sorted({z for z in zones if z}) + _candidates_line(spec, locations)
+
+
+def _candidates_line(spec: SweepSpec, locations: list[tuple[str | None, str | None]]) -> list[str]:
+    if len(locations) < 2:
+        return []
+    regions = sorted({r for r, _ in locations if r})
+    return [f"{len(locations)} candidate zones in {', '.join(regions)} (`lifecycle: created`): "
+            "each group is priced in its dearest candidate, wherever it lands"]
