@@ -148,21 +148,28 @@ class Creator:
         out: list[Instance] = []
         for group in groups:
             here = [raw for raw in found if dict(raw.labels).get(GROUP_LABEL) == group]
-            names = {raw.name for raw in here}
-            missing = [(role, n) for role, ns in self.roster.get(group, {}).items()
-                       for n in ns if n not in names]
-            if not missing:
-                continue
-            zones = sorted({short_zone(raw.zone) for raw in here}) or list(self.cloud.zones or [])
-            since = max((raw.last_start_timestamp for raw in here if raw.last_start_timestamp),
-                        default=self._window_start())
-            for zone in zones:
-                if zone not in ops_of:
-                    ops_of[zone] = preemptions(zone) or []
-            member_labels = {**labels, GROUP_LABEL: group}
-            out += [self._gone(member_labels, role, n, zones, ops_of, since, bool(here))
-                    for role, n in missing]
-        return [i for i in out if i is not None]
+            out += self._absent_of(group, {**labels, GROUP_LABEL: group}, here, ops_of,
+                                   preemptions)
+        return out
+
+    def _absent_of(self, group: str, labels: Mapping[str, str],
+                   here: Sequence[compute_v1.Instance], ops_of: dict[str, Sequence[Any]],
+                   preemptions: Callable[[str], Sequence[Any] | None]) -> list[Instance]:
+        """`absent` for one group, `here` its members found (`ops_of`: the zones' preempted
+        operations listed so far in this query, each zone once)."""
+        names = {raw.name for raw in here}
+        missing = [(role, n) for role, ns in self.roster.get(group, {}).items()
+                   for n in ns if n not in names]
+        if not missing:
+            return []
+        zones = sorted({short_zone(raw.zone) for raw in here}) or list(self.cloud.zones or [])
+        since = max((raw.last_start_timestamp for raw in here if raw.last_start_timestamp),
+                    default=self._window_start())
+        for zone in zones:
+            if zone not in ops_of:
+                ops_of[zone] = preemptions(zone) or []
+        gone = (self._gone(labels, role, n, zones, ops_of, since, bool(here)) for role, n in missing)
+        return [i for i in gone if i is not None]
 
     def _window_start(self) -> str:
         if self.max_run_s is None:
