@@ -66,7 +66,9 @@ def fetch_keys_script(secrets: Mapping[str, str], grant_url: str, ssh_dir: str =
     each file (`secrets`: key file name → the file's id at the `grant` function) as the
     `data` (base64) of the function's JSON answer. COS has curl, sed and base64 (no jq, no
     python). Any failure stops the unit before the container starts and powers the VM off
-    (it would otherwise idle, billing, until `max_run_duration`)."""
+    (it would otherwise idle, billing, until `max_run_duration`). A guest power-off only
+    stops a VM, whatever its termination action: in the created lifecycle the stopped member
+    (its disk) is deleted by the next stop or at `max_run_duration` (DELETE)."""
     fetches = "".join(f"fetch {shlex.quote(file_id)} {shlex.quote(f'{ssh_dir}/{key_file}')}\n"
                       for key_file, file_id in sorted(secrets.items()))
     # `files`: absolute path → file id (a `container` group's env file, infra/user_image.py)

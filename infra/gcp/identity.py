@@ -76,10 +76,18 @@ FUNCTION_CREATE_PERMISSIONS = (
     "compute.instances.setLabels",
     "compute.instances.setServiceAccount",
     "compute.disks.create",
+    "compute.disks.setLabels",  # the template labels the boot disk (research.md §1 G4)
     "compute.instanceTemplates.useReadOnly",
     "compute.subnetworks.use",
 )
-FUNCTION_CREATE_LIST_PERMISSIONS = ("compute.regionOperations.get",)
+# Unconditioned (project-level): the region operations, and the use of the group's placement
+# policy (spread / compact) a template names. IAM conditions on resource names hold only for
+# the resource types that accept them, and resource policies are not among them
+# (cloud.google.com/iam/help/conditions/resource-policies lists for Compute Engine backend
+# services, firewalls, images, instance templates, instances, disks, snapshots); `use` lets
+# the holder attach a policy to a VM it may create (the sweep's, by the create condition),
+# not change or delete one (docs/platform.md, "Created lifecycle").
+FUNCTION_CREATE_LIST_PERMISSIONS = ("compute.regionOperations.get", "compute.resourcePolicies.use")
 # `spotbench status` (list), `ssh --via iap` (gcloud looks the instance up), `schedule`.
 OPERATOR_PERMISSIONS = (
     "compute.instances.get",
@@ -139,15 +147,18 @@ def instances_condition(project: str, zone: str | list[str], sweep: str) -> dict
 def created_condition(project: str, regions: str | list[str], zones: list[str], sweep: str,
                       subnet: str) -> dict[str, str]:
     """IAM condition of the created lifecycle's role: the sweep's instances and their boot
-    disks (named like them) in each candidate zone, its templates and its own subnet in each
-    candidate region (named after its groups; the subnet's name is the same in each) —
-    nothing of another sweep, nothing in another region."""
+    disks (named like them) in each candidate zone, its templates (named after its groups,
+    whichever form IAM names a regional template in) and its own subnet in each candidate
+    region (the subnet's name is the same in each) — nothing of another sweep, no instance
+    or subnet in another region."""
     regions = [regions] if isinstance(regions, str) else list(regions)
     pre = name_prefix(sweep)
     names = [f"projects/{project}/zones/{z}/{kind}/{pre}" for z in zones
              for kind in ("instances", "disks")]
-    names += [f"projects/{project}/regions/{r}/instanceTemplates/{pre}" for r in regions]
     terms = [f'resource.name.startsWith("{n}")' for n in names]
+    # a regional template's name as IAM reports it is undocumented (regional or global
+    # form): the part after `/instanceTemplates/` is the sweep's in either (research.md §1 G2)
+    terms.append(f'resource.name.extract("/instanceTemplates/{{name}}").startsWith("{pre}")')
     terms += [f'resource.name == "projects/{project}/regions/{r}/subnetworks/{subnet}"'
               for r in regions]
     return {"title": f"{sweep} created instances only"[:100],

@@ -93,7 +93,9 @@ def group_templates(name: str, args: Any, scheduling: dict, policies: list,
             network_interfaces=[{"subnetwork": args.subnet}],  # no access config: no external IP
             guest_accelerators=[{"type": group.accelerator, "count": gpu}] if gpu else None,
             scheduling=scheduling,
-            resource_policies=policies or None,
+            # one self link (the provider types it a string: "currently a max of 1 resource
+            # policy"); a list failed the deploy of every spread / compact created group
+            resource_policies=policies[0] if policies else None,
             service_account={"email": args.vm_account, "scopes": ["cloud-platform"]},
             metadata=_metadata(documents, role),
             opts=pulumi.ResourceOptions(parent=parent, depends_on=list(args.after)),

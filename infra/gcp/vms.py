@@ -4,7 +4,10 @@ VMs boot Container-Optimized OS and run the workload through cloud-init (cloud_i
 They are created stopped (`desired_status: TERMINATED`); `desired_status` is ignored on
 later updates so a `pulumi up` never stops or restarts a group the scheduler started, and
 `allow_stopping_for_update` is off so an update that needs a stop fails instead.
-`max_run_duration` (= the spec's deadline) is the platform's own dead-man switch.
+`max_run_duration` (= the spec's deadline) is the platform's own dead-man switch. At it, or
+at a preemption, GCE STOPs a stopped-lifecycle VM (started again by the next run) and
+DELETEs a created-lifecycle one (made again from its template; nothing left billed: no
+stopped VM, no boot disk). docs/platform.md, "Created lifecycle".
 """
 
 from __future__ import annotations
@@ -37,7 +40,9 @@ PREEMPTIBLE_NOTE = (
 def scheduling(spec: SweepSpec, *, gpu: bool, compact: bool, domain: int | None) -> dict:
     s: dict = {
         "max_run_duration": {"seconds": max(30, int(spec.deadline.total_seconds()))},
-        "instance_termination_action": "STOP",
+        # created: deleted at the deadline or a preemption (no disk left billed); the
+        # driver still reports a member GCE deleted so (spotbench.clouds.gcp.created)
+        "instance_termination_action": "DELETE" if spec.lifecycle == "created" else "STOP",
     }
     if spec.provisioning in ("spot", "preemptible"):
         # Legacy preemptible VMs cannot take max_run_duration / a termination action (the

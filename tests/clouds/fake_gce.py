@@ -4,7 +4,8 @@ Serves `aggregated/instances` (with a `labels.KEY = "VALUE"` filter), instance g
 stop / resume / delete (instances carry `lastStartTimestamp` / `lastStopTimestamp`), zone
 operations get / wait / list (with an `operationType = "…"` filter; `preempt()` does what
 GCE does to a spot VM it reclaims: TERMINATED plus a `compute.instances.preempted`
-operation), and the static addresses teardown
+operation; a VM made from a template whose termination action is DELETE is deleted
+instead, at a preemption or `reach_deadline`), and the static addresses teardown
 sweeps (`aggregated/addresses`, address delete, region operations get / wait), over plain HTTP on 127.0.0.1, so the
 real `google-cloud-compute` REST client can be pointed at it. Hooks let a test make the next
 operation on an instance fail (e.g. ZONE_RESOURCE_POOL_EXHAUSTED), never finish, or make the
@@ -146,10 +147,14 @@ class FakeGce:
                       "again later.")
 
     def add_template(self, region: str, name: str, labels: dict[str, str],
-                     service_account: str | None = None, machine_type: str = "n1-standard-4") -> None:
-        """A regional instance template (what infra declares in the created lifecycle)."""
+                     service_account: str | None = None, machine_type: str = "n1-standard-4",
+                     termination_action: str = "STOP") -> None:
+        """A regional instance template (what infra declares in the created lifecycle);
+        `termination_action` (its scheduling's instanceTerminationAction, GCE's default
+        STOP) is what GCE does to a VM made from it at a preemption or max_run_duration."""
         self.templates[(region, name)] = {"labels": dict(labels), "service_account": service_account,
-                                          "machine_type": machine_type}
+                                          "machine_type": machine_type,
+                                          "termination_action": termination_action}
 
     def exceed_quota(self, region: str, metric: str = "NVIDIA_T4_GPUS") -> None:
         """Every bulkInsert in `region` is refused up front: HTTP 403 `quotaExceeded`."""
@@ -172,14 +177,28 @@ class FakeGce:
         self._refuse.append((method, path_suffix, code))
 
     def preempt(self, zone: str, name: str) -> None:
-        """What GCE does when it reclaims a spot VM: TERMINATED, and a DONE
-        `compute.instances.preempted` operation on it."""
+        """What GCE does when it reclaims a spot VM: a DONE `compute.instances.preempted`
+        operation on it, and its termination action: STOP (TERMINATED, disk kept) or, made
+        from a template saying DELETE, the VM and its boot disk deleted."""
         with self._lock:
             inst = self.instances[(zone, name)]
-            inst["status"], inst["last_stop"] = "TERMINATED", _now()
             op = _Op(f"operation-{next(self._ids)}", zone, name, "compute.instances.preempted",
                      done=True, target_id=inst["id"])
             self._ops[op.name] = op
+            self._terminate(zone, name)
+
+    def reach_deadline(self, zone: str, name: str) -> None:
+        """The VM's max_run_duration elapsed: GCE applies its termination action (no
+        preempted operation)."""
+        with self._lock:
+            self._terminate(zone, name)
+
+    def _terminate(self, zone: str, name: str) -> None:
+        inst = self.instances[(zone, name)]
+        if inst.get("termination_action") == "DELETE":
+            del self.instances[(zone, name)]
+        else:
+            inst["status"], inst["last_stop"] = "TERMINATED", _now()
 
     def status(self, zone: str, name: str) -> str | None:
         inst = self.instances.get((zone, name))
@@ -320,7 +339,8 @@ class FakeGce:
                 self.add(n, zone, "PROVISIONING", template["labels"],
                          service_account=template["service_account"],
                          instance_id=str(500000 + next(self._ids)))
-                self.instances[(zone, n)]["template"] = tname
+                self.instances[(zone, n)].update(template=tname,
+                                                 termination_action=template["termination_action"])
         self._region_ops[op["name"]] = op
         return 200, self._region_op_body(op)
 

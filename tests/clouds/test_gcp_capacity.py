@@ -41,11 +41,16 @@ def gce():
 
 
 def declare_templates(gce: FakeGce, spec) -> None:
-    """What infra declares (tests/infra/test_gcp_templates.py): one template per group and role."""
+    """What infra declares (tests/infra/test_gcp_templates.py): one template per group and
+    role, with infra's own termination action (infra/gcp/vms.py `scheduling`)."""
+    from infra.gcp.vms import scheduling
+
+    action = scheduling(spec, gpu=True, compact=False, domain=None)["instance_termination_action"]
     for g in spec.plan():
         for m in g.members:
             gce.add_template("us-central1", template_name(g.id, m.role),
-                             {**spec.labels, **g.member_labels(m)}, service_account=SA)
+                             {**spec.labels, **g.member_labels(m)}, service_account=SA,
+                             termination_action=action)
 
 
 def make_sweep(gce: FakeGce, tmp_path, spec=None) -> control.Sweep:
@@ -53,7 +58,7 @@ def make_sweep(gce: FakeGce, tmp_path, spec=None) -> control.Sweep:
     declare_templates(gce, spec)
     cloud = GcpCloud("proj", zones=spec.candidate_zones, api_endpoint=gce.url, timeout_s=30,
                      retry_initial_s=0.05, poll_s=0.05, lifecycle="created",
-                     roster=roster_of(spec))
+                     roster=roster_of(spec), max_run_s=spec.deadline.total_seconds() + 600)
     return control.Sweep(spec=spec, cloud=cloud, store=ResultStore(f"file://{tmp_path}"))
 
 
@@ -136,7 +141,12 @@ def test_capacity_gcp_a_preempted_group_is_retried_in_a_zone_with_capacity(gce, 
     first = control.start(sweep, TICK)
     assert first["started"] == [group.id]
     assert {z for n in members_of(sweep) for z in gce.zones_of(n)} == {"us-central1-a"}
-    gce.preempt("us-central1-a", members_of(sweep)[0])  # GCE reclaims one member
+    gone = members_of(sweep)[0]
+    gce.preempt("us-central1-a", gone)  # GCE reclaims one member: DELETE, nothing billed
+    assert gce.zones_of(gone) == set()
+    [seen] = [i for i in sweep.cloud.query(group.labels) if i.name == gone]
+    assert (seen.state, seen.error, seen.zone) == (State.TERMINATED, ErrorKind.PREEMPTED,
+                                                   "us-central1-a")
     gce.exhaust("us-central1-a")  # and a has no room now
     again = control.start(sweep, TICK)
     assert again["started"] == [group.id] and again["run"] == first["run"]
@@ -147,6 +157,37 @@ def test_capacity_gcp_a_preempted_group_is_retried_in_a_zone_with_capacity(gce, 
                 if p["preference"] == "ALLOW"][0] for b in gce.bulk_inserts]
     roles = len({m.role for m in group.members})
     assert allowed[roles] == "us-central1-b"
+    # the ledger: the retry's start record names the zone the group was preempted in
+    records = [r for r in sweep.store.start_records(first["run"]) if r.zone == "us-central1-b"]
+    assert [r.preempted_zone for r in records] == ["us-central1-a"]
+
+
+def test_capacity_gcp_a_preemption_or_the_deadline_leaves_nothing_of_a_created_group_billed(gce, tmp_path):
+    """research.md §4: with STOP a preempted member stayed TERMINATED with its boot disk
+    until the next tick, and the deadline only stopped the group. DELETE: gone at once; the
+    driver still says which member GCE preempted (a query of the whole sweep too)."""
+    from spotbench.labels import sweep_labels
+
+    sweep = make_sweep(gce, tmp_path)
+    group = sweep.groups[0]
+    control.start(sweep, TICK)
+    names = members_of(sweep)
+    gce.preempt("us-central1-a", names[0])
+    assert names[0] not in {n for (_, n) in gce.instances}  # no stopped VM, no disk
+    by_name = {i.name: i for i in sweep.cloud.query(sweep_labels("cap"))}
+    assert set(by_name) == set(names)
+    assert by_name[names[0]].error == ErrorKind.PREEMPTED
+    assert by_name[names[0]].labels["spotbench-group"] == group.id
+    for n in names[1:]:  # the deadline: GCE deletes the rest itself, no preempted operation
+        gce.reach_deadline("us-central1-a", n)
+    assert gce.instances == {}
+    after = {i.name: i for i in sweep.cloud.query(group.labels)}
+    assert after[names[0]].error == ErrorKind.PREEMPTED and set(after) == {names[0]}
+
+
+def test_capacity_gcp_a_group_never_started_or_done_queries_as_nothing(gce, tmp_path):
+    sweep = make_sweep(gce, tmp_path)
+    assert sweep.cloud.query(sweep.groups[0].labels) == []
 
 
 def test_capacity_gcp_stop_deletes_created_instances(gce, tmp_path):

@@ -126,6 +126,10 @@ _BULK_INSERT = re.compile(_CP + "/regions/(?P<r>[^/]+)/instances/bulkInsert$")
 BULK_INSTANCE_PERMISSIONS = ("compute.instances.create", "compute.instances.setMetadata",
                              "compute.instances.setTags", "compute.instances.setLabels",
                              "compute.instances.setServiceAccount")
+# A template naming resource policies (spread / compact placement) also needs
+# compute.resourcePolicies.use on each (in roles/compute.instanceAdmin.v1; research.md §1 G1),
+# and one labelling its boot disk compute.disks.setLabels on the new disk (G4: not
+# documented either way for a create; modelled as checked, the stricter reading).
 # https://cloud.google.com/service-usage/docs/reference/rest/v1/services/list
 _SERVICES = re.compile(r"^/v1/projects/(?P<p>[^/]+)/services$")
 # IAM: projects.serviceAccounts.list (iam.serviceAccounts.list), projects.roles.list
@@ -159,6 +163,7 @@ SECRET_VERSION_TYPE = "secretmanager.googleapis.com/SecretVersion"
 DISK_TYPE = "compute.googleapis.com/Disk"
 TEMPLATE_TYPE = "compute.googleapis.com/InstanceTemplate"
 SUBNET_TYPE = "compute.googleapis.com/Subnetwork"
+RESOURCE_POLICY_TYPE = "compute.googleapis.com/ResourcePolicy"
 
 
 @dataclass(frozen=True)
@@ -179,8 +184,9 @@ class UnknownMethod(AssertionError):
 
 def bulk_insert_needs(call: Call, template_of: Any = None) -> list[Need]:
     """What a regionInstances.bulkInsert needs: per named instance in the zone its location
-    policy allows, and on the template, its subnet and the account it runs as
-    (`template_of(template resource name)` → (subnet resource name, account email))."""
+    policy allows, and on the template, its subnet, the account it runs as, its resource
+    policies and, when it labels the boot disk, that disk's labels (`template_of(template
+    resource name)` → (subnet resource name, account email[, policy names[, disk labelled]]))."""
     m = _BULK_INSERT.match(call.path)
     assert m is not None
     body = json.loads(call.body or b"{}")
@@ -197,7 +203,12 @@ def bulk_insert_needs(call: Call, template_of: Any = None) -> list[Need]:
             needs.append(Need("compute.disks.create", f"{where}/disks/{name}", DISK_TYPE))
     known = template_of(template) if template_of else None
     if known:
-        subnet, account = known
+        subnet, account, *more = known
+        policies, disk_labels = (list(more) + [(), False])[:2]
+        needs += [Need("compute.resourcePolicies.use", p, RESOURCE_POLICY_TYPE) for p in policies]
+        if disk_labels:
+            needs += [n.__class__("compute.disks.setLabels", n.resource, DISK_TYPE)
+                      for n in list(needs) if n.permission == "compute.disks.create"]
         needs.append(Need("compute.subnetworks.use", subnet, SUBNET_TYPE))
         if account:
             needs.append(Need("iam.serviceAccounts.actAs",

@@ -1,6 +1,7 @@
 """The created lifecycle's start function under the declared IAM policy: its
 regionInstances.bulkInsert calls (and the deletes of stop) are allowed by the roles infra
-declares for it, scoped to the sweep; a create outside the sweep's name prefix (another
+declares for it (the groups are spread: their templates name a placement policy), scoped
+to the sweep; a create outside the sweep's name prefix (another
 sweep's names, even one whose name starts with this sweep's) is refused."""
 
 from __future__ import annotations
@@ -28,8 +29,18 @@ def _created(name: str) -> dict:
     return {"name": name, "cloud": "gcp", "region": REGION, "zones": ZONES,
             "lifecycle": "created", "gcp": {"project": PROJECT},
             "workload": {"name": "osu", "benchmarks": ["latency"]},
-            "matrix": {"machine_type": ["n2-standard-2"]}, "trials": 1, "concurrency": 1,
+            "matrix": {"machine_type": ["n2-standard-2"], "placement": ["spread"]}, "trials": 1, "concurrency": 1,
             "schedule": {"cron": "0 3 * * *"}, "deadline": "30m"}
+
+
+def _template_facts(t, region: str, subnet: str) -> tuple[str, str, list[str], bool]:
+    """What the checker needs of a declared template: (subnet, account, the resource
+    policies it names, whether it labels its boot disk) — the policy as GCE names it."""
+    link = t.inputs.get("resourcePolicies")
+    policies = [f"projects/{PROJECT}/regions/{region}/resourcePolicies/{link.rsplit('/', 1)[-1]}"
+                ] if link else []
+    return (subnet, t.inputs["serviceAccount"]["email"], policies,
+            bool(t.inputs["disks"][0].get("labels")))
 
 
 def _subnet(dep: Deployment) -> str:
@@ -45,7 +56,7 @@ def created() -> Iterator[World]:
     for dep in (alpha, beta):
         for t in dep.of_type(TEMPLATE):
             name = f"projects/{PROJECT}/regions/{REGION}/instanceTemplates/{t.inputs['name']}"
-            templates[name] = (_subnet(dep), t.inputs["serviceAccount"]["email"])
+            templates[name] = _template_facts(t, REGION, _subnet(dep))
 
     class CreatedEnforcer(Enforcer):
         def __call__(self, call: Call) -> str | None:
@@ -84,7 +95,8 @@ def test_capacity_gcp_start_function_bulk_inserts_are_allowed_and_stop_deletes(c
     assert denied == [], [(c.path, c.denied) for c in denied]
     checked = {n.permission for _, needs in bulk for n in needs}
     assert {"compute.instances.create", "compute.disks.create", "compute.subnetworks.use",
-            "compute.instanceTemplates.useReadOnly", "iam.serviceAccounts.actAs"} <= checked
+            "compute.instanceTemplates.useReadOnly", "iam.serviceAccounts.actAs",
+            "compute.resourcePolicies.use", "compute.disks.setLabels"} <= checked
     _function(created, alpha, "stop", Caller("scheduler", scheduler), {"sweep": "alpha"},
               monkeypatch)
     assert ep.gce.instances == {}
@@ -134,8 +146,8 @@ def regions() -> Iterator[World]:
         for t in dep.of_type(TEMPLATE):
             region = t.inputs["region"]
             name = f"projects/{PROJECT}/regions/{region}/instanceTemplates/{t.inputs['name']}"
-            templates[name] = (f"projects/{PROJECT}/regions/{region}/subnetworks/{subnets[region]}",
-                               t.inputs["serviceAccount"]["email"])
+            templates[name] = _template_facts(
+                t, region, f"projects/{PROJECT}/regions/{region}/subnetworks/{subnets[region]}")
 
     class CreatedEnforcer(Enforcer):
         def __call__(self, call: Call) -> str | None:
@@ -195,4 +207,20 @@ def test_capacity_gcp_regions_grants_stop_at_the_candidates(regions):
                                                                         "/instances/other--"), need.type),
                   subnet.__class__(subnet.permission, subnet.resource.replace("us-east1", "europe-west4"),
                                    subnet.type)):
+        assert not policy.allows(fn, other), other.resource
+
+
+def test_capacity_gcp_a_template_named_either_way_is_the_sweeps_and_no_other(created):
+    """research.md §1 G2: IAM's `resource.name` of a regional template is undocumented; the
+    create condition grants the sweep's templates in the regional and the global form, and
+    no other sweep's (beta's names start with alpha's)."""
+    policy, fn = created.enforcer.policy, created.alpha.function_sa
+    Need = type(next(n for _, needs in created.enforcer.needs for n in needs))
+    [group] = created.alpha.spec.plan()[:1]
+    name = f"{group.id}-launcher"
+    for form in (f"projects/{PROJECT}/regions/{REGION}/instanceTemplates/{name}",
+                 f"projects/{PROJECT}/global/instanceTemplates/{name}"):
+        use = Need("compute.instanceTemplates.useReadOnly", form, "compute.googleapis.com/InstanceTemplate")
+        assert policy.allows(fn, use), form
+        other = Need(use.permission, form.replace("/alpha--", f"/{BETA}--"), use.type)
         assert not policy.allows(fn, other), other.resource

@@ -51,7 +51,7 @@ def test_capacity_created_lifecycle_declares_templates_not_instances():
         assert "accessConfigs" not in nic and "networkIp" not in nic  # no external, no static IP
         s = t["scheduling"]
         assert (s["provisioningModel"], s["preemptible"], s["instanceTerminationAction"]) == (
-            "SPOT", True, "STOP")
+            "SPOT", True, "DELETE")
         assert s["maxRunDuration"]["seconds"] == 45 * 60 and "availabilityDomain" not in s
         assert t["guestAccelerators"] == [{"type": "nvidia-tesla-t4", "count": 1}]
         assert t["serviceAccount"]["email"].startswith(member_account.inputs["accountId"] + "@")
@@ -136,3 +136,23 @@ def test_capacity_stopped_lifecycle_gains_no_create_permission():
     perms = {p for r in snap.of_type("gcp:projects/iAMCustomRole:IAMCustomRole")
              for p in r.inputs["permissions"]}
     assert "compute.instances.create" not in perms and "compute.disks.create" not in perms
+
+
+def test_capacity_created_template_deletes_at_preemption_and_deadline_stopped_vm_stops():
+    """research.md §4: the termination action applies at a preemption and at
+    max_run_duration. Created members are made again from the template: DELETE (no stopped
+    VM, no boot disk left billed). Stopped-lifecycle VMs are started again: STOP."""
+    from infra.gcp import GcpSweep, GcpSweepArgs
+
+    spec, snap = _declared()
+    for t in snap.of_type(TEMPLATE):
+        s = t.inputs["scheduling"]
+        assert s["instanceTerminationAction"] == "DELETE" and s["maxRunDuration"]["seconds"] == 45 * 60
+    stopped = load_spec({**{k: v for k, v in SPEC.items() if k != "zones"}, "zone": "us-central1-a",
+                         "name": "gcp-gpu-stopped", "lifecycle": "stopped"})
+    vms = _snapshot(CONFIG, lambda: GcpSweep(stopped.name, GcpSweepArgs(spec=stopped))).of_type(
+        "gcp:compute/instance:Instance")
+    assert vms and snap.of_type("gcp:compute/instance:Instance") == []
+    for vm in vms:
+        s = vm.inputs["scheduling"]
+        assert s["instanceTerminationAction"] == "STOP" and s["maxRunDuration"]["seconds"] == 45 * 60

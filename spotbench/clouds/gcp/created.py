@@ -20,12 +20,24 @@ HTTP 503 `insufficientCapacity` / 403 `quotaExceeded`; it can also start and end
 operation error (ZONE_RESOURCE_POOL_EXHAUSTED…, QUOTA_EXCEEDED). Both are typed (docs/
 platform.md, "Created lifecycle"). Each zone refused on the way to the answer is kept in
 `GcpCloud.last_refusals` (control notes it in the start ledger).
+
+A member's template DELETEs it at a preemption and at `max_run_duration` (infra/gcp/vms.py
+`scheduling`): nothing stays billed, but a deleted member is no longer listed. `absent`
+gives control what it saw before: a planned member missing from a group that still has
+members, or one a `compute.instances.preempted` operation names since the group's last
+start (within `max_run_s`: a member lives no longer), is TERMINATED, with error PREEMPTED
+when the operation names it — so `control.groups.broken` stops the rest, the group is
+retried, and the zone goes to the start record as `preempted_zone`. A group with nothing
+there and no such operation is reported as before: no members (never started, or done).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -37,7 +49,12 @@ from spotbench.clouds.base import ErrorKind, Instance, State
 from spotbench.clouds.gcp import template_name
 from spotbench.facts.gcp import FACTS
 from spotbench.clouds.gcp._gce_errors import describe, exception_kind
-from spotbench.clouds.gcp._gce_status import operation_error, operation_error_kind
+from spotbench.clouds.gcp._gce_status import (
+    operation_error,
+    operation_error_kind,
+    preempted_since_start,
+    short_zone,
+)
 from spotbench.labels import GROUP_LABEL, ROLE_LABEL
 
 log = logging.getLogger(__name__)
@@ -87,9 +104,11 @@ class Driver(Protocol):
 class Creator:
     """The created lifecycle's start, over `cloud`'s clients and verbs."""
 
-    def __init__(self, cloud: Driver, roster: Roster, client_kwargs: dict[str, Any]) -> None:
+    def __init__(self, cloud: Driver, roster: Roster, client_kwargs: dict[str, Any],
+                 max_run_s: float | None = None) -> None:
         self.cloud = cloud
         self.roster = roster
+        self.max_run_s = max_run_s
         self._bulk = compute_v1.RegionInstancesClient(**client_kwargs)
         self._ops = compute_v1.RegionOperationsClient(**client_kwargs)
 
@@ -118,6 +137,62 @@ class Creator:
             refusals.append(refused)
         cloud.last_refusals = refusals[:-1]
         return refusals[-1]
+
+    def absent(self, labels: Mapping[str, str], found: Sequence[compute_v1.Instance],
+               preemptions: Callable[[str], Sequence[Any] | None]) -> list[Instance]:
+        """The planned members of the groups `labels` selects that `found` lacks, as GCE's
+        DELETE left them (module docstring). `preemptions(zone)`: that zone's preempted
+        operations (None: unknown). Zones asked: the group's own, else the candidates."""
+        groups = [labels[GROUP_LABEL]] if GROUP_LABEL in labels else list(self.roster)
+        ops_of: dict[str, Sequence[Any]] = {}
+        out: list[Instance] = []
+        for group in groups:
+            here = [raw for raw in found if dict(raw.labels).get(GROUP_LABEL) == group]
+            out += self._absent_of(group, {**labels, GROUP_LABEL: group}, here, ops_of,
+                                   preemptions)
+        return out
+
+    def _absent_of(self, group: str, labels: Mapping[str, str],
+                   here: Sequence[compute_v1.Instance], ops_of: dict[str, Sequence[Any]],
+                   preemptions: Callable[[str], Sequence[Any] | None]) -> list[Instance]:
+        """`absent` for one group, `here` its members found (`ops_of`: the zones' preempted
+        operations listed so far in this query, each zone once)."""
+        names = {raw.name for raw in here}
+        missing = [(role, n) for role, ns in self.roster.get(group, {}).items()
+                   for n in ns if n not in names]
+        if not missing:
+            return []
+        zones = sorted({short_zone(raw.zone) for raw in here}) or list(self.cloud.zones or [])
+        since = max((raw.last_start_timestamp for raw in here if raw.last_start_timestamp),
+                    default=self._window_start())
+        for zone in zones:
+            if zone not in ops_of:
+                ops_of[zone] = preemptions(zone) or []
+        gone = (self._gone(labels, role, n, zones, ops_of, since, bool(here)) for role, n in missing)
+        return [i for i in gone if i is not None]
+
+    def _window_start(self) -> str:
+        if self.max_run_s is None:
+            return ""
+        return (datetime.now(UTC) - timedelta(seconds=self.max_run_s)).isoformat()
+
+    @staticmethod
+    def _gone(labels: Mapping[str, str], role: str, name: str, zones: Sequence[str],
+              ops_of: Mapping[str, Sequence[Any]], since: str, others: bool) -> Instance | None:
+        """One absent member: PREEMPTED in the zone whose operations name it since `since`;
+        else TERMINATED without a kind when the rest of its group is there; else None."""
+        probe = SimpleNamespace(name=name, id="", last_start_timestamp=since)
+        for zone in zones:
+            when = preempted_since_start(probe, ops_of.get(zone, []))
+            if when:
+                return Instance(name, State.TERMINATED, {**labels, ROLE_LABEL: role}, zone=zone,
+                                detail=f"preempted by Compute Engine at {when} and deleted "
+                                       "(its template's termination action: DELETE)",
+                                error=ErrorKind.PREEMPTED)
+        if not others:
+            return None
+        return Instance(name, State.TERMINATED, {**labels, ROLE_LABEL: role},
+                        detail="not there (deleted) while the rest of its group is")
 
     def _create_in(self, zone: str, labels: Mapping[str, str],
                    roles: Mapping[str, Sequence[str]]) -> list[Instance] | None:

@@ -12,7 +12,9 @@ purpose. `query` tells them apart: for stopped instances that have run, it lists
 `compute.instances.preempted` operations (one call per zone); an instance with one since
 its last start comes back with `error=preempted`, so control retries its group like any
 preemption and `status` names it. The lookup is best-effort: refused or failing, the
-instances are reported as stopped, without a kind.
+instances are reported as stopped, without a kind. In the created lifecycle GCE DELETEs a
+preempted member (its template's termination action): `query` reports each planned member
+that is absent as TERMINATED, PREEMPTED when its zone's operations say so (created.py).
 """
 
 from __future__ import annotations
@@ -94,6 +96,7 @@ class GcpCloud:
         poll_s: float = 1.0,
         lifecycle: str = "stopped",
         roster: Roster | None = None,
+        max_run_s: float | None = None,
     ) -> None:
         if not project:
             raise ValueError("GcpCloud needs a project id (spec field `project` or --project)")
@@ -113,7 +116,8 @@ class GcpCloud:
         self._operations = compute_v1.ZoneOperationsClient(credentials=credentials, **kwargs)
         self.lifecycle = lifecycle
         self.last_refusals: list[list[Instance]] = []  # created lifecycle: `Cloud.start`
-        self._creator = (Creator(self, roster or {}, {"credentials": credentials, **kwargs})
+        self._creator = (Creator(self, roster or {}, {"credentials": credentials, **kwargs},
+                                 max_run_s=max_run_s)
                          if lifecycle == "created" else None)
         self._retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception_type(_TRANSIENT),
@@ -131,8 +135,11 @@ class GcpCloud:
     def query(self, labels: Mapping[str, str]) -> list[Instance]:
         found = self._find(labels)
         preempted = self._preempted(found)
-        return [_to_instance(raw, preempted[raw.name], error=ErrorKind.PREEMPTED)
-                if raw.name in preempted else _to_instance(raw) for raw in found]
+        out = [_to_instance(raw, preempted[raw.name], error=ErrorKind.PREEMPTED)
+               if raw.name in preempted else _to_instance(raw) for raw in found]
+        if self._creator is not None:  # members GCE deleted (DELETE at a preemption)
+            out += self._creator.absent(labels, found, self.zone_preemptions)
+        return out
 
     def start(self, labels: Mapping[str, str], zones: Sequence[str] = ()) -> list[Instance]:
         """Stopped lifecycle: start the instances where they are (`zones` ignored). Created
@@ -192,24 +199,28 @@ class GcpCloud:
         stopped = [raw for raw in found if raw.status == "TERMINATED" and raw.last_start_timestamp]
         out: dict[str, str] = {}
         for zone in sorted({short_zone(raw.zone) for raw in stopped}):
-            request = compute_v1.ListZoneOperationsRequest(
-                project=self.project, zone=zone, filter=f'operationType = "{PREEMPTED_OPERATION}"')
-
-            def listing() -> list[compute_v1.Operation]:
-                return list(self._operations.list(request=request, retry=None,
-                                                  timeout=_CALL_TIMEOUT_S))
-
-            try:
-                ops = self._call(listing)
-            except _PER_INSTANCE as exc:
-                log.warning("cannot tell preempted from stopped in %s: %s", zone, describe(exc))
-                continue
-            for raw in stopped:
+            ops = self.zone_preemptions(zone)
+            for raw in stopped if ops is not None else []:
                 if short_zone(raw.zone) == zone:
                     when = preempted_since_start(raw, ops)
                     if when:
                         out[raw.name] = f"preempted by Compute Engine at {when}"
         return out
+
+    def zone_preemptions(self, zone: str) -> list[compute_v1.Operation] | None:
+        """The zone's `compute.instances.preempted` operations (None: the list failed, so
+        preempted cannot be told from stopped or deleted there; best-effort)."""
+        request = compute_v1.ListZoneOperationsRequest(
+            project=self.project, zone=zone, filter=f'operationType = "{PREEMPTED_OPERATION}"')
+
+        def listing() -> list[compute_v1.Operation]:
+            return list(self._operations.list(request=request, retry=None, timeout=_CALL_TIMEOUT_S))
+
+        try:
+            return self._call(listing)
+        except _PER_INSTANCE as exc:
+            log.warning("cannot tell preempted from stopped in %s: %s", zone, describe(exc))
+            return None
 
     # -- acting on each instance ---------------------------------------------------------
     def _each(

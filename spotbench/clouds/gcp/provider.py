@@ -74,7 +74,9 @@ class GcpProvider(Provider):
             return self.driver(project=project_of(spec, env), zones=[first_zone(spec)],
                                api_endpoint=endpoint)
         return self.driver(project=project_of(spec, env), zones=spec.candidate_zones,
-                           api_endpoint=endpoint, lifecycle="created", roster=roster_of(spec))
+                           api_endpoint=endpoint, lifecycle="created", roster=roster_of(spec),
+                           # a member lives at most its max_run_duration (+ GCE's slack)
+                           max_run_s=max(30.0, spec.deadline.total_seconds()) + 600)
 
     def lease_objects(self, fs: Any) -> GcsObjects:
         """The control lease on GCS: generation-matched requests through the store's gcsfs."""
