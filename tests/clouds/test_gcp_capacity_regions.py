@@ -8,7 +8,6 @@ group was lost; `ssh/exec --via iap` tunnels to the zone the instance was made i
 
 from __future__ import annotations
 
-import pytest
 
 from spotbench import control
 from spotbench.auth import Caller
@@ -18,8 +17,9 @@ from spotbench.clouds.gcp import template_name
 from spotbench.clouds.gcp.gce import GcpCloud
 from spotbench.clouds.gcp.provider import PROVIDER, roster_of
 from spotbench.results import Result, ResultStore, utcnow
-from spotbench.spec import load_spec
 from tests.clouds.fake_gce import FakeGce
+from tests.clouds.test_gcp_capacity import gce  # noqa: F401  (the fixture: a FakeGce per test)
+from tests.clouds.test_gcp_capacity import gpu_spec as one_region_spec
 
 TICK = Caller("scheduler", "scheduler")
 FIRST, SECOND = "us-central1", "us-east1"
@@ -29,21 +29,9 @@ SA = "sb-cap-vm@proj.iam.gserviceaccount.com"
 
 
 def gpu_spec():
-    return load_spec({"name": "cap", "cloud": "gcp", "region": FIRST, "zones": [FIRST, SECOND],
-                      "lifecycle": "created", "gcp": {"project": "proj"},
-                      "workload": {"name": "tf-mnist", "workers": 1,
-                                   "strategy": "parameter_server", "ps": 1},
-                      "matrix": {"machine_type": ["n1-standard-4"],
-                                 "accelerator": ["nvidia-tesla-t4"], "accelerator_count": [1]},
-                      "trials": 1, "concurrency": 1, "schedule": {"cron": "0 3 * * *"},
-                      "deadline": "30m"})
-
-
-@pytest.fixture
-def gce():
-    fake = FakeGce(project="proj").start()
-    yield fake
-    fake.stop()
+    """The single-region capacity tests' GPU group (tests/clouds/test_gcp_capacity.py), its
+    candidates the two regions (every zone of each), its home the first."""
+    return one_region_spec(region=FIRST, zones=[FIRST, SECOND])
 
 
 def declare_templates(gce: FakeGce, spec) -> None:

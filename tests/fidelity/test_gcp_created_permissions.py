@@ -43,20 +43,19 @@ def _template_facts(t, region: str, subnet: str) -> tuple[str, str, list[str], b
             bool(t.inputs["disks"][0].get("labels")))
 
 
-def _subnet(dep: Deployment) -> str:
-    [subnet] = dep.of_type("gcp:compute/subnetwork:Subnetwork")
-    return f"projects/{PROJECT}/regions/{REGION}/subnetworks/{subnet.inputs['name']}"
-
-
-@pytest.fixture(scope="module")
-def created() -> Iterator[World]:
-    alpha, beta = deploy(_created("alpha")), deploy(_created(BETA))
+def _world(alpha: Deployment, beta: Deployment) -> Iterator[World]:
+    """Both sweeps deployed under one endpoint whose enforcer checks a bulkInsert against the
+    declared policy with each template's facts (its region's subnet: one per region)."""
     policy = DeclaredPolicy.from_declared(alpha.declared + beta.declared, PROJECT)
     templates = {}
     for dep in (alpha, beta):
+        subnets = {s.inputs["region"]: s.inputs["name"]
+                   for s in dep.of_type("gcp:compute/subnetwork:Subnetwork")}
         for t in dep.of_type(TEMPLATE):
-            name = f"projects/{PROJECT}/regions/{REGION}/instanceTemplates/{t.inputs['name']}"
-            templates[name] = _template_facts(t, REGION, _subnet(dep))
+            region = t.inputs["region"]
+            name = f"projects/{PROJECT}/regions/{region}/instanceTemplates/{t.inputs['name']}"
+            templates[name] = _template_facts(
+                t, region, f"projects/{PROJECT}/regions/{region}/subnetworks/{subnets[region]}")
 
     class CreatedEnforcer(Enforcer):
         def __call__(self, call: Call) -> str | None:
@@ -74,10 +73,15 @@ def created() -> Iterator[World]:
     for dep in (alpha, beta):
         endpoint.gcs.add_bucket(dep.bucket)
         for t in dep.of_type(TEMPLATE):
-            endpoint.gce.add_template(REGION, t.inputs["name"], t.inputs["labels"],
+            endpoint.gce.add_template(t.inputs["region"], t.inputs["name"], t.inputs["labels"],
                                       service_account=t.inputs["serviceAccount"]["email"])
     yield World(alpha, beta, endpoint, enforcer)
     endpoint.stop()
+
+
+@pytest.fixture(scope="module")
+def created() -> Iterator[World]:
+    yield from _world(deploy(_created("alpha")), deploy(_created(BETA)))
 
 
 def test_capacity_gcp_start_function_bulk_inserts_are_allowed_and_stop_deletes(created, monkeypatch):
@@ -136,39 +140,8 @@ EAST_ZONE = "us-east1-b"
 def regions() -> Iterator[World]:
     """alpha's candidates span us-central1 and us-east1 (home us-central1): per region a
     subnet and templates; beta is a one-region sweep whose name alpha's prefixes."""
-    alpha = deploy({**_created("alpha"), "zones": ["us-central1-a", EAST_ZONE]})
-    beta = deploy(_created(BETA))
-    policy = DeclaredPolicy.from_declared(alpha.declared + beta.declared, PROJECT)
-    templates = {}
-    for dep in (alpha, beta):
-        subnets = {s.inputs["region"]: s.inputs["name"]
-                   for s in dep.of_type("gcp:compute/subnetwork:Subnetwork")}
-        for t in dep.of_type(TEMPLATE):
-            region = t.inputs["region"]
-            name = f"projects/{PROJECT}/regions/{region}/instanceTemplates/{t.inputs['name']}"
-            templates[name] = _template_facts(
-                t, region, f"projects/{PROJECT}/regions/{region}/subnetworks/{subnets[region]}")
-
-    class CreatedEnforcer(Enforcer):
-        def __call__(self, call: Call) -> str | None:
-            if call.method == "POST" and call.path.endswith("/instances/bulkInsert"):
-                needs = bulk_insert_needs(call, templates.get)
-                self.needs.append((call, needs))
-                missing = [n.permission for n in needs if not self.policy.allows(call.identity, n)]
-                return ", ".join(missing) or None
-            return super().__call__(call)
-
-    enforcer = CreatedEnforcer(policy)
-    endpoint = GoogleEndpoint(authorize=enforcer)
-    enforcer.endpoint = endpoint
-    endpoint.gce.project = PROJECT
-    for dep in (alpha, beta):
-        endpoint.gcs.add_bucket(dep.bucket)
-        for t in dep.of_type(TEMPLATE):
-            endpoint.gce.add_template(t.inputs["region"], t.inputs["name"], t.inputs["labels"],
-                                      service_account=t.inputs["serviceAccount"]["email"])
-    yield World(alpha, beta, endpoint, enforcer)
-    endpoint.stop()
+    yield from _world(deploy({**_created("alpha"), "zones": ["us-central1-a", EAST_ZONE]}),
+                      deploy(_created(BETA)))
 
 
 def test_capacity_gcp_regions_start_function_creates_in_the_second_region_granted(regions, monkeypatch):
