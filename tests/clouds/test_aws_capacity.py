@@ -280,3 +280,30 @@ def test_capacity_aws_front_a_subnet_override_voids_the_templates_nic(setup, fro
     assert raw["PrivateIpAddress"] != nic["PrivateIpAddress"]
     assert [g["GroupId"] for g in raw["NetworkInterfaces"][0]["Groups"]] != nic["Groups"]
     ec2.terminate_instances(InstanceIds=[iid])
+
+
+def test_capacity_aws_a_missing_spot_service_linked_role_stops_the_search_and_names_the_fix():
+    """EC2 refuses a first Spot launch in an account without AWSServiceRoleForEC2Spot when
+    the caller may not create it: no other zone does better, and the members say how to
+    create the role (docs/platform.md)."""
+    from spotbench.clouds.aws.ec2 import unplaced
+
+    by_member = {"m0": {z: fleet.Template(f"m0@{z}", "m0", z, f"subnet-{z}", "spot") for z in "ab"}}
+
+    class Ec2:
+        calls = 0
+
+        def create_fleet(self, **request):
+            Ec2.calls += 1
+            return {"Instances": [], "Errors": [{
+                "ErrorCode": "Client.AuthFailure.ServiceLinkedRoleCreationNotPermitted",
+                "ErrorMessage": "The provided credentials do not have permission to create the "
+                                "service-linked role for EC2 Spot Instances.",
+                "LaunchTemplateAndOverrides": {"Overrides": {"AvailabilityZone": "a"}}}]}
+
+    placed = fleet.create_group(Ec2(), {}, by_member, ["a", "b"], lambda ids: None)
+    assert placed.ids == [] and Ec2.calls == 1
+    assert [(e.zone, e.quota) for e in placed.errors] == [("a", True)]
+    (member,) = unplaced({}, by_member, ["a", "b"], placed.errors)
+    assert member.error == ErrorKind.QUOTA
+    assert "aws iam create-service-linked-role --aws-service-name spot.amazonaws.com" in member.detail
