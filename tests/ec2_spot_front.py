@@ -42,6 +42,18 @@ launch template and overrides) beside the instances it did launch, and with none
 when no pool has capacity for `MinTargetCapacity` in one zone. `fleets` lists each call's
 (chosen zone or None, refused zones); `asked` each call's zones in `Priority` order.
 
+The launch template's network interface (docs/platform.md, "EC2 Fleet overrides and the
+template's network interface"): moto launches a fleet's instances from the override's (or
+the template's top-level) `SubnetId` and never reads the template's `NetworkInterfaces`.
+EC2 ignores that block too when an override names a subnet (AWS's Karpenter maintainers'
+report), and the front keeps that: the instance gets an address the subnet picks and the
+VPC's default security group, not the template's fixed IP and groups (`nic_ignored` lists
+those templates). When the chosen override names no subnet (`AvailabilityZone` only) and the
+template declares interface 0, EC2 launches through it, and so does the front: it records
+the fleet in moto (its tags, no capacity) and launches the instance itself with moto's
+`RunInstances` from the template with that interface (its subnet, fixed private IP,
+security groups, delete on termination), answered in the fleet's `fleetInstanceSet`.
+
 Every region: like moto_server, one front serves all regions; a request's own lookups
 (subnets' zones, instances' placement) go to moto in the region the request is signed for
 (its SigV4 credential scope), so `exhaust(zone)` works for a zone of any region
@@ -111,6 +123,8 @@ class SpotFront:
     asked: list[list[str]] = field(default_factory=list)  # each CreateFleet's zones, first choice first
     fleet_spot: dict[str, str] = field(default_factory=dict)  # fleet spot instance → behaviour
     reclaimed: set[str] = field(default_factory=set)  # fleet instances EC2 terminated
+    nic_ignored: list[str] = field(default_factory=list)  # templates whose NICs a SubnetId override voided
+    nic_fleets: dict[str, list[str]] = field(default_factory=dict)  # fleet → instances the front made
 
     def __post_init__(self) -> None:
         self._lock = threading.RLock()
@@ -142,6 +156,8 @@ class SpotFront:
             self.fleet_spot.clear()
             self.asked.clear()
             self.reclaimed.clear()
+            self.nic_ignored.clear()
+            self.nic_fleets.clear()
 
     # ---- capacity -------------------------------------------------------------------------
     def exhaust(self, zone: str) -> None:
@@ -294,10 +310,17 @@ class SpotFront:
             ET.SubElement(root, _q("fleetInstanceSet"))
         else:
             one = _one_pool(form, chosen[0])
-            status, out, content = self._forward(h, headers, urlencode(one, doseq=True).encode())
+            nic = self._template_nic(chosen[0])
+            through_nic = nic is not None and not chosen[0].get("SubnetId")
+            if nic is not None and not through_nic:
+                self.nic_ignored.append(chosen[0]["LaunchTemplateId"])  # EC2 drops the block
+            sent = _no_capacity_form(one) if through_nic else one
+            status, out, content = self._forward(h, headers, urlencode(sent, doseq=True).encode())
             if status != 200:
                 return status, out, content
             root = ET.fromstring(content)
+            if through_nic:
+                self._launch_through_nic(form, chosen[0], nic or {}, root)
             self._note_fleet_spot(form, root)
         errors = root.find(_q("errorSet"))
         if errors is None:
@@ -317,6 +340,98 @@ class SpotFront:
                 if pool.get(key):
                     _set(over, key[0].lower() + key[1:], pool[key])
         return 200, {"Content-Type": "text/xml"}, ET.tostring(root)
+
+    def _template_nic(self, pool: Mapping[str, str]) -> dict[str, Any] | None:
+        """Interface 0 of the pool's launch template version, when it declares one."""
+        version = pool.get("Version") or "$Default"
+        data = self._ec2().describe_launch_template_versions(
+            LaunchTemplateId=pool["LaunchTemplateId"], Versions=[version]
+        )["LaunchTemplateVersions"][0]["LaunchTemplateData"]
+        return next((n for n in data.get("NetworkInterfaces", [])
+                     if int(n.get("DeviceIndex", 0)) == 0), None)
+
+    def _launch_through_nic(self, form: Mapping[str, list[str]], pool: Mapping[str, str],
+                            nic: Mapping[str, Any], root: ET.Element) -> None:
+        """EC2's launch of `pool` through its template's interface 0: the instances, in
+        the fleet's answer (`root`) as EC2 lists them."""
+        keep = ("DeviceIndex", "SubnetId", "Groups", "PrivateIpAddress",
+                "AssociatePublicIpAddress", "DeleteOnTermination")
+        count = int(form.get("TargetCapacitySpecification.TotalTargetCapacity", ["1"])[0])
+        spot = form.get("TargetCapacitySpecification.DefaultTargetCapacityType") == ["spot"]
+        market = {"InstanceMarketOptions": {"MarketType": "spot", "SpotOptions": {
+            "SpotInstanceType": "one-time", "InstanceInterruptionBehavior": form.get(
+                "SpotOptions.InstanceInterruptionBehavior", ["terminate"])[0]}}} if spot else {}
+        made = self._ec2().run_instances(
+            MinCount=count, MaxCount=count, **market,
+            LaunchTemplate={"LaunchTemplateId": pool["LaunchTemplateId"],
+                            "Version": pool.get("Version") or "$Default"},
+            NetworkInterfaces=[{k: v for k, v in nic.items() if k in keep}])["Instances"]
+        listing = root.find(_q("fleetInstanceSet"))
+        if listing is None:
+            listing = ET.SubElement(root, _q("fleetInstanceSet"))
+        item = ET.SubElement(listing, _q("item"))
+        lto = ET.SubElement(item, _q("launchTemplateAndOverrides"))
+        spec = ET.SubElement(lto, _q("launchTemplateSpecification"))
+        _set(spec, "launchTemplateId", pool["LaunchTemplateId"])
+        over = ET.SubElement(lto, _q("overrides"))
+        for key in ("AvailabilityZone", "Priority"):
+            if pool.get(key):
+                _set(over, key[0].lower() + key[1:], pool[key])
+        _set(item, "lifecycle", "spot" if spot else "on-demand")
+        ids = ET.SubElement(item, _q("instanceIds"))
+        for inst in made:
+            ET.SubElement(ids, _q("item")).text = inst["InstanceId"]
+        _set(item, "instanceType", made[0]["InstanceType"])
+        fleet_id = root.find(_q("fleetId"))
+        with self._lock:
+            self.nic_fleets[fleet_id.text if fleet_id is not None and fleet_id.text else ""] = [
+                i["InstanceId"] for i in made]
+
+    def _terminated_fleet_instances(self, ids: list[str]) -> list[str]:
+        """Which of `ids`, launched by the front through a template's interface, are
+        terminated already."""
+        with self._lock:
+            mine = {i for made in self.nic_fleets.values() for i in made} & set(ids)
+        if not mine:
+            return []
+        found = self._ec2().describe_instances(InstanceIds=sorted(mine))["Reservations"]
+        return [i["InstanceId"] for r in found for i in r["Instances"]
+                if i["State"]["Name"] == "terminated"]
+
+    def _terminate_rest(self, h, headers, form, gone: list[str]) -> tuple[int, dict, bytes]:
+        rest = [i for i in _indexed(form, "InstanceId") if i not in gone]
+        root = ET.Element(_q("TerminateInstancesResponse"))
+        _set(root, "requestId", "front")
+        listing = ET.SubElement(root, _q("instancesSet"))
+        if rest:
+            sent = {k: v for k, v in form.items() if not k.startswith("InstanceId.")}
+            sent.update({f"InstanceId.{n}": [i] for n, i in enumerate(rest, 1)})
+            status, out, content = self._forward(h, headers, urlencode(sent, doseq=True).encode())
+            if status != 200:
+                return status, out, content
+            for item in ET.fromstring(content).iter(_q("instancesSet")):
+                listing.extend(list(item))
+        for iid in gone:
+            _terminated_item(listing, iid)
+        return 200, {"Content-Type": "text/xml"}, ET.tostring(root)
+
+    def _on_DeleteFleets(self, h, headers, body, form):
+        """Deleting a fleet whose instances the front launched (through the template's
+        interface) terminates them, as EC2 does; moto's record of it has none to terminate."""
+        ids = _indexed(form, "FleetId")
+        if not ids or not all(i in self.nic_fleets for i in ids) or \
+                form.get("TerminateInstances") != ["true"]:
+            return self._forward(h, headers, body)
+        made = [i for f in ids for i in self.nic_fleets[f]]
+        self._ec2().terminate_instances(InstanceIds=made)
+        status, out, content = self._forward(h, headers, urlencode(
+            {**form, "TerminateInstances": ["false"]}, doseq=True).encode())
+        if status != 200:
+            return status, out, content
+        root = ET.fromstring(content)
+        for state in root.iter(_q("currentFleetState")):
+            state.text = "deleted_terminating"
+        return status, out, ET.tostring(root)
 
     def _note_fleet_spot(self, form: Mapping[str, list[str]], root: ET.Element) -> None:
         """The spot instances a fleet launched, with its interruption behaviour."""
@@ -482,6 +597,9 @@ class SpotFront:
             return []
 
     def _on_TerminateInstances(self, h, headers, body, form):
+        gone = self._terminated_fleet_instances(_indexed(form, "InstanceId"))
+        if gone:  # EC2 answers a terminated instance again; moto fails on its deleted ENI
+            return self._terminate_rest(h, headers, form, gone)
         status, out, content = self._forward(h, headers, body)
         if status == 200:
             with self._lock:
@@ -493,6 +611,15 @@ class SpotFront:
         return status, out, content
 
 
+def _terminated_item(listing: ET.Element, iid: str) -> None:
+    item = ET.SubElement(listing, _q("item"))
+    _set(item, "instanceId", iid)
+    for tag in ("currentState", "previousState"):
+        state = ET.SubElement(item, _q(tag))
+        _set(state, "code", "48")
+        _set(state, "name", "terminated")
+
+
 def _fleet_pools(form: Mapping[str, list[str]]) -> list[dict[str, str]]:
     """CreateFleet's launch-template configs × overrides, in `Priority` order (lowest first,
     then as listed), each with its config index `n` and override index `m`."""
@@ -502,14 +629,17 @@ def _fleet_pools(form: Mapping[str, list[str]]) -> list[dict[str, str]]:
         lt = form.get(base + "LaunchTemplateSpecification.LaunchTemplateId")
         if not lt:
             break
+        version = form.get(base + "LaunchTemplateSpecification.Version", ["$Default"])[0]
         for m in itertools.count(1):
             over = f"{base}Overrides.{m}."
             if not any(k.startswith(over) for k in form):
                 if m == 1:
-                    pools.append({"n": str(n), "m": "", "LaunchTemplateId": lt[0]})
+                    pools.append({"n": str(n), "m": "", "LaunchTemplateId": lt[0],
+                                  "Version": version})
                 break
             pool = {k.removeprefix(over): v[0] for k, v in form.items() if k.startswith(over)}
-            pools.append({**pool, "n": str(n), "m": str(m), "LaunchTemplateId": lt[0]})
+            pools.append({**pool, "n": str(n), "m": str(m), "LaunchTemplateId": lt[0],
+                          "Version": version})
     return sorted(pools, key=lambda p: float(p.get("Priority", "inf")))
 
 
@@ -526,6 +656,17 @@ def _one_pool(form: Mapping[str, list[str]], pool: Mapping[str, str]) -> dict[st
                 continue
             rest = "Overrides.1." + rest.removeprefix(f"Overrides.{pool['m']}.")
         out["LaunchTemplateConfigs.1." + rest] = v
+    return out
+
+
+def _no_capacity_form(form: Mapping[str, list[str]]) -> dict[str, list[str]]:
+    """The CreateFleet form for moto's record of the fleet only (no instance: the front
+    launches them through the template's interface)."""
+    out = dict(form)
+    for key in ("TargetCapacitySpecification.TotalTargetCapacity", "SpotOptions.MinTargetCapacity",
+                "OnDemandOptions.MinTargetCapacity"):
+        if key in out:
+            out[key] = ["0"]
     return out
 
 

@@ -228,6 +228,7 @@ def test_capacity_preflight_aws_quota_and_offerings_in_every_candidate_region(aw
     monkeypatch.setattr(ServiceQuotasBackend, "get_service_quota", get_service_quota)
     spec = load_spec(_aws(matrix={"machine_type": ["g4dn.xlarge"]}, lifecycle="created",
                           zones=["us-east-1a", "us-west-2a"]))
+    boto3.client("iam").create_service_linked_role(AWSServiceName="spot.amazonaws.com")
     (problem,) = preflight(spec, None, {})
     assert problem.check == "quota" and "in us-west-2" in problem.message
     assert "--region us-west-2" in problem.fix
@@ -250,3 +251,25 @@ def test_preflight_gcp_capacity_checks_the_quota_of_each_candidate_region_not_th
     assert "region us-east1" in problems[0].fix
     gcp.project.quotas["us-east1"]["PREEMPTIBLE_NVIDIA_T4_GPUS"] = (8, 0)
     assert preflight(load_spec(spec), None, dict(os.environ)) == []
+
+
+def test_capacity_preflight_aws_names_the_missing_spot_service_linked_role(aws, monkeypatch):
+    """A created spot sweep's functions launch Spot with their own role, which may not
+    create the account's Spot service-linked role: preflight names it and the command that
+    creates it; once it exists (or the sweep is on demand, or stopped) nothing is said."""
+    limits = {"L-3819A6DF": 64.0, "L-DB2E81BA": 64.0}
+
+    def get_service_quota(self, service_code: str, quota_code: str) -> dict:
+        return {"ServiceCode": "ec2", "QuotaCode": quota_code, "Value": limits[quota_code]}
+
+    monkeypatch.setattr(ServiceQuotasBackend, "get_service_quota", get_service_quota)
+    created = _aws(matrix={"machine_type": ["g4dn.xlarge"]}, lifecycle="created",
+                   zones=["us-east-1a", "us-east-1b"])
+    (problem,) = preflight(load_spec(created), None, {})
+    assert problem.check == "spot-role" and "AWSServiceRoleForEC2Spot" in problem.message
+    assert "aws iam create-service-linked-role --aws-service-name spot.amazonaws.com" in problem.fix
+    assert preflight(load_spec({**created, "spot": False}), None, {}) == []
+    assert preflight(load_spec({**created, "lifecycle": "stopped", "zones": None,
+                                "zone": "us-east-1a"}), None, {}) == []
+    boto3.client("iam").create_service_linked_role(AWSServiceName="spot.amazonaws.com")
+    assert preflight(load_spec(created), None, {}) == []

@@ -136,11 +136,13 @@ def deployer_policy(sweep: str = "*", region: str = "*") -> dict[str, Any]:
          "Resource": passable_roles(sweep, region),
          "Condition": {"StringEquals": {"iam:PassedToService": [
              "ec2.amazonaws.com", "lambda.amazonaws.com", "scheduler.amazonaws.com"]}}},
-        # the deployer's own spotbench commands: `preflight` reads the EC2 vCPU quotas and
-        # the IAM account summary (room for the sweep's roles),
+        # the deployer's own spotbench commands: `preflight` reads the EC2 vCPU quotas, the
+        # IAM account summary (room for the sweep's roles) and, for a created spot sweep,
+        # whether the Spot service-linked role exists (roles under its path),
         # `schedule run-now` invokes the start function, `status`/`report` read results
         {"Sid": "ReadQuotas", "Effect": "Allow",
-         "Action": ["servicequotas:GetServiceQuota", "iam:GetAccountSummary"], "Resource": "*"},
+         "Action": ["servicequotas:GetServiceQuota", "iam:GetAccountSummary", "iam:ListRoles"],
+         "Resource": "*"},
         {"Sid": "RunStartNow", "Effect": "Allow", "Action": "lambda:InvokeFunction",
          "Resource": f"arn:aws:lambda:*:*:function:{sweep}-start"},
         {"Sid": "ReadResults", "Effect": "Allow", "Action": "s3:GetObject",

@@ -213,10 +213,16 @@ def fleet_policy(sweep: str, regions: str | Sequence[str], member_role_arn: str)
     """What the start/stop functions need to make and delete a group's instances in the
     created lifecycle, scoped to the sweep: an instant EC2 Fleet is one synchronous request
     that launches with the *caller's* permissions (no service-linked role: EC2 Fleet
-    prerequisites), so the caller needs `ec2:CreateFleet` and the `ec2:RunInstances` the
-    fleet makes on its behalf, on every resource RunInstances names. `regions`: the
-    candidate regions (`SweepSpec.candidate_regions`): each ARN names one of them, no other
-    region's resources are covered (IAM is global, EC2's ARNs are regional)."""
+    prerequisites), and both `ec2:CreateFleet` and `ec2:RunInstances` are evaluated on every
+    resource the launch names (a denied instant fleet's CloudTrail names `ec2:CreateFleet`
+    on `launch-template/*`; AWS's Karpenter policy grants the two together on each launch
+    resource: docs/platform.md, "Instant fleet authorization"). `regions`: the candidate
+    regions (`SweepSpec.candidate_regions`): each ARN names one of them, no other region's
+    resources are covered (IAM is global, EC2's ARNs are regional).
+
+    The Spot service-linked role (AWSServiceRoleForEC2Spot) is not the function's to make:
+    `spotbench preflight` names it when the account lacks it, with the command that creates
+    it once (`spotbench.clouds.aws.preflight.spot_role`); the role gets no IAM write."""
     names = [regions] if isinstance(regions, str) else list(dict.fromkeys(regions))
 
     def arns(*kinds: str) -> list[str] | str:
@@ -226,23 +232,29 @@ def fleet_policy(sweep: str, regions: str | Sequence[str], member_role_arn: str)
     images = [f"arn:aws:ec2:{r}::image/*" for r in names]
     sweep_tag = {f"aws:ResourceTag/{SWEEP_LABEL}": sweep}
     new_tag = {f"aws:RequestTag/{SWEEP_LABEL}": sweep}
+    launch = ["ec2:CreateFleet", "ec2:RunInstances"]
     return _doc(
         # the fleet itself (the driver tags it with the group's labels)
         {"Sid": "CreateSweepFleet", "Effect": "Allow", "Action": "ec2:CreateFleet",
          "Resource": arns("fleet"), "Condition": {"StringEquals": new_tag}},
         # from the sweep's launch templates only (another sweep's are tagged otherwise)
-        {"Sid": "SweepTemplates", "Effect": "Allow",
-         "Action": ["ec2:CreateFleet", "ec2:RunInstances"],
+        {"Sid": "SweepTemplates", "Effect": "Allow", "Action": launch,
          "Resource": arns("launch-template"), "Condition": {"StringEquals": sweep_tag}},
         # into the sweep's own subnets and security groups (tagged by the stack)
-        {"Sid": "SweepNetwork", "Effect": "Allow", "Action": ["ec2:CreateFleet", "ec2:RunInstances"],
+        {"Sid": "SweepNetwork", "Effect": "Allow", "Action": launch,
          "Resource": arns("subnet", "security-group"),
          "Condition": {"StringEquals": sweep_tag}},
         # the instance's own interface and the (public, untaggable) AMI
-        {"Sid": "LaunchParts", "Effect": "Allow", "Action": "ec2:RunInstances",
+        {"Sid": "LaunchParts", "Effect": "Allow", "Action": launch,
          "Resource": [*_listed(arns("network-interface")), *images]},
+        # the one-time spot request a Spot launch makes: untagged (whether a template's
+        # `spot-instances-request` tags reach a fleet's requests is not documented), so
+        # scoped by region and account only; it launches nothing without the sweep-scoped
+        # template, subnet and tagged instance of the same call
+        {"Sid": "SpotRequests", "Effect": "Allow", "Action": launch,
+         "Resource": arns("spot-instances-request")},
         # what it makes carries the sweep's tag (the templates' TagSpecifications)
-        {"Sid": "SweepInstances", "Effect": "Allow", "Action": "ec2:RunInstances",
+        {"Sid": "SweepInstances", "Effect": "Allow", "Action": launch,
          "Resource": arns("instance", "volume"),
          "Condition": {"StringEquals": new_tag}},
         {"Sid": "TagAtCreation", "Effect": "Allow", "Action": "ec2:CreateTags",

@@ -9,7 +9,9 @@ How members are reached (`AccessConfig.via`, CLI `--via`, env `SPOTBENCH_SSH_VIA
 - `iap`     GCP: `gcloud compute start-iap-tunnel NAME PORT --listen-on-stdin` as the
             ProxyCommand, what `gcloud compute ssh --tunnel-through-iap` does
 - `ssm`     AWS: `aws ssm start-session --document-name AWS-StartSSHSession` as the
-            ProxyCommand (the member's name is its instance id)
+            ProxyCommand (the member's name is its instance id), asking Session Manager
+            in the instance's own region (its zone's: a created group may run in another
+            candidate region than the sweep's), else the sweep's
 
 Host keys are checked against `known_hosts` (the keys the stack recorded, e.g. exported
 from its outputs to `.spotbench/<sweep>/known_hosts`) with paramiko's RejectPolicy: an
@@ -23,7 +25,7 @@ import io
 import logging
 import posixpath
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -60,8 +62,16 @@ class AccessConfig:
     jump: str | None = None  # user@host[:port], for via=jump
     gcp_project: str | None = None
     gcp_zone: str | None = None
-    aws_region: str | None = None
+    aws_region: str | None = None  # the sweep's region: a target of unknown zone
+    aws_zone_region: Callable[[str], str] | None = None  # a target's zone → its region
     connect_timeout: float = 15.0
+
+    def region_of(self, target: Target) -> str | None:
+        """The region Session Manager must be asked in: the target's (its zone's), else
+        the sweep's (SSM sessions are regional: another region does not know the id)."""
+        if target.zone and self.aws_zone_region is not None:
+            return self.aws_zone_region(target.zone)
+        return self.aws_region
 
     def proxy_command(self, target: Target) -> str | None:
         if self.via == "iap":
@@ -74,7 +84,8 @@ class AccessConfig:
         if self.via == "ssm":
             cmd = ["aws", "ssm", "start-session", "--target", target.host,
                    "--document-name", "AWS-StartSSHSession", "--parameters", f"portNumber={target.port}"]
-            cmd += ["--region", self.aws_region] if self.aws_region else []
+            region = self.region_of(target)
+            cmd += ["--region", region] if region else []
             return shlex.join(cmd)
         return None
 

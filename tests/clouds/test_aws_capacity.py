@@ -222,3 +222,88 @@ def test_capacity_aws_a_preempted_group_is_retried_in_a_zone_with_capacity(setup
     live = {i.name for i in cloud.query(group.labels) if i.state == State.RUNNING}
     assert len(live) == len(group.members)
     assert [i for i in cloud.query(group.labels) if i.error] == []  # the old one is history
+
+
+def _templates_nic(ec2, template_id: str) -> dict:
+    data = ec2.describe_launch_template_versions(LaunchTemplateId=template_id, Versions=[
+        "$Default"])["LaunchTemplateVersions"][0]["LaunchTemplateData"]
+    return data["NetworkInterfaces"][0]
+
+
+def test_capacity_aws_fleet_overrides_name_the_zone_and_the_instance_gets_the_templates_nic(setup, front):
+    """The fleet request names each candidate's zone, never a subnet (EC2 Fleet ignores the
+    template's NetworkInterfaces when an override names one: docs/platform.md), one instance
+    per member template (its fixed IP can launch only one); the member launches with the
+    template's interface: its subnet, fixed private IP and security group."""
+    spec, group, cloud, ec2 = setup
+    found = fleet.templates(ec2, group.labels)
+    member = sorted(found)[0]
+    request = fleet.fleet_request([found[member][z] for z in ZONES], group.labels)
+    assert request["TargetCapacitySpecification"]["TotalTargetCapacity"] == 1
+    assert request["SpotOptions"]["MinTargetCapacity"] == 1
+    overrides = [o for c in request["LaunchTemplateConfigs"] for o in c["Overrides"]]
+    assert [o["AvailabilityZone"] for o in overrides] == ZONES
+    assert all("SubnetId" not in o for o in overrides)
+
+    front.exhaust(ZONES[0])
+    out = cloud.start(group.labels, zones=ZONES)
+    assert {i.zone for i in out} == {ZONES[1]}
+    by_id = {i["InstanceId"]: i for i in _live(ec2)}
+    for inst in out:
+        nic = _templates_nic(ec2, found[inst.member][ZONES[1]].id)
+        raw = by_id[inst.name]
+        assert inst.ip == raw["PrivateIpAddress"] == nic["PrivateIpAddress"]
+        assert raw["SubnetId"] == nic["SubnetId"]
+        assert [g["GroupId"] for g in raw["NetworkInterfaces"][0]["Groups"]] == nic["Groups"]
+    assert front.nic_ignored == []
+    cloud.stop(group.labels)
+    again = cloud.start(group.labels, zones=ZONES)  # the fixed IPs are free again
+    assert {i.state for i in again} == {State.RUNNING}
+
+
+def test_capacity_aws_front_a_subnet_override_voids_the_templates_nic(setup, front):
+    """The front plays EC2 as AWS's Karpenter maintainers report it: a `SubnetId` override
+    and a template declaring NetworkInterfaces launch without the template's fixed IP and
+    security group (what the old request, which named the subnet, would have got)."""
+    spec, group, cloud, ec2 = setup
+    found = fleet.templates(ec2, group.labels)
+    member = sorted(found)[0]
+    t = found[member][ZONES[0]]
+    request = fleet.fleet_request([t], group.labels)
+    request["LaunchTemplateConfigs"][0]["Overrides"] = [{"SubnetId": t.subnet, "Priority": 0.0}]
+    answer = ec2.create_fleet(**request)
+    (iid,) = answer["Instances"][0]["InstanceIds"]
+    raw = ec2.describe_instances(InstanceIds=[iid])["Reservations"][0]["Instances"][0]
+    nic = _templates_nic(ec2, t.id)
+    assert front.nic_ignored == [t.id]
+    assert raw["SubnetId"] == t.subnet
+    assert raw["PrivateIpAddress"] != nic["PrivateIpAddress"]
+    assert [g["GroupId"] for g in raw["NetworkInterfaces"][0]["Groups"]] != nic["Groups"]
+    ec2.terminate_instances(InstanceIds=[iid])
+
+
+def test_capacity_aws_a_missing_spot_service_linked_role_stops_the_search_and_names_the_fix():
+    """EC2 refuses a first Spot launch in an account without AWSServiceRoleForEC2Spot when
+    the caller may not create it: no other zone does better, and the members say how to
+    create the role (docs/platform.md)."""
+    from spotbench.clouds.aws.ec2 import unplaced
+
+    by_member = {"m0": {z: fleet.Template(f"m0@{z}", "m0", z, f"subnet-{z}", "spot") for z in "ab"}}
+
+    class Ec2:
+        calls = 0
+
+        def create_fleet(self, **request):
+            Ec2.calls += 1
+            return {"Instances": [], "Errors": [{
+                "ErrorCode": "Client.AuthFailure.ServiceLinkedRoleCreationNotPermitted",
+                "ErrorMessage": "The provided credentials do not have permission to create the "
+                                "service-linked role for EC2 Spot Instances.",
+                "LaunchTemplateAndOverrides": {"Overrides": {"AvailabilityZone": "a"}}}]}
+
+    placed = fleet.create_group(Ec2(), {}, by_member, ["a", "b"], lambda ids: None)
+    assert placed.ids == [] and Ec2.calls == 1
+    assert [(e.zone, e.quota) for e in placed.errors] == [("a", True)]
+    (member,) = unplaced({}, by_member, ["a", "b"], placed.errors)
+    assert member.error == ErrorKind.QUOTA
+    assert "aws iam create-service-linked-role --aws-service-name spot.amazonaws.com" in member.detail

@@ -213,6 +213,7 @@ def _create_fleet(form: dict[str, list[str]], region: str, account: str,
     if fleet_tags:
         auths.append(Authorization("ec2:CreateTags", f"{arn}:fleet/*",
                                    {**fleet_ctx, "ec2:CreateAction": "CreateFleet"}))
+    spot = form.get("TargetCapacitySpecification.DefaultTargetCapacityType") == ["spot"]
     for n in range(1, 100):
         template = form.get(f"LaunchTemplateConfigs.{n}.LaunchTemplateSpecification.LaunchTemplateId")
         if not template:
@@ -227,15 +228,17 @@ def _create_fleet(form: dict[str, list[str]], region: str, account: str,
                                        _tag_context(tags, "ec2")))
             auths += [Authorization(action, f"{arn}:subnet/{s}", _tag_context(t, "ec2"))
                       for s, t in lookup.tags_of("subnet", sorted(set(subnets))).items()]
-        auths += [Authorization("ec2:RunInstances", f"{arn}:security-group/{g}",
-                                _tag_context(t, "ec2"))
-                  for g, t in lookup.tags_of("security-group", sorted(set(groups))).items()]
-        auths += [Authorization("ec2:RunInstances", f"{arn}:network-interface/*"),
-                  Authorization("ec2:RunInstances", f"arn:aws:ec2:{region}::image/{data.get('ImageId', '*')}")]
-        specs = data.get("TagSpecifications", [])
+            auths += [Authorization(action, f"{arn}:security-group/{g}", _tag_context(t, "ec2"))
+                      for g, t in lookup.tags_of("security-group", sorted(set(groups))).items()]
+            auths += [Authorization(action, f"{arn}:network-interface/*"),
+                      Authorization(action, f"arn:aws:ec2:{region}::image/{data.get('ImageId', '*')}")]
+            if spot:  # a Spot launch makes a (one-time) spot request
+                auths.append(Authorization(action, f"{arn}:spot-instances-request/*"))
+            specs = data.get("TagSpecifications", [])
+            auths += [Authorization(action, f"{arn}:{kind}/*", _request_tags(specs, kind))
+                      for kind in ("instance", "volume")]
         for kind in ("instance", "volume"):
-            ctx = _request_tags(specs, kind)
-            auths.append(Authorization("ec2:RunInstances", f"{arn}:{kind}/*", ctx))
+            ctx = _request_tags(data.get("TagSpecifications", []), kind)
             if ctx:
                 auths.append(Authorization("ec2:CreateTags", f"{arn}:{kind}/*",
                                            {**ctx, "ec2:CreateAction": "RunInstances"}))

@@ -135,12 +135,16 @@ class Run:
     outputs: dict[str, str]
 
 
-def _spec_file(tmp_path, bucket: str):
-    spec = {"name": SWEEP, "cloud": "aws", "region": REGION, "zone": f"{REGION}a",
+def _spec_file(tmp_path, bucket: str, created: bool = False):
+    """The sweep's spec; `created`: as `lifecycle: created` over two zones (its preflight
+    also looks for the account's Spot service-linked role)."""
+    where = ({"lifecycle": "created", "zones": [f"{REGION}a", f"{REGION}b"]} if created
+             else {"zone": f"{REGION}a"})
+    spec = {"name": SWEEP, "cloud": "aws", "region": REGION, **where,
             "workload": {"name": "osu"}, "matrix": {"machine_type": ["c5n.large"]}, "trials": 1,
             "results": f"s3://{bucket}/{SWEEP}", "deadline": "45m",
             "schedule": {"cron": "0 3 * * *", "timezone": "UTC"}}
-    path = tmp_path / f"{SWEEP}.yaml"
+    path = tmp_path / f"{SWEEP}{'-created' if created else ''}.yaml"
     path.write_text(yaml.safe_dump(spec))
     return path
 
@@ -176,7 +180,8 @@ def run(tmp_path_factory) -> Run:
                 ResultStore(f"s3://{stack.ids['bucket']}/{SWEEP}").open_run()
             with environment(env):
                 cli = CliRunner()
-                for args in (["preflight", str(spec_path)],
+                created_path = _spec_file(tmp, stack.ids["bucket"], created=True)
+                for args in (["preflight", str(spec_path)], ["preflight", str(created_path)],
                              ["schedule", "pause", str(spec_path)],
                              ["schedule", "resume", str(spec_path)],
                              ["schedule", "run-now", str(spec_path)],

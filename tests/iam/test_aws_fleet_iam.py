@@ -84,6 +84,52 @@ def test_capacity_iam_the_start_function_makes_and_deletes_its_group_from_its_te
     assert account.denial_lines() == []
     fleets = [r for r in account.decisions if r.auth.action == "ec2:CreateFleet"]
     assert fleets and all(r.decision.allowed for r in fleets)
+    # CreateFleet is evaluated on every launch resource, as RunInstances is (research §3 F1)
+    kinds = {r.auth.resource.split(":")[-1].split("/")[0] for r in fleets}
+    assert {"fleet", "launch-template", "subnet", "security-group", "network-interface",
+            "image", "instance", "volume", "spot-instances-request"} <= kinds
+
+
+def _without(doc: dict, sid: str, action: str | None) -> dict:
+    """`doc` with `action` taken out of statement `sid` (None: the whole statement)."""
+    out = json.loads(json.dumps(doc))
+    kept = []
+    for st in out["Statement"]:
+        if st.get("Sid") == sid:
+            if action is None:
+                continue
+            st["Action"] = [a for a in st["Action"] if a != action]
+        kept.append(st)
+    out["Statement"] = kept
+    return out
+
+
+@pytest.mark.parametrize("sid,action,kind", [
+    ("LaunchParts", "ec2:CreateFleet", "network-interface"),
+    ("SweepInstances", "ec2:CreateFleet", "instance"),
+    ("SpotRequests", None, "spot-instances-request"),
+])
+def test_capacity_iam_a_policy_without_createfleet_on_a_launch_resource_is_refused(
+        account, deployed, sid, action, kind):
+    """The harness checks `ec2:CreateFleet` beside `ec2:RunInstances` on each resource a
+    fleet launches (and the spot request of a Spot launch): a policy lacking it fails."""
+    sweeps, _ = deployed
+    group = sweeps["ax"].plan()[0]
+    member = f"arn:aws:iam::{ACCOUNT}:role/{member_role_name('ax', REGION)}"
+    with account.setup():
+        account.create_role("ax-narrow", json.dumps(assume_role("lambda.amazonaws.com")), [
+            lambda_policy("ax", "bucket", "ax"),
+            _without(fleet_policy("ax", REGION, member), sid, action)])
+    narrow = account.session("ax-narrow", "start")
+    cloud = AwsCloud(REGION, endpoint_url=account.url, session=_session(narrow),
+                     wait_timeout_s=5, poll_s=0.5, lifecycle="created")
+    from spotbench.clouds.aws.ec2 import AwsCloudError
+
+    with pytest.raises(AwsCloudError, match="UnauthorizedOperation"):
+        cloud.start(group.labels, zones=ZONES)
+    refused = {(r.auth.action, r.auth.resource.split(":")[-1].split("/")[0])
+               for r in account.denials()}
+    assert ("ec2:CreateFleet", kind) in refused
 
 
 def _fleet(account, start, spec, *, tagged: bool = True):

@@ -104,3 +104,47 @@ def test_exec_via_ssm_through_the_cli_on_an_aws_spec(tmp_path, sshd, ssm_log):
     for line in ssm_log.read_text().splitlines():
         argv = json.loads(line)
         assert argv[3] in ids and argv[argv.index("--region") + 1] == "eu-west-1"
+
+
+def test_exec_via_ssm_asks_session_manager_in_the_instances_region(tmp_path, sshd, ssm_log,
+                                                                    moto_url, monkeypatch):
+    """A created group that runs in another candidate region than the sweep's: its
+    instances are found there (moto, per region) and each session is opened with `--region`
+    of the instance's zone (Session Manager is regional), not the sweep's."""
+    import boto3
+
+    from spotbench.clouds.aws.regions import AwsRegions
+    from spotbench.ops.remote import targets_for
+    from tests.moto_server import MotoServer
+
+    MotoServer.fresh_account(moto_url, monkeypatch, "us-east-1")
+    spec = load_spec({"name": "sx", "cloud": "aws", "region": "us-east-1", "lifecycle": "created",
+                      "zones": ["us-east-1a", "us-west-2b"], "workload": {"name": "osu"},
+                      "matrix": {"machine_type": ["c5n.large"]}})
+    group = spec.plan()[0]
+    west = boto3.client("ec2", region_name="us-west-2", endpoint_url=moto_url)
+    image = MotoServer.any_image(west)
+    ids = []
+    for m in group.members:
+        tags = [{"Key": k, "Value": v} for k, v in {**group.labels, "Name": m.name}.items()]
+        ids += [i["InstanceId"] for i in west.run_instances(
+            ImageId=image, MinCount=1, MaxCount=1, InstanceType="c5n.large",
+            Placement={"AvailabilityZone": "us-west-2b"},
+            TagSpecifications=[{"ResourceType": "instance", "Tags": tags}])["Instances"]]
+    cloud = AwsRegions("us-east-1", spec.candidate_regions, endpoint_url=moto_url)
+    kind, key = (sshd.dir / "host_key.pub").read_text().split()[:2]
+    known = tmp_path / "known_hosts"
+    known.write_text("".join(f"[{i}]:{sshd.port} {kind} {key}\n" for i in ids))
+    cfg = AccessConfig(known_hosts=known, user=getpass.getuser(), key_filename=str(sshd.user_key),
+                       via="ssm", port=sshd.port, connect_timeout=20,
+                       **get_provider("aws").access_options(spec, "ssm"))
+    targets = targets_for(group, cloud, cfg)
+    assert sorted(t.host for t in targets) == sorted(ids)
+    assert {t.zone for t in targets} == {"us-west-2b"}
+    out = run_on_group(targets, cfg, "echo west")
+    assert all(o.ok and o.stdout.strip() == "west" for o in out), out
+    argvs = [json.loads(line) for line in ssm_log.read_text().splitlines()]
+    assert sorted(a[3] for a in argvs) == sorted(ids)
+    assert {a[a.index("--region") + 1] for a in argvs} == {"us-west-2"}  # not the sweep's
+    # a member named by --host (zone unknown) is asked in the sweep's region
+    assert "--region us-east-1" in (cfg.proxy_command(Target("m", ids[0], sshd.port)) or "")

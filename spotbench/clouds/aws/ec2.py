@@ -373,7 +373,8 @@ def unplaced(labels: Mapping[str, str], by_member: Mapping[str, Mapping[str, fle
     quota = any(e.quota for e in errors)
     kind = ErrorKind.QUOTA if quota else ErrorKind.CAPACITY if errors else ErrorKind.API
     said = "; ".join(f"{e.zone}: {e.code}: {e.message}" for e in errors) or "no fleet launched"
-    hint = ("an account limit: raise it in Service Quotas" if quota else
+    hint = (fleet.SPOT_ROLE_FIX if any(e.code.endswith(fleet.SPOT_ROLE_MISSING) for e in errors)
+            else "an account limit: raise it in Service Quotas" if quota else
             "no candidate zone had capacity for the whole group now; retried on the next tick")
     return [Instance(name=m, state=State.TERMINATED, labels={**labels, "Name": m},
                      zone=zones[0] if zones else None, detail=f"{said} ({hint})", error=kind)

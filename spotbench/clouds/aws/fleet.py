@@ -5,12 +5,19 @@ the member, zone, subnet and market).
 
 EC2's own mechanism picks the zone (docs/platform.md, "EC2 Fleet of type instant"):
 `CreateFleet` with `Type=instant` places one synchronous request; its launch-template
-configs list each candidate zone's template and subnet with `Priority` in the candidates'
-order, `AllocationStrategy=capacity-optimized-prioritized` (on demand: `prioritized`),
+configs list each candidate zone's template with an override naming only that zone
+(`AvailabilityZone`) and `Priority` in the candidates' order, `AllocationStrategy=capacity-optimized-prioritized` (on demand: `prioritized`),
 `SingleAvailabilityZone` and `MinTargetCapacity` = the target (all or nothing). Instances
 that could not be launched come back in the 200 answer's `Errors` (`InsufficientInstance
 Capacity`, …), not as an HTTP error; an instant fleet cannot be modified and keeps nothing
 to maintain, so the instances are what is left to clean up.
+
+The overrides never name a `SubnetId`: the template's network interface does (the zone's
+members' subnet, the member's fixed private IP, the group's security group), and EC2 Fleet
+ignores a template's `NetworkInterfaces` block when an override names a subnet (reported by
+AWS's Karpenter maintainers, who dropped the subnet override for that reason: docs/platform.md,
+"EC2 Fleet overrides and the template's network interface"). One fixed IP per template also
+means one instance per fleet: the target capacity is always 1.
 
 A group's members differ (each its own name, user data and fixed address), so a fleet
 launches one member: the first member's fleet chooses the zone among the candidates; every
@@ -40,6 +47,12 @@ FLEET_CAPACITY_ERRORS = frozenset({
 # … or an account limit (no zone will do better until it is raised)
 FLEET_QUOTA_ERRORS = frozenset({"MaxSpotInstanceCountExceeded", "VcpuLimitExceeded",
                                 "InstanceLimitExceeded"})
+# … or the account's Spot service-linked role is missing and the caller may not create it
+# (the first Spot launch in an account creates AWSServiceRoleForEC2Spot): no zone does better
+SPOT_ROLE_MISSING = "AuthFailure.ServiceLinkedRoleCreationNotPermitted"
+SPOT_ROLE_FIX = ("the account has no Spot service-linked role AWSServiceRoleForEC2Spot; create "
+                 "it once: `aws iam create-service-linked-role --aws-service-name "
+                 "spot.amazonaws.com` (`spotbench preflight` checks it)")
 
 
 @dataclass(frozen=True)
@@ -59,7 +72,8 @@ class FleetError:
 
     @property
     def quota(self) -> bool:
-        return self.code in FLEET_QUOTA_ERRORS
+        """An account-wide refusal: no other zone or region will do better now."""
+        return self.code in FLEET_QUOTA_ERRORS or self.code.endswith(SPOT_ROLE_MISSING)
 
 
 @dataclass
@@ -87,18 +101,21 @@ def templates(ec2: Any, labels: Mapping[str, str]) -> dict[str, dict[str, Templa
     return out
 
 
-def fleet_request(choices: Sequence[Template], labels: Mapping[str, str],
-                  count: int = 1) -> dict[str, Any]:
-    """The CreateFleet parameters: `count` instances from one of `choices` (first choice
-    first: `Priority` 0, 1, …), all in a single zone or none."""
+FLEET_CAPACITY = 1  # a template fixes its member's private IP: it can launch one instance
+
+
+def fleet_request(choices: Sequence[Template], labels: Mapping[str, str]) -> dict[str, Any]:
+    """The CreateFleet parameters: one instance (`FLEET_CAPACITY`) from one of `choices`
+    (first choice first: `Priority` 0, 1, …). Each override names the template's zone only:
+    the subnet, fixed IP and security group come from the template's network interface."""
     market = choices[0].market
     configs = [{"LaunchTemplateSpecification": {"LaunchTemplateId": t.id, "Version": "$Default"},
-                "Overrides": [{"SubnetId": t.subnet, "Priority": float(n)}]}
+                "Overrides": [{"AvailabilityZone": t.zone, "Priority": float(n)}]}
                for n, t in enumerate(choices)]
     request: dict[str, Any] = {
         "Type": "instant",
         "LaunchTemplateConfigs": configs,
-        "TargetCapacitySpecification": {"TotalTargetCapacity": count,
+        "TargetCapacitySpecification": {"TotalTargetCapacity": FLEET_CAPACITY,
                                         "DefaultTargetCapacityType": market},
         "TagSpecifications": [{"ResourceType": "fleet", "Tags": [
             {"Key": k, "Value": v} for k, v in sorted(labels.items())]}],
@@ -106,32 +123,37 @@ def fleet_request(choices: Sequence[Template], labels: Mapping[str, str],
     if market == "spot":
         request["SpotOptions"] = {"AllocationStrategy": "capacity-optimized-prioritized",
                                   "InstanceInterruptionBehavior": "terminate",
-                                  "SingleAvailabilityZone": True, "MinTargetCapacity": count}
+                                  "SingleAvailabilityZone": True,
+                                  "MinTargetCapacity": FLEET_CAPACITY}
     else:
         request["OnDemandOptions"] = {"AllocationStrategy": "prioritized",
-                                      "SingleAvailabilityZone": True, "MinTargetCapacity": count}
+                                      "SingleAvailabilityZone": True,
+                                      "MinTargetCapacity": FLEET_CAPACITY}
     return request
+
+
+def _zone_of(spec: Mapping[str, Any], choices: Sequence[Template]) -> str | None:
+    """The candidate zone a `LaunchTemplateAndOverrides` answer names: its override's
+    `AvailabilityZone`, else its template's zone."""
+    zones = {t.zone for t in choices}
+    named = spec.get("Overrides", {}).get("AvailabilityZone", "")
+    if named in zones:
+        return named
+    template = spec.get("LaunchTemplateSpecification", {}).get("LaunchTemplateId", "")
+    return next((t.zone for t in choices if t.id == template), None)
 
 
 def _launch(ec2: Any, choices: Sequence[Template],
             labels: Mapping[str, str]) -> tuple[list[str], str | None, list[FleetError]]:
     """One instant fleet: (instance ids, their zone, the errors EC2 answered)."""
     answer = ec2.create_fleet(**fleet_request(choices, labels))
-    by_subnet = {t.subnet: t.zone for t in choices}
-    by_template = {t.id: t.zone for t in choices}
-    errors = []
-    for e in answer.get("Errors", []):
-        spec = e.get("LaunchTemplateAndOverrides", {})
-        zone = (by_subnet.get(spec.get("Overrides", {}).get("SubnetId", ""))
-                or by_template.get(spec.get("LaunchTemplateSpecification", {}).get(
-                    "LaunchTemplateId", "")) or "?")
-        errors.append(FleetError(zone, e.get("ErrorCode", ""), e.get("ErrorMessage", "")))
+    errors = [FleetError(_zone_of(e.get("LaunchTemplateAndOverrides", {}), choices) or "?",
+                         e.get("ErrorCode", ""), e.get("ErrorMessage", ""))
+              for e in answer.get("Errors", [])]
     ids, zone = [], None
     for item in answer.get("Instances", []):
         ids += item.get("InstanceIds", [])
-        spec = item.get("LaunchTemplateAndOverrides", {})
-        zone = zone or by_template.get(spec.get("LaunchTemplateSpecification", {}).get(
-            "LaunchTemplateId", "")) or by_subnet.get(spec.get("Overrides", {}).get("SubnetId", ""))
+        zone = zone or _zone_of(item.get("LaunchTemplateAndOverrides", {}), choices)
     return ids, zone, errors
 
 

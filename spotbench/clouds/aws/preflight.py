@@ -17,6 +17,11 @@
    `SWEEP_INSTANCE_PROFILES`: constant in the group count, issue #29), from
    `iam:GetAccountSummary` (`Roles`/`RolesQuota`, `InstanceProfiles`/`InstanceProfilesQuota`;
    1,000 roles per account by default, shared with everything else in it).
+5. Spot service-linked role: a `lifecycle: created` spot sweep's functions launch Spot
+   instances with their own role, and the first Spot launch in an account needs
+   AWSServiceRoleForEC2Spot (EC2 creates it only for a caller allowed
+   `iam:CreateServiceLinkedRole`; the functions are not: docs/aws.md). Preflight names it
+   when missing, with the command that creates it once.
 
 `endpoint_url` (`AWS_ENDPOINT_URL`, moto in tests) redirects every client.
 """
@@ -77,8 +82,34 @@ def check(spec: SweepSpec, endpoint_url: str | None = None) -> list[Problem]:
     for region in spec.candidate_regions or [spec.region or ""]:
         zones = [z for z in spec.candidate_zones if FACTS.region_of_zone(z) == region]
         problems += _region(spec, groups, region, zones, endpoint_url)
-    problems += iam_room(boto3.client("iam", **kw))  # IAM is global
+    iam = boto3.client("iam", **kw)  # IAM is global
+    problems += iam_room(iam)
+    if spec.spot and spec.lifecycle == "created":
+        problems += spot_role(iam)
     return problems
+
+
+SPOT_ROLE = "AWSServiceRoleForEC2Spot"
+SPOT_ROLE_PATH = "/aws-service-role/spot.amazonaws.com/"  # a service-linked role's path
+SPOT_ROLE_COMMAND = "aws iam create-service-linked-role --aws-service-name spot.amazonaws.com"
+
+
+def spot_role(iam: Any) -> list[Problem]:
+    """The account's Spot service-linked role (the role under `SPOT_ROLE_PATH`), which the
+    sweep's functions need and may not create: a problem naming it and the command that
+    creates it, when it is missing."""
+    try:
+        pages = iam.get_paginator("list_roles").paginate(PathPrefix=SPOT_ROLE_PATH)
+        if any(page.get("Roles") for page in pages):
+            return []
+    except Exception as exc:  # noqa: BLE001 - botocore ClientError; the check cannot run
+        return [Problem("spot-role", f"cannot list the IAM roles under {SPOT_ROLE_PATH}: {exc}",
+                        f"grant iam:ListRoles, or look for {SPOT_ROLE} in IAM > Roles; "
+                        f"`{SPOT_ROLE_COMMAND}` creates it")]
+    return [Problem(
+        "spot-role", f"the account has no Spot service-linked role {SPOT_ROLE}: the sweep's "
+        "start function launches Spot instances with its own role, which may not create it",
+        f"create it once per account: `{SPOT_ROLE_COMMAND}`")]
 
 
 def _client_options(region: str | None, endpoint_url: str | None) -> dict[str, Any]:

@@ -33,8 +33,11 @@ class AwsProvider(Provider):
     prices_module = "spotbench.clouds.aws.prices"
 
     def access_options(self, spec: SweepSpec, via: str) -> dict[str, Any]:
-        # `aws ssm start-session` must look for the instance in the sweep's region
-        return {"aws_region": spec.region} if via == "ssm" else {}
+        # `aws ssm start-session` must look for the instance in its own region (a created
+        # group may run in any candidate region): its zone's, else the sweep's
+        if via != "ssm":
+            return {}
+        return {"aws_region": spec.region, "aws_zone_region": FACTS.region_of_zone}
 
     def results_url(self, spec: SweepSpec, env: Mapping[str, str] | None = None) -> str:
         if spec.results:
