@@ -19,29 +19,19 @@ from spotbench.clouds.base import State
 from spotbench.results import ResultStore
 from spotbench.spec import load_spec
 from tests.clouds.aws_templates import declare_templates
-from tests.ec2_spot_front import SpotFront
-from tests.moto_server import MotoServer
+from tests.clouds.test_aws_capacity import REGION, front  # noqa: F401  (the fixture)
+from tests.clouds.test_aws_capacity import _spec as one_region_spec
 
-HOME, OTHER = "us-east-1", "us-west-2"
+HOME, OTHER = REGION, "us-west-2"  # the front fixture is made for REGION
 EAST = [f"{HOME}a", f"{HOME}b"]
 WEST = [f"{OTHER}a", f"{OTHER}b"]
 TICK = Caller("scheduler", "scheduler")
 
 
 def _spec():
-    return load_spec({"name": "reg", "cloud": "aws", "region": HOME, "zones": [*EAST, *WEST],
-                      "lifecycle": "created", "workload": {"name": "osu"},
-                      "matrix": {"machine_type": ["g4dn.xlarge"]}, "trials": 1,
-                      "concurrency": 1, "schedule": {"cron": "0 3 * * *"}})
-
-
-@pytest.fixture
-def front(moto_url, monkeypatch):
-    MotoServer.fresh_account(moto_url, monkeypatch, HOME)
-    spot = SpotFront(moto_url, region=HOME)
-    with spot:
-        yield spot
-    assert spot.errors == []
+    """The one-region capacity tests' group (tests/clouds/test_aws_capacity.py), its
+    candidates two zones of each region, its home the first."""
+    return one_region_spec(name="reg", region=HOME, zones=[*EAST, *WEST])
 
 
 @pytest.fixture
