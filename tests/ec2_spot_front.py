@@ -398,18 +398,26 @@ class SpotFront:
         return [i["InstanceId"] for r in found for i in r["Instances"]
                 if i["State"]["Name"] == "terminated"]
 
+    def _forward_these(self, h, headers, form, key: str, ids: list[str]):
+        """Forward the request to moto with only `ids` as its `key.N` list: moto's answer
+        parsed, or (status, headers, body) when moto refused it."""
+        sent = {k: v for k, v in form.items() if not k.startswith(f"{key}.")}
+        sent.update({f"{key}.{n}": [i] for n, i in enumerate(ids, 1)})
+        status, out, content = self._forward(h, headers, urlencode(sent, doseq=True).encode())
+        if status != 200:
+            return status, out, content
+        return ET.fromstring(content)
+
     def _terminate_rest(self, h, headers, form, gone: list[str]) -> tuple[int, dict, bytes]:
         rest = [i for i in _indexed(form, "InstanceId") if i not in gone]
         root = ET.Element(_q("TerminateInstancesResponse"))
         _set(root, "requestId", "front")
         listing = ET.SubElement(root, _q("instancesSet"))
         if rest:
-            sent = {k: v for k, v in form.items() if not k.startswith("InstanceId.")}
-            sent.update({f"InstanceId.{n}": [i] for n, i in enumerate(rest, 1)})
-            status, out, content = self._forward(h, headers, urlencode(sent, doseq=True).encode())
-            if status != 200:
-                return status, out, content
-            for item in ET.fromstring(content).iter(_q("instancesSet")):
+            failed = self._forward_these(h, headers, form, "InstanceId", rest)
+            if isinstance(failed, tuple):
+                return failed
+            for item in failed.iter(_q("instancesSet")):
                 listing.extend(list(item))
         for iid in gone:
             _terminated_item(listing, iid)
@@ -569,12 +577,10 @@ class SpotFront:
         _set(root, "requestId", "front")
         listing = ET.SubElement(root, _q("spotInstanceRequestSet"))
         if others:
-            rest = {k: v for k, v in form.items() if not k.startswith("SpotInstanceRequestId.")}
-            rest.update({f"SpotInstanceRequestId.{n}": [i] for n, i in enumerate(others, 1)})
-            status, out, content = self._forward(h, headers, urlencode(rest, doseq=True).encode())
-            if status != 200:
-                return status, out, content
-            for item in ET.fromstring(content).iter(_q("item")):
+            failed = self._forward_these(h, headers, form, "SpotInstanceRequestId", others)
+            if isinstance(failed, tuple):
+                return failed
+            for item in failed.iter(_q("item")):
                 listing.append(item)
         states = {i["InstanceId"]: i["State"]["Name"] for r in self._describe(mine)
                   for i in r["Instances"]}
