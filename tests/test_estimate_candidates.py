@@ -44,6 +44,10 @@ def test_prices_capacity_candidates_in_two_regions_price_the_dearest():
 def test_prices_capacity_a_candidate_without_a_price_is_left_out_unless_none_has_one():
     spec = _spec(zones=["us-central1-a", "asia-east1-a"], lifecycle="created")
     assert _hourly(spec) == pytest.approx(_hourly(_spec(zone="us-central1-a")))
+    est = estimate(spec, CAT, now=NOW, records=[])
+    assert any(line.startswith("no price table for candidate region asia-east1")
+               and "spotbench prices --cloud gcp --region asia-east1" in line for line in est.prices)
+    assert not any("candidate region us-central1" in line for line in est.prices)
     with pytest.raises(MissingPrice, match="asia-east1"):
         _hourly(_spec(zones=["asia-east1-a", "asia-east1-b"], lifecycle="created"))
 

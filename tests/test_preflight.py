@@ -273,3 +273,38 @@ def test_capacity_preflight_aws_names_the_missing_spot_service_linked_role(aws, 
                                 "zone": "us-east-1a"}), None, {}) == []
     boto3.client("iam").create_service_linked_role(AWSServiceName="spot.amazonaws.com")
     assert preflight(load_spec(created), None, {}) == []
+
+
+def test_capacity_preflight_aws_counts_launch_templates_per_candidate_region(aws, monkeypatch):
+    """A created sweep declares a launch template per member and candidate zone: the
+    templates already in a region plus the sweep's must fit the region's limit (5,000; made
+    small here), in each candidate region."""
+    from spotbench.clouds.aws import preflight as aws_preflight
+
+    limits = {"L-3819A6DF": 64.0, "L-DB2E81BA": 64.0}
+    monkeypatch.setattr(ServiceQuotasBackend, "get_service_quota",
+                        lambda self, service_code, quota_code: {
+                            "ServiceCode": "ec2", "QuotaCode": quota_code, "Value": limits[quota_code]})
+    boto3.client("iam").create_service_linked_role(AWSServiceName="spot.amazonaws.com")
+    spec = load_spec(_aws(matrix={"machine_type": ["g4dn.xlarge"]}, lifecycle="created",
+                          zones=["us-east-1a", "us-east-1b", "us-west-2a"]))
+    members = sum(len(g.members) for g in spec.plan())
+    west = boto3.client("ec2", region_name="us-west-2")
+    for n in range(members + 1):  # someone else's templates, in the second region only
+        west.create_launch_template(LaunchTemplateName=f"other-{n}",
+                                    LaunchTemplateData={"InstanceType": "t3.micro"})
+    # us-east-1 needs 2 zones × members; us-west-2 holds members + 1 and needs 1 × members
+    monkeypatch.setattr(aws_preflight, "LAUNCH_TEMPLATES_PER_REGION", 2 * members)
+    (problem,) = preflight(spec, None, {})
+    assert problem.check == "templates" and "in us-west-2" in problem.message
+    assert f"the account has {members + 1}, the sweep adds {members}" in problem.message
+    assert "fewer candidate zones in us-west-2" in problem.fix
+    monkeypatch.setattr(aws_preflight, "LAUNCH_TEMPLATES_PER_REGION", 2 * members - 1)
+    east, west_problem = preflight(spec, None, {})
+    assert "in us-east-1" in east.message and f"adds {2 * members}" in east.message
+    assert "in us-west-2" in west_problem.message
+    monkeypatch.setattr(aws_preflight, "LAUNCH_TEMPLATES_PER_REGION", 2 * members + 1)
+    assert preflight(spec, None, {}) == []
+    stopped = load_spec(_aws(matrix={"machine_type": ["g4dn.xlarge"]}, zone="us-east-1a"))
+    monkeypatch.setattr(aws_preflight, "LAUNCH_TEMPLATES_PER_REGION", 0)
+    assert preflight(stopped, None, {}) == []  # the stopped lifecycle declares none

@@ -103,22 +103,32 @@ def price_rows(spec: SweepSpec, catalog: Catalog, others: list[Any]) -> tuple[li
     the lines naming their tables and dates, per zone where a price differs by zone."""
     rows, zones = list(others), []
     locations = price_locations(spec)
+    unpriced: set[str] = set()
     for g in spec.plan():
         for region, zone in dict.fromkeys(locations):
             for mtype in sorted({member_type(g, m) for m in g.members}):
                 row = catalog.find(spec.cloud, region, "machine", mtype, spec.spot, zone)
                 rows.append(row)
+                if row is None and region:
+                    unpriced.add(region)
                 zones.append(price_notes.by_zone(
                     mtype, catalog.by_zone(spec.cloud, region, "machine", mtype, spec.spot), row))
             if g.accelerator and g.accelerator_count:
                 rows.append(catalog.find(spec.cloud, region, "gpu", g.accelerator, spec.spot))
     used = price_notes.used(rows, getattr(catalog, "tables", []))
-    return rows, used + sorted({z for z in zones if z}) + _candidates_line(spec, locations)
+    return rows, (used + sorted({z for z in zones if z})
+                  + _candidates_lines(spec, locations, sorted(unpriced)))
 
 
-def _candidates_line(spec: SweepSpec, locations: list[tuple[str | None, str | None]]) -> list[str]:
+def _candidates_lines(spec: SweepSpec, locations: list[tuple[str | None, str | None]],
+                      unpriced: list[str]) -> list[str]:
     if len(locations) < 2:
         return []
     regions = sorted({r for r, _ in locations if r})
-    return [f"{len(locations)} candidate zones in {', '.join(regions)} (`lifecycle: created`): "
-            "each group is priced in its dearest candidate, wherever it lands"]
+    out = [f"{len(locations)} candidate zones in {', '.join(regions)} (`lifecycle: created`): "
+           "each group is priced in its dearest candidate, wherever it lands"]
+    for region in unpriced:
+        out.append(f"no price table for candidate region {region}: its zones are left out of "
+                   f"the figures; `spotbench prices --cloud {spec.cloud} --region {region}` "
+                   "adds them")
+    return out

@@ -53,8 +53,9 @@ def test_the_host_deadline_stops_a_command_that_ignores_sigterm_with_no_supervis
 @pytest.mark.parametrize("example", GCP_EXAMPLES)
 def test_every_gcp_member_is_stopped_by_gce_itself_by_deadline_plus_grace(example: str) -> None:
     """The Pulumi program of each GCP example (OSU, TF parameter server and all-reduce, GPU,
-    a user's container) under mocks: every member VM carries a max run duration between
-    the deadline and deadline + grace, and GCE stops (not deletes) it then."""
+    a user's container, GPU on any zone) under mocks: every member VM carries a max run
+    duration between the deadline and deadline + grace, and GCE stops (not deletes) it then;
+    in the created lifecycle every template carries it, and GCE deletes the VM then."""
     from infra.preview import PROGRAM
     from tests.infra.conftest import snapshot
 
@@ -62,11 +63,18 @@ def test_every_gcp_member_is_stopped_by_gce_itself_by_deadline_plus_grace(exampl
     spec = load_spec(path)
     config = {"gcp:project": "proj-1", "gcp:region": "us-central1", "spotbench:spec": str(path)}
     declared = snapshot(lambda: runpy.run_path(str(PROGRAM), run_name="__main__"), config)
-    vms = declared.of_type("gcp:compute/instance:Instance")
-    members = {m.name for g in spec.plan() for m in g.members}
-    assert {vm.inputs["name"] for vm in vms} == members, example
     deadline = spec.deadline.total_seconds()
+    if spec.lifecycle == "created":  # no VM declared: a template per group, role and region
+        vms = declared.of_type("gcp:compute/regionInstanceTemplate:RegionInstanceTemplate")
+        roles = {(g.id, m.role) for g in spec.plan() for m in g.members}
+        assert len(vms) == len(roles) * len(spec.candidate_regions), example
+        action = "DELETE"
+    else:
+        vms = declared.of_type("gcp:compute/instance:Instance")
+        members = {m.name for g in spec.plan() for m in g.members}
+        assert {vm.inputs["name"] for vm in vms} == members, example
+        action = "STOP"
     for vm in vms:
         s = vm.inputs["scheduling"]
         assert deadline <= s["maxRunDuration"]["seconds"] <= deadline + GRACE_S, (vm.inputs["name"], s)
-        assert s["instanceTerminationAction"] == "STOP", (vm.inputs["name"], s)
+        assert s["instanceTerminationAction"] == action, (vm.inputs["name"], s)

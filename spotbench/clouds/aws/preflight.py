@@ -13,6 +13,10 @@
    Steps 2, 3 and 3b run in every candidate region (`SweepSpec.candidate_regions`, the
    created lifecycle's candidates may span regions; else the spec's region), each with a
    client for that region: a fleet may place the sweep's whole footprint in any of them.
+3c. launch templates (`lifecycle: created`): the sweep declares one per member and candidate
+   zone (infra/aws/templates.py); a region holds at most `LAUNCH_TEMPLATES_PER_REGION`
+   (an account's fixed limit, shared with everything else in it): the templates already
+   there (`describe_launch_templates`) plus the sweep's must fit, in every candidate region.
 4. IAM: the account has room for the sweep's roles and instance profile (`SWEEP_ROLES`,
    `SWEEP_INSTANCE_PROFILES`: constant in the group count, issue #29), from
    `iam:GetAccountSummary` (`Roles`/`RolesQuota`, `InstanceProfiles`/`InstanceProfilesQuota`;
@@ -52,6 +56,9 @@ QUOTA_CLASSES: dict[str, tuple[frozenset[str], str, str]] = {
 # grant, Lambda and scheduler roles; the members' one instance profile)
 SWEEP_ROLES = 4
 SWEEP_INSTANCE_PROFILES = 1
+# "You can create up to 5,000 launch templates per Region" (docs/platform.md, the launch
+# template restrictions page)
+LAUNCH_TEMPLATES_PER_REGION = 5000
 
 
 def quota_class(instance_type: str) -> str | None:
@@ -139,6 +146,8 @@ def _region(spec: SweepSpec, groups: list[RunGroup], region: str, zones: list[st
                                     f"({exc.response['Error'].get('Code')})",
                                     f"pick one from `aws ec2 describe-instance-type-offerings --region {region}`"))
     problems += zone_offerings(ec2, sorted(vcpus), zones, region)
+    if spec.lifecycle == "created":
+        problems += template_room(ec2, sum(len(g.members) for g in groups) * len(zones), region)
     problems += _quota(boto3.client("service-quotas", **kw), spec, groups, vcpus, region)
     return problems
 
@@ -167,6 +176,26 @@ def zone_offerings(ec2: Any, types: list[str], zones: list[str], region: str) ->
                 f"availability-zone --filters Name=instance-type,Values={missing[0]} --region {region}` "
                 "lists the zones that do)"))
     return out
+
+
+def template_room(ec2: Any, need: int, region: str) -> list[Problem]:
+    """Whether `region` has room for `need` more launch templates (one per member and
+    candidate zone of the region)."""
+    if not need:
+        return []
+    try:
+        pages = ec2.get_paginator("describe_launch_templates").paginate()
+        used = sum(len(page.get("LaunchTemplates", [])) for page in pages)
+    except Exception as exc:  # noqa: BLE001 - botocore ClientError; the check cannot run
+        return [Problem("templates", f"cannot list the launch templates in {region}: {exc}",
+                        "grant ec2:DescribeLaunchTemplates, or count them in the console")]
+    if used + need <= LAUNCH_TEMPLATES_PER_REGION:
+        return []
+    return [Problem(
+        "templates", f"launch templates in {region}: the account has {used}, the sweep adds {need} "
+        f"(one per member and candidate zone there); a region holds {LAUNCH_TEMPLATES_PER_REGION}",
+        f"give fewer candidate zones in {region} (`zones`), split the sweep, or delete unused "
+        "templates (old sweeps: `spotbench teardown`)")]
 
 
 def iam_room(iam: Any) -> list[Problem]:
