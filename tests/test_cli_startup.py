@@ -24,3 +24,13 @@ def test_the_estimate_prices_and_history_tables_still_format_their_numbers():
 
     assert _qty(28750.0) == "28,750" and _money(0.00001667) == "0.000017"
     assert _money(1234.5) == "1,234.50"
+
+
+def test_estimate_prints_its_tables_with_the_report_numbers():
+    from typer.testing import CliRunner
+
+    from spotbench.cli import app
+
+    out = CliRunner().invoke(app, ["estimate", "examples/gcp-osu.yaml"], env={"COLUMNS": "200"})
+    assert out.exit_code == 0 and out.exception is None, out.output
+    assert "USD per run" in out.output

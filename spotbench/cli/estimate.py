@@ -12,7 +12,7 @@ from spotbench.cli._common import (
 )
 
 
-def num(value: float, sig: int) -> str:
+def num(value: float, sig: int = 4) -> str:
     """spotbench.report.numbers.num, imported when a table is printed: importing the report
     package (pandas, matplotlib, scipy) costs seconds, and every `spotbench` command (`--help`
     too) imports this module"""
