@@ -6,10 +6,15 @@ server) is built once, as in a serial run; every other test is a unit of its own
 to whichever worker is free. A test's own `xdist_group` mark wins over the rule.
 
 The order: the costliest units go first, so the suite does not end waiting on a long test
-that started last. A test costs 1, ten times more when it is marked `slow`, `fidelity` or
-`faults` (real processes, boots, sweeps), times its own `timeout` mark over the suite's
-default when it declares a longer one (the fresh-install walkthrough); a unit costs the sum
-of its tests. Within a unit the tests keep their collection order.
+that started last. A test costs its seconds in a profile of the whole suite when it is
+there (tests/durations.json: setup + call + teardown of the slowest tests of a `make test`
+run; a module fixture's build counts in its first test); else 1, five times more when it
+is marked `slow`, `fidelity` or `faults` (real processes, boots, sweeps) — under the
+profile's slowest tests either way — times its own `timeout` mark over the suite's default
+when it declares a longer one (the fresh-install walkthrough). A unit costs the sum of its tests. Within a unit the tests keep their
+collection order. The profile only orders the queue: a test missing from it (new, renamed)
+runs all the same. Refresh it from a run's output (`--durations=150`):
+`python -m tests.parallel LOG > tests/durations.json`.
 
 Why a scheduler of our own: with pytest 9.2, xdist 3.8's `loadgroup` no longer groups
 (its worker writes the group into `item._nodeid`, which pytest 9.2 no longer reads:
@@ -23,6 +28,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -56,11 +63,31 @@ def group_of(item: pytest.Item) -> str | None:
 
 
 HEAVY_MARKS = ("slow", "fidelity", "faults")
+DURATIONS = Path(__file__).with_name("durations.json")  # node id → seconds (a whole-suite profile)
+_DURATION_LINE = re.compile(r"^\s*([0-9.]+)s\s+(?:setup|call|teardown)\s+(\S.*?)\s*$", re.M)
 
 
-def cost_of(item: pytest.Item, default_timeout: float) -> float:
-    """A test's expected cost, relative to a plain unit test (see the module doc)."""
-    cost = 10.0 if any(item.get_closest_marker(m) for m in HEAVY_MARKS) else 1.0
+def durations_from_log(text: str) -> dict[str, float]:
+    """pytest's `--durations` lines (`12.3s call tests/x.py::test_y`), summed per test."""
+    out: dict[str, float] = {}
+    for seconds, nodeid in _DURATION_LINE.findall(text):
+        out[nodeid] = round(out.get(nodeid, 0.0) + float(seconds), 2)
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def load_durations(path: Path = DURATIONS) -> dict[str, float]:
+    try:
+        return {str(k): float(v) for k, v in json.loads(path.read_text()).items()}
+    except FileNotFoundError:
+        return {}
+
+
+def cost_of(item: pytest.Item, default_timeout: float,
+            measured: dict[str, float] | None = None) -> float:
+    """A test's expected cost in seconds (see the module doc)."""
+    if measured and item.nodeid in measured:
+        return measured[item.nodeid]
+    cost = 5.0 if any(item.get_closest_marker(m) for m in HEAVY_MARKS) else 1.0
     timeout = item.get_closest_marker("timeout")
     if timeout and timeout.args and default_timeout and float(timeout.args[0]) > default_timeout:
         cost *= float(timeout.args[0]) / default_timeout
@@ -71,12 +98,13 @@ def mark_groups(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark each grouped item with its `xdist_group`; on an xdist worker, also write each
     test's group and cost where the controller's scheduler reads them."""
     default_timeout = float(config.getini("timeout") or 0)
+    measured = load_durations()
     groups = {}
     for item in items:
         name = group_of(item)
         if name is not None and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(name))
-        groups[item.nodeid] = {"group": name, "cost": cost_of(item, default_timeout)}
+        groups[item.nodeid] = {"group": name, "cost": cost_of(item, default_timeout, measured)}
     folder, worker = os.environ.get(GROUPS_ENV), os.environ.get("PYTEST_XDIST_WORKER")
     if folder and worker:
         out = Path(folder) / f"{worker}.json"
@@ -125,3 +153,7 @@ def make_scheduler(config: pytest.Config, log):
             super()._assign_work_unit(node)
 
     return Grouped(config, log)
+
+
+if __name__ == "__main__":  # python -m tests.parallel LOG > tests/durations.json
+    print(json.dumps(durations_from_log(Path(sys.argv[1]).read_text()), indent=0))

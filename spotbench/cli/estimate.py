@@ -10,7 +10,15 @@ from spotbench.cli._common import (
     EXIT_BAD_INPUT, Column, console, dropped_note, fail, fit_table, spec_or_exit,
     err_console, styled,
 )
-from spotbench.report.numbers import num
+
+
+def num(value: float, sig: int = 4) -> str:
+    """spotbench.report.numbers.num, imported when a table is printed: importing the report
+    package (pandas, matplotlib, scipy) costs seconds, and every `spotbench` command (`--help`
+    too) imports this module"""
+    from spotbench.report.numbers import num as report_num
+
+    return report_num(value, sig)
 
 
 def _qty(value: float) -> str:

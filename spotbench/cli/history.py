@@ -12,7 +12,6 @@ import typer
 from rich.table import Table as RichTable
 
 from spotbench.cli._common import EXIT_BAD_INPUT, Column, console, dropped_note, fail, fit_table, spec_or_exit
-from spotbench.report.numbers import p_value, pct, with_unit
 
 SpecArg = typer.Argument(..., help="sweep spec (YAML); its `results` URL is read", metavar="SPEC")
 ResultsOpt = typer.Option(
@@ -167,6 +166,9 @@ def history(
 
 
 def _print_history(hist, url: str) -> None:
+    # here: the report package imports pandas, scipy (seconds for every `spotbench` command)
+    from spotbench.report.numbers import p_value, pct, with_unit
+
     if not hist.series:
         console.print(f"no tracked metrics in {url} yet (run the sweep first)", highlight=False)
         return

@@ -13,7 +13,6 @@ from spotbench.cli import extras
 from spotbench.cli._common import (
     EXIT_BAD_INPUT, Column, console, credentials_problem, err_console, fail, fit_table, warn,
 )
-from spotbench.report.numbers import num
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -152,6 +151,8 @@ def _as_dict(table, path) -> dict:
 
 
 def _show(table, path, old) -> None:
+    from spotbench.report.numbers import num  # here: the report package imports pandas, scipy
+
     zoned = sum(1 for q in table.quotes if q.zone)
     console.print(f"{table.cloud}: {len(table.quotes)} prices of {table.date} stored in {path} "
                   f"(from {', '.join(table.sources)})"

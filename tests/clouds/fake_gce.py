@@ -461,6 +461,7 @@ def _allowed_zones(region: str, policy: dict[str, Any]) -> list[str]:
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeGce
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # TCP_NODELAY: see tests/local_http.py (40 ms per answer)
 
     def _serve(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)

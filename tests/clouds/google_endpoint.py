@@ -164,6 +164,7 @@ class _Handler(BaseHTTPRequestHandler):
     endpoint: GoogleEndpoint
     identity: str
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # TCP_NODELAY: see tests/local_http.py (40 ms per answer)
 
     def _serve(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)

@@ -196,6 +196,7 @@ class CloudRunFront:
             class Handler(BaseHTTPRequestHandler):
                 protocol_version = "HTTP/1.1"
                 internal = origin == "internal"
+                disable_nagle_algorithm = True  # TCP_NODELAY: see tests/local_http.py
 
                 def do_POST(self) -> None:  # noqa: N802 - stdlib name
                     outer._handle(self, internal=self.internal)
