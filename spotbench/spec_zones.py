@@ -71,7 +71,9 @@ def candidate_zones(cloud: str, zone: str | None, zones: Zones, region: str | No
 
 
 def candidate_regions(cloud: str, zones: list[str]) -> list[str]:
-    """The regions of `zones`, in the order of their first candidate (`CloudFacts.
-    region_of_zone`): where a created-lifecycle sweep needs a subnet and templates."""
+    """The regions of `zones`, in the order of their first candidate: where a created-
+    lifecycle sweep needs a subnet and templates, and whose quotas preflight reads. Each is
+    `CloudFacts.sweep_region` of that zone alone (the one home of "the region of a spec's
+    location")."""
     facts = facts_of(cloud)
-    return list(dict.fromkeys(facts.region_of_zone(z) for z in zones))
+    return [r for r in dict.fromkeys(facts.sweep_region(None, z) for z in zones) if r]

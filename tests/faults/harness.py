@@ -254,8 +254,17 @@ def mounted(path: Path) -> bool:
     return any(p.mountpoint == str(path) for p in psutil.disk_partitions(all=True))
 
 
-def mount(*args: str) -> None:
-    subprocess.run(["mount", *args], check=True, capture_output=True, text=True)
+def mount(*args: str, attempts: int = 3) -> None:
+    """`mount ARGS`, tried again briefly when it fails (exit 32 seen once under a parallel
+    suite, while another worker's test mounted and unmounted its own folder); the last
+    failure is raised with mount's own words."""
+    for attempt in range(attempts):
+        proc = subprocess.run(["mount", *args], capture_output=True, text=True)
+        if proc.returncode == 0:
+            return
+        if attempt + 1 < attempts:
+            time.sleep(0.5)
+    raise RuntimeError(f"mount {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()}")
 
 
 def umount(path: Path) -> None:
@@ -267,8 +276,8 @@ def can_mount(tmp: Path) -> str | None:
     probe = tmp / "mount-probe"
     probe.mkdir(exist_ok=True)
     try:
-        mount("-t", "tmpfs", "-o", "size=16k", "tmpfs", str(probe))
-    except (subprocess.CalledProcessError, FileNotFoundError) as exc:
-        return f"cannot mount here ({getattr(exc, 'stderr', exc)})"
+        mount("-t", "tmpfs", "-o", "size=16k", "tmpfs", str(probe), attempts=1)
+    except (RuntimeError, FileNotFoundError) as exc:
+        return f"cannot mount here ({exc})"
     umount(probe)
     return None
