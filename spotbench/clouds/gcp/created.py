@@ -35,10 +35,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
-from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from google.api_core import exceptions as gexc
