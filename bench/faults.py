@@ -11,8 +11,11 @@ Prints JSON:
 - `rows_duplicated`: total (target 0);
 - `rows_logged_not_stored`: rows a store refused that went to a member's log instead (each
   counted once: kept, not lost);
-- `unflagged_contaminated_rows`: rows measured across a stall yet stored complete and
-  unflagged (target 0);
+- `unflagged_contaminated_rows`: rows measured across an injected stall yet stored complete
+  and unflagged (target 0), by the detector's own rule (`spotbench.timed`): a row counts
+  when a fault window overlaps the window the row says its value was timed over, not the
+  attempt's whole life (`tf_freeze_after` freezes a worker after the last timed step: 0
+  rows, the attempt complete);
 - `open_runs`: runs a scenario left open (target 0);
 - `billing_tail_s_max`: longest a member ran past its group's deadline with no runner and no
   supervisor left (target <= 10 s);
@@ -62,7 +65,7 @@ sys.path.insert(0, str(ROOT))
 from tests.faults.scenarios import SCENARIOS  # noqa: E402
 
 # timed MPI loops or a group's whole retry budget: run alone (see the module docstring)
-SOLO = ("osu_freeze", "tf_freeze", "launcher_kills", "deadline_overrun", "runner_sigkill_no_rerun")
+SOLO = ("osu_freeze", "tf_freeze", "tf_freeze_after", "launcher_kills", "deadline_overrun", "runner_sigkill_no_rerun")
 
 
 def _load() -> float:

@@ -26,7 +26,17 @@ Every stored attempt says why it ended (metadata `stop_reason`: finished, SIGTER
 cut it short). A stall (`run.stalled(...)`: the workload's own loop saw no progress for
 longer than its threshold, or its clocks disagreed) makes the attempt contaminated: its
 records are stored preempted with metadata `contaminated` (why) and `stalls`, and flagged
-(`runs/<run>/flags/`), so no average takes them in and the group is retried.
+(`runs/<run>/flags/`), so no average takes them in and the group is retried. Each record
+says the wall-clock window its value was timed over (`record(..., timed=Window)`), each
+stall when it happened (`stalled(..., window=Window)`), and a stall counts only where it
+overlaps a record's window (`spotbench.timed`, the one rule the fault bench applies too):
+a stall after the last timed step (uploads, teardown) leaves the numbers as they are.
+
+Fault injection (`tests/faults`, `bench/faults.py`): with `SPOTBENCH_FAULT_EDGES=DIR` in
+its environment a member marks the edges of its timed region (`edge("measuring")` just
+before timing starts, `edge("measured")` right after the last timed value) as files
+`DIR/<member>.<edge>`, and holds there while `DIR/<edge>.hold` exists (bounded), outside
+the timed region, so a fault can be placed provably inside or after it.
 """
 
 from __future__ import annotations
@@ -49,13 +59,29 @@ from spotbench.results import (
     MAX_NAME_LEN, MAX_RECORDS, MAX_UNIT_LEN, Result, ResultStore, StoreError, utcnow,
 )
 from spotbench.retries import retry_scale
+from spotbench.timed import Window, contaminated as stall_contaminates
 
 STORE_ATTEMPTS = 3
 STORE_RETRY_S = 1.0
 HEARTBEAT_S = 0.25  # how often a `heartbeat()` thread ticks
+EDGES_ENV = "SPOTBENCH_FAULT_EDGES"  # fault injection: a folder for the timed region's edges
+EDGE_HOLD_MAX_S = 120.0
 STALL_S = 5.0  # default stall threshold of a `heartbeat()` (a workload's loop may set its own)
 
 log = logging.getLogger("spotbench.workload")
+
+
+def mark_edge(member: str, name: str, folder: str | None = None) -> None:
+    """Fault injection only (`EDGES_ENV` set): write `<folder>/<member>.<name>`, then wait
+    while `<folder>/<name>.hold` exists (at most EDGE_HOLD_MAX_S). A no-op otherwise."""
+    folder = folder or os.environ.get(EDGES_ENV)
+    if not folder:
+        return
+    with open(os.path.join(folder, f"{member}.{name}"), "w") as f:
+        f.write(f"{time.time()}\n")
+    hold, end = os.path.join(folder, f"{name}.hold"), time.monotonic() + EDGE_HOLD_MAX_S
+    while os.path.exists(hold) and time.monotonic() < end:
+        time.sleep(0.02)
 
 
 class Preempted(BaseException):
@@ -73,7 +99,7 @@ class WorkloadRun:
         self._raw: dict[str, str | bytes] = {}
         self.stored_path: str | None = None
         self.dropped = 0  # values refused by `record` (non-finite, bad name, past MAX_RECORDS)
-        self.stalls: list[dict[str, Any]] = []  # progress gaps seen during measurement
+        self.stalls: list[dict[str, Any]] = []  # progress gaps seen, each with when (`from`, `to`)
         self._logged = False  # the records went to the log once (the store refused them)
 
     def _group_store(self) -> ResultStore:
@@ -95,8 +121,10 @@ class WorkloadRun:
             raise RuntimeError(f"no run is open in {self.store.url}: start groups through the start function")
         return current.run
 
-    def record(self, metric: str, value: float, unit: str, **metadata: Any) -> Result | None:
-        """Keep one value; None (logged) when it is refused: see the module's docstring."""
+    def record(self, metric: str, value: float, unit: str, *, timed: Window | None = None,
+               **metadata: Any) -> Result | None:
+        """Keep one value, timed over `timed` (wall clock); None (logged) when it is
+        refused: see the module's docstring."""
         why = _refused(metric, value, unit, len(self.records))
         if why:
             self.dropped += 1
@@ -110,20 +138,36 @@ class WorkloadRun:
             unit=unit, cloud=self.ctx.cloud, machine_type=self.ctx.machine_type,
             accelerator=self.ctx.accelerator, zone=self.ctx.zone, spot=self.ctx.spot,
             started_at=self.started_at, ended_at=now,
-            metadata={"placement": self.ctx.placement, **metadata},
+            metadata={"placement": self.ctx.placement, **metadata, **(timed.metadata() if timed else {})},
         )
         self.records.append(result)
         return result
 
+    def retime(self, window: Window, **match: Any) -> None:
+        """Say `window` is when the values of the records whose metadata has `match` were
+        timed (known only after they were recorded: OSU's harness reports a size's timed
+        loop when it ends)."""
+        self.records = [
+            r.model_copy(update={"metadata": {**r.metadata, **window.metadata()}})
+            if all(r.metadata.get(k) == v for k, v in match.items()) else r for r in self.records]
+
     def raw(self, name: str, text: str | bytes) -> None:
         self._raw[name] = text
 
-    def stalled(self, what: str, gap_s: float, **detail: Any) -> None:
-        """Note a stall during measurement: `what` made no progress for `gap_s` seconds (or
-        its clocks disagreed by that much). The attempt is then stored contaminated."""
-        stall = {"what": what, "gap_s": round(float(gap_s), 3), **detail}
-        log.warning("stall during measurement: %s", stall)
+    def stalled(self, what: str, gap_s: float, *, window: Window | None = None, **detail: Any) -> None:
+        """Note a stall: `what` made no progress for `gap_s` seconds (or its clocks
+        disagreed by that much) over `window` (None: unknown). The attempt is stored
+        contaminated when the stall overlaps a record's timed window."""
+        stall = {"what": what, "gap_s": round(float(gap_s), 3), **detail, **(window.span() if window else {})}
+        log.warning("stall: %s", stall)
         self.stalls.append(stall)
+
+    def counted_stalls(self) -> list[dict[str, Any]]:
+        """The stalls that overlap the timed window of a record (`spotbench.timed`'s rule;
+        with no record yet, every stall)."""
+        windows = [Window.of(r.metadata) for r in self.records] or [None]
+        return [stall for stall in self.stalls
+                if any(stall_contaminates(w, Window.of_span(stall)) for w in windows)]
 
     @contextmanager
     def heartbeat(self, what: str, stall_s: float = STALL_S, period: float = HEARTBEAT_S) -> Iterator[None]:
@@ -140,7 +184,8 @@ class WorkloadRun:
                 late = now_mono - mono - period
                 skew = abs((now_wall - wall) - (now_mono - mono))
                 if late > stall_s or skew > stall_s:
-                    self.stalled(what, max(late, skew), loop_gap_s=round(late, 3), clock_skew_s=round(skew, 3))
+                    self.stalled(what, max(late, skew), window=Window.between(wall, now_wall),
+                                 loop_gap_s=round(late, 3), clock_skew_s=round(skew, 3))
                 mono, wall = now_mono, now_wall
 
         thread = threading.Thread(target=tick, name="spotbench-heartbeat", daemon=True)
@@ -153,11 +198,12 @@ class WorkloadRun:
 
     def contamination(self) -> str | None:
         """Why this attempt's numbers cannot be trusted (None: they can)."""
-        if not self.stalls:
+        counted = self.counted_stalls()
+        if not counted:
             return None
-        worst = max(self.stalls, key=lambda s: s["gap_s"])
+        worst = max(counted, key=lambda s: s["gap_s"])
         return (f"stalled: {worst['what']} made no progress for {worst['gap_s']:g} s during "
-                f"measurement ({len(self.stalls)} stall(s))")
+                f"measurement ({len(counted)} stall(s))")
 
     def finish(self, preempted: bool = False, **metadata: Any) -> str | None:
         """Store records and raw output once; later calls are no-ops. `metadata` (e.g. why
@@ -189,7 +235,9 @@ class WorkloadRun:
         contaminated = self.contamination()
         if contaminated:
             preempted = True  # read back like a flagged attempt: no average takes it in
-            metadata = {**metadata, "contaminated": contaminated, "stalls": self.stalls}
+            metadata = {**metadata, "contaminated": contaminated, "stalls": self.counted_stalls()}
+        elif self.stalls:  # seen, but outside every timed window: the numbers stand
+            log.info("%d stall(s) outside the timed window: not contaminating", len(self.stalls))
         records = [
             r.model_copy(update={"preempted": preempted or r.preempted, "ended_at": ended,
                                  "metadata": {**reason, **r.metadata, **metadata}})

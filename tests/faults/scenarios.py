@@ -5,7 +5,8 @@ Every scenario returns at least: faults (what was injected, with detect_s = seco
 the fault until the control plane had acted on it), rc (exit of `spotbench run`), states
 (each group's final state as printed), rows_lost, rows_duplicated, leaked (processes).
 The second round's scenarios (stalls, killed launchers, runner and supervisors killed with
-no re-run, a corrupt or full local state) are in `scenarios_stall_state.py`; `SCENARIOS`
+no re-run, a corrupt or full local state) are in `scenarios_stall_state.py`, the frozen
+members (placed inside or after the timed window) in `scenarios_freeze.py`; `SCENARIOS`
 lists them all.
 """
 
@@ -31,16 +32,14 @@ from tests.faults.harness import (
     wait_for,
 )
 from tests.faults.harness import close_figures as _close
+from tests.faults.scenarios_freeze import container_freeze, osu_freeze, tf_freeze, tf_freeze_after
 from tests.faults.scenarios_stall_state import (
     STATE_FILES,
-    container_freeze,
     corrupt_run_ledger,
     corrupt_state_file,
     launcher_kills,
-    osu_freeze,
     runner_sigkill_no_rerun,
     state_disk_full,
-    tf_freeze,
 )
 
 
@@ -352,6 +351,7 @@ SCENARIOS = {
     "duplicate_ticks_and_storm": duplicate_ticks_and_storm,
     "osu_freeze": osu_freeze,
     "tf_freeze": tf_freeze,
+    "tf_freeze_after": tf_freeze_after,
     "container_freeze": container_freeze,
     "launcher_kills": launcher_kills,
     "runner_sigkill_no_rerun": runner_sigkill_no_rerun,

@@ -1,6 +1,7 @@
-"""The second round of fault scenarios (issue #28): a frozen OSU peer, launchers killed,
-runner and supervisors killed with no re-run, a corrupt or full local state. Same contract
-as `scenarios.py` (which lists them all in `SCENARIOS`)."""
+"""The second round of fault scenarios (issue #28): launchers killed, runner and supervisors
+killed with no re-run, a corrupt or full local state (the frozen members are in
+`scenarios_freeze.py`). Same contract as `scenarios.py` (which lists them all in
+`SCENARIOS`)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,10 @@ import json
 import signal
 import subprocess
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import psutil
-
-from spotbench.ledger import attributed, launches_of
 
 from tests.faults.harness import (
     GRACE_S,
@@ -41,64 +39,6 @@ def _signal_tree(procs: list[psutil.Process], sig: signal.Signals) -> None:
     for proc in procs:
         with contextlib.suppress(psutil.NoSuchProcess):
             proc.send_signal(sig)
-
-
-def unflagged_across(sw: FaultSweep, windows: list[tuple[datetime, datetime]]) -> int:
-    """Rows of stored attempts that ran across a fault window yet read back as complete
-    (neither preempted nor flagged): numbers taken across a stall, counted as normal."""
-    store, bad = sw.store, 0
-    now = datetime.now(UTC)
-    for info in store.runs():
-        flags = store.flags(info.run)
-        attempts = store.attempts(info.run)
-        owners = attributed(launches_of(store, info.run), attempts)  # control's own times
-        for a in attempts:
-            if a.preempted or a.key in flags or a.key not in owners:
-                continue
-            launch = owners[a.key]
-            if any(launch.at < end and start < launch.end(now) for start, end in windows):
-                path = store.path("runs", info.run, f"{a.key}.jsonl")
-                bad += sum(1 for line in store.fs.cat_file(path).decode().splitlines() if line.strip())
-    return bad
-
-
-FREEZE_S = 3.0  # longer than OSU's default stall_s (2 s)
-
-
-def osu_freeze(root: Path) -> dict[str, Any]:
-    """SIGSTOP the OSU peer's whole process tree (member, exec agent, MPI rank) for 3 s
-    mid-measurement, then SIGCONT: the attempt is stored contaminated (flagged, kept), the
-    group is retried within its budget and the retry completes."""
-    # long enough to still be measuring after the rank is seen and 1 s more, on an idle machine;
-    # at load 20-25 on two cores an attempt takes 1-3 min: the deadline leaves the retry room
-    sw = FaultSweep(root, "ffreeze", trials=1, deadline="5m", osu={"iterations": 400_000, "max_size": 1})
-    sw.run()
-    windows: list[tuple[datetime, datetime]] = []
-    try:
-        peer = wait_for(lambda: sw.running("peer"), 90, "a running peer")
-        pid = sw.pid_of(peer)
-        wait_for(lambda: any("osu_pt2pt" in " ".join(p.cmdline()) or "workloads.osu.harness" in
-                             " ".join(p.cmdline()) for p in _tree(pid) if p.is_running()),
-                 60, "the peer's MPI rank")
-        time.sleep(1.0)  # inside the first size's timed loop
-        frozen = _tree(pid)
-        began = datetime.now(UTC)
-        _signal_tree(frozen, signal.SIGSTOP)
-        time.sleep(FREEZE_S)
-        _signal_tree(frozen, signal.SIGCONT)
-        windows.append((began, datetime.now(UTC)))
-        sw.faults.append({"fault": f"SIGSTOP to the peer's process tree for {FREEZE_S:g} s",
-                          "detect_s": 0.0})
-        rc, out = sw.finish(600)
-    finally:
-        sw.kill_runner()
-    store = sw.store
-    attempts = []
-    for info in store.runs():
-        flags = store.flags(info.run)
-        attempts += [{"key": a.key, "preempted": a.preempted, "flag": flags.get(a.key),
-                      "contaminated": a.contaminated} for a in store.attempts(info.run)]
-    return _close(sw, rc, out, attempts=attempts, unflagged_contaminated=unflagged_across(sw, windows))
 
 
 LONG_OSU = {"iterations": 10_000_000, "max_size": 1}  # runs until stopped
@@ -271,107 +211,3 @@ def launcher_kills(root: Path) -> dict[str, Any]:
     finally:
         sw.kill_runner()
     return _close(sw, rc, out, attempts=stored_attempts(sw))
-
-
-TF_FREEZE_S = 6.0  # twice the spec's stall_s below
-# chief + ps + one worker on 2048 synthetic images, a sync point every 5 steps (0.2-1 s at
-# 5-25 steps/s on two shared cores): 25 steps measured after a warm-up of 5, so the freeze
-# lands inside the measurement and the other stretches set the median pace
-TINY_TF = {"name": "tf-mnist", "strategy": "parameter_server", "workers": 1, "dataset": "synthetic",
-           "steps": 30, "warmup_steps": 5, "batch_size": 16, "stall_s": 3.0}
-
-
-def tf_freeze(root: Path) -> dict[str, Any]:
-    """SIGSTOP the TF worker's process tree for 6 s while the chief measures (stall_s 3 s),
-    then SIGCONT: the chief's sync points see the stretch; the attempt is stored
-    contaminated (kept, flagged), the group is retried within its budget, the retry
-    completes, and the report shows the flagged attempt apart from the averages."""
-    from workloads.tf_mnist.measure import MEASURING
-
-    sw = FaultSweep(root, "ftffreeze", trials=1, deadline="4m", workload=TINY_TF,
-                    env={"SPOTBENCH_TF_SYNC_EVERY": "5", "TF_CPP_MIN_LOG_LEVEL": "3"})
-    sw.run()
-    windows: list[tuple[datetime, datetime]] = []
-    measuring = MEASURING.split("%d")[-1]
-    try:
-        chief = wait_for(lambda: sw.running("chief"), 90, "a running chief")
-        wait_for(lambda: measuring in sw.cloud.log_path(chief.name).read_text(errors="replace"),
-                 120, "the chief's measurement")
-        worker = wait_for(lambda: sw.running("worker"), 10, "a running worker")
-        time.sleep(1.0)  # a sync point or two at the normal pace first
-        frozen = _tree(sw.pid_of(worker))
-        began = datetime.now(UTC)
-        _signal_tree(frozen, signal.SIGSTOP)
-        time.sleep(TF_FREEZE_S)
-        _signal_tree(frozen, signal.SIGCONT)
-        windows.append((began, datetime.now(UTC)))
-        sw.faults.append({"fault": f"SIGSTOP to a TF worker's process tree for {TF_FREEZE_S:g} s",
-                          "detect_s": 0.0})
-        rc, out = sw.finish()
-    finally:
-        sw.kill_runner()
-    store = sw.store
-    attempts = []
-    for info in store.runs():
-        flags = store.flags(info.run)
-        for a in store.attempts(info.run):
-            rows = store.load_attempt(store.path("runs", info.run, f"{a.key}.jsonl")) or []
-            rate = next((r.value for r in rows if r.metric == "steps_per_s"), None)
-            attempts.append({"key": a.key, "preempted": a.preempted, "flag": flags.get(a.key),
-                             "contaminated": a.contaminated, "steps_per_s": rate,
-                             "launches": store.launch_count(info.run, a.group),
-                             "stalls": rows[0].metadata.get("stalls") if rows else None})
-    return _close(sw, rc, out, attempts=attempts, unflagged_contaminated=unflagged_across(sw, windows),
-                  report=_report_text(sw))
-
-
-def _report_text(sw: FaultSweep) -> str:
-    """The Markdown report of the sweep's results."""
-    from spotbench.report import write_report
-
-    return write_report(sw.store.url, sw.root / "report").markdown.read_text()
-
-
-CONTAINER_FREEZE_S = 8.0  # longer than the container runner's heartbeat threshold (STALL_S, 5 s)
-# the user's command: 6 s of work, then its metric
-SLOW_COMMAND = "import time; time.sleep(6); print('work_s=6 s', flush=True)"
-
-
-def container_freeze(root: Path) -> dict[str, Any]:
-    """SIGSTOP a `container` member's process tree (the runner and the user's command) for
-    8 s while the command runs, then SIGCONT: the runner's heartbeat thread sees its ticks
-    late; the attempt is stored contaminated (kept, flagged), the group retried, the retry
-    completes."""
-    import sys
-
-    from workloads.common import STALL_S
-
-    assert CONTAINER_FREEZE_S > STALL_S
-    sw = FaultSweep(root, "fcfreeze", trials=1, deadline="2m",
-                    workload={"name": "container", "command": [sys.executable, "-c", SLOW_COMMAND]})
-    sw.run()
-    windows: list[tuple[datetime, datetime]] = []
-    try:
-        member = wait_for(lambda: sw.running("member"), 90, "a running member")
-        wait_for(lambda: "running: " in sw.cloud.log_path(member.name).read_text(errors="replace"),
-                 60, "the user's command")
-        time.sleep(1.0)
-        frozen = _tree(sw.pid_of(member))
-        began = datetime.now(UTC)
-        _signal_tree(frozen, signal.SIGSTOP)
-        time.sleep(CONTAINER_FREEZE_S)
-        _signal_tree(frozen, signal.SIGCONT)
-        windows.append((began, datetime.now(UTC)))
-        sw.faults.append({"fault": f"SIGSTOP to a container member's process tree for "
-                                   f"{CONTAINER_FREEZE_S:g} s", "detect_s": 0.0})
-        rc, out = sw.finish()
-    finally:
-        sw.kill_runner()
-    store = sw.store
-    attempts = []
-    for info in store.runs():
-        flags = store.flags(info.run)
-        attempts += [{"key": a.key, "preempted": a.preempted, "flag": flags.get(a.key),
-                      "contaminated": a.contaminated,
-                      "launches": store.launch_count(info.run, a.group)} for a in store.attempts(info.run)]
-    return _close(sw, rc, out, attempts=attempts, unflagged_contaminated=unflagged_across(sw, windows))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.faults.harness import EXIT_INCOMPLETE, GRACE_S
-from tests.faults.scenarios_stall_state import TINY_TF
+from tests.faults.scenarios_freeze import TINY_TF
 from tests.faults.scenarios import (
     container_freeze,
     deadline_overrun,
@@ -27,6 +27,7 @@ from tests.faults.scenarios import (
     runner_sigkill_no_rerun,
     state_disk_full,
     tf_freeze,
+    tf_freeze_after,
     readonly_store,
     readonly_store_at_start,
     runner_sigkill_then_resume,
@@ -129,7 +130,7 @@ def test_a_full_results_disk_loses_no_row_and_still_closes_the_run(tmp_path: Pat
     assert any(s.startswith("incomplete") for s in f["states"].values()), f
 
 
-def test_a_frozen_osu_peer_makes_its_attempt_contaminated_and_it_is_retried(tmp_path: Path) -> None:
+def test_freeze_of_an_osu_peer_inside_its_timed_loop_contaminates_the_attempt_and_it_is_retried(tmp_path: Path) -> None:
     """SIGSTOP of the peer's process tree mid-measurement (a stopped process still accepts
     TCP connections: no watch of a socket sees it): the harness loops' heartbeat does."""
     f = osu_freeze(tmp_path)
@@ -142,7 +143,7 @@ def test_a_frozen_osu_peer_makes_its_attempt_contaminated_and_it_is_retried(tmp_
     assert f["rc"] == 0 and set(f["states"].values()) == {"complete"}, f["output"]
 
 
-def test_a_frozen_tf_worker_makes_its_attempt_contaminated_and_it_is_retried(tmp_path: Path) -> None:
+def test_freeze_of_a_tf_worker_inside_the_timed_steps_contaminates_the_attempt_and_it_is_retried(tmp_path: Path) -> None:
     """SIGSTOP of a TF worker's process tree for 6 s while the chief measures (stall_s 3 s),
     then SIGCONT: training only waits (the chief's port watch sees a stopped worker alive),
     the chief's sync points see the stretch. The attempt is kept and flagged, not averaged,
@@ -158,6 +159,10 @@ def test_a_frozen_tf_worker_makes_its_attempt_contaminated_and_it_is_retried(tmp
     assert first["contaminated"] == first["flag"]
     [stall] = first["stalls"]
     assert stall["gap_s"] > TINY_TF["stall_s"], stall
+    from spotbench.timed import Window
+
+    timed = Window.of_span(first["timed"][0])  # the stall is inside the window the rows were timed over
+    assert timed is not None and timed.overlaps(Window.of_span(stall)), (first["timed"], stall)
     assert rest and not rest[-1]["preempted"] and not rest[-1]["flag"], f["attempts"]
     assert rest[-1]["launches"] <= MAX_LAUNCHES_PER_RUN, f["attempts"]
     assert f["rc"] == 0 and set(f["states"].values()) == {"complete"}, f["output"]
@@ -168,7 +173,27 @@ def test_a_frozen_tf_worker_makes_its_attempt_contaminated_and_it_is_retried(tmp
     assert f"| {num(rest[-1]['steps_per_s'])} |" in steps_per_s, steps_per_s  # the retry's rate only
 
 
-def test_a_frozen_container_member_makes_its_attempt_contaminated_and_it_is_retried(tmp_path: Path) -> None:
+def test_freeze_after_the_last_timed_step_leaves_the_attempt_complete_and_counted(tmp_path: Path) -> None:
+    """The other side of the rule (issue #40): the worker frozen for 6 s right after the
+    chief's last timed step, inside the attempt's life (a rule over the whole attempt would
+    count its rows), yet outside every row's timed window: the attempt is stored complete,
+    not flagged, not retried, and no row counts as measured across the freeze."""
+    from spotbench.timed import Window
+
+    f = tf_freeze_after(tmp_path)
+    clean(f)
+    assert f["freeze_in_launch"], f  # the freeze hit a running attempt
+    [attempt] = f["attempts"]
+    assert not attempt["preempted"] and not attempt["flag"] and not attempt["contaminated"], attempt
+    assert attempt["launches"] == 1, f["attempts"]
+    freeze = Window.of_span(f["freeze"])
+    timed = {Window.of_span(t) for t in attempt["timed"]}
+    assert freeze is not None and None not in timed and all(w.end < freeze.start for w in timed), (f["freeze"], timed)
+    assert f["unflagged_contaminated"] == 0, f["attempts"]
+    assert f["rc"] == 0 and set(f["states"].values()) == {"complete"}, f["output"]
+
+
+def test_freeze_of_a_container_member_at_work_contaminates_the_attempt_and_it_is_retried(tmp_path: Path) -> None:
     """SIGSTOP of a `container` member (its runner and the user's command) for 8 s: the
     runner's heartbeat thread (5 s) sees it; kept, flagged, retried, the retry completes."""
     f = container_freeze(tmp_path)

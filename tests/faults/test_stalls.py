@@ -26,18 +26,21 @@ class Clock:
         return self.t
 
 
-def _timer(gaps: list[float], wall_extra: float = 0.0) -> StepTimer:
-    """Ten steps per sync point at 0.1 s/step, with extra seconds added to some stretches."""
+def _timer(gaps: list[float], wall_extra: float = 0.0, paused_after: float = 0.0) -> StepTimer:
+    """Ten steps per sync point at 0.1 s/step, with extra seconds added to some stretches;
+    `wall_extra`: the VM paused before the last sync point (its monotonic clock did not see
+    it); `paused_after`: the same after the last timed step (the upload, teardown)."""
     mono, wall = Clock(), Clock()
     timer = StepTimer(first_step=0, warmup=10, clock=mono, wall=wall)
     timer.start()
     step = 0
-    for extra in [0.0, *gaps]:  # the first stretch is warm-up
+    stretches = [0.0, *gaps]  # the first stretch is warm-up
+    for i, extra in enumerate(stretches):
         mono.t += 1.0 + extra
-        wall.t += 1.0 + extra
+        wall.t += 1.0 + extra + (wall_extra if i == len(stretches) - 1 else 0.0)
         step += 10
         timer.at(step)
-    wall.t += wall_extra  # the VM was paused: its monotonic clock did not see it
+    wall.t += paused_after
     return timer
 
 
@@ -48,6 +51,15 @@ def test_a_training_loop_that_stalled_between_sync_points_is_found() -> None:
     [skew] = _timer([0.0] * 5, wall_extra=30.0).stalls(10.0)
     assert skew["clock_skew_s"] == pytest.approx(30.0), skew
     assert _timer([0.0, 60.0, 0.0]).stalls(0) == []  # off
+
+
+def test_freeze_after_the_last_timed_step_is_no_stall_of_the_training_loop() -> None:
+    """The clocks are compared over the timed window (warm-up end to the last sync point):
+    a pause after it (evaluation, the upload) changes no number the loop timed."""
+    timer = _timer([0.0] * 5, paused_after=30.0)
+    assert timer.stalls(10.0) == []
+    window = timer.window
+    assert window is not None and (window.end - window.start).total_seconds() == pytest.approx(5.0)
 
 
 def _run(tmp_path: Path, store: ResultStore | None = None) -> WorkloadRun:
@@ -269,7 +281,7 @@ def test_a_vm_paused_while_a_users_image_ran_makes_collect_note_a_stall(
     monkeypatch.delenv("SPOTBENCH_RUN", raising=False)
     assert container.check(tmp_path) == 0
     run = WorkloadRun.__new__(WorkloadRun)
-    run.stalls = []
+    run.stalls, run.records = [], []
     container.clock_stall(run, tmp_path)
     assert run.stalls == []  # the clocks agree
     real = time.time
@@ -313,3 +325,78 @@ def test_collect_stores_an_attempt_across_a_paused_vm_contaminated_and_flagged(
     [attempt] = store.attempts(run_id)
     assert attempt.contaminated and "the VM while the user's command ran" in attempt.contaminated, attempt
     assert store.flags(run_id) == {attempt.key: attempt.contaminated}
+
+
+def test_freeze_counts_only_where_it_overlaps_a_records_timed_window(tmp_path: Path) -> None:
+    """The one rule (spotbench.timed), as the detector applies it: a stall after the last
+    timed value (the upload) leaves the attempt complete; one inside the window
+    contaminates it; a stall with no known time always counts."""
+    from spotbench.timed import Window
+
+    timed = Window.between(1000.0, 1010.0)
+    after = _run(tmp_path / "after")
+    after.record("steps_per_s", 10.0, "steps/s", timed=timed)
+    after.stalled("the upload", 6.0, window=Window.between(1011.0, 1017.0))
+    assert after.contamination() is None
+    after.finish()
+    [attempt] = after.store.attempts(after.run_id)
+    assert not attempt.preempted and after.store.flags(after.run_id) == {}
+    [row] = after.store.read(after.run_id)
+    assert Window.of(row.metadata) == timed and "stalls" not in row.metadata
+
+    inside = _run(tmp_path / "inside")
+    inside.record("steps_per_s", 10.0, "steps/s", timed=timed)
+    inside.stalled("training", 6.0, window=Window.between(1004.0, 1010.5))
+    assert (inside.contamination() or "").startswith("stalled: training")
+
+    unknown = _run(tmp_path / "unknown")
+    unknown.record("steps_per_s", 10.0, "steps/s", timed=timed)
+    unknown.stalled("a loop", 6.0)
+    assert unknown.contamination() is not None
+
+
+def test_freeze_windows_from_the_osu_harness_time_its_rows(tmp_path: Path) -> None:
+    """The harness says each size's timed loop (`spotbench-timed`); the launcher gives the
+    size's row that window, and a stall of that size the same one."""
+    from spotbench.timed import Window
+    from workloads.osu import launch
+
+    err = ("spotbench-timed size=0 from=1000.000000 to=1002.000000\n"
+           "spotbench-timed size=1 from=1002.100000 to=1009.000000\n"
+           "spotbench-stall size=1 rank=1 gap_s=3.100 clock_skew_s=0.000\n")
+    windows = launch.timed_windows(err)
+    assert windows == {0: Window.between(1000.0, 1002.0), 1: Window.between(1002.1, 1009.0)}
+    run = _run(tmp_path)
+    for size in (0, 1):
+        run.record("latency", 1.0 + size, "us", benchmark="latency", size_bytes=size)
+    for size, window in windows.items():
+        run.retime(window, benchmark="latency", size_bytes=size)
+    assert [Window.of(r.metadata) for r in run.records] == [windows[0], windows[1]]
+
+
+def test_freeze_timing_marks_and_windows_from_the_c_and_python_harnesses(tmp_path: Path) -> None:
+    """Both OSU harnesses (C and mpi4py) print each size's timed window and, for fault
+    injection, mark each timed loop's start as a file before it is timed."""
+    import os
+    import subprocess
+    import sys
+
+    from workloads.osu import cbuild, launch
+
+    mpiexec = Path(sys.executable).with_name("mpiexec")
+    if not mpiexec.exists():
+        pytest.skip("mpiexec (the mpich wheel) is not installed")
+    heads = [[sys.executable, "-m", "workloads.osu.harness"]]
+    exe = cbuild.harness_binary()
+    if exe is not None:
+        heads.append([str(exe)])
+    for i, head in enumerate(heads):
+        edges = tmp_path / f"edges{i}"
+        edges.mkdir()
+        env = {**os.environ, "SPOTBENCH_FAULT_EDGES": str(edges)}
+        out = subprocess.run([str(mpiexec), "-n", "2", *head, "latency", "-m", "1", "-i", "50", "-x", "5",
+                              "--stall-s", "30"], capture_output=True, text=True, timeout=120, env=env)
+        assert out.returncode == 0, out.stderr[-2000:]
+        windows = launch.timed_windows(out.stderr)
+        assert sorted(windows) == [0, 1] and windows[0].end <= windows[1].start, out.stderr
+        assert sorted(p.name for p in edges.iterdir()) == ["osu.latency.0.timing", "osu.latency.1.timing"]

@@ -42,6 +42,7 @@ from pathlib import Path
 
 from spotbench import failures
 from spotbench.member import MemberContext
+from spotbench.timed import Window
 from workloads.common import STALL_S, Preempted, WorkloadRun, exit_if_outside_run
 from workloads.container import metrics
 from spotbench.workload import USER_ENV
@@ -68,9 +69,9 @@ def _stop(proc: subprocess.Popen) -> None:
             continue
 
 
-def _record(run: WorkloadRun, found: list[metrics.Metric], **meta: object) -> None:
-    for m in found:
-        run.record(m.metric, m.value, m.unit, labels=dict(m.labels), **meta)
+def _record(run: WorkloadRun, found: list[metrics.Metric], timed: Window | None, **meta: object) -> None:
+    for m in found:  # a user's value was timed somewhere inside the command's run: all of it
+        run.record(m.metric, m.value, m.unit, timed=timed, labels=dict(m.labels), **meta)
 
 
 def execute(run: WorkloadRun, params: ContainerParams, results_dir: Path,
@@ -81,6 +82,7 @@ def execute(run: WorkloadRun, params: ContainerParams, results_dir: Path,
     given = user_env if user_env is not None else descriptor.user_env(params)
     env = {**os.environ, **given, "SPOTBENCH_RESULTS_DIR": str(results_dir)}
     log.info("running: %s", " ".join(params.command))
+    began = time.time()
     try:
         proc = subprocess.Popen(params.command, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, errors="replace",
@@ -88,7 +90,7 @@ def execute(run: WorkloadRun, params: ContainerParams, results_dir: Path,
     except OSError as exc:  # not found, not executable: the attempt failed
         why = f"cannot run {params.command[0]!r}: {exc.strerror or exc}"
         log.error("%s", why)
-        record_reported(run, "", results_dir, 127, stderr=f"{why}\n", reason=why)
+        record_reported(run, "", results_dir, 127, stderr=f"{why}\n", reason=why, timed=None)
         return 127
     lines: list[str] = []
     errors: list[str] = []
@@ -104,9 +106,10 @@ def execute(run: WorkloadRun, params: ContainerParams, results_dir: Path,
         copier.join(timeout=5)
     except Preempted:
         _stop(proc)
-        record_stopped(run, "".join(lines), results_dir)
+        record_stopped(run, "".join(lines), results_dir, Window.between(began, time.time()))
         raise
-    record_reported(run, "".join(lines), results_dir, code, stderr="".join(errors))
+    ran = Window.between(began, time.time())
+    record_reported(run, "".join(lines), results_dir, code, stderr="".join(errors), timed=ran)
     return code
 
 
@@ -117,12 +120,13 @@ def _copy(stream, into: list[str], echo) -> None:  # noqa: ANN001 - text streams
         echo.write(line)
 
 
-def record_stopped(run: WorkloadRun, text: str, results_dir: Path) -> None:
-    """What a command cut short had reported (stored as preempted by the caller)."""
+def record_stopped(run: WorkloadRun, text: str, results_dir: Path, timed: Window | None) -> None:
+    """What a command cut short had reported (stored as preempted by the caller); `timed`:
+    the command's run."""
     run.raw("stdout.txt", text)
     found, problems = metrics.from_folder(results_dir)
     found += metrics.from_stdout(text, problems)
-    _record(run, found, interrupted="stopped")
+    _record(run, found, timed, interrupted="stopped")
 
 
 NO_METRIC = ("the command exited 0 but reported no metric: print `name=value unit` or a JSON "
@@ -131,9 +135,9 @@ NO_METRIC = ("the command exited 0 but reported no metric: print `name=value uni
 
 
 def record_reported(run: WorkloadRun, text: str, results_dir: Path, code: int, *,
-                    stderr: str = "", reason: str | None = None) -> None:
+                    timed: Window | None, stderr: str = "", reason: str | None = None) -> None:
     """What a command that exited with `code` reported: its stdout `text` and the JSON lines
-    under `results_dir`. Exit code ≠ 0, or no metric at all, is a failure: one `failed`
+    under `results_dir`, timed over `timed` (the command's run; None: unknown). Exit code ≠ 0, or no metric at all, is a failure: one `failed`
     marker with the reason and the tail of `stderr` (of `text` when stderr is empty, as on a
     cloud VM where the unit writes both to one file)."""
     run.raw("stdout.txt", text)
@@ -151,7 +155,7 @@ def record_reported(run: WorkloadRun, text: str, results_dir: Path, code: int, *
     meta: dict[str, object] = {"exit_code": code} if code else {}
     if reason:
         meta[failures.FAILURE_KEY] = reason
-    _record(run, found, **meta)
+    _record(run, found, timed, **meta)
     if reason:
         tail = failures.tail(stderr if stderr.strip() else text)
         log.error("this attempt failed: %s%s", reason, f"; stderr ends:\n{tail}" if tail else "")
@@ -218,8 +222,17 @@ def clock_stall(run: WorkloadRun, folder: Path, stall_s: float = STALL_S) -> Non
     mono, wall = time.monotonic() - mono0, time.time() - wall0
     skew = abs(wall - mono)
     if skew > stall_s:
-        run.stalled("the VM while the user's command ran", skew, clock_skew_s=round(skew, 3),
-                    monotonic_s=round(mono, 3), wall_s=round(wall, 3))
+        run.stalled("the VM while the user's command ran", skew, window=Window.between(wall0, wall0 + wall),
+                    clock_skew_s=round(skew, 3), monotonic_s=round(mono, 3), wall_s=round(wall, 3))
+
+
+def command_window(folder: Path) -> Window | None:
+    """On a cloud VM: the user's command ran between `check` (its clocks note) and now."""
+    try:
+        wall0 = float((folder / CLOCKS_FILE).read_text().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return Window.between(wall0, time.time())
 
 
 def collect(folder: Path, code: int, *, stopped: bool) -> int:
@@ -234,10 +247,11 @@ def collect(folder: Path, code: int, *, stopped: bool) -> int:
     results = folder / RESULTS
     clock_stall(run, folder)
     with run.preemptible():
+        ran = command_window(folder)
         if stopped:
-            record_stopped(run, text, results)
+            record_stopped(run, text, results, ran)
             raise Preempted("the VM was being stopped while the command ran")
-        record_reported(run, text, results, code)
+        record_reported(run, text, results, code, timed=ran)
         _finish_and_done(run)
     return 0 if code == 0 else 1
 

@@ -103,11 +103,16 @@ def _bench(run: WorkloadRun, t: launch.Transport, params: OsuParams, benchmark: 
         if not launch.peer_answers(peer_member):
             return "peer lost"
         return f"unparseable {benchmark} output: {exc}"
-    if outcome.stderr.strip():
-        run.raw(f"osu_{benchmark}.stderr.txt", outcome.stderr)
+    tool_stderr = launch.TIMED.sub("", outcome.stderr)  # the timed windows are spotbench's, below
+    if tool_stderr.strip():
+        run.raw(f"osu_{benchmark}.stderr.txt", tool_stderr)
+    windows = launch.timed_windows(outcome.stderr)  # each size's timed loop
+    for size, window in windows.items():
+        run.retime(window, benchmark=benchmark, size_bytes=size)
     for stall in launch.stalls(outcome.stderr):  # the harness loops' heartbeat
         run.stalled(f"{benchmark} rank {stall['rank']} at {stall['size_bytes']} B",
-                    max(stall["gap_s"], stall["clock_skew_s"]), benchmark=benchmark,
+                    max(stall["gap_s"], stall["clock_skew_s"]), window=windows.get(stall["size_bytes"]),
+                    benchmark=benchmark,
                     size_bytes=stall["size_bytes"], rank=stall["rank"], loop_gap_s=stall["gap_s"],
                     clock_skew_s=stall["clock_skew_s"])
     if outcome.reason:

@@ -16,13 +16,18 @@ Buffers are preallocated numpy arrays (buffer-based calls, nothing pickled). Ran
 and flushes one row per size, so a run cut short still leaves well-formed partial output.
 `--stall-s S`: the loops' heartbeat, as the C harness (workloads/osu/c/osu_pt2pt.c): a
 `spotbench-stall size=N rank=R gap_s=G clock_skew_s=C` line on stderr per size where a
-rank's loop made no progress, or its clocks drifted apart, for longer than S.
+rank's loop made no progress, or its clocks drifted apart, for longer than S, and one
+`spotbench-timed size=N from=EPOCH to=EPOCH` line per size: the timed loop's wall-clock
+window (the window the row's value was timed over, `spotbench.timed`). Fault injection
+(`SPOTBENCH_FAULT_EDGES=DIR`): rank 0 writes `DIR/osu.<benchmark>.<size>.timing` as a
+size's warm-up ends, before its timed loop starts.
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import os
 import signal
 import sys
 import time
@@ -52,6 +57,14 @@ def _die_with_parent() -> None:
         pass
 
 
+def mark_timing(benchmark: str, size: int) -> None:
+    """Fault injection only: the file saying `size`'s timed loop starts now (the docstring)."""
+    folder = os.environ.get("SPOTBENCH_FAULT_EDGES")
+    if folder:
+        with open(os.path.join(folder, f"osu.{benchmark}.{size}.timing"), "w"):
+            pass
+
+
 class Beat:
     """One rank's heartbeat over a size's timed loop: the longest gap between iterations on
     the monotonic clock, and how far the monotonic and wall clocks drifted apart."""
@@ -73,6 +86,8 @@ class Beat:
             return
         now = time.monotonic()
         mine = [max(self.gap, now - self.last), abs((time.time() - self.wall0) - (now - self.mono0))]
+        if comm.Get_rank() == 0:
+            sys.stderr.write(f"spotbench-timed size={size} from={self.wall0:.6f} to={time.time():.6f}\n")
         if comm.Get_rank() == 1:
             comm.send(mine, dest=0, tag=77)
             return
@@ -102,6 +117,7 @@ def run_latency(comm, args, out) -> None:
         if rank == 0:
             for i in range(iters + skip):
                 if i == skip:
+                    mark_timing("latency", size)
                     t_start = MPI.Wtime()
                     beat = Beat(args.stall_s)
                 elif i > skip:
@@ -147,6 +163,8 @@ def run_bibw(comm, args, out) -> None:
         beat = Beat(args.stall_s)
         for i in range(loops + skip):
             if i == skip:
+                if rank == 0:
+                    mark_timing("bibw", size)
                 t_start = MPI.Wtime()
                 beat = Beat(args.stall_s)
             elif i > skip:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spotbench.member import MemberContext, Peer
+from spotbench.timed import Window
 from workloads.osu.descriptor import OsuParams
 from workloads.osu import cbuild, ssh
 from workloads.osu.agent import kill_tree
@@ -116,6 +117,14 @@ def program(benchmark: str, params: OsuParams, source: str) -> list[str]:
 
 STALL = re.compile(r"^spotbench-stall size=(\d+) rank=(\d) gap_s=([0-9.]+) clock_skew_s=([0-9.]+)\s*$",
                    re.MULTILINE)
+
+
+TIMED = re.compile(r"^spotbench-timed size=(\d+) from=([0-9.]+) to=([0-9.]+)\s*$", re.MULTILINE)
+
+
+def timed_windows(stderr: str) -> dict[int, Window]:
+    """The harness's `spotbench-timed` lines: each size's timed loop on the wall clock."""
+    return {int(size): Window.between(float(start), float(end)) for size, start, end in TIMED.findall(stderr)}
 
 
 def stalls(stderr: str) -> list[dict[str, float]]:

@@ -8,6 +8,12 @@ Each sync point is the training loop's heartbeat: a stretch between two sync poi
 longer than its steps at the attempt's median pace by more than `stall_s` (a stopped worker,
 a paused VM), or monotonic and wall clocks drifting apart by that much over the measurement,
 is a stall, and the attempt is stored contaminated (`WorkloadRun.stalled`).
+
+The timed window (`spotbench.timed`) runs from the end of warm-up to the last sync point,
+on the wall clock: every record says so, every stall says when it was, and the clock drift
+is measured over that window too, so nothing after the last timed step (evaluation, the
+upload) counts. `on_edge("measuring")` is called right before the timed window opens,
+`on_edge("measured")` by the trainer right after it closes (fault injection: `mark_edge`).
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from spotbench.timed import Window
 
 log = logging.getLogger("spotbench.tf_mnist")
 MEASURING = "warm-up over at step %d: measuring"  # logged once per attempt (tests/faults waits for it)
@@ -35,39 +43,61 @@ class StepTimer:
     last: tuple[int, float] | None = None  # latest sync point
     wall: Callable[[], float] = time.time
     beats: list[tuple[int, int, float]] = field(default_factory=list)  # after warm-up: (step, steps, s)
+    beat_walls: list[tuple[float, float]] = field(default_factory=list)  # each beat's wall-clock span
     wall_warm: float | None = None  # wall clock when warm-up ended
+    wall_last: float | None = None  # wall clock at the latest sync point
+    on_edge: Callable[[str], None] = lambda name: None
 
     def start(self) -> None:
+        if self.warmup == 0:
+            self.on_edge("measuring")
         self.started = self.clock()
         self.last = (self.first_step, self.started)
+        self.wall_last = self.wall()
         if self.warmup == 0:
             self.warm_at = self.last
-            self.wall_warm = self.wall()
+            self.wall_warm = self.wall_last
             log.info(MEASURING, self.first_step)
 
     def at(self, step: int) -> None:
         """All steps up to `step` (global) are complete."""
-        now = self.clock()
+        warming_up = self.warm_at is None
+        if warming_up and step - self.first_step >= self.warmup:
+            self.on_edge("measuring")  # before the clock is read: a hold here is warm-up time
+        now, wall = self.clock(), self.wall()
         if self.warm_at is not None and self.last is not None and step > self.last[0]:
             self.beats.append((step, step - self.last[0], now - self.last[1]))
-        self.last = (step, now)
-        if self.warm_at is None and step - self.first_step >= self.warmup:
+            self.beat_walls.append((self.wall_last or wall, wall))
+        self.last, self.wall_last = (step, now), wall
+        if warming_up and step - self.first_step >= self.warmup:
             self.warm_at = (step, now)
-            self.wall_warm = self.wall()
+            self.wall_warm = wall
             log.info(MEASURING, step)
 
-    def stalls(self, stall_s: float) -> list[dict[str, float]]:
+    @property
+    def window(self) -> Window | None:
+        """The timed window: end of warm-up to the latest sync point (wall clock)."""
+        if self.wall_warm is None or self.wall_last is None:
+            return None
+        return Window.between(self.wall_warm, self.wall_last)
+
+    def stalls(self, stall_s: float) -> list[dict[str, Any]]:
         """Stretches of the measurement with more than `stall_s` unaccounted for at the
-        median pace, and a monotonic/wall clock drift beyond it (0: off)."""
+        median pace, and a monotonic/wall clock drift beyond it over the timed window (0:
+        off); each with when it happened (`"window"`, a `Window`)."""
         if stall_s <= 0 or not self.beats:
             return []
         pace = statistics.median(s / n for _, n, s in self.beats)
-        out = [{"step": step, "gap_s": round(s - n * pace, 3), "steps": n}
-               for step, n, s in self.beats if s - n * pace > stall_s]
-        if self.wall_warm is not None:
-            skew = abs((self.wall() - self.wall_warm) - (self.clock() - self.warm_at[1]))
+        out: list[dict[str, Any]] = [
+            {"step": step, "gap_s": round(s - n * pace, 3), "steps": n, "window": Window.between(*walls)}
+            for (step, n, s), walls in zip(self.beats, self.beat_walls, strict=True)
+            if s - n * pace > stall_s]
+        window = self.window
+        if window is not None and self.warm_at is not None and self.last is not None:
+            skew = abs((window.end - window.start).total_seconds() - (self.last[1] - self.warm_at[1]))
             if skew > stall_s:
-                out.append({"step": self.step, "gap_s": round(skew, 3), "clock_skew_s": round(skew, 3)})
+                out.append({"step": self.step, "gap_s": round(skew, 3), "clock_skew_s": round(skew, 3),
+                            "window": window})
         return out
 
     @property
@@ -130,28 +160,29 @@ class Outcome:
         meta = dict(self.metadata)
         timer = self.timer
         for stall in timer.stalls(self.stall_s):
-            run.stalled(f"training before step {stall['step']}", stall["gap_s"],
-                        **{k: v for k, v in stall.items() if k != "gap_s"})
+            run.stalled(f"training before step {stall['step']}", stall["gap_s"], window=stall["window"],
+                        **{k: v for k, v in stall.items() if k not in ("gap_s", "window")})
         measured_steps, measured_s = timer.measured
+        window = timer.window  # every value here derives from the timed steps
         meta.update(warmup_steps_excluded=timer.warmup, measured_steps=measured_steps,
                     steps_this_attempt=timer.steps_run)
-        run.record("train_time_s", timer.train_time_s, "s", **meta)
-        run.record("steps", float(timer.step), "steps", **meta)
+        run.record("train_time_s", timer.train_time_s, "s", **meta, timed=window)
+        run.record("steps", float(timer.step), "steps", **meta, timed=window)
         rate = timer.steps_per_s()
         if rate is not None:
-            run.record("steps_per_s", rate, "steps/s", **meta)
-            run.record("examples_per_s", rate * self.examples_per_step, "examples/s", **meta)
+            run.record("steps_per_s", rate, "steps/s", **meta, timed=window)
+            run.record("examples_per_s", rate * self.examples_per_step, "examples/s", **meta, timed=window)
             if self.worker_steps:
                 for worker, steps in sorted(self.worker_steps.items()):
                     run.record("worker_examples_per_s", steps * self.examples_per_step / measured_s,
-                               "examples/s", **meta, worker=int(worker))
+                               "examples/s", **meta, timed=window, worker=int(worker))
             elif self.worker_examples_per_step:
                 run.record("worker_examples_per_s", rate * self.worker_examples_per_step,
-                           "examples/s", **meta, worker=0)
+                           "examples/s", **meta, timed=window, worker=0)
         if self.accuracy is not None:
-            run.record("test_accuracy", self.accuracy, "fraction", **meta)
+            run.record("test_accuracy", self.accuracy, "fraction", **meta, timed=window)
         if self.loss is not None:
-            run.record("test_loss", self.loss, "nats", **meta)
+            run.record("test_loss", self.loss, "nats", **meta, timed=window)
 
 
 def base_metadata(params: Any, *, tasks: int, tf_version: str, threads: tuple[int, int]) -> dict[str, Any]:

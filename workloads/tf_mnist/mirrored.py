@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 
 from spotbench.member import MemberContext
+from workloads.common import mark_edge
 from workloads.tf_mnist.descriptor import TfMnistParams
 from workloads.tf_mnist.checkpoints import CheckpointStore
 from workloads.tf_mnist.cluster import reclaim_sigterm
@@ -22,6 +23,9 @@ log = logging.getLogger("spotbench.tf_mnist")
 
 
 class MirroredTrainer:
+    def _edge(self, name: str) -> None:  # fault injection: the timed region's edges
+        mark_edge(self.ctx.name, name)
+
     def __init__(self, ctx: MemberContext, params: TfMnistParams, data: Dataset,
                  checkpoints: CheckpointStore | None, threads: tuple[int, int], *, chief: bool):
         self.ctx, self.params, self.data = ctx, params, data
@@ -70,7 +74,7 @@ class MirroredTrainer:
             return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
 
         warmup = effective_warmup(p.warmup_steps, p.steps - start)
-        timer = StepTimer(first_step=start, warmup=warmup)
+        timer = StepTimer(first_step=start, warmup=warmup, on_edge=self._edge)
         meta = base_metadata(p, tasks=len(self.ctx.members), tf_version=tf.__version__, threads=self.threads)
         meta.update(resumed_from_step=start, steps_redone=redone, examples_per_step=global_batch,
                     per_worker_batch=per_worker, sync="synchronous all-reduce (ring)")
@@ -85,6 +89,7 @@ class MirroredTrainer:
             if self.checkpoints and p.checkpoint_every and step % p.checkpoint_every == 0 and step < p.steps:
                 step_var.assign(step)
                 self.checkpoints.save(checkpoint, step, upload=self.chief)
+        self._edge("measured")
         if self.chief:
             self.outcome.accuracy, self.outcome.loss = m.evaluate(model, self.data.x_test, self.data.y_test)
         return self.outcome

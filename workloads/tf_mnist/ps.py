@@ -24,6 +24,7 @@ import threading
 from collections import Counter
 
 from spotbench.member import MemberContext
+from workloads.common import mark_edge
 from workloads.tf_mnist.descriptor import TfMnistParams
 from workloads.tf_mnist.checkpoints import CheckpointStore
 from workloads.tf_mnist.cluster import cluster_spec, reclaim_sigterm, wait_for_peers
@@ -144,7 +145,7 @@ class ChiefTrainer:
             return tf.distribute.coordinator.experimental_get_current_worker_index()
 
         warmup = effective_warmup(p.warmup_steps, p.steps - start)
-        timer = StepTimer(first_step=start, warmup=warmup)
+        timer = StepTimer(first_step=start, warmup=warmup, on_edge=lambda name: mark_edge(self.ctx.name, name))
         meta = base_metadata(p, tasks=len(self.ctx.members), tf_version=tf.__version__, threads=self.threads)
         meta.update(resumed_from_step=start, steps_redone=redone, examples_per_step=batch,
                     sync="async SGD, one worker batch per step")
@@ -159,6 +160,7 @@ class ChiefTrainer:
         workers = {f"worker {i}": a for i, a in enumerate(cluster["worker"])}
         with PeerWatch(workers) as self.watch:
             step = self._train(coordinator, train_step, iterator, timer, points, step, checkpoint, step_var)
+        mark_edge(self.ctx.name, "measured")
         self.outcome.accuracy, self.outcome.loss = m.evaluate(model, self.data.x_test, self.data.y_test)
         return self.outcome
 

@@ -61,8 +61,9 @@ class FakeRun:
     def __init__(self):
         self.records, self.raws = [], {}
 
-    def record(self, metric, value, unit, **meta):
+    def record(self, metric, value, unit, *, timed=None, **meta):  # WorkloadRun.record's signature
         self.records.append((metric, value, unit, meta))
+        self.timed = timed
 
     def raw(self, name, text):
         self.raws[name] = text
@@ -118,3 +119,16 @@ def test_a_stop_kills_the_command_and_keeps_what_it_reported(tmp_path: Path, mon
     pid = int(pid_file.read_text())
     with pytest.raises(ProcessLookupError):
         __import__("os").kill(pid, 0)
+
+
+def test_freeze_rule_a_commands_values_are_timed_over_its_run(tmp_path: Path):
+    """`spotbench.timed`: a user's value was timed somewhere inside the command's run, so
+    that run (start to exit) is the window every value of it says."""
+    import time
+
+    run = FakeRun()
+    before = time.time()
+    assert execute(run, _params("import time; time.sleep(0.3); print('x=1 s')"), tmp_path) == 0
+    window = run.timed
+    assert window is not None and before <= window.start.timestamp() <= window.end.timestamp() <= time.time()
+    assert (window.end - window.start).total_seconds() >= 0.3

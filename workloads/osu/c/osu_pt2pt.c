@@ -16,7 +16,12 @@
  * and how far its monotonic and wall clocks drifted apart over the size; after the size,
  * rank 1 sends its figures to rank 0, which prints one stderr line per size whose gap or
  * drift exceeded S:  spotbench-stall size=N rank=R gap_s=G clock_skew_s=C
- * (a stopped process, a paused VM or a noisy neighbour stalls both ranks' loops).
+ * (a stopped process, a paused VM or a noisy neighbour stalls both ranks' loops), and one
+ * line per size with the timed loop's wall-clock window, the window the row's value was
+ * timed over (spotbench.timed):  spotbench-timed size=N from=EPOCH to=EPOCH
+ * Fault injection (SPOTBENCH_FAULT_EDGES=DIR): rank 0 writes DIR/osu.<benchmark>.<size>.timing
+ * as a size's warm-up ends, before its timed loop starts (a fault placed after the file
+ * appears lands inside the timed loop).
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -31,6 +36,15 @@ static double now_s(clockid_t clock) {
     struct timespec ts;
     clock_gettime(clock, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void mark_timing(const char *bench, long size) {
+    const char *dir = getenv("SPOTBENCH_FAULT_EDGES");
+    if (!dir || !*dir) return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/osu.%s.%ld.timing", dir, bench, size);
+    FILE *f = fopen(path, "w");
+    if (f) fclose(f);
 }
 
 static double argd(int argc, char **argv, const char *a, double dflt) {
@@ -92,6 +106,7 @@ int main(int argc, char **argv) {
         MPI_Barrier(MPI_COMM_WORLD);
         for (long i = 0; i < n + w; i++) {
             if (i == w) {
+                if (rank == 0) mark_timing(argv[1], size);
                 t0 = MPI_Wtime();
                 mono0 = beat = now_s(CLOCK_MONOTONIC);
                 wall0 = now_s(CLOCK_REALTIME);
@@ -120,6 +135,9 @@ int main(int argc, char **argv) {
         double t = MPI_Wtime() - t0;
         if (stall > 0) {
             double b = now_s(CLOCK_MONOTONIC);
+            if (rank == 0)
+                fprintf(stderr, "spotbench-timed size=%ld from=%.6f to=%.6f\n", size, wall0,
+                        now_s(CLOCK_REALTIME));
             double mine[2] = {b - beat > gap ? b - beat : gap,
                               fabs((now_s(CLOCK_REALTIME) - wall0) - (b - mono0))}, theirs[2];
             if (rank == 1) {
