@@ -103,7 +103,7 @@ FREEZE_S = 3.0  # longer than OSU's default stall_s (2 s)
 
 def osu_freeze(root: Path) -> dict[str, Any]:
     """SIGSTOP the OSU peer's whole process tree (member, exec agent, MPI rank) for 3 s the
-    moment rank 0 marks the start of the 1-byte latency size's timed loop (400,000 round
+    moment rank 0 marks the start of the first latency size's timed loop (400,000 round
     trips: far longer than the poll that sees the mark), then SIGCONT: the attempt is
     stored contaminated (flagged, kept), the group is retried within its budget and the
     retry completes."""
@@ -115,7 +115,7 @@ def osu_freeze(root: Path) -> dict[str, Any]:
     windows: list[Window] = []
     try:
         peer = wait_for(lambda: sw.running("peer"), 90, "a running peer")
-        wait_for(lambda: (edges / "osu.latency.1.timing").exists(), 120, "the 1-byte size's timed loop")
+        wait_for(lambda: (edges / "osu.latency.0.timing").exists(), 180, "the first size's timed loop")
         windows.append(_freeze(sw.pid_of(peer), FREEZE_S))
         sw.faults.append({"fault": f"SIGSTOP to the peer's process tree for {FREEZE_S:g} s",
                           "detect_s": 0.0})
