@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from spotbench.facts import facts_of
+from spotbench.failures import is_failure
 from spotbench.report.meta import FIELDS, read_meta
 from spotbench.report.numbers import num
 from spotbench.results import Result
@@ -108,6 +109,12 @@ def _sample_labels(df: pd.DataFrame) -> pd.Series:
         ],
         index=df.index,
     )
+
+
+def measured(df: pd.DataFrame) -> pd.Series:
+    """True for a record that is a measurement of a complete attempt: not preempted and not
+    part of a failed attempt (`spotbench.failures`: its marker and any value it reported)."""
+    return ~df["preempted"].astype(bool) & ~df["metadata"].map(is_failure).astype(bool)
 
 
 def trial_counts(df: pd.DataFrame) -> pd.DataFrame:
