@@ -33,8 +33,9 @@ def elapsed(seconds: float) -> str:
 
 def _line(p: Progress, since: float) -> str:
     running = f" ({', '.join(sorted(p.running))})" if p.running else ""
-    return (f"{elapsed(time.monotonic() - since)} · {len(p.completed)}/{p.total} groups complete · "
-            f"{p.message}{running}")
+    failed = f" · {len(p.failed)} failed" if p.failed else ""  # a failed group is never complete
+    return (f"{elapsed(time.monotonic() - since)} · {len(p.completed - p.failed)}/{p.total} groups "
+            f"complete{failed} · {p.message}{running}")
 
 
 def _indent(text: str) -> str:

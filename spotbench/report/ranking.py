@@ -90,6 +90,27 @@ def primary_metric(df: pd.DataFrame, workload: str) -> Primary | None:
     return Primary(workload, metric, metric, "lower" if unit in _TIME_UNITS else "higher", size)
 
 
+def key_text(records: list) -> str | None:
+    """One attempt's key number as every command shows it (`status`' last result): its
+    workload's primary metric at its size (the ranking's), mean of its values there, in
+    people's units — `OSU latency @ 8 B = 22.02 µs`; else its first record's
+    (`ops=5 ops/s (+2 more)`); None for no record."""
+    if not records:
+        return None
+    w = registry().get(records[0].workload)
+    for t in (w.history if w is not None else ()):
+        have = [r for r in records if r.metric == t.metric]
+        sizes = {(r.metadata or {}).get("size_bytes") for r in have}
+        size = next((s for s in t.sizes if s in sizes), None)
+        at = [r for r in have if size is None or (r.metadata or {}).get("size_bytes") == size]
+        if at:
+            label = t.label + (f" @ {size_text(size)}" if size is not None else "")
+            return f"{label} = {with_unit(sum(r.value for r in at) / len(at), at[0].unit)}"
+    first = records[0]
+    return f"{first.metric}={with_unit(first.value, first.unit)}" + (
+        f" (+{len(records) - 1} more)" if len(records) > 1 else "")
+
+
 def configurations(df: pd.DataFrame) -> pd.Series:
     """Each record's configuration with every swept axis apart: the report's `config` plus
     the varying parameters it leaves out (`workers`)."""
