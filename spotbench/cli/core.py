@@ -94,6 +94,11 @@ def run(
             f"(see docs/{spec.cloud}.md) or preview it with `spotbench preview {spec_path}`",
             code=EXIT_BAD_INPUT,
         )
+    from spotbench.cli.extras import workload_missing
+
+    needed = workload_missing(spec.cloud, spec.workload.name)
+    if needed is not None:  # before anything starts: a member that cannot import is no preemption
+        fail(f"{needed.message}: {needed.fix}", code=EXIT_BAD_INPUT)
     from spotbench.localrun.live import run_with_progress
     from spotbench.localrun.outcome import RunError
     from spotbench.localrun.takeover import AlreadyRunning
