@@ -389,7 +389,8 @@ def _follow_stack(data: dict[str, Any], where: str, base_dir: Path,
         raise SpecError(where, [(f"config.{STACK_SPEC_KEY}", _NO_VALUE,
                                  "is a secret; spotbench reads a plain path or object")])
     if isinstance(raw, dict):
-        return _load(raw, origin=f"{where}: config.{STACK_SPEC_KEY}", followed=followed)
+        return _stack_settings(_load(raw, origin=f"{where}: config.{STACK_SPEC_KEY}", followed=followed),
+                               config)
     if not isinstance(raw, str):
         raise SpecError(where, [(f"config.{STACK_SPEC_KEY}", raw, "give a path or the spec object")])
     target = Path(raw)
@@ -397,4 +398,18 @@ def _follow_stack(data: dict[str, Any], where: str, base_dir: Path,
     if target.resolve() in followed:
         raise SpecError(where, [(f"config.{STACK_SPEC_KEY}", raw, "points back at a stack file "
                                  "already followed")])
-    return _load(target, origin=f"{raw} (from {where})", followed=followed)
+    return _stack_settings(_load(target, origin=f"{raw} (from {where})", followed=followed), config)
+
+
+def _stack_settings(spec: SweepSpec, config: dict[str, Any]) -> SweepSpec:
+    """The stack's own `<cloud>:project` (`pulumi config set gcp:project …`, which the Pulumi
+    program reads) fills the spec's `<cloud>.project` when the spec leaves it out, so the
+    project is given once (#39); a project in the spec wins."""
+    options = getattr(spec, spec.cloud, None)
+    project = config.get(f"{spec.cloud}:project")
+    if isinstance(project, dict) and set(project) == {"value"}:
+        project = project["value"]
+    if options is None or "project" not in type(options).model_fields or options.project \
+            or not isinstance(project, str) or not project:
+        return spec
+    return spec.model_copy(update={spec.cloud: options.model_copy(update={"project": project})})

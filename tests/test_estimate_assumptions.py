@@ -101,7 +101,7 @@ def test_every_assumption_is_printed(tmp_path):
     res = run_estimate(tmp_path, NIGHTLY, "--assume", "disk_type=pd-standard")
     assert res.exit_code == 0, res.stderr
     out = " ".join(res.stdout.split())
-    for key in ("boot_s=60", "run_s=auto", "function_s_per_call=0.5", "function_mb=256",
+    for key in ("boot_s=60", "run_s=auto", "function_s_per_call=0.5", "function_mb=512",
                 "calls_per_tick=auto", "disk_type=pd-standard (--assume)", "month_days=30.4167",
                 "free_tier=off"):
         assert key in out, key

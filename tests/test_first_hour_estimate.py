@@ -96,3 +96,12 @@ def test_first_hour_nat_priced_standing_on_aws_per_vm_on_gcp(tmp_path):
     instance_h = sum(g.billed_s * g.members for g in gcp.groups) / 3600
     assert tick["NAT (VMs)"].usd == pytest.approx(0.0014 * instance_h)
     assert gmonth["NAT (VMs)"].usd == pytest.approx(tick["NAT (VMs)"].usd * gcp.ticks_per_month)
+
+
+def test_first_hour_function_memory_is_what_the_stack_deploys():
+    from spotbench.estimate import DEFAULT_FUNCTION_MB
+
+    gcp = (ROOT / "infra" / "gcp" / "functions.py").read_text()
+    aws = (ROOT / "infra" / "aws" / "functions.py").read_text()
+    assert f'"available_memory": "{DEFAULT_FUNCTION_MB:g}M"' in gcp
+    assert f"memory_size={DEFAULT_FUNCTION_MB:g}," in aws

@@ -11,7 +11,7 @@ from spotbench.clouds import get_provider
 from spotbench.costs import HOURS_PER_MONTH
 from spotbench.spec import SweepSpec
 
-DEFAULT_FUNCTION_MB = 256.0
+DEFAULT_FUNCTION_MB = 512.0  # what infra/gcp (available_memory 512M) and infra/aws (memory_size=512) deploy
 DEFAULT_FUNCTION_S = 0.5
 DEFAULT_MONTH_DAYS = HOURS_PER_MONTH / 24  # 30.42: the 730-hour month both clouds bill by
 
