@@ -130,7 +130,7 @@ def section(df: pd.DataFrame, doc: Document, out_dir: Path) -> tuple[list[Path],
     if "train_time_flag" in table and table["train_time_flag"].astype(bool).any():
         flagged = table[table["train_time_flag"].astype(bool)]
         doc.add(Para(
-            f"Trials disagree (training time CV > {100 * SPREAD_FLAG_CV:.0f}%, marked `!`) at: "
+            f"Trials disagree (training time CV > {100 * SPREAD_FLAG_CV:.0f}%, marked !) at: "
             + "; ".join(f"{c}, {w} workers (CV {100 * cv:.2f}%)"
                         for (c, w), cv in flagged["train_time_cv"].items()) + "."
         ))
