@@ -14,6 +14,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from spotbench.prices import notes as price_notes  # noqa: E402
@@ -82,6 +83,7 @@ def _plots(table: pd.DataFrame, out_dir: Path, cost_plot: bool = True) -> list[P
     tf = table[table["steps_per_s"].notna()]
     if not tf.empty:
         fig, ax = plt.subplots(figsize=(6, 4), dpi=110)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # whole VMs
         for config, sub in tf.groupby(level="config"):
             ax.plot(sub["members"], sub["steps_per_s"], marker="o", label=str(config))
         ax.set_xlabel("VMs per run")
@@ -113,6 +115,16 @@ def _plots(table: pd.DataFrame, out_dir: Path, cost_plot: bool = True) -> list[P
     return pngs
 
 
+def _price_tables(df: pd.DataFrame, doc: Document) -> None:
+    """Which price tables priced the runs, and a warning for prices older than the run."""
+    lines, late = price_notes.recorded(
+        ((m or {}).get("price_date"), (m or {}).get("price_source"), started)
+        for m, started in runs(df)[["metadata", "started_at"]].itertuples(index=False))
+    if lines:
+        doc.add(Para("Price tables: " + "; ".join(lines) + "."
+                     + (f" Warning: {late}." if late else "")))
+
+
 def section(df: pd.DataFrame, doc: Document, out_dir: Path, base: str | None = None):
     table = summary(df, base)
     if table.empty:
@@ -141,12 +153,8 @@ def section(df: pd.DataFrame, doc: Document, out_dir: Path, base: str | None = N
     shown["normalised cost"] = [fmt(v, 2) for v in table["normalised"]]
     doc.add(TableBlock(shown, "Cost per configuration (means of complete runs)"))
     priced = bool(table["cost_usd"].fillna(0).gt(0).any())  # the local cloud costs nothing
-    lines, late = price_notes.recorded(
-        ((m or {}).get("price_date"), (m or {}).get("price_source"), started)
-        for m, started in runs(df)[["metadata", "started_at"]].itertuples(index=False))
-    if lines and priced:  # no price table, no stale-price warning, for prices of 0
-        doc.add(Para("Price tables: " + "; ".join(lines) + "."
-                     + (f" Warning: {late}." if late else "")))
+    if priced:  # no price table, no stale-price warning, for prices of 0
+        _price_tables(df, doc)
     pngs = _plots(table, out_dir, cost_plot=priced)
     for png in pngs:
         doc.add(Image(png, png.stem.replace("_", " ")))

@@ -20,6 +20,7 @@ from matplotlib.ticker import FuncFormatter  # noqa: E402
 from spotbench.report.data import (  # noqa: E402
     NOISE_FACTOR, OUTLIER_MADS, SPREAD_FLAG_CV, fmt, fmt_cv, outliers, size_label, spread, trial_counts,
 )
+from spotbench.history.trends import size_text  # noqa: E402
 from spotbench.report.document import Document, Heading, Image, Para, TableBlock  # noqa: E402
 from spotbench.report.escape import file_stem  # noqa: E402
 from spotbench.report.numbers import num, unit_label  # noqa: E402
@@ -92,7 +93,7 @@ def display(table: pd.DataFrame, cut: set[tuple[str, str]] = frozenset(), digits
     `trials=False`: the statistics only (every value is in records.csv)."""
     samples = sample_columns(table) if trials else []
     out = pd.DataFrame(index=table.index)
-    out.index = out.index.set_names(["instance type", "size (B)"])
+    out.index = out.index.set_names(["instance type", "size"])
     for s in samples:
         cut_col = f"{s} (preempted)"
         cells = []
@@ -110,6 +111,8 @@ def display(table: pd.DataFrame, cut: set[tuple[str, str]] = frozenset(), digits
     out["median"] = [fmt(v, digits) for v in table["median"]]
     out["CV"] = [fmt_cv(v, f) for v, f in zip(table["cv"], table["flag"], strict=True)]
     out["runs"] = [str(int(v)) for v in table["n"]]
+    out.index = pd.MultiIndex.from_tuples(  # sizes for people: 8 B, 8 KiB, 1 MiB (#39)
+        [(c, size_text(int(size))) for c, size in table.index], names=["instance type", "size"])
     return out
 
 
@@ -189,7 +192,7 @@ def section(df: pd.DataFrame, doc: Document, out_dir: Path) -> tuple[list[Path],
         if not flagged.empty:
             doc.add(Para(
                 f"Trials disagree (CV > {_threshold_text(table)}, marked !) at: "
-                + "; ".join(f"{c} {size_label(int(s))} B (CV {num(100 * cv, 3)}%)"
+                + "; ".join(f"{c} {size_text(int(s))} (CV {num(100 * cv, 3)}%)"
                             for (c, s), cv in flagged["cv"].items())
                 + ". Treat these averages with care; more trials or a quieter machine help."
             ))
@@ -199,7 +202,7 @@ def section(df: pd.DataFrame, doc: Document, out_dir: Path) -> tuple[list[Path],
                 f"Outlier trials (more than {num(OUTLIER_MADS)} scaled MADs and "
                 f"{100 * SPREAD_FLAG_CV:.0f}% from their point's median; a stall, a noisy "
                 "neighbour or a slow host): "
-                + "; ".join(f"{c} {size_label(int(size))} B, {col}: {num(v)} vs median {num(m)} "
+                + "; ".join(f"{c} {size_text(int(size))}, {col}: {num(v)} vs median {num(m)} "
                             f"({num(v / m) if m else '—'}×)" for (c, size), col, v, m in far[:10])
                 + (f"; and {len(far) - 10} more" if len(far) > 10 else "") + "."
             ))

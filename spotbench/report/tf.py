@@ -12,6 +12,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from spotbench.facts import facts_of  # noqa: E402
@@ -77,7 +78,17 @@ def _core_notes(tf: pd.DataFrame) -> list[str]:
 
 
 def _plot(table: pd.DataFrame, column: str, ylabel: str, path: Path, ideal: bool) -> Path:
+    fig = figure(table, column, ylabel, ideal)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def figure(table: pd.DataFrame, column: str, ylabel: str, ideal: bool):  # noqa: ANN201 - a Figure
+    """`column` against the worker count, one line per configuration; whole workers only
+    on the x axis (no 1.5 workers)."""
     fig, ax = plt.subplots(figsize=(6, 4), dpi=110)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     top = 1
     for config, sub in table.groupby(level="config"):
         w = sub.index.get_level_values("workers")
@@ -91,9 +102,7 @@ def _plot(table: pd.DataFrame, column: str, ylabel: str, path: Path, ideal: bool
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return fig
 
 
 def section(df: pd.DataFrame, doc: Document, out_dir: Path) -> tuple[list[Path], list[pd.DataFrame]]:
