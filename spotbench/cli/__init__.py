@@ -17,6 +17,7 @@ from spotbench.cli import preflight as preflight_cli
 from spotbench.cli import ops as ops_cli
 from spotbench.cli import history as history_cli
 from spotbench.cli import prices as prices_cli
+from spotbench.cli.help_text import flow_help
 
 app = typer.Typer(
     name="spotbench",
@@ -61,6 +62,7 @@ preflight_cli.register(app)
 ops_cli.register(app)
 history_cli.register(app)
 prices_cli.register(app)
+flow_help(app)  # one paragraph, one flowing line: no orphan words at 80 columns (#39)
 
 
 def main(args: list[str] | None = None, prog_name: str | None = None) -> None:
