@@ -377,10 +377,9 @@ def _is_stack_file(data: dict[str, Any]) -> bool:
 
 def _follow_stack(data: dict[str, Any], where: str, base_dir: Path,
                   followed: tuple[Path, ...]) -> SweepSpec:
+    from spotbench.spec_yaml import unwrap, with_stack_project
     config = data["config"]
-    raw = config.get(STACK_SPEC_KEY)
-    if isinstance(raw, dict) and set(raw) == {"value"}:  # `pulumi config set --path` form
-        raw = raw["value"]
+    raw = unwrap(config.get(STACK_SPEC_KEY))  # `pulumi config set --path` form: {value: …}
     if raw is None:
         raise SpecError(where, [(f"config.{STACK_SPEC_KEY}", _NO_VALUE,
                                  "a Pulumi stack file without the spec: `pulumi config set "
@@ -388,8 +387,8 @@ def _follow_stack(data: dict[str, Any], where: str, base_dir: Path,
     if isinstance(raw, dict) and "secure" in raw:
         raise SpecError(where, [(f"config.{STACK_SPEC_KEY}", _NO_VALUE,
                                  "is a secret; spotbench reads a plain path or object")])
-    if isinstance(raw, dict):
-        return _load(raw, origin=f"{where}: config.{STACK_SPEC_KEY}", followed=followed)
+    if isinstance(raw, dict):  # the spec inline; the stack's project fills the spec's (#39)
+        return with_stack_project(_load(raw, origin=f"{where}: config.{STACK_SPEC_KEY}", followed=followed), config)
     if not isinstance(raw, str):
         raise SpecError(where, [(f"config.{STACK_SPEC_KEY}", raw, "give a path or the spec object")])
     target = Path(raw)
@@ -397,4 +396,5 @@ def _follow_stack(data: dict[str, Any], where: str, base_dir: Path,
     if target.resolve() in followed:
         raise SpecError(where, [(f"config.{STACK_SPEC_KEY}", raw, "points back at a stack file "
                                  "already followed")])
-    return _load(target, origin=f"{raw} (from {where})", followed=followed)
+    return with_stack_project(_load(target, origin=f"{raw} (from {where})", followed=followed), config)
+

@@ -110,3 +110,21 @@ def load(text: str) -> Any:
 def _short(value: Any, limit: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} chars)"
+
+
+
+def unwrap(value: Any) -> Any:
+    """A Pulumi stack config value: `{value: …}` (`pulumi config set --path`) unwrapped."""
+    return value["value"] if isinstance(value, dict) and set(value) == {"value"} else value
+
+
+def with_stack_project(spec: Any, config: dict[str, Any]) -> Any:
+    """`spec` (a SweepSpec) with its `<cloud>.project` from the stack's `<cloud>:project`
+    when the spec leaves it out (`pulumi config set gcp:project …`, which the Pulumi program
+    reads: the project is given once, #39); the spec's own project wins."""
+    options = getattr(spec, spec.cloud, None)
+    project = unwrap(config.get(f"{spec.cloud}:project"))
+    if options is None or "project" not in type(options).model_fields or options.project \
+            or not isinstance(project, str) or not project:
+        return spec
+    return spec.model_copy(update={spec.cloud: options.model_copy(update={"project": project})})

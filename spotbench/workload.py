@@ -97,6 +97,10 @@ class Workload:
     report: str | None = None  # "module:function(df, doc, out_dir) -> (pngs, frames)"
     history: tuple[Tracked, ...] = ()  # metrics followed across runs (spotbench history)
     description: str = ""
+    # Python modules a member imports when it runs on this machine (the local cloud): checked
+    # before `spotbench run` and by `preflight`, named with the extra that installs them
+    # (spotbench/cli/extras.py), so a missing one is never a crash retried as a preemption
+    local_modules: tuple[str, ...] = ()
     # params → whether members keep checkpoints under `checkpoints/` in the results store
     # (they read them back, replace and delete them: the clouds' member identities need it)
     checkpoints: Callable[[Any], bool] = field(default=lambda params: False)

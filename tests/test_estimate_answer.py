@@ -42,9 +42,9 @@ def test_aws_osu_leads_with_run_month_disks_and_budget():
     assert float(run[2].replace(",", "")) == pytest.approx(est.month_usd, abs=0.5)
     # 12 disks × 30 GB gp3 (0.08 USD/GB-month) exist all month: stated up front
     assert "28.80 USD a month of it is 12 disks × 30 GB, billed even while the VMs are stopped" in head
-    # budget: 30 USD against ≈ 24.11 USD of compute per run and ≈ 762 USD per month
+    # budget: 30 USD against ≈ 24.11 USD of compute per run and ≈ 799 USD per month (762 + the NAT Gateway and its IP all month, 36.50, + the bucket; #39)
     assert "budget 30 USD covers 1 run" in head
-    assert "exceeded by run 2 (day 2 of the schedule)" in head and "a month costs 762 USD" in head
+    assert "exceeded by run 2 (day 2 of the schedule)" in head and "a month costs 799 USD" in head
 
 
 def test_budget_that_lasts_months_and_no_budget(tmp_path):

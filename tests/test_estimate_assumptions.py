@@ -35,11 +35,16 @@ CAT = load_catalog()
 #     disk      40 GB × 720 h / 730 h         = 39.45 GB-month × $0.100 = $3.95
 #   Cloud Scheduler: a start and a stop job ($0.10 per job per month)
 #     scheduler 2 jobs                                       × $0.10     = $0.20
-#   Cloud Functions: 3 calls a night (start, stop, done), 256 MB, 0.5 s each
+#   Cloud Run functions: 3 calls a night (start, stop, done), 256 MB, 0.5 s each
 #     calls     3 × 30 = 90 × $0.40 per million                          = $0.00
-#     compute   90 × 0.25 GB × 0.5 s = 11.25 GB-s × $0.0000025           = $0.00
-#   total                                                                = $7.00
-#   with the free tier (3 scheduler jobs, 2 M calls, 400 000 GB-s free)   = $6.80
+#     memory    90 × 0.25 GB × 0.5 s = 11.25 GB-s × $0.0000025           = $0.00
+#     CPU       90 × 0.5 s × 0.167 vCPU = 7.5 vCPU-s × $0.000024         = $0.00
+#   Cloud NAT (cloud.google.com/nat/pricing): 30 VM-hours × $0.0014      = $0.04
+#     its IP while the VMs run: 15 h × $0.005                            = $0.08
+#   results bucket: 1 GB Standard Storage × $0.020 (storage/pricing)     = $0.02
+#   total                                                                = $7.13
+#   with the free tier (3 scheduler jobs, 2 M calls, 360 000 GiB-s, 180 000 vCPU-s,
+#   5 GB-months of bucket free)                                          = $6.91
 NIGHTLY = """\
 name: nightly
 cloud: gcp
@@ -74,26 +79,29 @@ def test_published_style_month_to_the_cent(tmp_path):
     res = run_estimate(tmp_path, NIGHTLY, "--json", *(f"--assume={a}" for a in ASSUME))
     assert month_of(res) == {"compute": 2.85, "GPU": 0.0, "disk": 3.95, "scheduler jobs": 0.20,
                              "functions (invocations)": 0.0, "functions (GB-seconds)": 0.0,
-                             "total": 7.00}
+                             "functions (CPU)": 0.0, "NAT (VMs)": 0.04, "NAT (IP)": 0.07,
+                             "NAT (data)": 0.0, "egress": 0.0, "bucket storage": 0.02,
+                             "total": 7.13}  # CPU, NAT and bucket priced (#39)
     data = json.loads(res.stdout)
     assert data["ticks_per_month"] == pytest.approx(30)
     assert data["assumed"] == {"boot_s": 0.0, "run_s": 1800.0, "function_s_per_call": 0.5,
                                    "function_mb": 256.0, "calls_per_tick": 3.0,
-                                   "disk_type": "pd-balanced", "month_days": 30.0, "free_tier": False}
+                                   "disk_type": "pd-balanced", "month_days": 30.0, "free_tier": False,
+                                   "nat_gb_per_tick": 0.0, "egress_gb_per_tick": 0.0, "bucket_gb": 1.0}
     assert set(data["overridden"]) == {a.split("=")[0] for a in ASSUME}
     lines = {ln["item"]: ln for ln in data["per_month"]}
     assert lines["compute"]["quantity"] == pytest.approx(30)
     assert lines["functions (GB-seconds)"]["quantity"] == pytest.approx(11.25)
     free = run_estimate(tmp_path, NIGHTLY, "--json", *(f"--assume={a}" for a in ASSUME),
                         "--assume", "free_tier=on")
-    assert month_of(free)["scheduler jobs"] == 0.0 and month_of(free)["total"] == 6.80
+    assert month_of(free)["scheduler jobs"] == 0.0 and month_of(free)["total"] == 6.91
 
 
 def test_every_assumption_is_printed(tmp_path):
     res = run_estimate(tmp_path, NIGHTLY, "--assume", "disk_type=pd-standard")
     assert res.exit_code == 0, res.stderr
     out = " ".join(res.stdout.split())
-    for key in ("boot_s=60", "run_s=auto", "function_s_per_call=0.5", "function_mb=256",
+    for key in ("boot_s=60", "run_s=auto", "function_s_per_call=0.5", "function_mb=512",
                 "calls_per_tick=auto", "disk_type=pd-standard (--assume)", "month_days=30.4167",
                 "free_tier=off"):
         assert key in out, key

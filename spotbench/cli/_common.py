@@ -203,3 +203,24 @@ def dropped_note(dropped: list[str], more: str = "--json") -> str:
         return ""
     return (f"(not shown at {console.width} columns: {', '.join(dropped)}; "
             f"widen the terminal or use {more})")
+
+
+def print_answer(rankings: list, to_stderr: bool = False) -> None:
+    """The report's answer (spotbench/report/ranking.py) on the terminal, for `run` and
+    `report`: per workload its sentences (the best by the metric, per USD, cost per result,
+    the Pareto front) and the ranked table fitted to the terminal, the best marked ★."""
+    out = err_console if to_stderr else console
+    for r in rankings:
+        for i, line in enumerate(r.lines()):
+            out.print(Text(line, style="bold" if i == 0 else ""), highlight=False, soft_wrap=True)
+        shown = r.shown().drop(columns=["Pareto"], errors="ignore")  # the sentences name the front
+        drops = {"USD/h": 2, "#": 1}
+        columns = [Column("configuration")] + [
+            Column(str(c), "left" if c == "trials" else "right", drop=drops.get(str(c), 0))
+            for c in shown.columns]
+        rows = [[str(config), *(str(v) for v in row)] for config, row in shown.iterrows()]
+        table, dropped = fit_table(f"ranked by {r.primary.title} (median ±CV); per USD: "
+                                   "× the best's", columns, rows)
+        out.print(table)
+        if dropped:
+            out.print(dropped_note(dropped, "the report"), highlight=False, markup=False)

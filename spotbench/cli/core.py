@@ -8,7 +8,8 @@ from pathlib import Path
 import typer
 
 from spotbench.cli._common import (
-    EXIT_BAD_INPUT, Column, console, dropped_note, fail, fit_table, policy_or_exit, spec_or_exit,
+    EXIT_BAD_INPUT, Column, console, dropped_note, fail, fit_table, policy_or_exit, print_answer,
+    spec_or_exit,
 )
 
 EXIT_INCOMPLETE = 3  # `spotbench run`: the run ended with a group incomplete (or was cut short)
@@ -93,6 +94,11 @@ def run(
             f"(see docs/{spec.cloud}.md) or preview it with `spotbench preview {spec_path}`",
             code=EXIT_BAD_INPUT,
         )
+    from spotbench.cli.extras import workload_missing
+
+    needed = workload_missing(spec.cloud, spec.workload.name)
+    if needed is not None:  # before anything starts: a member that cannot import is no preemption
+        fail(f"{needed.message}: {needed.fix}", code=EXIT_BAD_INPUT)
     from spotbench.localrun.live import run_with_progress
     from spotbench.localrun.outcome import RunError
     from spotbench.localrun.takeover import AlreadyRunning
@@ -101,6 +107,7 @@ def run(
         outcome, _ = run_with_progress(
             spec, on_schedule=on_schedule, grace_s=grace, as_json=as_json,
             report_dir=None if no_report else (report_dir or Path("reports") / spec.name),
+            show_answer=lambda rankings: print_answer(rankings, to_stderr=as_json),
         )
     except AlreadyRunning as exc:
         fail(str(exc), code=1)

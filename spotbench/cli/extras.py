@@ -101,3 +101,22 @@ def missing(cloud: str, env: Mapping[str, str] | None = None,
         if which(tool) is None:
             out.append(Missing("tools", f"`{tool}` is not on PATH; {step} needs it", f"install it: {url}"))
     return out
+
+
+def workload_missing(cloud: str, workload: str) -> Missing | None:
+    """What `workload`'s members need on this machine and it lacks, when `cloud` runs them
+    here (the local cloud: members are this host's processes; a cloud VM runs an image that
+    has them). Found before `spotbench run` and by `preflight`, never as a crashed member."""
+    from spotbench.workload_registry import registry
+
+    w = registry().get(workload)
+    if w is None or not facts_of(cloud).shares_host:
+        return None
+    absent = [m for m in w.local_modules if not _installed(m)]
+    if not absent:
+        return None
+    extras = sorted({MODULE_EXTRA.get(m.split(".")[0], "") for m in absent} - {""})
+    extra = ",".join(extras) or "?"
+    return Missing("extras", f"workload {workload} needs the `{extra}` extra on this machine, where "
+                             f"the {cloud} cloud runs its members ({', '.join(absent)} not installed)",
+                   f"install it with {install_hint(extra, cloud)}")

@@ -133,8 +133,8 @@ def history(
     """Series over runs per matrix point and metric, with change points and their significance.
 
     Followed: OSU latency (at --size), OSU bibw at 1 MiB, TF steps/s and time to train, and the
-    cost of each run. A run's value is the mean over the trials' complete attempts; preempted
-    and partial attempts are left out and counted. Change points: E-Divisive means with a
+    cost of each run. A run's value is the median over the trials' complete attempts (the
+    report's statistic); preempted and partial attempts are left out and counted. Change points: E-Divisive means with a
     t-test (Apache Otava's method; docs/history.md). Direction-aware: latency, time and cost
     up is a regression; bandwidth and steps/s down is one.
     """

@@ -37,6 +37,8 @@ def preflight(
     spec = spec_or_exit(spec_path)
     # first what this machine lacks: an extra missing stops the cloud's checks (they import it)
     found = extras.missing(spec.cloud)
+    needed = extras.workload_missing(spec.cloud, spec.workload.name)  # the tf extra for tf-local
+    found += [needed] if needed is not None else []
     problems = [Problem(m.check, m.message, m.fix) for m in found]
     if not any(m.check == "extras" for m in found):
         try:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from spotbench.cli._common import EXIT_BAD_INPUT, fail
+from spotbench.cli._common import EXIT_BAD_INPUT, fail, print_answer
 
 
 def _url(value: str) -> str:
@@ -57,7 +57,8 @@ def report(
     if as_json:
         _print_json(url, paths)
         return
-    for line in paths.summary:  # the answer first: runs, failures, change points
+    print_answer(paths.rankings)  # the answer first: the ranking, per USD
+    for line in paths.summary:  # then runs, failures, change points
         typer.echo(line)
     typer.echo(f"report:   {paths.markdown}")
     typer.echo(f"html:     {paths.html}")

@@ -78,7 +78,8 @@ class Estimate:
         """The month's disks: they exist all month and bill while the VMs are stopped."""
         if self.per_month is None:
             return None
-        return sum(ln.usd for ln in self.per_month if ln.item == "disk")
+        return sum(ln.usd for ln in self.per_month
+                   if ln.item == "disk" and "billed while stopped" in ln.note)
 
     @property
     def budget_runs(self) -> int | None:

@@ -11,7 +11,7 @@ from spotbench.clouds import get_provider
 from spotbench.costs import HOURS_PER_MONTH
 from spotbench.spec import SweepSpec
 
-DEFAULT_FUNCTION_MB = 256.0
+DEFAULT_FUNCTION_MB = 512.0  # what infra/gcp (available_memory 512M) and infra/aws (memory_size=512) deploy
 DEFAULT_FUNCTION_S = 0.5
 DEFAULT_MONTH_DAYS = HOURS_PER_MONTH / 24  # 30.42: the 730-hour month both clouds bill by
 
@@ -34,7 +34,11 @@ class Assumptions:
     disk_type            the boot disk's price item (pd-balanced, pd-standard, gp3, …)
     month_days           days in the month the per-month figures cover (default 730 h)
     free_tier            on: deduct each cloud's monthly free tier (scheduler jobs,
-                         function invocations and GB-seconds); off: list prices
+                         function invocations, GB- and vCPU-seconds, disk, bucket, egress,
+                         where the cloud gives one); off: list prices
+    nat_gb_per_tick      GB through the NAT per tick (image pulls, package downloads)
+    egress_gb_per_tick   GB sent to the internet per tick (results stay in the region: 0)
+    bucket_gb            GB kept in the results bucket (records, logs, checkpoints)
     """
 
     boot_s: float
@@ -45,6 +49,9 @@ class Assumptions:
     calls_per_tick: float | None = None
     month_days: float = DEFAULT_MONTH_DAYS
     free_tier: bool = False
+    nat_gb_per_tick: float = 0.0
+    egress_gb_per_tick: float = 0.0
+    bucket_gb: float = 1.0
     overridden: frozenset[str] = frozenset()
 
     @classmethod
@@ -70,7 +77,8 @@ class Assumptions:
 
 
 ASSUMPTION_KEYS = ("boot_s", "run_s", "function_s_per_call", "function_mb", "calls_per_tick",
-                   "disk_type", "month_days", "free_tier")
+                   "disk_type", "month_days", "free_tier", "nat_gb_per_tick", "egress_gb_per_tick",
+                   "bucket_gb")
 _OPTIONAL = {"run_s", "calls_per_tick"}
 
 

@@ -7,6 +7,7 @@ a month, and every assumption in words.
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 from datetime import datetime
@@ -15,7 +16,9 @@ from typing import Any
 from spotbench.clouds import get_provider
 from spotbench.costs import HOURS_PER_MONTH, Catalog, PriceRow, billed_seconds, run_seconds
 from spotbench.estimate.answer import Estimate, GroupCost, Line
+from spotbench.estimate import services
 from spotbench.estimate.assumptions import Assumptions
+from spotbench.facts import facts_of
 from spotbench.estimate.pricing import group_hourly, price_rows, spec_region, types_label
 from spotbench.prices import notes as price_notes
 from spotbench.estimate.ticks import ticks_per_month
@@ -45,8 +48,7 @@ def estimate(spec: SweepSpec, catalog: Catalog, *, records: list[Result] | None 
     if ticks is not None:
         per_month = _per_month(per_tick, groups, rates, a, ticks)
         if a.free_tier:
-            free = get_provider(spec.cloud).free_tier
-            per_month = [_after_free_tier(ln, free.get(ln.item, 0.0)) for ln in per_month]
+            per_month = [_after_free_tier(ln, _free(spec, a, ln.item)) for ln in per_month]
     saving_tick = round(sum(g.deadline_usd for g in groups) - sum(g.compute_usd for g in groups)
                         - sum(g.gpu_usd for g in groups), 9)  # 1e-16: float noise, not a saving
     rows, prices = price_rows(spec, catalog, [rates.disk, rates.scheduler, rates.invocation,
@@ -133,6 +135,11 @@ class Rates:
     instance_s: float  # billed seconds of every member of every group, one tick
     invocations: float  # function calls per tick
     gb_s: float  # function GB-seconds per tick
+    cloud: str = ""
+    region: str | None = None
+    catalog: Catalog | None = None  # for the services' lines (estimate/services.py)
+    wall_s: float = 0.0  # how long the tick's VMs run: the longest group × the waves of groups
+    lifecycle: str = "stopped"  # created: disks only while the VMs run (made at start, deleted after)
 
     @classmethod
     def of(cls, spec: SweepSpec, catalog: Catalog, a: Assumptions, groups: list[GroupCost]) -> Rates:
@@ -149,6 +156,10 @@ class Rates:
             instance_s=sum(g.billed_s * g.members for g in groups),
             invocations=invocations,
             gb_s=invocations * a.function_gb * a.function_s_per_call,
+            cloud=spec.cloud, region=region, catalog=catalog,
+            wall_s=max((g.billed_s for g in groups), default=0)
+            * math.ceil(len(groups) / (spec.max_concurrency or len(groups) or 1)),
+            lifecycle=spec.lifecycle,
         )
 
 
@@ -177,6 +188,9 @@ def _per_tick(groups: list[GroupCost], r: Rates, a: Assumptions) -> list[Line]:
         _line("functions (GB-seconds)", r.gb_s, "GB-second", r.gb_second.usd,
               f"{a.function_mb:g} MB × {a.function_s_per_call:g} s per invocation"),
     ]
+    if r.catalog is not None:
+        lines += services.tick_lines(r.cloud, r.region, r.catalog, a, invocations=r.invocations,
+                                     instance_s=r.instance_s, run_s=r.wall_s)
     happy = compute + gpu
     retry_usd = sum((g.retry_overhead - 1) * (g.compute_usd + g.gpu_usd) for g in groups)
     if retry_usd > 0 and happy > 0:
@@ -194,17 +208,42 @@ def _per_month(per_tick: list[Line], groups: list[GroupCost], r: Rates, a: Assum
     lines = [
         _line("compute", tick["compute"].quantity * ticks, "instance-hour", tick["compute"].unit_usd, each),
         _line("GPU", tick["GPU"].quantity * ticks, "instance-hour", tick["GPU"].unit_usd, each),
-        _line("disk", r.members * r.disk_gb * month_share, "GB-month", r.disk.usd,
-              f"{r.members} disks × {r.disk_gb:g} GB exist all {a.month_days:g} days (billed while stopped)"),
+        _month_disk(tick["disk"], r, a, ticks, month_share),
         _line("scheduler jobs", 2 if r.scheduler.unit == "job-month" else 2 * ticks, r.scheduler.unit,
               r.scheduler.usd, "start + stop jobs"),
         _line("functions (invocations)", r.invocations * ticks, "invocation", r.invocation.usd, each),
         _line("functions (GB-seconds)", r.gb_s * ticks, "GB-second", r.gb_second.usd, each),
     ]
+    if r.catalog is not None:
+        lines += services.month_lines(r.cloud, r.region, r.catalog, a, tick, ticks)
     if RETRIES in tick:
         retry = tick[RETRIES]
         lines.append(_line(retry.item, retry.quantity * ticks, retry.unit, retry.unit_usd, each))
     return lines
+
+
+def _month_disk(tick: Line, r: Rates, a: Assumptions, ticks: float, month_share: float) -> Line:
+    """The month's disks by lifecycle: `stopped` VMs keep their disks all month (billed while
+    stopped); `created` VMs are made at start and deleted after the run, disks with them, so
+    a disk bills only while its VM runs (the tick's disk line × ticks)."""
+    if r.lifecycle == "created":
+        return _line("disk", tick.quantity * ticks, "GB-month", r.disk.usd,
+                     f"{r.members} disks × {r.disk_gb:g} GB only while the VMs run "
+                     f"(lifecycle: created: deleted after each run), {ticks:.4g} ticks")
+    return _line("disk", r.members * r.disk_gb * month_share, "GB-month", r.disk.usd,
+                 f"{r.members} disks × {r.disk_gb:g} GB exist all {a.month_days:g} days (billed while stopped)")
+
+
+def _free(spec: SweepSpec, a: Assumptions, item: str) -> float:
+    """The month's free quantity of a line: the cloud's free tier of the item, or of the item
+    for this disk type (`disk:pd-standard`), where the tier holds in the spec's region."""
+    facts = facts_of(spec.cloud)
+    region = spec_region(spec)
+    for key in (f"{item}:{a.disk_type}" if item == "disk" else item, item):
+        regions = facts.free_tier_regions.get(key)
+        if key in facts.free_tier and (regions is None or region in regions):
+            return float(facts.free_tier[key])
+    return 0.0
 
 
 def _after_free_tier(ln: Line, free: float) -> Line:

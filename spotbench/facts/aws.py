@@ -32,7 +32,8 @@ FACTS = CloudFacts(
     region_of_zone=AWS_CATALOG.region_of,
     # aws.amazon.com/eventbridge/pricing (14 M scheduler invocations), /lambda/pricing
     free_tier={"scheduler jobs": 14_000_000, "functions (invocations)": 1_000_000,
-               "functions (GB-seconds)": 400_000},
+               "functions (GB-seconds)": 400_000, "egress": 100},  # aws.amazon.com/ec2/pricing/on-demand/
+    nat="gateway",  # infra/aws/network.py: one NAT Gateway and its Elastic IP, all month
     options=AwsOptions,
     disk_item="gp3",
     disk_gb_option="root_volume_gb",

@@ -44,6 +44,15 @@ class CloudFacts:
     # monthly free tier per estimate line item (quantity in the line's unit), deducted by
     # `estimate --assume free_tier=on`
     free_tier: Mapping[str, float] = field(default_factory=dict)
+    # a free tier given only in some regions (GCP's always-free disk and bucket: three US
+    # regions); a key `item:qualifier` (`disk:pd-standard`) is the item of that disk type only
+    free_tier_regions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # the functions' billed CPU per memory size (MB → vCPU; GCP's Cloud Run functions bill
+    # vCPU-seconds beside GiB-seconds); empty: CPU is in the memory price (Lambda)
+    function_vcpu: Mapping[int, float] = field(default_factory=dict)
+    # the stack's NAT for VMs without external IPs: "per-vm" (billed per VM using it, while
+    # it runs: Cloud NAT), "gateway" (a gateway and its IP billed every hour it exists: AWS)
+    nat: str = ""
     region_of_zone: Callable[[str], str] = same_zone  # us-central1-a → us-central1
     any_price_region: bool = False  # one price for every place (the local cloud: "*")
     # the spec's own section for this cloud (`gcp:`, `aws:`), a strict pydantic model

@@ -42,9 +42,19 @@ FACTS = CloudFacts(
     scheduler_item="cloud-scheduler-job",
     catalog=GCP_CATALOG,
     region_of_zone=GCP_CATALOG.region_of,
-    # cloud.google.com/scheduler/pricing (3 jobs per billing account), /functions/pricing
+    # cloud.google.com/scheduler/pricing (3 jobs per billing account); cloud.google.com/run/
+    # pricing (Cloud Run functions, gen2: 2 M requests, 360,000 GiB-s, 180,000 vCPU-s);
+    # cloud.google.com/free/docs/free-cloud-features (30 GB-months standard PD, 5 GB-months
+    # Standard Storage in us-west1/us-central1/us-east1; 1 GB egress from North America)
     free_tier={"scheduler jobs": 3, "functions (invocations)": 2_000_000,
-               "functions (GB-seconds)": 400_000},
+               "functions (GB-seconds)": 360_000, "functions (CPU)": 180_000,
+               "disk:pd-standard": 30, "bucket storage": 5, "egress": 1},
+    free_tier_regions={"disk:pd-standard": ("us-west1", "us-central1", "us-east1"),
+                       "bucket storage": ("us-west1", "us-central1", "us-east1")},
+    # cloud.google.com/functions/docs/configuring/memory: the vCPU each memory size gets
+    function_vcpu={128: 0.083, 256: 0.167, 512: 0.333, 1024: 0.583, 2048: 1.0, 4096: 2.0,
+                   8192: 2.0, 16384: 4.0, 32768: 8.0},
+    nat="per-vm",  # infra/gcp/network.py: a Cloud NAT per region
     options=GcpOptions,
     disk_item="pd-balanced",
     disk_gb_option="boot_disk_gb",

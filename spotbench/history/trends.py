@@ -5,8 +5,8 @@
     hist.regressions(pct=5)     # the latest level of each series, if it is worse by ≥ 5 %
 
 A series is one matrix point (the group id without its trial: `<sweep>-<point hash>`) ×
-one tracked metric (× message size for OSU). Its value in a run is the mean over the
-trials' complete attempts; preempted and partial attempts are excluded (their count is
+one tracked metric (× message size for OSU). Its value in a run is the median over the
+trials' complete attempts (the report's key numbers and ranking use the same); preempted and partial attempts are excluded (their count is
 kept beside the value). `cost_usd` per run counts every attempt, preempted ones included:
 that is what the run cost.
 """
@@ -137,7 +137,8 @@ _POINT = "regexp_replace(\"group\", '-t[0-9]+$', '')"
 
 
 def series_frame(cat: Catalog, sizes: dict[str, tuple[int, ...]] | None = None):
-    """One row per (point, metric, size, run): mean value of complete attempts, n, date."""
+    """One row per (point, metric, size, run): the median over its complete attempts (each
+    the mean of its values there) — the report's statistic (#39) — n attempts, date."""
     conds = []
     for workload, t in tracked():
         chosen = (sizes or {}).get(t.metric, t.sizes)
@@ -146,11 +147,16 @@ def series_frame(cat: Catalog, sizes: dict[str, tuple[int, ...]] | None = None):
         conds.append(f"(workload = '{workload}' AND metric = '{t.metric}'{size_cond})")
     where = " OR ".join(conds) or "false"
     return cat.frame(f"""
-        WITH v AS (
-            SELECT run, {_POINT} AS point, workload, metric, any_value(unit) AS unit,
+        WITH t AS (
+            SELECT run, "group", attempt, {_POINT} AS point, workload, metric, any_value(unit) AS unit,
                    TRY_CAST(json_extract(metadata, '$.size_bytes') AS BIGINT) AS size,
-                   avg(value) AS value, count(*) AS n, min(started_at) AS started
-            FROM records WHERE NOT preempted AND ({where}) GROUP BY ALL
+                   avg(value) AS value, min(started_at) AS started
+            FROM records WHERE NOT preempted AND json_extract(metadata, '$.failure') IS NULL
+                 AND ({where}) GROUP BY ALL
+        ), v AS (
+            SELECT run, point, workload, metric, any_value(unit) AS unit, size,
+                   median(value) AS value, count(*) AS n, min(started) AS started
+            FROM t GROUP BY run, point, workload, metric, size
         ), c AS (
             SELECT run, {_POINT} AS point, any_value(workload) AS workload, 'cost_usd' AS metric,
                    'USD' AS unit, NULL::BIGINT AS size, sum(cost) AS value, count(*) AS n,

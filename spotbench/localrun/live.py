@@ -10,6 +10,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -32,8 +33,9 @@ def elapsed(seconds: float) -> str:
 
 def _line(p: Progress, since: float) -> str:
     running = f" ({', '.join(sorted(p.running))})" if p.running else ""
-    return (f"{elapsed(time.monotonic() - since)} · {len(p.completed)}/{p.total} groups complete · "
-            f"{p.message}{running}")
+    failed = f" · {len(p.failed)} failed" if p.failed else ""  # a failed group is never complete
+    return (f"{elapsed(time.monotonic() - since)} · {len(p.completed - p.failed)}/{p.total} groups "
+            f"complete{failed} · {p.message}{running}")
 
 
 def _indent(text: str) -> str:
@@ -102,8 +104,10 @@ def as_dict(outcome: RunOutcome, report: dict[str, str] | None) -> dict[str, Any
 
 
 def run_with_progress(spec: SweepSpec, *, on_schedule: bool, grace_s: float,
-                      report_dir: Path | None, as_json: bool = False) -> tuple[RunOutcome, dict | None]:
-    """Run SPEC locally showing progress; returns the outcome and the report's paths."""
+                      report_dir: Path | None, as_json: bool = False,
+                      show_answer: Callable[[list], None] | None = None) -> tuple[RunOutcome, dict | None]:
+    """Run SPEC locally showing progress; returns the outcome and the report's paths.
+    `show_answer`: prints the report's ranking (the CLI's table) once the report is written."""
     console = Console(stderr=as_json)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     console.print(f"[bold]{spec.name}[/]: {len(spec.plan())} groups on the local cloud"
@@ -123,6 +127,8 @@ def run_with_progress(spec: SweepSpec, *, on_schedule: bool, grace_s: float,
 
         paths = write_report(outcome.results_url, report_dir)
         report = {"markdown": str(paths.markdown.resolve()), "html": str(paths.html.resolve())}
+        if show_answer is not None:
+            show_answer(paths.rankings)
         console.print(f"report:  {report['markdown']}", highlight=False, markup=False)
         console.print(f"         {report['html']}", highlight=False, markup=False)
     if as_json:

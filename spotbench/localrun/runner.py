@@ -49,6 +49,7 @@ from spotbench.localrun.scheduler import LocalScheduler, post
 from spotbench.localrun.signals import interrupt_on_signals
 from spotbench.localrun.server import FunctionsServer
 from spotbench.clouds.local.state import LocalState, StateError
+from spotbench.failures import failures
 from spotbench.localrun.takeover import recorded as _recorded, take_over_server
 from spotbench.plan import RunGroup
 from spotbench.results import CorruptLedger, ResultStore, StoreError
@@ -68,7 +69,8 @@ class Progress:
     """What the runner reports while it waits (the CLI renders it with rich)."""
 
     total: int
-    completed: set[str] = field(default_factory=set)
+    completed: set[str] = field(default_factory=set)  # stored and over (failed ones too)
+    failed: set[str] = field(default_factory=set)  # over, but their command failed: not complete
     running: set[str] = field(default_factory=set)
     message: str = ""
     run: str | None = None  # the run being watched
@@ -336,7 +338,10 @@ def _poll(w: _Watch, on_schedule: bool, on_progress: Callable[[Progress], None] 
     broken = sorted(gid for gid, insts in states.items() if control.broken(insts))
     now = time.monotonic()
     w.stop_overdue(active, now)
-    w.progress.completed = w.sweep.store.completed_groups(w.run_id)
+    over = w.sweep.store.completed_groups(w.run_id)
+    if over != w.progress.completed:  # a group ended: did its command fail? (read once per change)
+        w.progress.failed = {g for (_, g) in failures(w.sweep.store.read(w.run_id))} & over
+    w.progress.completed = over
     w.progress.running = active
     w.progress.run = w.run_id
     broken += w.lost_done(states, now)

@@ -112,13 +112,19 @@ def _last_results(results: list[Result]) -> dict[str, tuple[str, datetime]]:
         if failed is not None:
             out[group] = (f"FAILED: {failed.reason}", first.ended_at)
             continue
-        text = f"{first.metric}={first.value:g} {first.unit}"
-        if len(rs) > 1:
-            text += f" (+{len(rs) - 1} more)"
+        text = _key_text(rs) or ""
         if any(r.preempted for r in rs):
             text += " [preempted]"
         out[group] = (text, first.ended_at)
     return out
+
+
+def _key_text(rs: list[Result]) -> str | None:
+    """The attempt's key number as the report's ranking shows it (its primary metric at its
+    size, in µs/MB/s…), not whichever record came first (a 0-byte latency)."""
+    from spotbench.report.ranking import key_text  # the report's libraries: when status runs
+
+    return key_text([r for r in rs if not r.metadata.get("failure")])
 
 
 def _spend(spec: SweepSpec, store: ResultStore, found: list[Instance], notes: list[str]) -> dict[str, Any] | None:

@@ -67,7 +67,8 @@ def stale(rows: Iterable[Row | None], cloud: str, region: str | None,
           now: datetime | None = None) -> str | None:
     """A warning when the oldest machine/GPU price used is older than a week; None else."""
     today = (now or datetime.now(UTC)).date()
-    days = [d for r in rows if r is not None and r.kind in MOVING and (d := _day(r.date))]
+    # a price of 0 (the local cloud's own processes) does not move: no warning for it (#39)
+    days = [d for r in rows if r is not None and r.kind in MOVING and r.usd > 0 and (d := _day(r.date))]
     if not days:
         return None
     oldest = min(days)
@@ -117,6 +118,6 @@ def recorded(entries: Iterable[tuple[object, object, datetime]]) -> tuple[list[s
     lines = [f"{n} group run{'s' if n != 1 else ''} priced with the prices of {day} from {source}"
              for (day, source), n in sorted(seen.items(), reverse=True)]
     warning = (f"{late} group run{'s were' if late != 1 else ' was'} priced with prices more than "
-               "a week older than the run: `spotbench prices` refreshes the table, and `spotbench "
-               "report --prices <the CSV it stored>` re-prices with it" if late else None)
+               "a week older than the run: the command spotbench prices refreshes the table, and "
+               "spotbench report --prices <the CSV it stored> re-prices with it" if late else None)
     return lines, warning

@@ -15,10 +15,10 @@ from pathlib import Path
 import matplotlib
 import pandas as pd
 
-from spotbench.report import data, cost, history, reference as reference_mod, summary
+from spotbench.report import data, cost, history, ranking, reference as reference_mod, summary
 from spotbench.report import contaminated as contaminated_section
 from spotbench.report import failures as failures_section
-from spotbench.report.document import Document, Para, to_html, to_markdown
+from spotbench.report.document import Document, Heading, Image, Para, TableBlock, to_html, to_markdown
 from spotbench.report.escape import out_folder_name, write_csv
 from spotbench.report.meta import typed_records
 from spotbench.results import ResultStore
@@ -39,6 +39,8 @@ class ReportPaths:
     png: list[Path] = field(default_factory=list)
     records_csv: Path | None = None  # the raw records, one row per value
     summary: list[str] = field(default_factory=list)  # the Summary's sentences (runs, failures, changes)
+    answer: list[str] = field(default_factory=list)  # the ranking's sentences: best by metric, per USD, cost
+    rankings: list[ranking.Ranking] = field(default_factory=list)  # for a terminal table (`run`, `report`)
 
 
 def default_out_dir(results_url: str) -> Path:
@@ -91,6 +93,10 @@ def write_report(
     contaminated_section.section(df, doc)  # attempts kept apart (stalled, overlapped), and why
     first = summary.blocks(df, loaded[0] if loaded else None, failed)
     doc.insert(summary_at, *first)
+    ranked = ranking.rank(df)
+    answer_blocks, pngs, ranked_long = _answer(ranked, out_dir)
+    doc.insert(summary_at, *answer_blocks)  # the answer opens the report
+    exports: list[pd.DataFrame] = []
 
     problems = store.skipped + dropped + (df.attrs.get("problems") or [])
     if problems:
@@ -98,8 +104,6 @@ def write_report(
         doc.add(Para(f"Ignored {len(problems)} malformed record(s), value(s) or file(s) in the "
                      "results: " + "; ".join(shown)))
 
-    pngs: list[Path] = []
-    exports: list[pd.DataFrame] = []
     with matplotlib.rc_context(PLAIN_TEXT):
         for add_section in _sections():
             p, e = add_section(df, doc, out_dir, reference=reference, prices=prices, base=base,
@@ -113,10 +117,33 @@ def write_report(
     page.write_text(to_html(doc))
     summary_csv = out_dir / "summary.csv"
     write_csv(pd.concat(exports, ignore_index=True) if exports else pd.DataFrame(), summary_csv)
+    write_csv(pd.concat(ranked_long, ignore_index=True) if ranked_long else pd.DataFrame(),
+              out_dir / "ranking.csv")
     records_csv = out_dir / "records.csv"
     write_csv(df.drop(columns=["config", "sample"]), records_csv)
     return ReportPaths(markdown=md, html=page, csv=summary_csv, png=pngs, records_csv=records_csv,
-                       summary=[b.text for b in first if isinstance(b, Para)])
+                       summary=[b.text for b in first if isinstance(b, Para)],
+                       answer=[line for r in ranked for line in r.lines()], rankings=ranked)
+
+
+def _answer(ranked: list[ranking.Ranking], out_dir: Path) -> tuple[list, list[Path], list[pd.DataFrame]]:
+    """The report's opening: per workload the ranking's sentences and table, and the
+    performance-vs-cost plot when the best by metric and the best per dollar differ."""
+    blocks: list = []
+    pngs: list[Path] = []
+    for i, r in enumerate(ranked):
+        blocks.append(Heading(f"The answer: {r.primary.title}", anchor="answer" if i == 0 else ""))
+        blocks += [Para(line, strong=j == 0) for j, line in enumerate(r.lines())]
+        blocks.append(TableBlock(r.shown(), "Configurations ranked by the primary metric (the latest "
+                                            "run's complete trials: median ± coefficient of variation; "
+                                            "per USD: performance per USD/h, × the best's; "
+                                            "★ the best of each column)",
+                                 anchor="ranking" if i == 0 else ""))
+        if r.disagree:
+            with matplotlib.rc_context(PLAIN_TEXT):
+                pngs.append(ranking.plot(r, out_dir / f"pareto_{i + 1}.png"))
+            blocks.append(Image(pngs[-1], "Performance vs cost per result (the line: the Pareto front)"))
+    return blocks, pngs, [r.long() for r in ranked]
 
 
 def _sections():

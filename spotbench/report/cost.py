@@ -14,6 +14,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from spotbench.prices import notes as price_notes  # noqa: E402
@@ -75,11 +76,14 @@ def _base_row(table: pd.DataFrame, ok: pd.DataFrame, base: str | None):
     raise ValueError(f"--base {base}: no configuration with {key}={value} in the results")
 
 
-def _plots(table: pd.DataFrame, out_dir: Path) -> list[Path]:
+def _plots(table: pd.DataFrame, out_dir: Path, cost_plot: bool = True) -> list[Path]:
+    """Throughput vs VMs (TF); cost vs time unless nothing cost anything (`cost_plot`: a
+    cost axis of ±0.04 USD around 0 says nothing)."""
     pngs = []
     tf = table[table["steps_per_s"].notna()]
     if not tf.empty:
         fig, ax = plt.subplots(figsize=(6, 4), dpi=110)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # whole VMs
         for config, sub in tf.groupby(level="config"):
             ax.plot(sub["members"], sub["steps_per_s"], marker="o", label=str(config))
         ax.set_xlabel("VMs per run")
@@ -93,7 +97,7 @@ def _plots(table: pd.DataFrame, out_dir: Path) -> list[Path]:
         plt.close(fig)
     x, y = ("work_s", "work_usd") if table["work_usd"].notna().any() else ("seconds", "cost_usd")
     pts = table[table[x].notna() & table[y].notna()]
-    if not pts.empty:
+    if cost_plot and not pts.empty:
         fig, ax = plt.subplots(figsize=(6, 4), dpi=110)
         for (config, workers), row in pts.iterrows():
             label = f"{config}" + (f" ×{workers}w" if workers else "")
@@ -109,6 +113,16 @@ def _plots(table: pd.DataFrame, out_dir: Path) -> list[Path]:
         fig.savefig(pngs[-1])
         plt.close(fig)
     return pngs
+
+
+def _price_tables(df: pd.DataFrame, doc: Document) -> None:
+    """Which price tables priced the runs, and a warning for prices older than the run."""
+    lines, late = price_notes.recorded(
+        ((m or {}).get("price_date"), (m or {}).get("price_source"), started)
+        for m, started in runs(df)[["metadata", "started_at"]].itertuples(index=False))
+    if lines:
+        doc.add(Para("Price tables: " + "; ".join(lines) + "."
+                     + (f" Warning: {late}." if late else "")))
 
 
 def section(df: pd.DataFrame, doc: Document, out_dir: Path, base: str | None = None):
@@ -138,13 +152,10 @@ def section(df: pd.DataFrame, doc: Document, out_dir: Path, base: str | None = N
         shown[f"cost for {WORK_STEPS:,} steps (USD)"] = [fmt(v, 4) for v in table["work_usd"]]
     shown["normalised cost"] = [fmt(v, 2) for v in table["normalised"]]
     doc.add(TableBlock(shown, "Cost per configuration (means of complete runs)"))
-    lines, late = price_notes.recorded(
-        ((m or {}).get("price_date"), (m or {}).get("price_source"), started)
-        for m, started in runs(df)[["metadata", "started_at"]].itertuples(index=False))
-    if lines:
-        doc.add(Para("Price tables: " + "; ".join(lines) + "."
-                     + (f" Warning: {late}." if late else "")))
-    pngs = _plots(table, out_dir)
+    priced = bool(table["cost_usd"].fillna(0).gt(0).any())  # the local cloud costs nothing
+    if priced:  # no price table, no stale-price warning, for prices of 0
+        _price_tables(df, doc)
+    pngs = _plots(table, out_dir, cost_plot=priced)
     for png in pngs:
         doc.add(Image(png, png.stem.replace("_", " ")))
     long = table.reset_index().melt(id_vars=["config", "workers"], var_name="column", value_name="value")

@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from spotbench.facts import facts_of
+from spotbench.failures import is_failure
 from spotbench.report.meta import FIELDS, read_meta
 from spotbench.report.numbers import num
 from spotbench.results import Result
@@ -110,6 +111,12 @@ def _sample_labels(df: pd.DataFrame) -> pd.Series:
     )
 
 
+def measured(df: pd.DataFrame) -> pd.Series:
+    """True for a record that is a measurement of a complete attempt: not preempted and not
+    part of a failed attempt (`spotbench.failures`: its marker and any value it reported)."""
+    return ~df["preempted"].astype(bool) & ~df["metadata"].map(is_failure).astype(bool)
+
+
 def trial_counts(df: pd.DataFrame) -> pd.DataFrame:
     """Per configuration: trials complete, preempted/incomplete (excluded), total."""
     per_trial = df.groupby(["config", "run", "trial"])["preempted"].agg(
@@ -136,11 +143,21 @@ def fmt(value: Any, digits: int = 4) -> str:
 SPREAD_FLAG_CV = 0.10
 
 
+# With this many rows (sizes × configurations) a table measures its own noise: a row is
+# flagged when its trials disagree NOISE_FACTOR times more than the table's median row does
+# (and beyond SPREAD_FLAG_CV) — on a busy host every row is noisy, and `!` marks none of the
+# usual noise, only what stands out of it (#39).
+NOISE_ROWS = 3
+NOISE_FACTOR = 2.0
+
+
 def spread(values: pd.DataFrame) -> pd.DataFrame:
     """Per row of `values` (one column per trial, NaN = no value): min, median, cv, n.
 
     cv = sample standard deviation / mean (NaN with fewer than two values); `flag` marks
-    rows whose trials disagree beyond `SPREAD_FLAG_CV`.
+    rows whose trials disagree beyond the threshold, `attrs["threshold"]`: SPREAD_FLAG_CV,
+    or NOISE_FACTOR × the median cv of the rows when there are NOISE_ROWS or more (the noise
+    this run measured), whichever is larger.
     """
     out = pd.DataFrame(index=values.index)
     out["min"] = values.min(axis=1, skipna=True)
@@ -149,7 +166,12 @@ def spread(values: pd.DataFrame) -> pd.DataFrame:
     std = values.std(axis=1, skipna=True, ddof=1)
     out["cv"] = (std / mean).where(mean != 0)
     out["n"] = values.notna().sum(axis=1)
-    out["flag"] = out["cv"] > SPREAD_FLAG_CV
+    measured = out["cv"].dropna()
+    noise = float(measured.median()) if len(measured) >= NOISE_ROWS else 0.0
+    threshold = max(SPREAD_FLAG_CV, NOISE_FACTOR * noise)
+    out["flag"] = out["cv"] > threshold
+    out.attrs["threshold"] = threshold
+    out.attrs["noise"] = noise
     return out
 
 

@@ -137,17 +137,17 @@ def section(df: pd.DataFrame, doc: Document, out_dir: Path, results_url: str,
         raise ValueError(f"--baseline {baseline}: no such run; runs are {', '.join(hist.runs)}")
     doc.add(Heading("History"))
     doc.add(Para(
-        f"{len(hist.runs)} runs ({hist.runs[0]} … {hist.runs[-1]}). Each point is a run's mean over "
+        f"{len(hist.runs)} runs ({hist.runs[0]} … {hist.runs[-1]}). Each point is a run's median over "
         "its complete attempts (preempted/partial ones left out). Change points: E-Divisive means "
         f"with a t-test (Apache Otava's method), p < {DEFAULT_MAX_PVALUE:g}; see docs/history.md. "
-        "`spotbench history SPEC` prints the same with every value."
+        "The command spotbench history SPEC prints the same with every value."
     ))
     _add_change_points(doc, hist)
     table = comparison(hist, baseline)
     if not table.empty:
         _add_comparison(doc, hist, table, baseline)
     if stats:
-        doc.add(TableBlock(_market_table(stats), "Spot market as this sweep saw it (`spotbench market SPEC`; "
+        doc.add(TableBlock(_market_table(stats), "Spot market as this sweep saw it (spotbench market SPEC; "
                                                  "— where the store does not hold the figure)"))
     pngs = _plots(hist, out_dir)
     for png in pngs:

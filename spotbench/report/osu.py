@@ -18,8 +18,9 @@ import pandas as pd  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from spotbench.report.data import (  # noqa: E402
-    OUTLIER_MADS, SPREAD_FLAG_CV, fmt, fmt_cv, outliers, size_label, spread, trial_counts,
+    NOISE_FACTOR, OUTLIER_MADS, SPREAD_FLAG_CV, fmt, fmt_cv, outliers, size_label, spread, trial_counts,
 )
+from spotbench.history.trends import size_text  # noqa: E402
 from spotbench.report.document import Document, Heading, Image, Para, TableBlock  # noqa: E402
 from spotbench.report.escape import file_stem  # noqa: E402
 from spotbench.report.numbers import num, unit_label  # noqa: E402
@@ -55,6 +56,7 @@ def summary(df: pd.DataFrame, metric: str) -> pd.DataFrame:
     stats = spread(table[samples])
     for col in ("min", "median", "cv", "flag"):
         table[col] = stats[col]
+    table.attrs.update(stats.attrs)  # the flag's threshold, from the noise this run measured
     for s in samples:
         if s in cut:
             only_cut = cut[s].where(table[s].reindex(cut.index).isna())
@@ -91,7 +93,7 @@ def display(table: pd.DataFrame, cut: set[tuple[str, str]] = frozenset(), digits
     `trials=False`: the statistics only (every value is in records.csv)."""
     samples = sample_columns(table) if trials else []
     out = pd.DataFrame(index=table.index)
-    out.index = out.index.set_names(["instance type", "size (B)"])
+    out.index = out.index.set_names(["instance type", "size"])
     for s in samples:
         cut_col = f"{s} (preempted)"
         cells = []
@@ -109,6 +111,8 @@ def display(table: pd.DataFrame, cut: set[tuple[str, str]] = frozenset(), digits
     out["median"] = [fmt(v, digits) for v in table["median"]]
     out["CV"] = [fmt_cv(v, f) for v, f in zip(table["cv"], table["flag"], strict=True)]
     out["runs"] = [str(int(v)) for v in table["n"]]
+    out.index = pd.MultiIndex.from_tuples(  # sizes for people: 8 B, 8 KiB, 1 MiB (#39)
+        [(c, size_text(int(size))) for c, size in table.index], names=["instance type", "size"])
     return out
 
 
@@ -174,7 +178,7 @@ def section(df: pd.DataFrame, doc: Document, out_dir: Path) -> tuple[list[Path],
         shown = display(table, cut, trials=trials)
         shown_unit = unit_label(unit)
         if trials:
-            note = " `*` = value from a preempted/incomplete run, not in the average." if any(
+            note = " A * marks a value from a preempted/incomplete run, not in the average." if any(
                 "(preempted)" in c for c in table.columns) else ""
             caption = (f"OSU {metric} in {shown_unit}: each trial, the average of complete trials, "
                        "their min, median and coefficient of variation (CV), and the count of runs "
@@ -187,8 +191,8 @@ def section(df: pd.DataFrame, doc: Document, out_dir: Path) -> tuple[list[Path],
         flagged = table[table["flag"]]
         if not flagged.empty:
             doc.add(Para(
-                f"Trials disagree (CV > {100 * SPREAD_FLAG_CV:.0f}%, marked `!`) at: "
-                + "; ".join(f"{c} {size_label(int(s))} B (CV {num(100 * cv, 3)}%)"
+                f"Trials disagree (CV > {_threshold_text(table)}, marked !) at: "
+                + "; ".join(f"{c} {size_text(int(s))} (CV {num(100 * cv, 3)}%)"
                             for (c, s), cv in flagged["cv"].items())
                 + ". Treat these averages with care; more trials or a quieter machine help."
             ))
@@ -198,7 +202,7 @@ def section(df: pd.DataFrame, doc: Document, out_dir: Path) -> tuple[list[Path],
                 f"Outlier trials (more than {num(OUTLIER_MADS)} scaled MADs and "
                 f"{100 * SPREAD_FLAG_CV:.0f}% from their point's median; a stall, a noisy "
                 "neighbour or a slow host): "
-                + "; ".join(f"{c} {size_label(int(size))} B, {col}: {num(v)} vs median {num(m)} "
+                + "; ".join(f"{c} {size_text(int(size))}, {col}: {num(v)} vs median {num(m)} "
                             f"({num(v / m) if m else '—'}×)" for (c, size), col, v, m in far[:10])
                 + (f"; and {len(far) - 10} more" if len(far) > 10 else "") + "."
             ))
@@ -214,3 +218,13 @@ def section(df: pd.DataFrame, doc: Document, out_dir: Path) -> tuple[list[Path],
         long.insert(1, "unit", unit)
         exports.append(long)
     return pngs, exports
+
+
+def _threshold_text(table: pd.DataFrame) -> str:
+    """`10%`, or `31% (twice this table's median CV of 15.5%: the noise this run measured)`."""
+    threshold = table.attrs.get("threshold", SPREAD_FLAG_CV)
+    noise = table.attrs.get("noise", 0.0)
+    if threshold <= SPREAD_FLAG_CV:
+        return f"{100 * SPREAD_FLAG_CV:.0f}%"
+    return (f"{num(100 * threshold, 3)}% ({num(NOISE_FACTOR)}× this table's median CV of "
+            f"{num(100 * noise, 3)}%: the noise this run measured)")

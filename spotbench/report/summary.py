@@ -17,32 +17,13 @@ from __future__ import annotations
 import pandas as pd
 
 from spotbench.history.trends import History, size_text
+from spotbench.report.data import measured
 from spotbench.report.document import Block, Heading, Para, TableBlock
 from spotbench.report.numbers import num, p_value, pct, unit_label, with_unit
+from spotbench.report.ranking import configurations, key_metrics
 from spotbench.workload_registry import registry
 
 MAX_CHANGES = 5  # change points listed in the summary; the History section has them all
-
-
-def _key_metrics(df: pd.DataFrame) -> list[tuple[str, str, int | None]]:
-    """(workload, metric, size or None) in the order the descriptors name them."""
-    out: list[tuple[str, str, int | None]] = []
-    known = registry()
-    for workload in sorted(df["workload"].unique()):
-        sub = df[df["workload"] == workload]
-        w = known.get(workload)
-        tracked = list(w.history) if w is not None else []
-        if not tracked:
-            out += [(workload, m, None) for m in sorted(sub["metric"].unique())]
-            continue
-        for t in tracked:
-            have = sub[sub["metric"] == t.metric]
-            if have.empty:
-                continue
-            sizes = set(have["size_bytes"].dropna().astype(int))
-            chosen = [s for s in t.sizes if s in sizes] if t.sizes else []
-            out += [(workload, t.metric, s) for s in chosen] if chosen else [(workload, t.metric, None)]
-    return out
 
 
 def _label(df: pd.DataFrame, workload: str, metric: str, size: int | None) -> str:
@@ -55,10 +36,11 @@ def _label(df: pd.DataFrame, workload: str, metric: str, size: int | None) -> st
 def key_numbers(df: pd.DataFrame) -> pd.DataFrame:
     """Per configuration: the latest run's median of each key metric (display strings)."""
     latest = df[df["run"] == df["run"].max()]
+    latest = latest.assign(config=configurations(df).reindex(latest.index))  # every swept axis apart
     configs = sorted(latest["config"].unique())
     table = pd.DataFrame(index=pd.Index(configs, name="configuration"))
-    for workload, metric, size in _key_metrics(latest):
-        sel = latest[(latest["workload"] == workload) & (latest["metric"] == metric) & ~latest["preempted"]]
+    for workload, metric, size in key_metrics(latest):
+        sel = latest[(latest["workload"] == workload) & (latest["metric"] == metric) & measured(latest)]
         if size is not None:
             sel = sel[sel["size_bytes"] == size]
         if sel.empty:
@@ -67,7 +49,7 @@ def key_numbers(df: pd.DataFrame) -> pd.DataFrame:
         medians = sel.groupby("config")["value"].median()
         table[_label(df, workload, metric, size)] = [
             with_unit(medians.get(c), unit) if c in medians else "—" for c in configs]
-    per_group = latest.groupby(["config", "group"]).agg(ok=("preempted", lambda s: bool((~s).any())))
+    per_group = latest.assign(ok=measured(latest)).groupby(["config", "group"]).agg(ok=("ok", "any"))
     done = per_group.groupby(level="config")["ok"].agg(["sum", "size"])
     table["complete trials"] = [f"{int(done.at[c, 'sum'])} of {int(done.at[c, 'size'])}" for c in configs]
     cost = latest.groupby(["config", "group", "started_at"])["cost_usd"].first().groupby(level="config").sum(
@@ -107,12 +89,12 @@ def blocks(df: pd.DataFrame, hist: History | None, failed: list[str] | None = No
     """The Summary's blocks. `failed`: one line per failed group (the failures banner's
     lines, which follows the summary): counted here, in bold, before the change points."""
     runs = df["run"].nunique()
-    groups = df.groupby(["run", "group"])["preempted"].agg(lambda s: bool((~s).any()))
+    groups = df.assign(ok=measured(df)).groupby(["run", "group"])["ok"].any()  # a failed group is not complete
     complete = int(groups.sum())
     cut = len(groups) - complete
     ran = (f"{runs} run{'s' if runs != 1 else ''} ({df['run'].min()}"
            + (f" … {df['run'].max()}" if runs > 1 else "") + f"), {len(groups)} group runs: "
-           f"{complete} complete" + (f", {cut} preempted or incomplete (left out of every average)"
+           f"{complete} complete" + (f", {cut} preempted, failed or incomplete (left out of every average)"
                                     if cut else "") + ".")
     out: list[Block] = [Heading("Summary", anchor="summary"), Para(ran)]
     if failed:
@@ -122,7 +104,7 @@ def blocks(df: pd.DataFrame, hist: History | None, failed: list[str] | None = No
     out += change_blocks(hist, runs)
     table = key_numbers(df)
     if len(table.columns):
-        units = sorted({unit_label(u) for u in df["unit"].dropna().unique()})
+        units = sorted({unit_label(u) for u in df[measured(df)]["unit"].dropna().unique()})
         out.append(TableBlock(table, "Key numbers: median of the latest run's complete trials "
                                      f"({', '.join(units)}); every trial and size below and in "
                                      "records.csv", anchor="key-numbers"))

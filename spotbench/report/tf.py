@@ -12,6 +12,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from spotbench.facts import facts_of  # noqa: E402
@@ -77,7 +78,17 @@ def _core_notes(tf: pd.DataFrame) -> list[str]:
 
 
 def _plot(table: pd.DataFrame, column: str, ylabel: str, path: Path, ideal: bool) -> Path:
+    fig = figure(table, column, ylabel, ideal)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def figure(table: pd.DataFrame, column: str, ylabel: str, ideal: bool):  # noqa: ANN201 - a Figure
+    """`column` against the worker count, one line per configuration; whole workers only
+    on the x axis (no 1.5 workers)."""
     fig, ax = plt.subplots(figsize=(6, 4), dpi=110)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     top = 1
     for config, sub in table.groupby(level="config"):
         w = sub.index.get_level_values("workers")
@@ -91,9 +102,7 @@ def _plot(table: pd.DataFrame, column: str, ylabel: str, path: Path, ideal: bool
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return fig
 
 
 def section(df: pd.DataFrame, doc: Document, out_dir: Path) -> tuple[list[Path], list[pd.DataFrame]]:
@@ -130,7 +139,7 @@ def section(df: pd.DataFrame, doc: Document, out_dir: Path) -> tuple[list[Path],
     if "train_time_flag" in table and table["train_time_flag"].astype(bool).any():
         flagged = table[table["train_time_flag"].astype(bool)]
         doc.add(Para(
-            f"Trials disagree (training time CV > {100 * SPREAD_FLAG_CV:.0f}%, marked `!`) at: "
+            f"Trials disagree (training time CV > {100 * SPREAD_FLAG_CV:.0f}%, marked !) at: "
             + "; ".join(f"{c}, {w} workers (CV {100 * cv:.2f}%)"
                         for (c, w), cv in flagged["train_time_cv"].items()) + "."
         ))

@@ -66,7 +66,7 @@ def test_status_json_shows_groups_results_and_schedule(sweep):
     assert groups[first]["state"] == "RUNNING"
     assert [m["state"] for m in groups[first]["members"]] == ["RUNNING", "RUNNING"]
     assert groups[second]["state"] == "MISSING"
-    assert groups[second]["last_result"] == "latency_0B=1.5 us"
+    assert groups[second]["last_result"] == "latency_0B=1.5 µs"  # one unit in every command (#39)
     assert data["schedule"]["paused"] is False and data["schedule"]["next_start"].endswith("03:00:00+00:00")
 
     assert _cli("schedule", "pause", str(spec_file)).exit_code == 0
@@ -138,3 +138,21 @@ def test_status_of_an_aws_spec_without_results_says_what_to_pass(tmp_path, monke
     assert out.exit_code == 2, out.output
     assert "--results s3://BUCKET/ax" in out.output and "pulumi stack output bucket_url" in out.output
     assert not (tmp_path / "results").exists()
+
+
+def test_first_hour_status_last_result_is_the_key_number(sweep):
+    """`status` shows the number the report ranks by (OSU latency at 8 B, in µs), not the
+    first record of the attempt (the 0-byte latency) (#39)."""
+    spec_file, spec, _ = sweep
+    store = ResultStore(spec.results_url())
+    run = store.open_run().run
+    g = spec.plan()[1].id
+    now = datetime.now(UTC)
+    store.write_group(run, g, [
+        Result(sweep="osu", run=run, group=g, trial=2, workload="osu", metric="latency", value=v,
+               unit="us", cloud="local", machine_type="local", started_at=now, ended_at=now,
+               metadata={"size_bytes": size})
+        for size, v in ((0, 1.5), (8, 2.25), (1 << 20, 25_000.0))])
+    data = json.loads(_cli("status", str(spec_file), "--json").output)
+    groups = {grp["id"]: grp for grp in data["groups"]}
+    assert groups[g]["last_result"] == "OSU latency @ 8 B = 2.25 µs"

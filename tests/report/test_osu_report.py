@@ -33,7 +33,7 @@ def test_osu_trials_and_average_exclude_preempted(store, tmp_path):
 
     paths = write_report(store.url, tmp_path / "out")
     md = paths.markdown.read_text()
-    assert "| c5n.18xlarge | 0 | 2 | 4 | 100* | 3 |" in md  # numbers for people (#27)
+    assert "| c5n.18xlarge | 0 B | 2 | 4 | 100* | 3 |" in md  # numbers for people (#27)
     assert "2 complete, 1 preempted/incomplete" in md
     for png in paths.png:
         assert png.stat().st_size > 1000 and png.read_bytes()[:4] == b"\x89PNG"

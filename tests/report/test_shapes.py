@@ -36,7 +36,7 @@ def test_latency_with_only_the_zero_byte_size(store, tmp_path):
     _store_osu(store, ZERO_ONLY, 1)
     paths = write_report(store.url, tmp_path / "out")
     md = paths.markdown.read_text()
-    assert _row(md, "| c5n.18xlarge | 0 |") == ["c5n.18xlarge", "0", "1.12", "1.12", "1.12", "1.12", "—", "1"]
+    assert _row(md, "| c5n.18xlarge | 0 B |") == ["c5n.18xlarge", "0 B", "1.12", "1.12", "1.12", "1.12", "—", "1"]
     assert "No latency plot" in md and paths.png == []
 
 
@@ -46,8 +46,8 @@ def test_single_size_single_trial(store, tmp_path):
     paths = write_report(store.url, tmp_path / "out")
     md = paths.markdown.read_text()
     # four significant digits, the integer part never rounded, thousands separated (#27)
-    assert _row(md, "| c5n.18xlarge | 1048576 |") == [
-        "c5n.18xlarge", "1048576", "11,076", "11,076", "11,076", "11,076", "—", "1"]
+    assert _row(md, "| c5n.18xlarge | 1 MiB |") == [  # human sizes (#39)
+        "c5n.18xlarge", "1 MiB", "11,076", "11,076", "11,076", "11,076", "—", "1"]
     assert [p.name for p in paths.png] == ["osu_bibw.png"]
 
 
@@ -62,13 +62,13 @@ def test_spread_and_disagreeing_trials_are_flagged(store, tmp_path):
     assert header[-5:] == ["average", "min", "median", "CV", "runs"]
     big = [v[1] for v in values.values()]
     cv = statistics.stdev(big) / statistics.mean(big)
-    assert _row(md, "| c5n.18xlarge | 8192 |") == [
-        "c5n.18xlarge", "8192", "1,076", "1,080", "1,500", f"{statistics.mean(big):,.0f}",
+    assert _row(md, "| c5n.18xlarge | 8 KiB |") == [
+        "c5n.18xlarge", "8 KiB", "1,076", "1,080", "1,500", f"{statistics.mean(big):,.0f}",
         "1,076", "1,080", f"{100 * cv:.3g}% !", "3"]
     small = [v[0] for v in values.values()]
     small_cv = statistics.stdev(small) / statistics.mean(small)
-    assert _row(md, "| c5n.18xlarge | 8 |")[-2:] == [f"{100 * small_cv:.3g}%", "3"]  # not flagged
-    assert "Trials disagree" in md and "8K B" in md and "c5n.18xlarge 8 B" not in md
+    assert _row(md, "| c5n.18xlarge | 8 B |")[-2:] == [f"{100 * small_cv:.3g}%", "3"]  # not flagged
+    assert "Trials disagree" in md and "8 KiB" in md and "c5n.18xlarge 8 B" not in md
 
 
 def test_tf_training_time_spread(store, tmp_path):

@@ -61,5 +61,6 @@ WORKLOAD = Workload(
         Tracked("train_time_s", "TF time to train", "lower"),
     ),
     description=TfMnistParams.__doc__ or "",
+    local_modules=("tensorflow", "sklearn"),  # the `tf` extra
     checkpoints=lambda params: params.checkpoint_every > 0,
 )
