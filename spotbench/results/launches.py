@@ -8,8 +8,12 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from spotbench.results.model import RUN_ID_FORMAT, StartRecord, utcnow
-from spotbench.results.storage import Storage, json_object, log, read_small, read_time, store_errors
+from pydantic import ValidationError
+
+from spotbench.results.model import RUN_ID_FORMAT, SpentSummary, StartRecord, utcnow
+from spotbench.results.storage import Storage, json_object, log, read_small, read_stored, read_time, store_errors
+
+SPENT_FILE = "spent.json"  # the budget's spend through a closed run (SpentSummary)
 
 
 class LaunchRecords(Storage):
@@ -136,6 +140,24 @@ class LaunchRecords(Storage):
                     entry["ends"][int(n)] = {"at": when, "stored": [
                         a for a in (stored if isinstance(stored, list) else []) if isinstance(a, int)]}
         return out
+
+    @store_errors
+    def spent_summary(self) -> SpentSummary | None:
+        """The budget's spend through a closed run (`spent.json`), None when there is none
+        or it cannot be read (logged: the budget then counts the whole ledger again)."""
+        path = self.path(SPENT_FILE)
+        data = json_object(self.fs, path, read_stored(self.fs, path) or b"{}")
+        if not data:
+            return None
+        try:
+            return SpentSummary.model_validate(data)
+        except ValidationError as exc:
+            log.warning("skipped %s: not a spend summary (%s)", path, exc.errors()[0]["msg"])
+            return None
+
+    @store_errors
+    def write_spent_summary(self, summary: SpentSummary) -> None:
+        self.write_whole(self.path(SPENT_FILE), summary.model_dump_json().encode())
 
     @store_errors
     def record_end(self, run: str, group: str, launch: int, now: datetime | None = None) -> None:

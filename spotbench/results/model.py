@@ -138,3 +138,16 @@ class StartRecord(BaseModel):
     # the zone the group's previous attempt was preempted in, as control saw it at this start
     # (the cloud's word about its members: the capacity ordering counts it, spotbench.capacity)
     preempted_zone: str | None = Field(default=None, min_length=1, max_length=MAX_ZONE_LEN)
+
+
+class SpentSummary(BaseModel):
+    """The budget's spend through a closed run (`spent.json` at the store's root, written by
+    the budget check under the control lock): so a start or done prices the open run's
+    launches, not every launch of the history (issue #38)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    through: str = Field(min_length=1, max_length=64)  # every run up to this id is counted
+    usd: float = Field(ge=0)
+    unknown: int = Field(ge=0)  # launches of groups the spec no longer prices
+    runs: int = Field(ge=0)
