@@ -9,7 +9,9 @@ in `objdouble://<bucket>/hx`: a start tick opens the run and starts g1 and g2; g
 result honestly; g2 — the attacker, holding its grant — writes `hostile` objects under its own
 prefix (`runs/<run>/<g2>.…`, all the grant allows): valid attempt files numbered past its
 launches, raw files under its attempt folder, odd top-level names. Then g1's `done`, a second
-start tick, g2's `done` and the stop tick are measured: store requests by kind, and seconds.
+start tick, g2's `done` and the stop tick are measured: store requests by kind, and seconds
+(`latency_s` per request from then on). The first start is measured too, unslowed: with a
+budget it sums the history up once (`spent.json`).
 `history` closed runs (3 groups, a launch, an end and an attempt each) may precede it.
 """
 
@@ -23,7 +25,9 @@ from typing import Any
 
 from spotbench import control
 from spotbench.auth import Caller
+from spotbench.ledger import MAX_LAUNCHES_PER_RUN
 from spotbench.results import Result, ResultStore, RunInfo, new_run_id
+from spotbench.results.model import SPARE_ATTEMPTS
 from spotbench.spec import load_spec
 from tests.object_store_double import ObjectStoreDouble, register, requests_of
 from tests.test_control import SCHEDULER, MemoryCloud
@@ -74,11 +78,14 @@ def write_history(bucket: str, sweep: control.Sweep, runs: int) -> None:
 
 def flood(bucket: str, run: str, group: str, count: int) -> None:
     """What a hostile group's grant lets it write under `runs/<run>/<group>.`: a third each of
-    valid attempt files past its launches, raw files, odd top-level names."""
+    valid attempt files numbered past what control reads of a group (its launches, at most
+    `MAX_LAUNCHES_PER_RUN`, + `SPARE_ATTEMPTS`: within those its files are its own word about
+    itself, as its first attempt is), raw files, odd top-level names."""
     line = (record(run, group).model_dump_json() + "\n").encode()
+    first = MAX_LAUNCHES_PER_RUN + SPARE_ATTEMPTS + 1
     for k in range(count):
         kind = k % 3
-        key = (f"hx/runs/{run}/{group}.{k + 2}.jsonl" if kind == 0 else
+        key = (f"hx/runs/{run}/{group}.{k + first}.jsonl" if kind == 0 else
                f"hx/runs/{run}/{group}.1/raw-{k}" if kind == 1 else
                f"hx/runs/{run}/{group}.z{k}")
         ObjectStoreDouble.put(bucket, key, line)
@@ -102,7 +109,8 @@ def run_calls(bucket: str, hostile: int, history: int = 0, latency_s: float = 0.
     sweep = sweep_on(bucket, budget)
     write_history(bucket, sweep, history)
     g1, g2, _ = (g.id for g in sweep.groups)
-    first = control.start(sweep, SCHEDULER, {"tick": TICK}, now=NOW)
+    opening = _measured(bucket, lambda: control.start(sweep, SCHEDULER, {"tick": TICK}, now=NOW))
+    first = opening["answer"]
     run = first["run"]
     assert sorted(first["started"]) == [g1, g2], first
     sweep.store.write_group(run, g1, [record(run, g1)])
@@ -111,6 +119,7 @@ def run_calls(bucket: str, hostile: int, history: int = 0, latency_s: float = 0.
     member = {g.id: Caller("member", g.members[0].name) for g in sweep.groups}
     later = NOW + timedelta(minutes=1)
     out = {
+        "first_start": opening,  # unslowed: it also sums the history up once (spent.json)
         "done": _measured(bucket, lambda: control.done(sweep, member[g1], {"group": g1}, now=later)),
         "start": _measured(bucket, lambda: control.start(sweep, SCHEDULER, {"tick": TICK}, now=later)),
         "done_hostile": _measured(bucket, lambda: control.done(sweep, member[g2], {"group": g2},

@@ -93,10 +93,13 @@ class ObjectStoreDouble(AbstractFileSystem):
         bucket = self._strip_protocol(path).partition("/")[0]
         prefix = f"{key}/" if key else ""
         entries: dict[str, str] = {}
-        for k in self._under(state, prefix):
-            rest = k[len(prefix):]
-            head, slash, _ = rest.partition("/")
+        keys = state["keys"]
+        i = bisect.bisect_left(keys, prefix)
+        while i < len(keys) and keys[i].startswith(prefix):
+            head, slash, _ = keys[i][len(prefix):].partition("/")
             entries.setdefault(head, "directory" if slash else "file")
+            # a common prefix is one entry, however many keys it holds (as the stores answer)
+            i = bisect.bisect_left(keys, f"{prefix}{head}/\U0010ffff") if slash else i + 1
         self._request(state, "list", max(1, -(-len(entries) // PAGE)))
         if not entries and key:
             raise FileNotFoundError(path)

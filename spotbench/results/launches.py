@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from spotbench.results.model import RUN_ID_FORMAT, SpentSummary, StartRecord, utcnow
+from spotbench.results.model import RUN_ID_FORMAT, SPARE_ATTEMPTS, SpentSummary, StartRecord, utcnow
 from spotbench.results.storage import Storage, json_object, log, read_small, read_stored, read_time, store_errors
 
 SPENT_FILE = "spent.json"  # the budget's spend through a closed run (SpentSummary)
@@ -163,9 +163,9 @@ class LaunchRecords(Storage):
     def record_end(self, run: str, group: str, launch: int, now: datetime | None = None) -> None:
         """Note that launch `launch` of `group` is over (control stopped it, or saw it
         stopped), with the attempt files the group has stored by now (theirs, or earlier):
-        attempts 1…`launch`, each looked up by name (a launch stores attempt n; whatever
+        attempts 1…`launch` + `SPARE_ATTEMPTS`, each looked up by name (a launch stores attempt n; whatever
         else the group wrote is not read)."""
-        stored = [n for n in range(1, launch + 1)
+        stored = [n for n in range(1, launch + SPARE_ATTEMPTS + 1)
                   if self._exists(self.path("runs", run, f"{group}.{n}.jsonl"))]
         body = json.dumps({"at": (now or utcnow()).isoformat(), "stored": stored}).encode()
         self.write_whole(self.path("runs", run, "ends", f"{group}.{launch}.json"), body)

@@ -14,6 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 # recording at MAX_RECORDS, a reader skips a file past either bound, with a warning).
 MAX_RECORDS = 10_000
 MAX_ATTEMPT_BYTES = 16 << 20
+# attempt files control reads beyond a group's launches in a run (issue #38): a launch stores
+# one (control's marker numbers a silent launch's), and may store a second after its end was
+# noted (a late `done`: `write_group` numbers it next)
+SPARE_ATTEMPTS = 2
 MAX_NAME_LEN = 128  # a metric name (it names files and columns of the report)
 MAX_UNIT_LEN = 32
 MAX_ZONE_LEN = 64  # a zone name in control's own notes (GCE's and EC2's are under 30)

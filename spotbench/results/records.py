@@ -12,8 +12,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from spotbench.results.model import MAX_ATTEMPT_BYTES, MAX_RECORDS, Attempt, Result
-from spotbench.results.storage import Storage, json_object, store_errors
+from spotbench.results.model import MAX_ATTEMPT_BYTES, MAX_RECORDS, SPARE_ATTEMPTS, Attempt, Result
+from spotbench.results.storage import Storage, json_object, read_head, store_errors
 
 log = logging.getLogger("spotbench.results")
 
@@ -87,12 +87,8 @@ class AttemptFiles(Storage):
         if self._owner(path) is None:
             self._skip("skipped %s: not an attempt file (<group>.<n>.jsonl)", path)
             return None
-        try:
-            with self.fs.open(path, "rb") as fh:
-                data = fh.read(MAX_ATTEMPT_BYTES + 1)
-        except FileNotFoundError:
-            return None
-        return self.parse_attempt(path, data)
+        data = read_head(self.fs, path, MAX_ATTEMPT_BYTES + 1)
+        return None if data is None else self.parse_attempt(path, data)
 
     def parse_attempt(self, path: str, data: bytes) -> list[Result] | None:
         """`load_attempt` of bytes already read (at most MAX_ATTEMPT_BYTES + 1 of them)."""
@@ -159,13 +155,13 @@ class AttemptFiles(Storage):
     @store_errors
     def launched_attempts(self, run: str, launched: Mapping[str, int]) -> list[Attempt]:
         """The stored attempts of control's launches (`launched`: group → launches in `run`,
-        `LaunchRecords.launch_counts`): attempt n of a group for each of its launches n,
-        each read by name, bounded (`load_attempt`). What control reads of a run is so
-        bounded by its own ledger, never by what members stored: any other file under a
-        group's prefix is never listed nor read (issue #38)."""
+        `LaunchRecords.launch_counts`): attempts 1 … launches + `SPARE_ATTEMPTS` of each
+        launched group, each read by name, bounded (`load_attempt`). What control reads of a
+        run is so bounded by its own ledger, never by what members stored: any other file
+        under a group's prefix is never listed nor read (issue #38)."""
         out = []
         for group, count in sorted(launched.items()):
-            for n in range(1, count + 1):
+            for n in range(1, count + SPARE_ATTEMPTS + 1):
                 attempt = self._attempt(self.path("runs", run, f"{group}.{n}.jsonl"))
                 if attempt is not None:
                     out.append(attempt)

@@ -186,11 +186,21 @@ def read_small(fs: Any, path: str) -> bytes:
 
 def read_stored(fs: Any, path: str) -> bytes | None:
     """At most 64 KiB + 1 of `path`; None when there is no such object."""
+    return read_head(fs, path, _SMALL + 1)
+
+
+def read_head(fs: Any, path: str, limit: int) -> bytes | None:
+    """The first `limit` bytes of `path` (None: no such object), in one ranged GET on object
+    stores (`bytes=0-<limit-1>`): no HEAD first, as `open` makes (s3fs asks for the object's
+    details; a member's object may be of any size, so it is never read whole)."""
     try:
-        with fs.open(path, "rb") as fh:
-            return bytes(fh.read(_SMALL + 1))
+        return bytes(fs.cat_file(path, start=0, end=limit))
     except FileNotFoundError:
         return None
+    except OSError as exc:  # a range on an empty object: 416 InvalidRange (S3, GCS)
+        if "InvalidRange" in str(exc) or "416" in str(exc):
+            return b""
+        raise
 
 
 def json_object(fs: Any, path: str, raw: bytes | None = None) -> dict[str, Any] | None:
