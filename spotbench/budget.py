@@ -50,8 +50,9 @@ def spent_usd(spec: SweepSpec, store: ResultStore, catalog: Catalog, active: lis
     now = now or utcnow()
     running = {inst.group() for inst in active if inst.state in ACTIVE}
     summary = store.spent_summary()
-    later = [r for r in store.run_ids() if summary is None or r > summary.through]
-    open_runs = {r.run for r in store.recent_runs() if r.closed_at is None}
+    ids = store.run_ids()
+    later = [r for r in ids if summary is None or r > summary.through]
+    open_runs = {r.run for r in store.recent_runs(ids=ids) if r.closed_at is None}
     base_usd, base_unknown = (summary.usd, summary.unknown) if summary else (0.0, 0)
     total, unknown = base_usd, base_unknown
     final: list[tuple[str, float, int]] = []

@@ -77,13 +77,14 @@ class RunLedger(Storage):
         return info
 
     @store_errors
-    def recent_runs(self, count: int = RECENT_RUNS) -> list[RunInfo]:
+    def recent_runs(self, count: int = RECENT_RUNS, ids: list[str] | None = None) -> list[RunInfo]:
         """The ledger entries of the newest `count` run folders, oldest first: what control
         reads (a start, stop or done reads `count` entries, never the whole history). Runs
         follow one another — one opens only when none is open (`open_run`) — so the open run
-        is the newest, and a repeated tick names one of the last runs."""
+        is the newest, and a repeated tick names one of the last runs. `ids`: `run_ids()`
+        when the caller has just listed them."""
         out = []
-        for run in self.run_ids()[-count:]:
+        for run in (self.run_ids() if ids is None else ids)[-count:]:
             info = self.run_info(run)
             if info is not None:
                 out.append(info)
