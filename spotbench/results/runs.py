@@ -48,8 +48,24 @@ class RunLedger(Storage):
     def run_ids(self) -> list[str]:
         """The run folders under `runs/`, oldest first (run ids are their opening times:
         `RUN_ID_FORMAT`), from one delimiter listing (no member can add one: a group's grant
-        names the open run, docs/security.md)."""
-        return self.names(self.path("runs"))
+        names the open run, docs/security.md); inside `listed_once()`, one per call."""
+        kept = self.__dict__.get("_run_ids", False)
+        if kept is False:
+            return self.names(self.path("runs"))
+        if kept is None:
+            kept = self.__dict__["_run_ids"] = self.names(self.path("runs"))
+        return list(kept)
+
+    @contextlib.contextmanager
+    def listed_once(self) -> Iterator[None]:
+        """Within it `run_ids()` lists `runs/` once: one control call, under the control
+        lock, where only control adds a run (`open_run` adds it to the list it keeps). A
+        listing costs a request per 1,000 runs of the history."""
+        self.__dict__["_run_ids"] = None
+        try:
+            yield
+        finally:
+            self.__dict__["_run_ids"] = False
 
     @store_errors
     def runs(self, strict: bool = False) -> list[RunInfo]:
@@ -130,6 +146,9 @@ class RunLedger(Storage):
             info = info.model_copy(update={"run": f"{info.run}-{uuid.uuid4().hex[:RUN_ID_SUFFIX]}"})
             path = self.path("runs", info.run, "run.json")
         self.write_whole(path, info.model_dump_json().encode())
+        kept = self.__dict__.get("_run_ids")
+        if isinstance(kept, list):
+            kept[:] = sorted({*kept, info.run})
         return info
 
     @store_errors
