@@ -39,7 +39,6 @@ from spotbench.clouds import Instance
 from spotbench.clouds.aws import grants as aws_grants
 from spotbench.clouds.aws.identity import grant_role_name, member_role_name
 from spotbench.labels import GROUP_LABEL
-from spotbench.results import run_id_lengths
 
 log = logging.getLogger("spotbench.functions")
 
@@ -87,16 +86,16 @@ def grant(config: FunctionConfig, caller: Caller, account: str,
     if window is None:  # the deadline passed since (the window is None once it did)
         raise past_deadline(granted, granted.run)
     bucket, prefix = _bucket_prefix(config)
-    policy = aws_grants.session_policy(bucket, prefix, group,
+    policy = aws_grants.session_policy(bucket, prefix, group, records=granted.records,
                                        checkpoints=granted.checkpoints is not None,
-                                       until=granted.expires, run_lengths=run_id_lengths())
+                                       until=granted.expires)
     region = config.spec.region or ""
     role = f"arn:aws:iam::{account}:role/{grant_role_name(config.spec.name, region)}"
     creds = aws_grants.assume_grant(role, policy, session_name=caller.name,
                                     duration_s=window.duration_s)
     until = window.expires(now)
     records = aws_grants.under(prefix, granted.records)
-    post = aws_grants.presigned_post(bucket, records, until)
+    post = aws_grants.presigned_post(bucket, records, until, granted.max_bytes)
     log.info("grant for %s: group %s, run %s, until %s", caller.name, group, granted.run,
              until.isoformat())
     return {**granted.to_json(), "bucket": bucket, "root": prefix,

@@ -25,7 +25,7 @@ from spotbench.estimate import group_cost_usd, group_hourly, member_cost_usd
 from spotbench.facts import facts_of
 from spotbench.ledger import launches_of
 from spotbench.plan import RunGroup
-from spotbench.results import ResultStore, utcnow
+from spotbench.results import ResultStore, SpentSummary, utcnow
 from spotbench.spec import SweepSpec
 
 __all__ = ["check_budget", "budget_status", "spent_usd", "committed_usd"]
@@ -36,31 +36,63 @@ def _catalog(prices: Catalog | str | None) -> Catalog:
 
 
 def spent_usd(spec: SweepSpec, store: ResultStore, catalog: Catalog, active: list[Instance],
-              now: datetime | None = None) -> tuple[float, int]:
+              now: datetime | None = None, *, keep: bool = False) -> tuple[float, int]:
     """(USD spent by every launch in the ledger, launches of groups this spec does not price).
 
     A running group's current launch is left to `committed_usd` (priced there for its whole
     deadline). A launch with no recorded end counts until now, at most its deadline + boot.
-    """
+
+    Bounded by the open run, not the history (issue #38): the spend through a closed run is
+    kept in the store's `spent.json` (`SpentSummary`); only the runs after it are read — the
+    open one, and runs closed since, which are then added to it when `keep` (the budget
+    check, under the control lock). A run is added once its spend is final: closed, and
+    every launch ended or past its deadline + boot."""
     now = now or utcnow()
-    by_id = {g.id: g for g in spec.plan()}
     running = {inst.group() for inst in active if inst.state in ACTIVE}
+    summary = store.spent_summary()
+    ids = store.run_ids()
+    later = [r for r in ids if summary is None or r > summary.through]
+    open_runs = {r.run for r in store.recent_runs(ids=ids) if r.closed_at is None}
+    base_usd, base_unknown = (summary.usd, summary.unknown) if summary else (0.0, 0)
+    total, unknown = base_usd, base_unknown
+    final: list[tuple[str, float, int]] = []
+    settled = True  # every run before this one is final: it may join the summary
+    for run in later:
+        usd, missing, done = _run_spend(spec, store, catalog, run, running, now)
+        total, unknown = total + usd, unknown + missing
+        settled = settled and done and run not in open_runs
+        if settled:
+            final.append((run, usd, missing))
+    if keep and final:
+        store.write_spent_summary(SpentSummary(
+            through=final[-1][0], runs=(summary.runs if summary else 0) + len(final),
+            usd=base_usd + sum(f[1] for f in final),
+            unknown=base_unknown + sum(f[2] for f in final)))
+    return total, unknown
+
+
+def _run_spend(spec: SweepSpec, store: ResultStore, catalog: Catalog, run: str,
+               running: set[str | None], now: datetime) -> tuple[float, int, bool]:
+    """(USD, unpriced launches, whether the figure is final) of one run's launches."""
+    by_id = {g.id: g for g in spec.plan()}
     most_s = spec.deadline.total_seconds() + facts_of(spec.cloud).boot_s
-    total, unknown = 0.0, 0
-    for launch in launches_of(store):
+    total, unknown, final = 0.0, 0, True
+    for launch in launches_of(store, run):
         group = by_id.get(launch.group)
         if group is None:  # a group of an earlier spec: not priced here
             unknown += 1
             continue
         current = launch.ended is None and launch.next_at is None
         if current and launch.group in running:
+            final = False
             continue
         seconds = (launch.end(now) - launch.at).total_seconds()
         if launch.ended is None:
+            final = final and seconds >= most_s
             seconds = min(seconds, most_s)
         machine, gpu = group_hourly(spec, group, catalog)
         total += (machine + gpu) * billed_seconds(seconds) / 3600
-    return total, unknown
+    return total, unknown, final
 
 
 def committed_usd(spec: SweepSpec, active: list[Instance], catalog: Catalog,
@@ -93,7 +125,7 @@ def check_budget(spec: SweepSpec, store: ResultStore, active: list[Instance], gr
     try:
         catalog = _catalog(prices)
         group_hourly(spec, group, catalog)  # fail early, naming the missing row
-        spent, unknown = spent_usd(spec, store, catalog, active, now)
+        spent, unknown = spent_usd(spec, store, catalog, active, now, keep=True)
         committed = committed_usd(spec, active, catalog, exclude_group=group.id)
         this = group_cost_usd(spec, group, catalog, spec.deadline.total_seconds())
     except MissingPrice as exc:

@@ -149,17 +149,22 @@ def deadline_of(launched: datetime, run_time: timedelta) -> datetime:
     return (launched + run_time).astimezone(UTC)
 
 
+MAX_OBJECT_BYTES = 64 << 20  # one object a group uploads: records (readers read 16 MiB), raw output
+
+
 @dataclass(frozen=True)
 class Grant:
     """What a group may write, until when: the neutral shape each cloud's credential encodes.
 
     `prefixes` are relative to the sweep's results root (`<bucket>/<sweep>/`); `expires` is
-    the group's deadline (timezone-aware, UTC)."""
+    the group's deadline (timezone-aware, UTC); `max_bytes` the most one object may hold
+    (each cloud's POST policy says it as `content-length-range`)."""
 
     group: str
     run: str
     prefixes: tuple[str, ...]
     expires: datetime
+    max_bytes: int = MAX_OBJECT_BYTES
 
     def __post_init__(self) -> None:
         if self.expires.tzinfo is None:
@@ -194,13 +199,14 @@ class Grant:
 
     def to_json(self) -> dict[str, Any]:
         return {"group": self.group, "run": self.run, "prefixes": list(self.prefixes),
-                "expires": self.expires.isoformat()}
+                "expires": self.expires.isoformat(), "max_bytes": self.max_bytes}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Grant:
         try:
             expires = datetime.fromisoformat(str(data["expires"]))
             return cls(str(data["group"]), str(data["run"]),
-                       tuple(str(p) for p in data["prefixes"]), expires)
+                       tuple(str(p) for p in data["prefixes"]), expires,
+                       int(data.get("max_bytes", MAX_OBJECT_BYTES)))
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"not a grant: {exc}") from None

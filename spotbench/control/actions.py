@@ -26,7 +26,7 @@ def start(sweep: Sweep, caller: Caller, body: Any = None, now: datetime | None =
     tick = tick_key(req.tick)
     with sweep.lock("start"):
         if req.run is not None:
-            run = next((r for r in sweep.store.runs() if r.run == req.run), None)
+            run = sweep.store.run_info(req.run) if req.run in sweep.store.run_ids() else None
             if run is None or run.closed_at is not None:
                 return {"action": "start", "run": req.run, "closed": True, "started": [],
                         "running": [], "refused": [], "pending": 0, "gave_up": []}
@@ -61,7 +61,7 @@ def stop(sweep: Sweep, caller: Caller, body: Any = None, now: datetime | None = 
         stopped = _names(inst for sel in selectors for inst in sweep.cloud.stop(sel))
         out: dict[str, Any] = {"action": "stop", "reason": req.reason, "stopped": stopped}
         if req.groups is None:
-            for info in sweep.store.runs():
+            for info in sweep.store.recent_runs():
                 if info.closed_at is None:
                     note_ends(sweep.store, info.run, {g.id for g in sweep.groups}, now)
             closed = sweep.store.close_open_runs(reason=req.reason, now=now)

@@ -24,7 +24,7 @@ def flag_contaminated(sweep: Sweep, run: str, now: datetime | None = None) -> li
     now = now or utcnow()
     flagged = []
     launches = launches_of(sweep.store, run)
-    attempts = sweep.store.attempts(run)
+    attempts = sweep.store.launched_attempts(run, sweep.store.launch_counts(run))
     flags = sweep.store.flags(run)
     owners = attributed(launches, attempts)
     for a in attempts:

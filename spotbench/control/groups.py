@@ -70,5 +70,7 @@ def _keep_errors(after: list[Instance], before: list[Instance]) -> list[Instance
 
 
 def completed_groups(sweep: Sweep, run: str) -> set[str]:
-    return sweep.store.completed_groups(run)
+    """Groups of `run` complete, from the attempts of control's own launches only (what
+    control reads of a run is bounded by its ledger: `ResultStore.launched_attempts`)."""
+    return sweep.store.completed_groups(run, sweep.store.launch_counts(run))
 

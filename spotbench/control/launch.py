@@ -116,7 +116,7 @@ def _mark_off_groups(sweep: Sweep, run: str, seen: Survey, states: dict[str, lis
     if not off:
         return
     stored: dict[str, set[int]] = {}
-    for a in sweep.store.attempts(run):
+    for a in sweep.store.launched_attempts(run, sweep.store.launch_counts(run)):
         stored.setdefault(a.group, set()).add(a.attempt)
     for group in off:
         mark_silent_launches(sweep, run, group, states.get(group.id, []), stored.get(group.id, set()))
@@ -220,13 +220,13 @@ def mark_silent_launches(sweep: Sweep, run: str, group: RunGroup, insts: list[In
                         metadata={"stop_reason": why, "marker": "from the launch ledger",
                                   "members": len(group.members)})
         try:
-            path = store.write_group(run, group.id, [record])
+            path = store.write_group(run, group.id, [record], attempt=n)
         except StoreError as exc:
             log.warning("marker for %s launch %d not stored: %s", group.id, n, exc)
             break
         log.warning("group %s launch %d stored nothing: marker %s", group.id, n, path)
         written.append(path)
-        stored.add(int(path.rsplit(".", 2)[-2]))
+        stored.add(n)
     return written
 
 

@@ -43,7 +43,9 @@ class Sweep:
         """The sweep's control lock: the cloud's own when it has one (the local cloud: a file
         lock beside its database), else the lease `control.lock` in the results store."""
         lock = getattr(self.cloud, "lock", None)
-        with lock() if lock is not None else self.store.lease("control", holder=action) as held:
+        once = getattr(self.store, "listed_once", contextlib.nullcontext)  # runs/ listed once
+        with lock() if lock is not None else self.store.lease("control", holder=action) as held, \
+                once():
             check = getattr(held, "check", None)
             if check is None:  # an OS lock: its holder cannot lose it while alive
                 yield
@@ -60,4 +62,4 @@ class Sweep:
 # what changes the world: a lease holder checks it still holds the lease before each
 CLOUD_ACTIONS = frozenset({"start", "stop", "terminate", "delete"})
 STORE_ACTIONS = frozenset({"open_run", "close_run", "close_open_runs", "flag", "record_start",
-                           "record_launch", "forget_launch"})
+                           "record_launch", "forget_launch", "write_spent_summary"})

@@ -25,6 +25,8 @@ Layout under the results URL (any fsspec URL: file://, gs://, s3://, memory://):
                                            control to order candidate zones
     control.lock                           the control lease while a function acts
                                            (spotbench.lease; absent when nobody does)
+    spent.json                             the budget's spend through a closed run
+                                           (`SpentSummary`, written under the control lease)
 
 Storage failures (read-only, full, unreachable) raise `StoreError` naming the URL and the
 cause, so the functions can answer 503 and the runner can say what to fix.
@@ -55,6 +57,7 @@ from spotbench.results.model import (
     CorruptLedger,
     Result,
     RunInfo,
+    SpentSummary,
     StartRecord,
     StoreError,
     new_run_id,
@@ -67,7 +70,8 @@ from spotbench.results.runs import RunLedger
 __all__ = [
     "MAX_ATTEMPT_BYTES", "MAX_NAME_LEN", "MAX_RECORDS", "MAX_SKIPPED_SHOWN", "MAX_UNIT_LEN",
     "RUN_ID_FORMAT", "RUN_ID_SUFFIX", "Attempt", "CorruptLedger", "Result", "ResultStore",
-    "MAX_SNAPSHOT_AGE", "MarketRow", "MarketSnapshot", "RunInfo", "StartRecord", "StoreError",
+    "MAX_SNAPSHOT_AGE", "MarketRow", "MarketSnapshot", "RunInfo", "SpentSummary", "StartRecord",
+    "StoreError",
     "new_run_id", "run_id_lengths", "utcnow",
 ]
 

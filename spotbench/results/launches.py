@@ -8,8 +8,12 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from spotbench.results.model import RUN_ID_FORMAT, StartRecord, utcnow
-from spotbench.results.storage import Storage, json_object, log, read_small, read_time, store_errors
+from pydantic import ValidationError
+
+from spotbench.results.model import RUN_ID_FORMAT, SPARE_ATTEMPTS, SpentSummary, StartRecord, utcnow
+from spotbench.results.storage import Storage, json_object, log, read_small, read_stored, read_time, store_errors
+
+SPENT_FILE = "spent.json"  # the budget's spend through a closed run (SpentSummary)
 
 
 class LaunchRecords(Storage):
@@ -45,9 +49,10 @@ class LaunchRecords(Storage):
         under a new name: a warm function reads only the records added since its last
         call). An unreadable entry, or one naming another run or group than its path, is
         left out, logged once."""
-        paths = sorted(self._glob(self.path("runs", run or "*", "starts", "*.json")))
-        if since is not None:
-            paths = _may_hold(paths, since)
+        runs = [run] if run is not None else self.run_ids()
+        if since is not None and run is None:
+            runs = _may_hold(runs, since)
+        paths = sorted(p for r in runs for p in self._glob(self.path("runs", r, "starts", "*.json")))
         seen: dict[str, StartRecord | None] = self.__dict__.setdefault("_start_records", {})
         if run is None:  # what is no longer listed, or out of the window, is forgotten
             for gone in set(seen) - set(paths):
@@ -79,7 +84,19 @@ class LaunchRecords(Storage):
 
     @store_errors
     def launch_count(self, run: str, group: str) -> int:
-        return len(self._glob(self.path("runs", run, "launches", f"{group}.*")))
+        return self.launch_counts(run).get(group, 0)
+
+    @store_errors
+    def launch_counts(self, run: str) -> dict[str, int]:
+        """group → how many times control launched it in `run`: one listing of
+        `launches/`, which only control writes (so it bounds what control reads of a run:
+        `AttemptFiles.launched_attempts`)."""
+        out: dict[str, int] = {}
+        for name in self.names(self.path("runs", run, "launches")):
+            group, _, n = name.rpartition(".")
+            if group and n.isdigit():
+                out[group] = out.get(group, 0) + 1
+        return out
 
     @store_errors
     def last_launch(self, run: str, group: str) -> datetime | None:
@@ -125,27 +142,48 @@ class LaunchRecords(Storage):
         return out
 
     @store_errors
+    def spent_summary(self) -> SpentSummary | None:
+        """The budget's spend through a closed run (`spent.json`), None when there is none
+        or it cannot be read (logged: the budget then counts the whole ledger again)."""
+        path = self.path(SPENT_FILE)
+        data = json_object(self.fs, path, read_stored(self.fs, path) or b"{}")
+        if not data:
+            return None
+        try:
+            return SpentSummary.model_validate(data)
+        except ValidationError as exc:
+            log.warning("skipped %s: not a spend summary (%s)", path, exc.errors()[0]["msg"])
+            return None
+
+    @store_errors
+    def write_spent_summary(self, summary: SpentSummary) -> None:
+        self.write_whole(self.path(SPENT_FILE), summary.model_dump_json().encode())
+
+    @store_errors
     def record_end(self, run: str, group: str, launch: int, now: datetime | None = None) -> None:
         """Note that launch `launch` of `group` is over (control stopped it, or saw it
-        stopped), with the attempt files the group has stored by now (theirs, or earlier)."""
-        stored = sorted(o[2] for o in map(self._owner, self.group_files(run, group)) if o)
+        stopped), with the attempt files the group has stored by now (theirs, or earlier):
+        attempts 1…`launch` + `SPARE_ATTEMPTS`, each looked up by name (a launch stores attempt n; whatever
+        else the group wrote is not read)."""
+        stored = [n for n in range(1, launch + SPARE_ATTEMPTS + 1)
+                  if self._exists(self.path("runs", run, f"{group}.{n}.jsonl"))]
         body = json.dumps({"at": (now or utcnow()).isoformat(), "stored": stored}).encode()
         self.write_whole(self.path("runs", run, "ends", f"{group}.{launch}.json"), body)
 
 
 
-def _may_hold(paths: list[str], since: datetime) -> list[str]:
-    """The start records (`runs/<run>/starts/…`) of runs that may hold a request at or after
-    `since`, unread: runs follow one another (a run opens only when none is open, and a
-    start happens only in the open run), so every request of a run precedes the opening of
-    the next run, whose id is its opening time (`RUN_ID_FORMAT`). A run is skipped when the
-    next run with start records opened before `since`; a run id that is not a time keeps
-    its neighbours. Only runs holding start records count: no member can write there."""
-    runs = sorted({p.rsplit("/", 3)[-3] for p in paths})
+def _may_hold(runs: list[str], since: datetime) -> list[str]:
+    """The runs (sorted ids) that may hold a start request at or after `since`, their
+    `starts/` not even listed: runs follow one another (a run opens only when none is open,
+    and a start happens only in the open run), so every request of a run precedes the
+    opening of the next run, whose id is its opening time (`RUN_ID_FORMAT`). A run is
+    skipped when the next run opened before `since`; a run id that is not a time keeps its
+    neighbours. No member can add a run folder (its grant names the open run), so a start
+    tick reads the window's runs, not the history's."""
     skipped = {run for run, after in zip(runs, runs[1:])
                if (opened := _opened(after)) is not None and opened < since
                and _opened(run) is not None}
-    return [p for p in paths if p.rsplit("/", 3)[-3] not in skipped]
+    return [r for r in runs if r not in skipped]
 
 
 def _opened(run: str) -> datetime | None:

@@ -14,6 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 # recording at MAX_RECORDS, a reader skips a file past either bound, with a warning).
 MAX_RECORDS = 10_000
 MAX_ATTEMPT_BYTES = 16 << 20
+# attempt files control reads beyond a group's launches in a run (issue #38): a launch stores
+# one (control's marker numbers a silent launch's), and may store a second after its end was
+# noted (a late `done`: `write_group` numbers it next)
+SPARE_ATTEMPTS = 2
 MAX_NAME_LEN = 128  # a metric name (it names files and columns of the report)
 MAX_UNIT_LEN = 32
 MAX_ZONE_LEN = 64  # a zone name in control's own notes (GCE's and EC2's are under 30)
@@ -138,3 +142,16 @@ class StartRecord(BaseModel):
     # the zone the group's previous attempt was preempted in, as control saw it at this start
     # (the cloud's word about its members: the capacity ordering counts it, spotbench.capacity)
     preempted_zone: str | None = Field(default=None, min_length=1, max_length=MAX_ZONE_LEN)
+
+
+class SpentSummary(BaseModel):
+    """The budget's spend through a closed run (`spent.json` at the store's root, written by
+    the budget check under the control lock): so a start or done prices the open run's
+    launches, not every launch of the history (issue #38)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    through: str = Field(min_length=1, max_length=64)  # every run up to this id is counted
+    usd: float = Field(ge=0)
+    unknown: int = Field(ge=0)  # launches of groups the spec no longer prices
+    runs: int = Field(ge=0)

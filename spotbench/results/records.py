@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 import logging
 import posixpath
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
 
-from spotbench.results.model import MAX_ATTEMPT_BYTES, MAX_RECORDS, Attempt, Result
-from spotbench.results.storage import Storage, json_object, store_errors
+from spotbench.results.model import MAX_ATTEMPT_BYTES, MAX_RECORDS, SPARE_ATTEMPTS, Attempt, Result
+from spotbench.results.storage import Storage, json_object, read_head, store_errors
 
 log = logging.getLogger("spotbench.results")
 
@@ -37,9 +37,15 @@ class AttemptFiles(Storage):
             self.skipped.append(message % args)
 
     @store_errors
-    def write_group(self, run: str, group: str, results: Iterable[Result]) -> str:
-        """Store one group run's records as a new file; returns its path."""
+    def write_group(self, run: str, group: str, results: Iterable[Result],
+                    attempt: int | None = None) -> str:
+        """Store one group run's records as a new file; returns its path. `attempt`: that
+        attempt's file (control's marker for launch n), else the next free number."""
         body = "".join(r.model_dump_json() + "\n" for r in results).encode()
+        if attempt is not None:
+            path = self.path("runs", run, f"{group}.{attempt}.jsonl")
+            self.write_whole(path, body)
+            return path
         stored = {p.rsplit("/", 1)[-1] for p in self.group_files(run, group)}
         for attempt in range(1, 1000):
             path = self.path("runs", run, f"{group}.{attempt}.jsonl")
@@ -81,12 +87,8 @@ class AttemptFiles(Storage):
         if self._owner(path) is None:
             self._skip("skipped %s: not an attempt file (<group>.<n>.jsonl)", path)
             return None
-        try:
-            with self.fs.open(path, "rb") as fh:
-                data = fh.read(MAX_ATTEMPT_BYTES + 1)
-        except FileNotFoundError:
-            return None
-        return self.parse_attempt(path, data)
+        data = read_head(self.fs, path, MAX_ATTEMPT_BYTES + 1)
+        return None if data is None else self.parse_attempt(path, data)
 
     def parse_attempt(self, path: str, data: bytes) -> list[Result] | None:
         """`load_attempt` of bytes already read (at most MAX_ATTEMPT_BYTES + 1 of them)."""
@@ -142,26 +144,44 @@ class AttemptFiles(Storage):
         return out
 
     @store_errors
-    def completed_groups(self, run: str) -> set[str]:
+    def completed_groups(self, run: str, launched: Mapping[str, int] | None = None) -> set[str]:
         """Groups of `run` with at least one stored attempt that is neither preempted nor
-        flagged contaminated."""
+        flagged contaminated (`launched`: only the attempts of control's launches,
+        `launched_attempts`; None: every attempt file stored)."""
         flags = self.flags(run)
-        return {a.group for a in self.attempts(run) if not a.preempted and a.key not in flags}
+        attempts = self.attempts(run) if launched is None else self.launched_attempts(run, launched)
+        return {a.group for a in attempts if not a.preempted and a.key not in flags}
+
+    @store_errors
+    def launched_attempts(self, run: str, launched: Mapping[str, int]) -> list[Attempt]:
+        """The stored attempts of control's launches (`launched`: group → launches in `run`,
+        `LaunchRecords.launch_counts`): attempts 1 … launches + `SPARE_ATTEMPTS` of each
+        launched group, each read by name, bounded (`load_attempt`). What control reads of a
+        run is so bounded by its own ledger, never by what members stored: any other file
+        under a group's prefix is never listed nor read (issue #38)."""
+        out = []
+        for group, count in sorted(launched.items()):
+            for n in range(1, count + SPARE_ATTEMPTS + 1):
+                attempt = self._attempt(self.path("runs", run, f"{group}.{n}.jsonl"))
+                if attempt is not None:
+                    out.append(attempt)
+        return out
+
+    def _attempt(self, path: str) -> Attempt | None:
+        records = self.load_attempt(path)
+        owner = self._owner(path)
+        if not records or owner is None:
+            return None
+        return Attempt(group=owner[1], attempt=owner[2],
+                       preempted=any(r.preempted for r in records),
+                       contaminated=_own_stall(records))
 
     @store_errors
     def attempts(self, run: str) -> list[Attempt]:
         """Every stored attempt of `run` that holds at least one valid record. The group is
         the one the file's path names; a file that cannot be used is left out (logged)."""
-        out = []
-        for path in sorted(self._glob(self.path("runs", run, "*.jsonl"))):
-            records = self.load_attempt(path)
-            owner = self._owner(path)
-            if not records or owner is None:
-                continue
-            out.append(Attempt(group=owner[1], attempt=owner[2],
-                               preempted=any(r.preempted for r in records),
-                               contaminated=_own_stall(records)))
-        return out
+        found = (self._attempt(p) for p in sorted(self._glob(self.path("runs", run, "*.jsonl"))))
+        return [a for a in found if a is not None]
 
     @store_errors
     def flag(self, run: str, group: str, attempt: int, reason: str) -> None:

@@ -15,9 +15,11 @@ from pydantic import ValidationError
 
 from spotbench.lease import LEASE_TTL_S, LEASE_WAIT_S, lease_for
 from spotbench.results.model import RUN_ID_SUFFIX, CorruptLedger, RunInfo, StoreError, new_run_id, utcnow
-from spotbench.results.storage import Storage, read_small, store_errors
+from spotbench.results.storage import Storage, read_small, read_stored, store_errors
 
 log = logging.getLogger("spotbench.results")
+
+RECENT_RUNS = 8  # run folders control reads back from the newest (the open run is the newest)
 
 
 class RunLedger(Storage):
@@ -43,27 +45,69 @@ class RunLedger(Storage):
             lease.__exit__(None, None, None)
 
     # ---- run ledger ----------------------------------------------------------------
+    def run_ids(self) -> list[str]:
+        """The run folders under `runs/`, oldest first (run ids are their opening times:
+        `RUN_ID_FORMAT`), from one delimiter listing (no member can add one: a group's grant
+        names the open run, docs/security.md); inside `listed_once()`, one per call."""
+        kept = self.__dict__.get("_run_ids", False)
+        if kept is False:
+            return self.names(self.path("runs"))
+        if kept is None:
+            kept = self.__dict__["_run_ids"] = self.names(self.path("runs"))
+        return list(kept)
+
+    @contextlib.contextmanager
+    def listed_once(self) -> Iterator[None]:
+        """Within it `run_ids()` lists `runs/` once: one control call, under the control
+        lock, where only control adds a run (`open_run` adds it to the list it keeps). A
+        listing costs a request per 1,000 runs of the history."""
+        self.__dict__["_run_ids"] = None
+        try:
+            yield
+        finally:
+            self.__dict__["_run_ids"] = False
+
     @store_errors
     def runs(self, strict: bool = False) -> list[RunInfo]:
         """Every run's ledger entry. A corrupt `run.json` is skipped (logged) — control and
         the readers act on the rest — or, `strict` (the local runner, whose own ledger it
-        is), a `CorruptLedger` naming the file and the fix."""
-        infos = []
-        for path in sorted(self._glob(self.path("runs", "*", "run.json"))):
-            info = _run_info(self.fs, path)
-            if info is None:
-                if strict:
-                    raise CorruptLedger(
-                        f"results store {self.url}: the run ledger {path} is corrupt: restore "
-                        "it, or remove its run folder (its results go with it), then run again")
-                continue
-            if info.closed_at is None:
-                info = self._closed_by_marker(path.rsplit("/", 1)[0], info)
-            infos.append(info)
-        return infos
+        is), a `CorruptLedger` naming the file and the fix. Reads one object per run of the
+        history: control reads `recent_runs()` instead."""
+        return [info for run in self.run_ids() if (info := self.run_info(run, strict)) is not None]
+
+    def run_info(self, run: str, strict: bool = False) -> RunInfo | None:
+        """The ledger entry of `run` (None: none, or corrupt and not `strict`)."""
+        path = self.path("runs", run, "run.json")
+        raw = read_stored(self.fs, path)
+        if raw is None:  # a folder without a ledger entry (not a run control opened)
+            return None
+        info = _run_info(self.fs, path, raw)
+        if info is None:
+            if strict:
+                raise CorruptLedger(
+                    f"results store {self.url}: the run ledger {path} is corrupt: restore "
+                    "it, or remove its run folder (its results go with it), then run again")
+            return None
+        if info.closed_at is None:
+            info = self._closed_by_marker(path.rsplit("/", 1)[0], info)
+        return info
+
+    @store_errors
+    def recent_runs(self, count: int = RECENT_RUNS, ids: list[str] | None = None) -> list[RunInfo]:
+        """The ledger entries of the newest `count` run folders, oldest first: what control
+        reads (a start, stop or done reads `count` entries, never the whole history). Runs
+        follow one another — one opens only when none is open (`open_run`) — so the open run
+        is the newest, and a repeated tick names one of the last runs. `ids`: `run_ids()`
+        when the caller has just listed them."""
+        out = []
+        for run in (self.run_ids() if ids is None else ids)[-count:]:
+            info = self.run_info(run)
+            if info is not None:
+                out.append(info)
+        return out
 
     def _closed_by_marker(self, run_dir: str, info: RunInfo) -> RunInfo:
-        markers = self._glob(f"{run_dir}/closed.*")
+        markers = self.prefixed(run_dir, "closed.")
         if not markers:
             return info
         try:
@@ -75,12 +119,13 @@ class RunLedger(Storage):
                                        "reason": markers[0].rsplit("/", 1)[-1].split(".", 1)[1]})
 
     def run_of_tick(self, tick: str) -> RunInfo | None:
-        """The run that a start tick with this time opened or joined, if any."""
-        return next((r for r in self.runs() if tick in r.ticks), None)
+        """The run that a start tick with this time opened or joined, among the recent runs
+        (a scheduler repeats a delivery within minutes, not `RECENT_RUNS` runs later)."""
+        return next((r for r in self.recent_runs() if tick in r.ticks), None)
 
     def current_run(self) -> RunInfo | None:
-        """The newest run that is still open, if any."""
-        open_runs = [r for r in self.runs() if r.closed_at is None]
+        """The newest run that is still open, if any (among `recent_runs()`)."""
+        open_runs = [r for r in self.recent_runs() if r.closed_at is None]
         return open_runs[-1] if open_runs else None
 
     @store_errors
@@ -101,6 +146,9 @@ class RunLedger(Storage):
             info = info.model_copy(update={"run": f"{info.run}-{uuid.uuid4().hex[:RUN_ID_SUFFIX]}"})
             path = self.path("runs", info.run, "run.json")
         self.write_whole(path, info.model_dump_json().encode())
+        kept = self.__dict__.get("_run_ids")
+        if isinstance(kept, list):
+            kept[:] = sorted({*kept, info.run})
         return info
 
     @store_errors
@@ -117,17 +165,18 @@ class RunLedger(Storage):
         return info
 
     def close_open_runs(self, reason: str, now: datetime | None = None) -> list[str]:
-        """Close every open run (there should be one; a stop tick never leaves another open)."""
+        """Close every open run among the recent ones (there should be one; a stop tick
+        never leaves another open)."""
         closed = []
-        for info in self.runs():
+        for info in self.recent_runs():
             if info.closed_at is None:
                 self.close_run(info.run, reason=reason, now=now)
                 closed.append(info.run)
         return closed
 
 
-def _run_info(fs: Any, path: str) -> RunInfo | None:
-    raw = read_small(fs, path)
+def _run_info(fs: Any, path: str, raw: bytes | None = None) -> RunInfo | None:
+    raw = read_small(fs, path) if raw is None else raw
     try:
         return RunInfo.model_validate_json(raw)
     except ValidationError as exc:

@@ -13,6 +13,7 @@ import re
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
+from glob import escape as glob_escape
 from glob import has_magic
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -76,22 +77,35 @@ class Storage:
     def _glob(self, pattern: str) -> list[str]:
         """Paths matching `pattern` (`*` within one path segment), sorted.
 
-        On object stores: one listing under the pattern's literal head (s3fs's own glob also
-        asks for "folder" objects, which a prefix-scoped identity is refused)."""
+        On object stores: one delimiter listing (`ls`: one level, objects and common
+        prefixes) of each folder a magic segment stands in, never a recursive listing, so
+        what a group stores under `runs/<run>/<group>.<n>/…` costs a reader of `runs/` or of
+        `runs/<run>/launches/` nothing (issue #38; s3fs's own glob also asks for "folder"
+        objects, which a prefix-scoped identity is refused). A literal segment after a magic
+        one is not checked: the reader of the path finds out."""
         if self._local:
             return sorted(self.fs.glob(pattern))
         parts = pattern.split("/")
         head = next(i for i, part in enumerate(parts) if has_magic(part))
-        parent, name = "/".join(parts[:head]).rsplit("/", 1)
+        found = ["/".join(parts[:head])]
+        for part in parts[head:]:
+            if not has_magic(part):
+                found = [f"{base}/{part}" for base in found]
+                continue
+            found = [f"{base}/{name}" for base in found for name in self.names(base)
+                     if fnmatch.fnmatchcase(name, part)]
+        return sorted(found)
+
+    def names(self, folder: str) -> list[str]:
+        """The names one level below `folder` (objects and "folders"), from one delimiter
+        listing on object stores; [] when there is nothing."""
         try:
-            found = self.fs.find(parent, prefix=name + "/")
+            entries = self.fs.ls(folder, detail=False)
         except FileNotFoundError:
             return []
-        return sorted(
-            p for p in (f.rstrip("/") for f in found)
-            if len(p.split("/")) == len(parts)
-            and all(fnmatch.fnmatchcase(a, b) for a, b in zip(p.split("/"), parts))
-        )
+        base = folder.rstrip("/")
+        return sorted({name for name in (str(e).rstrip("/").rsplit("/", 1)[-1] for e in entries
+                                         if str(e).rstrip("/") != base) if name})
 
     def _exists(self, path: str) -> bool:
         """Whether `path` is stored. On object stores this lists the parent's prefix instead
@@ -105,6 +119,20 @@ class Storage:
         except FileNotFoundError:
             return False
         return path in {p.rstrip("/") for p in found}
+
+    def prefixed(self, folder: str, prefix: str) -> list[str]:
+        """Paths under `folder` whose name starts with `prefix` (`closed.`), from one listing
+        of exactly that prefix on object stores (s3fs, gcsfs): for names only control
+        writes, whatever else the folder holds."""
+        if self._local:
+            return sorted(self.fs.glob(f"{folder}/{glob_escape(prefix)}*"))
+        try:
+            found = self.fs.find(folder, prefix=prefix)
+        except FileNotFoundError:
+            return []
+        head = f"{folder.rstrip('/')}/{prefix}"
+        return sorted(p for p in (f.rstrip("/") for f in found)
+                      if p.startswith(head) and "/" not in p[len(folder.rstrip("/")) + 1:])
 
     def write_whole(self, path: str, data: bytes) -> None:
         """Store `data` at `path` whole: a reader sees the old file or the new, never a part."""
@@ -151,11 +179,28 @@ _SMALL = 64 << 10
 
 
 def read_small(fs: Any, path: str) -> bytes:
+    """At most 64 KiB + 1 of `path` (b"" when there is no such object)."""
+    raw = read_stored(fs, path)
+    return b"" if raw is None else raw
+
+
+def read_stored(fs: Any, path: str) -> bytes | None:
+    """At most 64 KiB + 1 of `path`; None when there is no such object."""
+    return read_head(fs, path, _SMALL + 1)
+
+
+def read_head(fs: Any, path: str, limit: int) -> bytes | None:
+    """The first `limit` bytes of `path` (None: no such object), in one ranged GET on object
+    stores (`bytes=0-<limit-1>`): no HEAD first, as `open` makes (s3fs asks for the object's
+    details; a member's object may be of any size, so it is never read whole)."""
     try:
-        with fs.open(path, "rb") as fh:
-            return fh.read(_SMALL + 1)
+        return bytes(fs.cat_file(path, start=0, end=limit))
     except FileNotFoundError:
-        return b""
+        return None
+    except OSError as exc:  # a range on an empty object: 416 InvalidRange (S3, GCS)
+        if "InvalidRange" in str(exc) or "416" in str(exc):
+            return b""
+        raise
 
 
 def json_object(fs: Any, path: str, raw: bytes | None = None) -> dict[str, Any] | None:

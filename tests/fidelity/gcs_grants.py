@@ -124,7 +124,7 @@ class GrantApis:
             boundary, expires = self._downscoped[bearer]
             if self.now() >= expires:
                 return self._refuse(401, "downscoped token expired")
-            allowed = any(_rule_allows(rule, bucket, resource, "storage.objects.create")
+            allowed = any(rule_allows(rule, bucket, resource, "storage.objects.create")
                           for rule in boundary.get("accessBoundaryRules", []))
         else:
             return self._refuse(401, "unknown token")
@@ -153,34 +153,53 @@ class GrantApis:
         expiration = datetime.strptime(policy["expiration"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
         if self.now() >= expiration.timestamp():
             return self._refuse(400, "Invalid according to Policy: Policy expired")
-        covered = set()
-        for cond in policy.get("conditions", []):
-            if isinstance(cond, dict):
-                (k, v), = cond.items()
-                have = bucket if k == "bucket" else fields.get(k)
-                if have != v:
-                    return self._refuse(403, f"Invalid according to Policy: {k} must be {v!r}")
-                covered.add(k)
-            elif cond[0] == "starts-with":
-                k = cond[1].lstrip("$")
-                if not fields.get(k, "").startswith(cond[2]):
-                    return self._refuse(403, f"Invalid according to Policy: {k} must start "
-                                             f"with {cond[2]!r}")
-                covered.add(k)
-            elif cond[0] == "eq":
-                k = cond[1].lstrip("$")
-                if fields.get(k) != cond[2]:
-                    return self._refuse(403, f"Invalid according to Policy: {k}")
-                covered.add(k)
-        loose = [k for k in fields if k not in covered and k not in IGNORED_FIELDS
-                 and not k.startswith("x-ignore-") and k != "bucket"]
-        if loose:
-            return self._refuse(403, f"Invalid according to Policy: extra fields {loose}")
+        refused = post_refusal(policy, fields, bucket, len(data))
+        if refused is not None:
+            return self._refuse(*refused)
         self.objects.setdefault(bucket, {})[fields["key"]] = data
         return 204, {}
 
 
-def _rule_allows(rule: dict[str, Any], bucket: str, resource: str, permission: str) -> bool:
+def post_refusal(policy: dict[str, Any], fields: dict[str, str], bucket: str,
+                 size: int) -> tuple[int, str] | None:
+    """GCS's check of a POST policy document's `conditions` on an upload's form `fields`
+    and file `size` (https://cloud.google.com/storage/docs/authentication/signatures#policy-document):
+    `{field: value}` exact, `["eq"|"starts-with", "$field", value]`, `["content-length-range",
+    min, max]` (400 EntityTooLarge / too small); every form field but `policy`,
+    `x-goog-signature`, `file`, `x-ignore-*` and `bucket` must be covered by a condition.
+    (status, reason) of the refusal, None when the upload passes. A condition of another
+    kind raises: a new one in the grant cannot pass untested."""
+    covered = set()
+    for cond in policy.get("conditions", []):
+        if isinstance(cond, dict):
+            (k, v), = cond.items()
+            have = bucket if k == "bucket" else fields.get(k)
+            if have != v:
+                return 403, f"Invalid according to Policy: {k} must be {v!r}"
+            covered.add(k)
+        elif cond[0] == "starts-with":
+            k = cond[1].lstrip("$")
+            if not fields.get(k, "").startswith(cond[2]):
+                return 403, f"Invalid according to Policy: {k} must start with {cond[2]!r}"
+            covered.add(k)
+        elif cond[0] == "eq":
+            k = cond[1].lstrip("$")
+            if fields.get(k) != cond[2]:
+                return 403, f"Invalid according to Policy: {k}"
+            covered.add(k)
+        elif cond[0] == "content-length-range":
+            if not int(cond[1]) <= size <= int(cond[2]):
+                return 400, f"EntityTooLarge: {size} bytes outside [{cond[1]}, {cond[2]}]"
+        else:
+            raise AssertionError(f"POST policy condition {cond!r} is not modelled")
+    loose = [k for k in fields if k not in covered and k not in IGNORED_FIELDS
+             and not k.startswith("x-ignore-") and k != "bucket"]
+    if loose:
+        return 403, f"Invalid according to Policy: extra fields {loose}"
+    return None
+
+
+def rule_allows(rule: dict[str, Any], bucket: str, resource: str, permission: str) -> bool:
     if rule.get("availableResource") != f"//storage.googleapis.com/projects/_/buckets/{bucket}":
         return False
     roles = rule.get("availablePermissions", [])

@@ -169,3 +169,26 @@ def moto_projection(doc: Doc, moto_actions: Mapping[str, Sequence[str]]) -> dict
         out.append(projected)
     return {"Version": doc.get("Version", "2012-10-17"), "Statement": out}
 
+
+
+def post_policy_allows(policy: Doc, key: str, bucket: str, size: int = 0) -> bool:
+    """S3's check of a POST policy's conditions on `key`, `bucket` and the file's `size`
+    (AWS: "Creating a POST policy": `eq`/`starts-with`, the `{"field": value}` form and
+    `content-length-range`). A condition of another kind raises."""
+    fields = {"key": key, "bucket": bucket}
+    for cond in policy["conditions"]:
+        if isinstance(cond, dict):
+            (name, value), = cond.items()
+            if name in fields and fields[name] != value:
+                return False
+        elif cond[0] in ("starts-with", "eq"):
+            name = cond[1].lstrip("$")
+            if name in fields and not (fields[name].startswith(cond[2]) if cond[0] == "starts-with"
+                                       else fields[name] == cond[2]):
+                return False
+        elif cond[0] == "content-length-range":
+            if not int(cond[1]) <= size <= int(cond[2]):
+                return False
+        else:
+            raise AssertionError(f"POST policy condition {cond!r} is not modelled")
+    return True

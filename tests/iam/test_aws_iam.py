@@ -32,7 +32,7 @@ from spotbench.clouds.aws.orphans import AwsSweeper, teardown_policy
 from spotbench.ops.teardown import teardown
 from spotbench.spec import load_spec
 from tests.iam.account import EnforcedAccount, Principal, Record, environment
-from tests.iam.policy import evaluate
+from tests.iam.policy import evaluate, post_policy_allows
 from tests.iam.deployment import Declared, Deployed, declare, deploy, redeploy
 from tests.ec2_spot_front import SpotFront
 from tests.moto_server import MotoServer
@@ -587,23 +587,6 @@ def test_aws_a_grant_covers_only_its_own_groups_prefix(deployed):
     from datetime import datetime
     assert datetime.fromisoformat(expiry) <= datetime.fromisoformat(grant["expires"])
     assert not d.account.errors, d.account.errors
-
-
-def post_policy_allows(policy: dict, key: str, bucket: str) -> bool:
-    """S3's check of a POST policy's conditions on `key` and `bucket` (AWS: "Creating a POST
-    policy", conditions `eq`/`starts-with` and the `{"field": value}` form)."""
-    fields = {"key": key, "bucket": bucket}
-    for cond in policy["conditions"]:
-        if isinstance(cond, dict):
-            (name, value), = cond.items()
-            if name in fields and fields[name] != value:
-                return False
-        elif cond[0] in ("starts-with", "eq"):
-            name = cond[1].lstrip("$")
-            if name in fields and not (fields[name].startswith(cond[2]) if cond[0] == "starts-with"
-                                       else fields[name] == cond[2]):
-                return False
-    return True
 
 
 @pytest.mark.security

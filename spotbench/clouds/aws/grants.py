@@ -5,7 +5,8 @@ member of a sweep runs as one role, which writes nothing. Once the function has 
 calling instance to its group (from the sweep's own records), it mints for that group:
 
 - `session_policy()` + `assume_grant()`: `sts:AssumeRole` on the sweep's grant role with a
-  session policy naming only `runs/<run>/<group>.*` (put; `group_objects`) and, when the sweep keeps
+  session policy naming only `runs/<open run>/<group>.*` (put; `group_objects`: the run
+  and group literal, the one `*` after `<group>.`) and, when the sweep keeps
   checkpoints, `checkpoints/<group>/*` (get/put/delete, list with that `s3:prefix`). AWS
   grants a session the intersection of the role's policy and the session policy. The
   functions' own credentials are a role session, so this is role chaining: at most 1 h
@@ -13,7 +14,8 @@ calling instance to its group (from the sweep's own records), it mints for that 
   everything once `aws:CurrentTime` passes the group's deadline (`DateLessThan`), so a
   grant is worthless after it even though STS hands out at least 15 minutes.
 - `presigned_post()`: an S3 POST policy for the group's records (`starts-with` on
-  `$key` = `<prefix>/runs/<run>/<group>.`), expiring at the group's deadline (≤ 1 h).
+  `$key` = `<prefix>/runs/<run>/<group>.`), each object at most `Grant.max_bytes`
+  (`content-length-range`), expiring at the group's deadline (≤ 1 h).
 - `read_secrets()`: the group's entries: its ssh login and host keys derived from the
   sweep's one key seed (`seed_parameter_name`, `spotbench.auth.group_keys`), a container's
   env from its parameter (`group_secret_path`); all under the sweep's one parameter path,
@@ -62,24 +64,27 @@ def checkpoints_prefix(prefix: str, group: str) -> str:
     return under(prefix, f"checkpoints/{group}/")
 
 
-def group_objects(bucket: str, prefix: str, group: str, run_lengths: Iterable[int]) -> list[str]:
-    """ARNs of the objects run group `group` stores in any run of the sweep:
-    `runs/<run>/<group>.<n>.jsonl` and `runs/<run>/<group>.<n>/<name>` (spotbench/results.py).
+def group_objects(bucket: str, prefix: str, records: str) -> list[str]:
+    """ARNs of the objects run group `group` may store in the open run: every key under
+    `records` (`Grant.records`, `runs/<open run>/<group>.`): `runs/<run>/<group>.<n>.jsonl`
+    and `runs/<run>/<group>.<n>/<name>` (spotbench/results).
 
-    In an IAM resource `*` matches any characters, `/` included, so `runs/*/<group>.*`
-    would also match `runs/<run>/<other>.1/<group>.x` or `runs/<run>/flags/<group>.1.json`.
-    The run segment is matched by its length instead (`?` is exactly one character; a run
-    id has one of `run_lengths`, `spotbench.results.run_id_lengths()`: a run opened twice in
-    one second carries a suffix),
-    and `<group>.` (group ids hold no `.`) ends the group's name: `…-t1.` is not a prefix
-    of `…-t10.`."""
-    runs = under(prefix, "runs")
-    return [f"arn:aws:s3:::{bucket}/{runs}/{'?' * n}/{group}.*" for n in run_lengths]
+    In an IAM resource `*` and `?` match any characters, `/` included, so no wildcard may
+    stand where another owner's key could follow: the run and the group are spelled out,
+    and `<group>.` (group ids hold no `.` or `/`) ends the group's name, so the one `*`
+    comes after a literal prefix no other group, run or control file starts with (`…-t1.`
+    is not a prefix of `…-t10.`, nor of `runs/<run>/ends/…`). Issue #38: the run segment
+    was once matched by its length (`?` per character), and `?` matched `/`:
+    `runs/<run>/ends/<group>.1.json` fitted a 21-character run."""
+    if "*" in records or "?" in records or not records.endswith("."):
+        raise ValueError(f"records prefix {records!r} must be literal and end in '.'")
+    return [f"arn:aws:s3:::{bucket}/{under(prefix, records)}*"]
 
 
-def session_policy(bucket: str, prefix: str, group: str, *, checkpoints: bool,
-                   until: datetime, run_lengths: Iterable[int]) -> dict[str, Any]:
-    """The session policy of group `group`'s grant, void after `until`."""
+def session_policy(bucket: str, prefix: str, group: str, *, records: str, checkpoints: bool,
+                   until: datetime) -> dict[str, Any]:
+    """The session policy of group `group`'s grant (`records`: `Grant.records`, the group's
+    key prefix in the open run), void after `until`."""
     arn = f"arn:aws:s3:::{bucket}"
     runs = under(prefix, "runs")
     before = {"DateLessThan": {"aws:CurrentTime": until.astimezone(UTC).strftime(
@@ -87,7 +92,7 @@ def session_policy(bucket: str, prefix: str, group: str, *, checkpoints: bool,
     statements: list[dict[str, Any]] = [
         {"Sid": "PutGroupResults", "Effect": "Allow",
          "Action": ["s3:PutObject", "s3:AbortMultipartUpload"],
-         "Resource": group_objects(bucket, prefix, group, run_lengths), "Condition": before},
+         "Resource": group_objects(bucket, prefix, records), "Condition": before},
         {"Sid": "ReadLedger", "Effect": "Allow", "Action": "s3:GetObject",
          "Resource": f"{arn}/{runs}/*/run.json", "Condition": before},
         {"Sid": "ListRuns", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": arn,
@@ -148,16 +153,22 @@ def assume_grant(role_arn: str, policy: dict[str, Any], *, session_name: str,
             "Expiration": creds["Expiration"].astimezone(UTC).isoformat()}
 
 
-def presigned_post(bucket: str, key_prefix: str, until: datetime) -> dict[str, Any]:
-    """An S3 POST policy for objects named `key_prefix…` (`starts-with $key`) that expires by
-    `until`, signed with the function's credentials (which may put under the whole sweep:
-    the policy's conditions are what confine it). Its expiration is counted from the moment
-    of signing, rounded down, so it never passes `until`."""
+def post_conditions(key_prefix: str, max_bytes: int) -> list[Any]:
+    """An S3 POST policy's conditions for one object named `key_prefix…` of at most
+    `max_bytes` (`content-length-range`: S3 refuses a larger upload, EntityTooLarge)."""
+    return [["starts-with", "$key", key_prefix], ["content-length-range", 0, max_bytes]]
+
+
+def presigned_post(bucket: str, key_prefix: str, until: datetime, max_bytes: int) -> dict[str, Any]:
+    """An S3 POST policy for objects named `key_prefix…` (`starts-with $key`), each at most
+    `max_bytes`, that expires by `until`, signed with the function's credentials (which may
+    put under the whole sweep: the policy's conditions are what confine it). Its expiration
+    is counted from the moment of signing, rounded down, so it never passes `until`."""
     client = _client("s3")
     left = int((until - datetime.now(UTC)).total_seconds()) - 1
     return client.generate_presigned_post(
         bucket, key_prefix + "${filename}",
-        Conditions=[["starts-with", "$key", key_prefix]], ExpiresIn=max(1, left))
+        Conditions=post_conditions(key_prefix, max_bytes), ExpiresIn=max(1, left))
 
 
 def group_entries(sweep: str, group: str, files: Iterable[str],

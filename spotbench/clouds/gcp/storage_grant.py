@@ -3,7 +3,7 @@
 - Records: a V4 signed POST policy (https://cloud.google.com/storage/docs/authentication/signatures#policy-document,
   https://cloud.google.com/storage/docs/xml-api/post-object-forms): a base64 JSON policy
   document with an `expiration` and `conditions` — the bucket, `["starts-with", "$key",
-  "<root>/runs/<run>/<group>."]` and the `x-goog-*` fields — signed with RSA-SHA256 by the
+  "<root>/runs/<run>/<group>."]`, `["content-length-range", 0, <max bytes>]` and the `x-goog-*` fields — signed with RSA-SHA256 by the
   function's account (IAM Credentials signBlob); the signature is the hex of the signed
   policy. GCS refuses an upload whose fields break a condition, whose signature does not
   verify, or that arrives after the expiration.
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from spotbench.auth.instance import Grant
+from spotbench.auth.instance import MAX_OBJECT_BYTES, Grant
 
 ALGORITHM = "GOOG4-RSA-SHA256"
 STORAGE_URL = "https://storage.googleapis.com"
@@ -34,9 +34,10 @@ def _stamp(when: datetime) -> str:
 
 def post_policy(bucket: str, key_prefix: str, expires: datetime, account: str,
                 sign: Callable[[bytes], bytes], *, now: datetime | None = None,
-                url: str = STORAGE_URL) -> dict[str, Any]:  # fmt: skip
+                url: str = STORAGE_URL, max_bytes: int = MAX_OBJECT_BYTES) -> dict[str, Any]:  # fmt: skip
     """The form of a V4 POST policy upload: `url` and `fields` (every form field but `key`
-    and `file`, which the uploader adds; `key` must start with `key_prefix`)."""
+    and `file`, which the uploader adds; `key` must start with `key_prefix`, the file is at
+    most `max_bytes`: `content-length-range`, GCS answers 400 EntityTooLarge beyond it)."""
     now = (now or datetime.now(UTC)).astimezone(UTC)
     date = _stamp(now)
     credential = f"{account}/{date[:8]}/auto/storage/goog4_request"
@@ -44,6 +45,7 @@ def post_policy(bucket: str, key_prefix: str, expires: datetime, account: str,
               "x-goog-date": date}
     document = {
         "conditions": [{"bucket": bucket}, ["starts-with", "$key", key_prefix],
+                       ["content-length-range", 0, max_bytes],
                        *({k: v} for k, v in fields.items())],
         "expiration": expires.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
@@ -86,7 +88,7 @@ def storage_grants(grant: Grant, results_url: str, account: str,
     out: dict[str, Any] = {
         "grant": grant.to_json(),
         "records": post_policy(bucket, root + grant.records, grant.expires, account, sign,
-                               now=now, url=storage_url),
+                               now=now, url=storage_url, max_bytes=grant.max_bytes),
     }
     if grant.checkpoints:
         token, seconds = downscope(checkpoint_boundary(bucket, root + grant.checkpoints))
