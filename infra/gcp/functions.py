@@ -32,14 +32,13 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.function_source import function_source
+from infra.function_source import ENTRY_POINTS, function_source
 from infra.gcp.bucket import prefix_condition
 from infra.gcp.identity import account_id
 from spotbench.clouds.gcp.front import CLOUD_RUN, FRONT_ENV
 from spotbench.plan import sweep_labels
 from spotbench.spec import SweepSpec
 
-ENTRY_POINTS = ("start", "stop", "done", "grant")
 MEMBER_ENTRY_POINTS = ("done", "grant")  # what the member account may invoke
 RUNTIME = "python312"
 INGRESS = "ALLOW_INTERNAL_ONLY"
