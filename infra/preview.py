@@ -189,8 +189,20 @@ class RecordingMocks(pulumi.runtime.Mocks):
         return found[0]
 
 
+_MOCKED = False  # set by install(): the program runs under RecordingMocks, nothing deploys
+
+
 def install(mocks: RecordingMocks, *, stack: str = "preview") -> None:
+    global _MOCKED
     pulumi.runtime.set_mocks(mocks, project="spotbench", stack=stack, preview=False)
+    _MOCKED = True
+
+
+def mocked() -> bool:
+    """Whether the program runs under `RecordingMocks` (offline preview, the Pulumi tests):
+    nothing it declares is deployed, so what only a deploy needs (the Lambda layer's pip
+    build) is skipped."""
+    return _MOCKED
 
 
 @contextlib.contextmanager

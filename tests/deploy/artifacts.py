@@ -13,9 +13,7 @@
   digest under the user cache (`$SPOTBENCH_CACHE`, else `$XDG_CACHE_HOME/spotbench`, else
   `~/.cache/spotbench`: `deploy-venvs/<digest>`), under a file lock so parallel workers
   build it once; ≈ 25-40 s the first time against this machine's package index, then free.
-- `lambda_layer(requirements, python_version)`: the Lambda layer as `infra/aws/layer.py`
-  builds it (its own pip arguments: binary wheels for manylinux2014_x86_64), cached the
-  same way (`lambda-layers/<digest>`).
+(The Lambda layer is the program's own build, `infra.aws.layer.ensure`, cached the same way.)
 """
 
 from __future__ import annotations
@@ -62,7 +60,7 @@ def _entries(archive: pulumi.Archive, prefix: str = "") -> Iterator[tuple[str, b
 def zip_of(archive: pulumi.Archive) -> bytes:
     """The archive as the engine zips it (entries in the order declared)."""
     buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
         for name, data in _entries(archive):
             zf.writestr(name, data)
     return buf.getvalue()
@@ -142,27 +140,5 @@ def clean_venv(requirements: str, python: Python) -> Path:
                              capture_output=True, text=True, timeout=900)
         if out.returncode != 0:
             raise _pip_failed(f"pip install into {target}", out)
-        (target / COMPLETE).write_text(requirements)
-    return target
-
-
-def lambda_layer(requirements: str, python_version: str) -> Path:
-    """The layer folder (holding `python/`) as infra/aws/layer.py builds it (cached)."""
-    from infra.aws.layer import pip_args
-
-    key = _digest("layer", requirements, python_version)
-    root = cache_dir() / "lambda-layers"
-    target = root / key
-    with _locked(root, key):
-        if (target / COMPLETE).exists():
-            return target
-        shutil.rmtree(target, ignore_errors=True)
-        (target / "python").mkdir(parents=True)
-        reqs = root / f"{key}.requirements.txt"
-        reqs.write_text(requirements)
-        out = subprocess.run(pip_args(target / "python", reqs, python_version=python_version),
-                             capture_output=True, text=True, timeout=900)
-        if out.returncode != 0:
-            raise _pip_failed(f"the layer's pip install into {target}", out)
         (target / COMPLETE).write_text(requirements)
     return target
