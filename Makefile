@@ -64,8 +64,8 @@ test: setup-dev                    ## the whole suite (pytest's exit 5 = no test
 bench: setup-dev                   ## figures in JSON (see bench/README.md)
 	@for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f; done
 
-lambda-layer: $(VENV)/.installed   ## third-party deps of the AWS Lambdas (before `pulumi up` on aws): the aws extra, as wheels
-	$(BIN)/python infra/aws/layer.py build/lambda-layer
+lambda-layer: $(VENV)/.installed   ## third-party deps of the AWS Lambdas, ahead of `pulumi up` (which builds them itself): the aws extra, as wheels
+	$(BIN)/python infra/aws/layer.py
 
 images:                            ## build images/* and push them: make images REGISTRY=… [TAG=latest]
 	@bash scripts/build_images.sh "$(REGISTRY)" "$(or $(TAG),latest)"

@@ -12,7 +12,8 @@ imports no Pulumi; `spotbench preview` (the CLI) calls `preview()` here.
 Contract of `RecordingMocks.new_resource` (what a program may rely on under mocks):
 - outputs = the inputs, plus for every type, when not given as input: `id`
   (`<name>-id`), `name` (the resource name), `selfLink`, `url`, `uri`, `functionUrl`, `arn`,
-  `spotInstanceId` (`<name>-instance-id`), `email`
+  `spotInstanceId` (`<name>-instance-id`), a gen2 function's `serviceConfig.uri` (its
+  run.app URL, `run_app_url`), `email`
   (`<accountId or name>@<project>.iam.gserviceaccount.com`), `address`, `privateIp`,
   `ipAddress` (a stable private IPv4 derived from the resource name), `publicKeyOpenssh`,
   `privateKeyOpenssh`, `privateKeyPem`, `publicKeyPem` (fake key text; a `tls` private
@@ -120,6 +121,24 @@ def _computed(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
 
 
 RANDOM_ID = "random:index/randomId:RandomId"
+GCF2_FUNCTION = "gcp:cloudfunctionsv2/function:Function"
+
+
+def run_app_url(name: str, project: str, region: str) -> str:
+    """The mocks' `serviceConfig.uri` of a gen2 function: its Cloud Run service's run.app URL
+    in Google's deterministic form `https://SERVICE-PROJECT_NUMBER.REGION.run.app` (the
+    number a stable stand-in for the project's)."""
+    number = int(hashlib.sha256(project.encode()).hexdigest()[:8], 16)
+    return f"https://{name}-{number}.{region}.run.app"
+
+
+def _service_config(typ: str, raw: dict[str, Any], plain: dict[str, Any]) -> dict[str, Any]:
+    """A gen2 function's `serviceConfig` output: its inputs plus the service's `uri`."""
+    if typ != GCF2_FUNCTION or not isinstance(raw.get("serviceConfig"), dict):
+        return {}
+    uri = run_app_url(str(plain.get("name")), str(plain.get("project") or PREVIEW_PROJECT),
+                      str(plain.get("location")))
+    return {"serviceConfig": {**raw["serviceConfig"], "uri": uri}}
 
 
 def _random_id(inputs: dict[str, Any]) -> dict[str, str]:
@@ -169,7 +188,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
         self.declared.append(
             Declared(args.typ, args.name, plain, bool(args.custom), frozenset(secrets))
         )
-        outputs = {**_computed(args.typ, args.name, plain), **raw}
+        outputs = {**_computed(args.typ, args.name, plain), **raw,
+                   **_service_config(args.typ, raw, plain)}
         rid = plain.get("id") if isinstance(plain.get("id"), str) else f"{args.name}-id"
         return rid, outputs
 
@@ -189,8 +209,20 @@ class RecordingMocks(pulumi.runtime.Mocks):
         return found[0]
 
 
+_MOCKED = False  # set by install(): the program runs under RecordingMocks, nothing deploys
+
+
 def install(mocks: RecordingMocks, *, stack: str = "preview") -> None:
+    global _MOCKED
     pulumi.runtime.set_mocks(mocks, project="spotbench", stack=stack, preview=False)
+    _MOCKED = True
+
+
+def mocked() -> bool:
+    """Whether the program runs under `RecordingMocks` (offline preview, the Pulumi tests):
+    nothing it declares is deployed, so what only a deploy needs (the Lambda layer's pip
+    build) is skipped."""
+    return _MOCKED
 
 
 @contextlib.contextmanager

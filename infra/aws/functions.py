@@ -5,10 +5,11 @@ sign their call with the instance role, and the handler reads the caller from it
 paths: `/` (and `/done`) stops the caller's group, `/grant` mints its storage grant, `/keys`
 hands it its group's entries (functions/aws_grants.py).
 
-Third-party dependencies (pydantic, pyyaml, croniter, fsspec, s3fs, …; boto3 is in the
-runtime) come from a Lambda layer built into `build/lambda-layer/` (see docs/aws.md). When
-that folder is missing the functions are still declared, with a warning: they would fail
-to import until the layer is built and `pulumi up` is run again.
+Third-party dependencies (pydantic, pyyaml, croniter, fsspec, s3fs, …) come from a Lambda
+layer the program builds itself when `pulumi up` runs it (`infra.aws.layer.ensure`: pip,
+once per requirements digest, in the user cache); a failed build stops the deploy with its
+cause and the command, so functions without their dependencies are never deployed. Under
+the offline preview's mocks the layer is declared from the folder it would be built in.
 """
 
 from __future__ import annotations
@@ -19,13 +20,13 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
+from infra.aws import layer as lambda_layer
 from infra.function_source import function_source
-from spotbench import PROJECT_ROOT
+from infra.preview import mocked
 from spotbench.spec import SweepSpec
 
 RUNTIME = "python3.12"
 HANDLER = "functions.lambda_handler.handler"
-LAYER_DIR = PROJECT_ROOT / "build" / "lambda-layer"
 TIMEOUTS = {"start": 900, "stop": 900, "done": 300}  # start/stop wait for EC2 (bounded)
 ACTIONS = ("start", "stop", "done")
 
@@ -56,19 +57,17 @@ class AwsFunctions(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         spec = args.spec
         archive, digest = function_source("aws")
-        layers: list[pulumi.Input[str]] = []
-        if (LAYER_DIR / "python").is_dir():
-            layer = aws.lambda_.LayerVersion(
-                f"{name}-deps", layer_name=f"{spec.name}-deps",
-                code=pulumi.FileArchive(str(LAYER_DIR)), compatible_runtimes=[RUNTIME],
-                opts=child,
-            )
-            layers.append(layer.arn)
-        else:
-            pulumi.log.warn(
-                f"{LAYER_DIR}/python is missing: the Lambdas need their dependencies as a "
-                "layer; build it as docs/aws.md says, then run `pulumi up` again"
-            )
+        layer_dir = lambda_layer.folder()
+        if not mocked() and not lambda_layer.built(layer_dir):
+            pulumi.log.info(f"building the Lambda layer in {layer_dir} (pip, once per "
+                            "requirements)")
+            layer_dir = lambda_layer.ensure()
+        self.layer = aws.lambda_.LayerVersion(
+            f"{name}-deps", layer_name=f"{spec.name}-deps",
+            code=pulumi.FileArchive(str(layer_dir)), compatible_runtimes=[RUNTIME],
+            opts=child,
+        )
+        layers: list[pulumi.Input[str]] = [self.layer.arn]
         self.functions: dict[str, aws.lambda_.Function] = {}
         for action in ACTIONS:
             log_group = aws.cloudwatch.LogGroup(

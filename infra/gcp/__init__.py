@@ -104,7 +104,8 @@ class GcpSweep(pulumi.ComponentResource):
             f"{name}-id", GcpIdentitiesArgs(
                 sweep=spec.name, project=project, zone=zone, operators=list(spec.gcp.operators),
                 network_cidr=spec.gcp.network_cidr, ssh_ports=ssh_ports(spec.workload.name),
-                region=region, subnet=subnet_name(f"{name}-net"), **created_grants(spec, regions)),
+                region=region, subnet=subnet_name(f"{name}-net"), **created_grants(spec, regions),
+                subnet_resources=list(self.network.subnets.values())),
             child
         )
         ids = self.identities
@@ -137,14 +138,16 @@ class GcpSweep(pulumi.ComponentResource):
             f"{name}-sched",
             GcpSchedulerArgs(spec=spec, project=project, region=region,
                              scheduler_account=ids.scheduler.email,
-                             start_url=urls["start"], stop_url=urls["stop"]),
+                             start_url=urls["start"], stop_url=urls["stop"],
+                             start_uri=self.functions.service_uris["start"],
+                             stop_uri=self.functions.service_uris["stop"]),
             pulumi.ResourceOptions(parent=self, depends_on=list(self.functions.functions.values())),
         )
         # keys per group, derived from the sweep's seed: a member is handed only its group's
         mpi = derived_mpi_keys(name, self, [g.id for g in groups], seed.hex) if workload.mpi else None
         self.registry = GcpRegistry(f"{name}-registry", sweep=spec.name, project=project,
                                     region=region, opts=child)
-        boot_needs = [*self.secret.resources, self.functions.functions["grant"]]
+        boot_needs = [*self.secret.resources, self.functions.functions["grant"], ids.member_ready]
         self.groups = {
             g.id: GcpRunGroup(
                 g.id,

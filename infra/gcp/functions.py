@@ -7,9 +7,10 @@ Nobody is `allUsers`: `roles/run.invoker` goes to the scheduler account on start
 the sweep's member account on done and grant, on each function's Cloud Run service only
 (four bindings whatever the group count; which group a VM is, the function decides from
 its instance identity token and the sweep's records, `spotbench.auth.instance`). Ingress is
-`ALLOW_INTERNAL_ONLY` for all three: VMs reach `done` through the VPC (Private Google
-Access), and Cloud Scheduler in the same project counts as internal for Cloud Run ingress,
-so start/stop need no public path either. Cloud Run's front end is the token verifier
+`ALLOW_INTERNAL_ONLY` for all of them: VMs reach `done` through the VPC (Private Google
+Access), and Cloud Scheduler in the same project counts as internal for Cloud Run ingress
+when it calls the service's run.app URL (`service_uris`, what the jobs target; never the
+cloudfunctions.net URL), so start/stop need no public path either. Cloud Run's front end is the token verifier
 (signature, audience, expiry, `run.invoker`); it strips the signature before the request
 reaches the function, which — told so by `SPOTBENCH_GCP_FRONT=cloud-run` — reads the claims
 it checked and checks issuer, audience (`SPOTBENCH_AUDIENCE` = its own URL), expiry and
@@ -18,8 +19,12 @@ the caller's identity again (`spotbench.clouds.gcp.front`, docs/security.md).
 Builds run as the sweep's own build service account (new projects no longer give the
 default Cloud Build account the roles a function build needs): `roles/logging.logWriter`
 and `roles/artifactregistry.writer` on the project (build logs, the image in
-`gcf-artifacts`) and read access to the source archive's `_spotbench/` prefix only, as
-https://cloud.google.com/functions/docs/securing/build-custom-sa describes.
+`gcf-artifacts`), read access to the source archive's `_spotbench/` prefix, and read access
+to the bucket a gen2 build actually fetches the source from: Cloud Functions copies it to
+`gcf-v2-sources-<project number>-<region>` (Google's bucket in the project, made by the
+first deploy) and the build reads it there as the build account — granted on the project,
+conditioned on that bucket's name, as the bucket may not exist yet
+(https://cloud.google.com/functions/docs/building; docs/platform.md).
 
 URLs use the deterministic `https://REGION-PROJECT.cloudfunctions.net/NAME` form, so the
 VMs' done URL and the OIDC audiences are known before the functions exist (no cycle).
@@ -32,23 +37,35 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.function_source import function_source
+from infra.function_source import ENTRY_POINTS, function_source
 from infra.gcp.bucket import prefix_condition
-from infra.gcp.identity import account_id
+from infra.gcp.identity import account_id, propagated
 from spotbench.clouds.gcp.front import CLOUD_RUN, FRONT_ENV
 from spotbench.plan import sweep_labels
 from spotbench.spec import SweepSpec
 
-ENTRY_POINTS = ("start", "stop", "done", "grant")
 MEMBER_ENTRY_POINTS = ("done", "grant")  # what the member account may invoke
 RUNTIME = "python312"
 INGRESS = "ALLOW_INTERNAL_ONLY"
+
 SOURCE_PREFIX = "_spotbench"
 # gcsfs ≥ 2025 probes every bucket's storage layout over the Storage Control API by default
 # (experimental HNS support): a call outside the permissions the accounts are given and
 # tested for, refused and logged on every operation. spotbench's buckets are flat: off.
 GCSFS_ENV = {"GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false"}
 BUILD_PROJECT_ROLES = ("roles/logging.logWriter", "roles/artifactregistry.writer")
+
+
+def gcf_sources_bucket(project_number: str, region: str) -> str:
+    """Where a gen2 build reads the function's source (default encryption)."""
+    return f"gcf-v2-sources-{project_number}-{region}"
+
+
+def gcf_sources_condition(project_number: str, region: str) -> dict[str, str]:
+    bucket = gcf_sources_bucket(project_number, region)
+    return {"title": "gen2 function sources",
+            "description": f"read the functions' source copies in {bucket}",
+            "expression": f'resource.name.startsWith("projects/_/buckets/{bucket}")'}
 
 
 def function_name(sweep: str, entry: str) -> str:
@@ -87,10 +104,12 @@ class GcpFunctions(pulumi.ComponentResource):
             source=archive,
             opts=child,
         )
-        grants = self._build_account(name, args, child)
+        grants = [propagated(f"{name}-build-iam", self._build_account(name, args, child),
+                             child)]
         self.urls = {e: function_url(args.region, args.project, spec.name, e)
                      for e in ENTRY_POINTS}
         self.functions: dict[str, gcp.cloudfunctionsv2.Function] = {}
+        self.service_uris: dict[str, pulumi.Output[str]] = {}
         for entry in ENTRY_POINTS:
             fn = gcp.cloudfunctionsv2.Function(
                 f"{name}-{entry}",
@@ -136,6 +155,9 @@ class GcpFunctions(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=grants),
             )
             self.functions[entry] = fn
+            # the Cloud Run service's run.app URL: what Cloud Scheduler must call, as Cloud
+            # Run ingress counts its requests internal only there (docs/platform.md)
+            self.service_uris[entry] = fn.service_config.apply(lambda c: c.uri if c else None)
             invoker = (args.member_account if entry in MEMBER_ENTRY_POINTS
                        else args.scheduler_account)
             gcp.cloudrunv2.ServiceIamMember(
@@ -151,7 +173,8 @@ class GcpFunctions(pulumi.ComponentResource):
 
     def _build_account(self, name: str, args: GcpFunctionsArgs,
                        child: pulumi.ResourceOptions) -> list[pulumi.Resource]:  # fmt: skip
-        """The build service account and its grants (the functions depend on them)."""
+        """The build service account and its grants (the functions wait for them to
+        propagate: the build runs as the account the moment the function is created)."""
         sweep = args.spec.name
         self.build = gcp.serviceaccount.Account(
             f"{name}-build",
@@ -161,13 +184,19 @@ class GcpFunctions(pulumi.ComponentResource):
             opts=child,
         )
         member = self.build.email.apply(lambda e: f"serviceAccount:{e}")
-        grants: list[pulumi.Resource] = [
+        grants: list[pulumi.Resource] = [self.build] + [
             gcp.projects.IAMMember(
                 f"{name}-build-{role.split('/')[1].replace('.', '-')}",
                 project=args.project, role=role, member=member, opts=child,
             )
             for role in BUILD_PROJECT_ROLES
         ]
+        number = gcp.organizations.get_project_output(project_id=args.project).number
+        grants.append(gcp.projects.IAMMember(
+            f"{name}-build-gcf-sources", project=args.project, role="roles/storage.objectViewer",
+            member=member, condition=number.apply(lambda n: gcf_sources_condition(n, args.region)),
+            opts=child,
+        ))
         grants.append(gcp.storage.BucketIAMMember(
             f"{name}-build-source",
             bucket=args.bucket,

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_gcp as gcp
 import pulumi_random
+import pulumiverse_time as time
 
 from spotbench.facts.gcp import FACTS
 from spotbench.labels import name_prefix
@@ -78,8 +79,13 @@ FUNCTION_CREATE_PERMISSIONS = (
     "compute.disks.create",
     "compute.disks.setLabels",  # the template labels the boot disk (research.md §1 G4)
     "compute.instanceTemplates.useReadOnly",
-    "compute.subnetworks.use",
 )
+# `compute.subnetworks.use` (the template's subnet) cannot be scoped by a condition:
+# subnetworks are not among the resource types IAM conditions see the name of, so a name
+# term on one is false and the create would be refused. It is granted on the sweep's own
+# subnet itself instead (a subnetwork has its own IAM policy), one binding per candidate
+# region (docs/platform.md, "Created lifecycle").
+SUBNET_ROLE = "roles/compute.networkUser"
 # Unconditioned (project-level): the region operations, and the use of the group's placement
 # policy (spread / compact) a template names. IAM conditions on resource names hold only for
 # the resource types that accept them, and resource policies are not among them
@@ -147,10 +153,9 @@ def instances_condition(project: str, zone: str | list[str], sweep: str) -> dict
 def created_condition(project: str, regions: str | list[str], zones: list[str], sweep: str,
                       subnet: str) -> dict[str, str]:
     """IAM condition of the created lifecycle's role: the sweep's instances and their boot
-    disks (named like them) in each candidate zone, its templates (named after its groups,
-    whichever form IAM names a regional template in) and its own subnet in each candidate
-    region (the subnet's name is the same in each) — nothing of another sweep, no instance
-    or subnet in another region."""
+    disks (named like them) in each candidate zone and its templates (named after its groups,
+    whichever form IAM names a regional template in) — nothing of another sweep, no instance
+    in another region. (Its subnet: `SUBNET_ROLE` on the subnet itself, not a term here.)"""
     regions = [regions] if isinstance(regions, str) else list(regions)
     pre = name_prefix(sweep)
     names = [f"projects/{project}/zones/{z}/{kind}/{pre}" for z in zones
@@ -159,8 +164,6 @@ def created_condition(project: str, regions: str | list[str], zones: list[str], 
     # a regional template's name as IAM reports it is undocumented (regional or global
     # form): the part after `/instanceTemplates/` is the sweep's in either (research.md §1 G2)
     terms.append(f'resource.name.extract("/instanceTemplates/{{name}}").startsWith("{pre}")')
-    terms += [f'resource.name == "projects/{project}/regions/{r}/subnetworks/{subnet}"'
-              for r in regions]
     return {"title": f"{sweep} created instances only"[:100],
             "description": f"create/delete {pre}* instances in {', '.join(zones)}"[:256],
             "expression": " || ".join(terms)}
@@ -208,6 +211,22 @@ def account_id(sweep: str, kind: str) -> str:
     return whole[: 30 - len(suffix) - 11].rstrip("-") + f"-{digest}{suffix}"
 
 
+# IAM is eventually consistent: a new account or binding "typically" takes effect within
+# 2 minutes, "potentially 7 minutes or longer" (cloud.google.com/iam/docs/access-change-
+# propagation). What is used right after it is made waits this long after it (`time.Sleep`,
+# on create only: a later `pulumi up` that changes nothing waits for nothing).
+IAM_PROPAGATION = "120s"
+
+
+def propagated(name: str, made: list[pulumi.Resource],
+               opts: pulumi.ResourceOptions) -> time.Sleep:  # fmt: skip
+    """A wait of `IAM_PROPAGATION` after the accounts and bindings `made`: depend on it to use
+    them."""
+    return time.Sleep(name, create_duration=IAM_PROPAGATION,
+                      opts=pulumi.ResourceOptions.merge(opts,
+                                                        pulumi.ResourceOptions(depends_on=made)))
+
+
 @dataclass
 class GcpIdentitiesArgs:
     sweep: str
@@ -222,6 +241,8 @@ class GcpIdentitiesArgs:
     created_regions: list[str] = field(default_factory=list)
     network_cidr: str = "10.42.0.0/24"  # the sweep's subnet (its instances' addresses)
     ssh_ports: list[str] = field(default_factory=lambda: ["22"])  # what operators reach
+    # the created lifecycle: the subnets the function's subnet grants are bound on
+    subnet_resources: list[pulumi.Resource] = field(default_factory=list)
 
 
 class GcpIdentities(pulumi.ComponentResource):
@@ -290,14 +311,17 @@ class GcpIdentities(pulumi.ComponentResource):
             member=fn_member,
             opts=child,
         )
+        member_grants: list[pulumi.Resource] = [self.member]
         for role in VM_PROJECT_ROLES:
-            gcp.projects.IAMMember(
+            member_grants.append(gcp.projects.IAMMember(
                 f"{name}-member-{role.split('/')[1].replace('.', '-')}",
                 project=args.project,
                 role=role,
                 member=self.member.email.apply(lambda e: f"serviceAccount:{e}"),
                 opts=child,
-            )
+            ))
+        # the VMs run as the member account from their creation (`pulumi up` creates them)
+        self.member_ready = propagated(f"{name}-member-iam", member_grants, child)
         self.register_outputs({
             "member": self.member.email,
             "scheduler": self.scheduler.email,
@@ -321,6 +345,10 @@ class GcpIdentities(pulumi.ComponentResource):
                 self._grant(f"{name}-function-create{key}", args, self.create_role, fn_member,
                             child, condition=created_condition(args.project, region, zones,
                                                                args.sweep, args.subnet))
+                gcp.compute.SubnetworkIAMMember(  # its templates' subnet, on the subnet
+                    f"{name}-function-subnet{key}", project=args.project, region=region,
+                    subnetwork=args.subnet, role=SUBNET_ROLE, member=fn_member,
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=args.subnet_resources))
 
     def _role(self, name: str, args: GcpIdentitiesArgs, suffix: str, what: str,
               permissions: tuple[str, ...], description: str,

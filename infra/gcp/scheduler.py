@@ -1,6 +1,6 @@
 """The start/stop pair: Cloud Scheduler jobs calling `start` on the spec's cron and `stop`
 at cron + deadline (`spotbench.cron.shift_cron`), with OIDC tokens of the scheduler account
-(audience = the function URL), the spec's time zone and a retry policy (delivery is at
+(audience = the function URL; the request goes to the service's run.app URL), the spec's time zone and a retry policy (delivery is at
 least once; start/stop are idempotent).
 """
 
@@ -44,8 +44,12 @@ class GcpSchedulerArgs:
     project: str
     region: str
     scheduler_account: pulumi.Input[str]
-    start_url: str
+    start_url: str  # the function's URL: the token's audience (what the function checks)
     stop_url: str
+    # what the jobs call: each service's run.app URL (Cloud Run ingress counts Cloud
+    # Scheduler internal there only); default: the URL above
+    start_uri: pulumi.Input[str] | None = None
+    stop_uri: pulumi.Input[str] | None = None
 
 
 class GcpScheduler(pulumi.ComponentResource):
@@ -59,9 +63,9 @@ class GcpScheduler(pulumi.ComponentResource):
         assert spec.schedule is not None
         body = base64.b64encode(json.dumps({"sweep": spec.name}).encode()).decode()
         self.jobs = {}
-        for action, cron, url in (
-            ("start", self.start_cron, args.start_url),
-            ("stop", self.stop_cron, args.stop_url),
+        for action, cron, url, uri in (
+            ("start", self.start_cron, args.start_url, args.start_uri or args.start_url),
+            ("stop", self.stop_cron, args.stop_url, args.stop_uri or args.stop_url),
         ):
             self.jobs[action] = gcp.cloudscheduler.Job(
                 f"{name}-{action}",
@@ -74,7 +78,7 @@ class GcpScheduler(pulumi.ComponentResource):
                 attempt_deadline="320s",
                 retry_config=RETRY,
                 http_target={
-                    "uri": url,
+                    "uri": uri,
                     "http_method": "POST",
                     "body": body,
                     "headers": {"Content-Type": "application/json"},

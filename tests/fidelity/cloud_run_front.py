@@ -53,7 +53,7 @@ import requests
 import yaml
 from google.oauth2 import id_token
 
-from infra.preview import install, run_declarations
+from infra.preview import install, run_app_url, run_declarations
 from spotbench.localrun.server import FUNCTIONS_SOURCE, FunctionsServer, _die_with_parent
 from spotbench.member import MemberContext
 from spotbench.preview import Declared
@@ -90,6 +90,18 @@ class Deployment:
         fn = self.function(entry)
         project = fn.get("project") or self.project
         return f"https://{fn['location']}-{project}.cloudfunctions.net/{fn['name']}"
+
+    def run_app_url(self, entry: str) -> str:
+        """The function's Cloud Run service URL (`serviceConfig.uri`, as the mocks answer it)."""
+        fn = self.function(entry)
+        return run_app_url(fn["name"], fn.get("project") or self.project, fn["location"])
+
+    def entry_at(self, url: str) -> str | None:
+        """The entry point answering at `url` (its cloudfunctions.net or run.app URL)."""
+        url = url.rstrip("/")
+        return next((e for e in (f.inputs["buildConfig"]["entryPoint"]
+                                 for f in self.of_type(FUNCTION))
+                     if url in (self.service_url(e), self.run_app_url(e))), None)
 
     def invoke_need(self, entry: str) -> Need:
         fn = self.function(entry)
@@ -182,12 +194,14 @@ class CloudRunFront:
     def internet_url(self) -> str:
         return f"http://127.0.0.1:{self._servers['internet'].server_address[1]}"
 
-    def url_for(self, service_url: str) -> str:
-        """Where this front answers for a function URL (the front's own host)."""
-        for entry in self.backends:
-            if service_url.rstrip("/") == self.deployment.service_url(entry):
-                return f"{self.url}/{self.deployment.function(entry)['name']}"
-        raise KeyError(f"no function answers at {service_url}")
+    def url_for(self, service_url: str, *, internal: bool = True) -> str:
+        """Where this front answers for a function URL, either of them (the front's own host;
+        `internal=False`: the listener of requests that do not count as internal)."""
+        entry = self.deployment.entry_at(service_url)
+        if entry is None or entry not in self.backends:
+            raise KeyError(f"no function answers at {service_url}")
+        base = self.url if internal else self.internet_url
+        return f"{base}/{self.deployment.function(entry)['name']}"
 
     def start(self) -> CloudRunFront:
         outer = self
@@ -319,7 +333,10 @@ def vm_identity_token(deployment: Deployment, name: str, instance_id: str, audie
 class CloudScheduler:
     """Fires a declared job as Cloud Scheduler does: its URI, method, body and headers, plus
     `User-Agent: Google-Cloud-Scheduler`, `X-CloudScheduler*` and the OIDC token of its
-    service account (audience: the job's, else its URI)."""
+    service account (audience: the job's, else its URI). Cloud Run ingress counts Cloud
+    Scheduler's request internal only when it goes to the service's run.app URL
+    (https://cloud.google.com/run/docs/securing/ingress): to any other URL of the function
+    it arrives as an outside request."""
 
     def __init__(self, front: CloudRunFront):
         self.front = front
@@ -334,7 +351,11 @@ class CloudScheduler:
                    "Authorization": "Bearer " + service_account_token(
                        oidc["serviceAccountEmail"], oidc.get("audience") or target["uri"])}
         body = base64.b64decode(target.get("body") or b"")
-        return requests.request(target.get("httpMethod", "POST"), self.front.url_for(target["uri"]),
+        entry = self.front.deployment.entry_at(target["uri"])
+        internal = entry is not None and (
+            target["uri"].rstrip("/") == self.front.deployment.run_app_url(entry))
+        return requests.request(target.get("httpMethod", "POST"),
+                                self.front.url_for(target["uri"], internal=internal),
                                 headers=headers, data=body, timeout=120)
 
 

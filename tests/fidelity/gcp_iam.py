@@ -46,6 +46,11 @@ PREDEFINED_ROLES: Mapping[str, frozenset[str]] = {
         "storage.objects.create", "storage.objects.delete", "storage.objects.get",
         "storage.objects.list", "storage.objects.update"}),
     "roles/run.invoker": frozenset({"run.routes.invoke", "run.jobs.run"}),
+    # https://cloud.google.com/compute/docs/access/iam#compute.networkUser (what applies on a
+    # subnetwork: Shared VPC's subnet-level grant)
+    "roles/compute.networkUser": frozenset({
+        "compute.subnetworks.use", "compute.subnetworks.useExternalIp", "compute.subnetworks.get",
+        "compute.subnetworks.list", "compute.networks.use", "compute.networks.get"}),
     "roles/iam.serviceAccountUser": frozenset({
         "iam.serviceAccounts.actAs", "iam.serviceAccounts.get", "iam.serviceAccounts.list"}),
     "roles/iap.tunnelResourceAccessor": frozenset({
@@ -164,6 +169,22 @@ DISK_TYPE = "compute.googleapis.com/Disk"
 TEMPLATE_TYPE = "compute.googleapis.com/InstanceTemplate"
 SUBNET_TYPE = "compute.googleapis.com/Subnetwork"
 RESOURCE_POLICY_TYPE = "compute.googleapis.com/ResourcePolicy"
+# Compute Engine types whose name IAM conditions see (the resource name attribute; the
+# rest, subnetworks and resource policies among them, "do not recognize resource
+# attributes": their `resource.name` is empty here, so a name term on one is false)
+# https://cloud.google.com/iam/docs/conditions-resource-attributes ·
+# https://cloud.google.com/iam/help/conditions/resource-policies
+COMPUTE_NAMED_TYPES = frozenset({
+    "compute.googleapis.com/BackendService", "compute.googleapis.com/Disk",
+    "compute.googleapis.com/Firewall", "compute.googleapis.com/Image", INSTANCE_TYPE,
+    TEMPLATE_TYPE, "compute.googleapis.com/Snapshot"})
+
+
+def condition_name(need_type: str, resource: str) -> str:
+    """`resource.name` as a condition sees it for a resource of `need_type`."""
+    if need_type.startswith("compute.googleapis.com/") and need_type not in COMPUTE_NAMED_TYPES:
+        return ""
+    return resource
 
 
 @dataclass(frozen=True)
@@ -392,6 +413,11 @@ class DeclaredPolicy:
                 email = accounts.get(sa) or sa.rsplit("/", 1)[-1]
                 bindings.append(Binding(f"projects/{project}/serviceAccounts/{email}", i["role"],
                                         i["member"], expr, title))
+            elif d.type == "gcp:compute/subnetworkIAMMember:SubnetworkIAMMember":
+                p = i.get("project") or project
+                bindings.append(Binding(
+                    f"projects/{p}/regions/{i['region']}/subnetworks/{i['subnetwork']}",
+                    i["role"], i["member"], expr, title))
             elif d.type == "gcp:cloudrunv2/serviceIamMember:ServiceIamMember":
                 p = i.get("project") or project
                 bindings.append(Binding(f"projects/{p}/locations/{i['location']}/services/{i['name']}",
@@ -457,7 +483,7 @@ class DeclaredPolicy:
                                   functions={"getAttribute": _get_attribute, "extract": extract})
             self._cel[binding.condition] = program
         activation = celpy.json_to_cel({
-            "resource": {"name": need.resource, "type": need.type,
+            "resource": {"name": condition_name(need.type, need.resource), "type": need.type,
                          "service": need.type.split("/", 1)[0]},
             "api": dict(need.attributes),
             "destination": dict(need.destination),

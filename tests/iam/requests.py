@@ -192,22 +192,28 @@ def _ec2(req: AwsRequest, lookup: Lookup) -> list[Authorization]:
     raise NotImplementedError(f"EC2 {action}: not modelled by the IAM harness")
 
 
-def _request_tags(specs: list[dict[str, Any]], kind: str) -> dict[str, str]:
-    tags = {t["Key"]: t["Value"] for s in specs if s.get("ResourceType") == kind
-            for t in s.get("Tags", [])}
-    return {f"aws:RequestTag/{k}": v for k, v in tags.items()}
+def _requested_tags(form: dict[str, list[str]]) -> dict[str, dict[str, str]]:
+    """A CreateFleet's `TagSpecification.N` (query form): resource type → its tags."""
+    out: dict[str, dict[str, str]] = {}
+    for n in range(1, 10):
+        kind = form.get(f"TagSpecification.{n}.ResourceType")
+        if kind:
+            out.setdefault(kind[0], {}).update({
+                form[f"TagSpecification.{n}.Tag.{m}.Key"][0]:
+                form.get(f"TagSpecification.{n}.Tag.{m}.Value", [""])[0]
+                for m in range(1, 60) if f"TagSpecification.{n}.Tag.{m}.Key" in form})
+    return out
+
+
+def _context(tags: dict[str, str] | None) -> dict[str, str]:
+    return {f"aws:RequestTag/{k}": v for k, v in (tags or {}).items()}
 
 
 def _create_fleet(form: dict[str, list[str]], region: str, account: str,
                   lookup: Lookup) -> list[Authorization]:
     arn = f"arn:aws:ec2:{region}:{account}"
-    fleet_tags: dict[str, str] = {}
-    for n in range(1, 10):
-        if form.get(f"TagSpecification.{n}.ResourceType") == ["fleet"]:
-            fleet_tags.update({form[f"TagSpecification.{n}.Tag.{m}.Key"][0]:
-                               form.get(f"TagSpecification.{n}.Tag.{m}.Value", [""])[0]
-                               for m in range(1, 60)
-                               if f"TagSpecification.{n}.Tag.{m}.Key" in form})
+    requested = _requested_tags(form)  # resource type → the request's own tags for it
+    fleet_tags = requested.get("fleet", {})
     fleet_ctx = {f"aws:RequestTag/{k}": v for k, v in fleet_tags.items()}
     auths = [Authorization("ec2:CreateFleet", f"{arn}:fleet/*", fleet_ctx)]
     if fleet_tags:
@@ -234,14 +240,15 @@ def _create_fleet(form: dict[str, list[str]], region: str, account: str,
                       Authorization(action, f"arn:aws:ec2:{region}::image/{data.get('ImageId', '*')}")]
             if spot:  # a Spot launch makes a (one-time) spot request
                 auths.append(Authorization(action, f"{arn}:spot-instances-request/*"))
-            specs = data.get("TagSpecifications", [])
-            auths += [Authorization(action, f"{arn}:{kind}/*", _request_tags(specs, kind))
+            # the request's tags only: a template's TagSpecifications do not reach the
+            # request a fleet launch is authorized with (karpenter-provider-aws#3948)
+            auths += [Authorization(action, f"{arn}:{kind}/*", _context(requested.get(kind)))
                       for kind in ("instance", "volume")]
         for kind in ("instance", "volume"):
-            ctx = _request_tags(data.get("TagSpecifications", []), kind)
+            ctx = _context(requested.get(kind))
             if ctx:
                 auths.append(Authorization("ec2:CreateTags", f"{arn}:{kind}/*",
-                                           {**ctx, "ec2:CreateAction": "RunInstances"}))
+                                           {**ctx, "ec2:CreateAction": "CreateFleet"}))
         profile = (data.get("IamInstanceProfile") or {}).get("Name")
         if profile:  # spotbench names the member's instance profile after its role
             auths.append(Authorization("iam:PassRole", f"arn:aws:iam::{account}:role/{profile}",

@@ -165,6 +165,23 @@ def test_capacity_iam_a_fleet_without_the_sweep_tag_is_refused(account, deployed
                for r in account.denials())
 
 
+def test_deploy_aws_a_fleet_tagging_only_itself_is_refused_on_what_it_launches(account, deployed):
+    """The launch is authorized with the request's own tags: the templates' instance and
+    volume tags do not reach it (karpenter-provider-aws#3948). The old request tagged the
+    fleet alone and every created-lifecycle start was refused on `instance/*`."""
+    sweeps, start = deployed
+    ec2, request = _fleet(account, start, sweeps["ax"])
+    kinds = {s["ResourceType"] for s in request["TagSpecifications"]}
+    assert {"fleet", "instance", "volume"} <= kinds
+    request["TagSpecifications"] = [s for s in request["TagSpecifications"]
+                                    if s["ResourceType"] == "fleet"]
+    with pytest.raises(ClientError) as err:
+        ec2.create_fleet(**request)
+    assert err.value.response["Error"]["Code"] == "UnauthorizedOperation"
+    refused = {r.auth.resource.rsplit(":", 1)[-1] for r in account.denials()}
+    assert "instance/*" in refused
+
+
 def test_capacity_iam_tags_only_at_creation_and_only_the_member_role_is_passed():
     doc = fleet_policy("ax", REGION, f"arn:aws:iam::{ACCOUNT}:role/ax-member")
     tag = {"aws:RequestTag/spotbench-sweep": "ax"}

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from spotbench.cron import CronShiftError, shift_cron
 from spotbench.member import MemberContext
-from infra.preview import RecordingMocks
+from infra.preview import RecordingMocks, run_app_url
 from spotbench.spec import load_spec
 from tests.infra.conftest import snapshot
 
@@ -302,7 +302,10 @@ def test_scheduler_pair_with_oidc(gpu):
     for job, fn in ((start, "start"), (stop, "stop")):
         url = f"https://us-central1-proj-1.cloudfunctions.net/gcp-gpu-{fn}"
         target = job["httpTarget"]
-        assert target["uri"] == url and target["httpMethod"] == "POST"
+        # the service's run.app URL (Cloud Run ingress: internal there only, #37); the token
+        # is still for the function's URL, which the function checks
+        assert target["uri"] == run_app_url(f"gcp-gpu-{fn}", "proj-1", "us-central1")
+        assert target["httpMethod"] == "POST"
         assert target["oidcToken"]["audience"] == url
         assert target["oidcToken"]["serviceAccountEmail"].startswith("sb-gcp-gpu-sch@")
         assert job["timeZone"] == "Europe/Berlin" and job["retryConfig"]["retryCount"] >= 1
@@ -498,8 +501,13 @@ def ingress_problems(snap: RecordingMocks) -> list[str]:
         elif not host.startswith(f"{fns[fn_name]['location']}-{vm.inputs['project']}."):
             problems.append(f"{vm.inputs['name']}: done function is in another project")
     for job in snap.of_type(JOB):
-        fn_name = job.inputs["httpTarget"]["uri"].rsplit("/", 1)[1]
-        if fns.get(fn_name, {}).get("project") != job.inputs["project"]:
+        uri = job.inputs["httpTarget"]["uri"]
+        fn = next((f for f in fns.values()
+                   if uri == run_app_url(f["name"], f["project"], f["location"])), None)
+        if fn is None:  # e.g. the cloudfunctions.net URL (#37)
+            problems.append(f"job {job.inputs['name']}: Cloud Scheduler counts as internal only "
+                            f"at a function's run.app URL, not {uri}")
+        elif fn.get("project") != job.inputs["project"]:
             problems.append(f"job {job.inputs['name']}: Cloud Scheduler counts as internal only "
                             "in the function's own project")
     return problems

@@ -104,6 +104,9 @@ def templates(ec2: Any, labels: Mapping[str, str]) -> dict[str, dict[str, Templa
 FLEET_CAPACITY = 1  # a template fixes its member's private IP: it can launch one instance
 
 
+FLEET_TAGGED = ("fleet", "instance", "volume")  # what CreateFleet's TagSpecifications tag
+
+
 def fleet_request(choices: Sequence[Template], labels: Mapping[str, str]) -> dict[str, Any]:
     """The CreateFleet parameters: one instance (`FLEET_CAPACITY`) from one of `choices`
     (first choice first: `Priority` 0, 1, …). Each override names the template's zone only:
@@ -117,8 +120,12 @@ def fleet_request(choices: Sequence[Template], labels: Mapping[str, str]) -> dic
         "LaunchTemplateConfigs": configs,
         "TargetCapacitySpecification": {"TotalTargetCapacity": FLEET_CAPACITY,
                                         "DefaultTargetCapacityType": market},
-        "TagSpecifications": [{"ResourceType": "fleet", "Tags": [
-            {"Key": k, "Value": v} for k, v in sorted(labels.items())]}],
+        # the fleet, and what it launches: the launch's authorization sees the request's own
+        # tags only — a template's TagSpecifications tag the instances, but do not reach the
+        # request a fleet's launch is checked with (karpenter-provider-aws#3948), so the
+        # role's `aws:RequestTag` conditions on instance and volume need them here
+        "TagSpecifications": [{"ResourceType": kind, "Tags": [
+            {"Key": k, "Value": v} for k, v in sorted(labels.items())]} for kind in FLEET_TAGGED],
     }
     if market == "spot":
         request["SpotOptions"] = {"AllocationStrategy": "capacity-optimized-prioritized",

@@ -28,6 +28,8 @@ REQUIRED_APIS = (
     "cloudfunctions.googleapis.com", "run.googleapis.com", "cloudbuild.googleapis.com",
     "artifactregistry.googleapis.com", "cloudscheduler.googleapis.com",
     "logging.googleapis.com", "iap.googleapis.com", "secretmanager.googleapis.com",
+    # the grant signs upload policies (signBlob) and downscopes checkpoint tokens (token exchange)
+    "iamcredentials.googleapis.com", "sts.googleapis.com",
 )
 BOOTSTRAP_APIS = ("serviceusage.googleapis.com", "cloudresourcemanager.googleapis.com")
 # What the person running `pulumi up` / `spotbench preflight|teardown` needs on the project
