@@ -17,6 +17,7 @@ from spotbench.cli import preflight as preflight_cli
 from spotbench.cli import ops as ops_cli
 from spotbench.cli import history as history_cli
 from spotbench.cli import prices as prices_cli
+from spotbench.terminal import escape_logs
 
 app = typer.Typer(
     name="spotbench",
@@ -49,6 +50,7 @@ def _root(
                                       help="print the version and exit"),
 ) -> None:
     """Benchmark sweeps on spot/preemptible VMs, priced and reported."""
+    escape_logs()  # a warning naming a member's file or value prints it escaped
 
 
 core.register(app)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from spotbench.cli._common import EXIT_BAD_INPUT, fail
+from spotbench.cli._common import EXIT_BAD_INPUT, console, fail
 
 
 def _url(value: str) -> str:
@@ -57,8 +57,8 @@ def report(
     if as_json:
         _print_json(url, paths)
         return
-    for line in paths.summary:  # the answer first: runs, failures, change points
-        typer.echo(line)
+    for line in paths.summary:  # the answer first: runs, failures, change points (record text)
+        console.print(line, highlight=False, soft_wrap=True)
     typer.echo(f"report:   {paths.markdown}")
     typer.echo(f"html:     {paths.html}")
     typer.echo(f"csv:      {paths.csv}")
