@@ -17,7 +17,7 @@ import pandas as pd  # noqa: E402
 from spotbench.history.changepoints import DEFAULT_MAX_PVALUE  # noqa: E402
 from spotbench.history.trends import History, Series, size_text  # noqa: E402
 from spotbench.report.document import Document, Heading, Image, Para, TableBlock  # noqa: E402
-from spotbench.report.escape import file_stem  # noqa: E402
+from spotbench.report.escape import file_stem, save_figure  # noqa: E402
 from spotbench.report.numbers import num, p_value, pct, with_unit  # noqa: E402
 
 SAME_WITHIN = 0.05  # |change| below this is shown as "≈" in the comparison table
@@ -111,7 +111,7 @@ def _plots(hist: History, out_dir: Path) -> list[Path]:
         fig.autofmt_xdate()
         fig.tight_layout()
         png = out_dir / f"history_{file_stem(group[0].metric, size or '')}.png"
-        fig.savefig(png, dpi=110)
+        save_figure(fig, png, dpi=110)
         plt.close(fig)
         pngs.append(png)
     return pngs

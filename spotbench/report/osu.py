@@ -21,7 +21,7 @@ from spotbench.report.data import (  # noqa: E402
     OUTLIER_MADS, SPREAD_FLAG_CV, fmt, fmt_cv, outliers, size_label, spread, trial_counts,
 )
 from spotbench.report.document import Document, Heading, Image, Para, TableBlock  # noqa: E402
-from spotbench.report.escape import file_stem  # noqa: E402
+from spotbench.report.escape import file_stem, save_figure  # noqa: E402
 from spotbench.report.numbers import num, unit_label  # noqa: E402
 
 METRICS = {
@@ -143,7 +143,7 @@ def plot(table: pd.DataFrame, metric: str, path: Path) -> Path:
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path)
+    save_figure(fig, path)
     plt.close(fig)
     return path
 
