@@ -54,8 +54,8 @@ STORE_ATTEMPTS = 3
 STORE_RETRY_S = 1.0
 HEARTBEAT_S = 0.25  # how often a `heartbeat()` thread ticks
 STALL_S = 5.0  # default stall threshold of a `heartbeat()` (a workload's loop may set its own)
-MAX_STALLS_KEPT = 10  # stalls listed on every record of a contaminated attempt (the worst names why)
-FINISH_BYTES = 2048  # room kept per record for what `finish` adds (why it ended, stalls, cost)
+MAX_STALLS_KEPT = 3  # stalls listed on every record of a contaminated attempt (`contaminated` names the worst)
+FINISH_BYTES = 768  # room kept per record for what `finish` adds (why it ended, stalls, cost)
 
 log = logging.getLogger("spotbench.workload")
 

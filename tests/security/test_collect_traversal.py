@@ -54,13 +54,19 @@ def evil_member(tmp_path):
     server.stop()
 
 
-def test_collect_refuses_names_that_leave_the_results_folder(tmp_path, evil_member):
+def _access(tmp_path, member) -> tuple[AccessConfig, ResultStore]:
+    """The operator's ssh access to the member, and a results store with an open run."""
     known = tmp_path / "known_hosts"
-    known.write_text(known_hosts_line(evil_member.port, evil_member.dir / "host_key.pub"))
+    known.write_text(known_hosts_line(member.port, member.dir / "host_key.pub"))
     cfg = AccessConfig(known_hosts=known, user=getpass.getuser(),
-                       key_filename=str(evil_member.user_key), connect_timeout=20)
+                       key_filename=str(member.user_key), connect_timeout=20)
     store = ResultStore(f"file://{tmp_path}/results")
     store.open_run()
+    return cfg, store
+
+
+def test_collect_refuses_names_that_leave_the_results_folder(tmp_path, evil_member):
+    cfg, store = _access(tmp_path, evil_member)
 
     out = collect([Target("g-l0", "127.0.0.1", evil_member.port)], cfg, store, "g", paths=("/x",))
 
@@ -79,12 +85,7 @@ def test_collect_refuses_a_file_past_its_bound_alone(tmp_path, evil_member, monk
     from spotbench.ops import remote
 
     monkeypatch.setattr(remote, "MAX_COLLECT_BYTES", 1 << 20)
-    known = tmp_path / "known_hosts"
-    known.write_text(known_hosts_line(evil_member.port, evil_member.dir / "host_key.pub"))
-    cfg = AccessConfig(known_hosts=known, user=getpass.getuser(),
-                       key_filename=str(evil_member.user_key), connect_timeout=20)
-    store = ResultStore(f"file://{tmp_path}/results")
-    store.open_run()
+    cfg, store = _access(tmp_path, evil_member)
     member = collect([Target("g-l0", "127.0.0.1", evil_member.port)], cfg, store, "g", paths=("/x",))[0]
     assert [f for f in member.files if f.endswith("fine.log")], member
     assert not [f for f in member.files if f.endswith("huge.log")], member

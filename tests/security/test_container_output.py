@@ -15,12 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from spotbench import control
-from spotbench.member import MemberContext
 from spotbench.results import MAX_ATTEMPT_BYTES
-from tests.security.test_data_path import T0, gcp_sweep
-from tests.test_control import SCHEDULER
-from workloads.common import WorkloadRun
+from tests.security.test_data_path import member_run
 from workloads.container import metrics
 from workloads.container.__main__ import execute
 from workloads.container.descriptor import ContainerParams
@@ -46,15 +42,8 @@ print("score=7 pts")
 
 
 def test_container_output_a_hostile_metric_line_is_refused_alone(tmp_path: Path, monkeypatch) -> None:
-    sweep = gcp_sweep(tmp_path, trials=1)
-    run = control.start(sweep, SCHEDULER, now=T0)["run"]
+    sweep, run, wr = member_run(tmp_path, monkeypatch, "container")
     group = sweep.groups[0]
-    monkeypatch.setenv("SPOTBENCH_RUN", run)
-    ctx = MemberContext(sweep="dp", group=group.id, trial=1, workload="container", params={},
-                        name=group.members[0].name, role=group.members[0].role, index=0, rank=0,
-                        cloud="gcp", machine_type="n1-standard-2", results_url=sweep.store.url,
-                        members=[])
-    wr = WorkloadRun(ctx, sweep.store)
     monkeypatch.setattr(sys, "stdout", open("/dev/null", "w"))  # noqa: SIM115 - the member's log
     assert execute(wr, ContainerParams(command=[sys.executable, "-c", HOSTILE]), tmp_path / "res") == 0
     monkeypatch.undo()
