@@ -4,7 +4,8 @@ A member may store any record `Result` validates. Hypothesis draws records over 
 FULL valid range, from the model's own bounds (`MAX_VALUE`, `MIN_VALUE`, `MAX_COST_USD`,
 `MAX_BILLED_S`, `MAX_TRIAL`, name lengths, years 1 to 9999 at any UTC offset, any text:
 markup, escapes, bidi overrides), stores them as a group would, and runs the CLI readers
-over them: `report`, `query` (the catalogue: records, attempts, runs), `history`, `market`.
+over them: `report`, `query` (the catalogue: records, attempts, runs, before and after
+`compact` writes each run's Parquet file), `history`, `market`.
 Each exits 0 with no traceback; the terminal output holds no control character.
 
 Bounded: 12 examples, no per-example deadline (a loaded machine), the whole test < 60 s of
@@ -103,18 +104,25 @@ def _valid(run: str, group: str, fields: dict) -> Result | None:
 def store_them(root: Path, drawn: list) -> int:
     store = ResultStore(f"file://{root}")
     kept = 0
-    for day, group, fields in drawn:
-        run = new_run_id(datetime(2024, 5, 1, tzinfo=UTC) + timedelta(days=day))
+    for day, group, fields in sorted(drawn, key=lambda d: d[0]):
+        opened = datetime(2024, 5, 1, tzinfo=UTC) + timedelta(days=day)
+        run = new_run_id(opened)
         valid = [r for r in (_valid(run, group, f) for f in fields) if r is not None]
         if valid:
+            if store.current_run() is None or store.current_run().run != run:
+                store.close_open_runs("deadline", now=opened)  # closed runs: `compact` takes them
+                store.open_run(opened)
             store.write_group(run, group, valid)
             kept += len(valid)
+    store.close_open_runs("deadline")
     return kept
 
 
 def readers(root: Path, folder: Path) -> list[list[str]]:
     spec = spec_for(folder, root)
     return [["report", str(root), "--out", str(folder / "report")],
+            ["query", str(spec), "SELECT * FROM records"],
+            ["compact", str(spec)],  # the queries below read the runs' Parquet files
             ["query", str(spec), "SELECT * FROM records"],
             ["query", str(spec), "SELECT * FROM attempts"],
             ["query", str(spec), "SELECT * FROM runs"],
