@@ -204,3 +204,16 @@ def test_guardrail_every_candidate_zone_must_be_in_an_allowed_region():
     spec = load_spec(_gcp(zone=None, region="us-central1", zones="any", lifecycle="created"))
     lines = violations(spec, Policy(regions=["europe-west4"]))
     assert [v for v in lines if v.startswith("region 'us-central1'")], lines
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("machine,chip,count", [
+    ("trn1.32xlarge", "aws-trainium", 16), ("inf2.24xlarge", "aws-inferentia2", 6)])
+def test_guardrail_accelerators_that_are_not_gpus_pass_no_policy_forbidding_gpus(machine, chip, count):
+    """Trainium and Inferentia types passed `accelerators: []` and a GPU cap of 0 (issue 38)."""
+    spec = load_spec(_aws(matrix={"machine_type": [machine]}, workload={"name": "tf-mnist", "workers": 1},
+                          concurrency=1))
+    members = len(spec.plan()[0].members)
+    text = "\n".join(violations(spec, Policy(max_gpus_per_group=0, accelerators=[])))
+    assert f"{count * members} GPUs; the policy allows 0 per group" in text, text
+    assert f"accelerator {chip!r}" in text, text

@@ -42,7 +42,6 @@ the timed region, so a fault can be placed provably inside or after it.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import signal
 import sys
@@ -56,7 +55,8 @@ from typing import Any
 from spotbench.done_client import call_done, group_storage
 from spotbench.member import EXIT_OUTSIDE_RUN, MemberContext
 from spotbench.results import (
-    MAX_NAME_LEN, MAX_RECORDS, MAX_UNIT_LEN, Result, ResultStore, StoreError, utcnow,
+    MAX_ATTEMPT_BYTES, MAX_NAME_LEN, MAX_RECORDS, MAX_UNIT_LEN, Result, ResultStore, StoreError, utcnow,
+    value_problem,
 )
 from spotbench.retries import retry_scale
 from spotbench.timed import Window, contaminated as stall_contaminates
@@ -67,6 +67,8 @@ HEARTBEAT_S = 0.25  # how often a `heartbeat()` thread ticks
 EDGES_ENV = "SPOTBENCH_FAULT_EDGES"  # fault injection: a folder for the timed region's edges
 EDGE_HOLD_MAX_S = 120.0
 STALL_S = 5.0  # default stall threshold of a `heartbeat()` (a workload's loop may set its own)
+MAX_STALLS_KEPT = 3  # stalls listed on every record of a contaminated attempt (`contaminated` names the worst)
+FINISH_BYTES = 768  # room kept per record for what `finish` adds (why it ended, stalls, cost)
 
 log = logging.getLogger("spotbench.workload")
 
@@ -101,6 +103,7 @@ class WorkloadRun:
         self.dropped = 0  # values refused by `record` (non-finite, bad name, past MAX_RECORDS)
         self.stalls: list[dict[str, Any]] = []  # progress gaps seen, each with when (`from`, `to`)
         self._logged = False  # the records went to the log once (the store refused them)
+        self._bytes = 0  # the records' size as stored so far, with FINISH_BYTES each
 
     def _group_store(self) -> ResultStore:
         """The results store as this member's group writes it (`GroupStorage`, one object on
@@ -140,6 +143,14 @@ class WorkloadRun:
             started_at=self.started_at, ended_at=now,
             metadata={"placement": self.ctx.placement, **metadata, **(timed.metadata() if timed else {})},
         )
+        size = len(result.model_dump_json()) + 1 + FINISH_BYTES
+        if self._bytes + size > MAX_ATTEMPT_BYTES:  # a file readers would skip whole
+            self.dropped += 1
+            if self.dropped <= 3:
+                log.warning("value %.80r refused: the attempt file would pass %d bytes", metric,
+                            MAX_ATTEMPT_BYTES)
+            return None
+        self._bytes += size
         self.records.append(result)
         return result
 
@@ -235,7 +246,7 @@ class WorkloadRun:
         contaminated = self.contamination()
         if contaminated:
             preempted = True  # read back like a flagged attempt: no average takes it in
-            metadata = {**metadata, "contaminated": contaminated, "stalls": self.counted_stalls()}
+            metadata = {**metadata, "contaminated": contaminated, "stalls": self.counted_stalls()[:MAX_STALLS_KEPT]}
         elif self.stalls:  # seen, but outside every timed window: the numbers stand
             log.info("%d stall(s) outside the timed window: not contaminating", len(self.stalls))
         records = [
@@ -363,12 +374,9 @@ def _refused(metric: str, value: float, unit: str, kept: int) -> str | None:
     """Why a value cannot be stored, or None."""
     if kept >= MAX_RECORDS:
         return f"an attempt stores at most {MAX_RECORDS} values"
-    try:
-        finite = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    except OverflowError:
-        finite = False
-    if not finite:
-        return f"{str(value)[:40]!r} is not a finite number"
+    why = value_problem(value)
+    if why:
+        return f"a value {why}"
     if not isinstance(metric, str) or not 0 < len(metric) <= MAX_NAME_LEN:
         return f"a metric name has 1 to {MAX_NAME_LEN} characters"
     if not isinstance(unit, str) or len(unit) > MAX_UNIT_LEN:

@@ -59,6 +59,19 @@ AWS_GPU_COUNTS: dict[str, int] = {
     "p3.2xlarge": 1, "p3.8xlarge": 4, "p3.16xlarge": 8, "p3dn.24xlarge": 8,
     "p4d.24xlarge": 8, "p5.48xlarge": 8,
 }
+# Accelerators that are not GPUs, built into their types: a policy that forbids or caps GPUs
+# forbids or caps them too (issue 38). Chips per instance: Inferentia, Trainium and Gaudi
+# (docs.aws.amazon.com/ec2/latest/instancetypes/ac.html).
+AWS_ACCELERATOR_FAMILIES: dict[str, str] = {
+    "inf1": "aws-inferentia", "inf2": "aws-inferentia2", "trn1": "aws-trainium",
+    "trn1n": "aws-trainium", "trn2": "aws-trainium2", "dl1": "habana-gaudi", "dl2q": "qualcomm-ai100",
+}
+AWS_ACCELERATOR_COUNTS: dict[str, int] = {
+    "inf1.xlarge": 1, "inf1.2xlarge": 1, "inf1.6xlarge": 4, "inf1.24xlarge": 16,
+    "inf2.xlarge": 1, "inf2.8xlarge": 1, "inf2.24xlarge": 6, "inf2.48xlarge": 12,
+    "trn1.2xlarge": 1, "trn1.32xlarge": 16, "trn1n.32xlarge": 16, "trn2.48xlarge": 16,
+    "dl1.24xlarge": 8,
+}
 # Cluster placement groups do not take burstable T2 instances.
 AWS_NO_CLUSTER = frozenset({"t2"})
 # the attribute letter `g` after the generation means AWS Graviton (c7g, m6gd, g5g, hpc7g):
@@ -98,6 +111,8 @@ class AwsCatalog(CloudCatalog):
         family = mt.split(".", 1)[0]
         if family in AWS_GPU_FAMILIES or family.startswith(("p", "g")) and family[1:2].isdigit():
             return AWS_GPU_FAMILIES.get(family, "unknown"), AWS_GPU_COUNTS.get(mt, UNKNOWN_COUNT)
+        if family in AWS_ACCELERATOR_FAMILIES:  # not GPUs, but what a GPU policy is about
+            return AWS_ACCELERATOR_FAMILIES[family], AWS_ACCELERATOR_COUNTS.get(mt, UNKNOWN_COUNT)
         return None
 
     def check_name(self, machine_type: str, priced: set[str]) -> Check:

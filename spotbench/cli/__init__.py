@@ -18,6 +18,7 @@ from spotbench.cli import ops as ops_cli
 from spotbench.cli import history as history_cli
 from spotbench.cli import prices as prices_cli
 from spotbench.cli.help_text import flow_help
+from spotbench.terminal import escape_logs
 
 app = typer.Typer(
     name="spotbench",
@@ -52,6 +53,7 @@ def _root(
                                help="show the trace of an unexpected error"),
 ) -> None:
     """Benchmark sweeps on spot/preemptible VMs, priced and reported."""
+    escape_logs()  # a warning naming a member's file or value prints it escaped
 
 
 core.register(app)

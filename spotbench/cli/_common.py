@@ -2,8 +2,9 @@
 printing messages that hold user text, and tables that fit the terminal (`fit_table`: ids whole,
 optional columns dropped first, the rest folded; never `…`).
 
-User text (spec values, file names, exception messages) is never parsed as Rich markup:
-`[bold]` in a value prints as `[bold]`, and `[/]` cannot crash the printer. Styled prefixes
+User text (spec values, file names, exception messages, record text) is never parsed as
+Rich markup: `[bold]` in a value prints as `[bold]`, and `[/]` cannot crash the printer;
+its control characters print as escapes (`spotbench.terminal`, the consoles below). Styled prefixes
 are built with `rich.text.Text`, the message appended as plain text.
 """
 
@@ -13,15 +14,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from spotbench.cli import extras
 from spotbench.spec import SpecError, SweepSpec, load_spec, spec_warnings
+from spotbench.terminal import TerminalConsole, plain
 
-console = Console()
-err_console = Console(stderr=True, soft_wrap=True)
+# no markup unless a call asks (markup=True, spotbench's own literals), control characters
+# escaped (spotbench.terminal): record text prints as what it is
+console = TerminalConsole()
+err_console = TerminalConsole(stderr=True, soft_wrap=True)
 
 EXIT_BAD_INPUT = 2
 current_cloud: str | None = None  # the cloud of the spec this command loaded (install hints)
@@ -98,7 +101,7 @@ def policy_or_exit(spec: SweepSpec, spec_path: Path | None) -> SweepSpec:
         err_console.print(f"[bold red]invalid policy:[/] {exc}", highlight=False, markup=True)
         raise typer.Exit(EXIT_BAD_INPUT) from None
     if problems:
-        err_console.print(f"[bold red]spec {spec.name} breaks the policy[/]", highlight=False)
+        err_console.print(f"[bold red]spec {spec.name} breaks the policy[/]", highlight=False, markup=True)
         for line in problems:
             err_console.print(f"  - {line}", highlight=False, markup=False)
         raise typer.Exit(EXIT_BAD_INPUT)
@@ -136,7 +139,7 @@ def fit_table(title: str, columns: list[Column], rows: list[list[str]],
     key columns whole, optional columns dropped (highest `drop` first) until every kept
     column has room, the rest folded. Returns the table and the headers left out (say so:
     `dropped_note`). Cells are plain text, never markup."""
-    sizes = _Sizes(columns, [[str(c) for c in row] for row in rows], width or console.width)
+    sizes = _Sizes(columns, [[plain(str(c)) for c in row] for row in rows], width or console.width)
     kept = sizes.kept()
     widths = sizes.widened(kept)
     fits = sum(widths.values()) <= sizes.room(kept)

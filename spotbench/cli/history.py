@@ -10,8 +10,10 @@ from pathlib import Path
 
 import typer
 from rich.table import Table as RichTable
+from rich.text import Text
 
 from spotbench.cli._common import EXIT_BAD_INPUT, Column, console, dropped_note, fail, fit_table, spec_or_exit
+from spotbench.terminal import plain
 
 SpecArg = typer.Argument(..., help="sweep spec (YAML); its `results` URL is read", metavar="SPEC")
 ResultsOpt = typer.Option(
@@ -72,13 +74,14 @@ def query(
         writer = csv.writer(buf, lineterminator="\n")
         writer.writerow(table.columns)
         writer.writerows(table.rows)
-        sys.stdout.write(buf.getvalue())
+        text = buf.getvalue()  # a terminal gets it escaped; a pipe or file the values as stored
+        sys.stdout.write(plain(text) if sys.stdout.isatty() else text)
     else:
         out = RichTable(title=f"{len(table.rows)} rows from {url}", title_justify="left")
         for col in table.columns:
             out.add_column(col, overflow="fold")
         for row in table.rows:
-            out.add_row(*("" if v is None else str(v) for v in row))
+            out.add_row(*(Text("" if v is None else plain(str(v))) for v in row))
         console.print(out)
 
 
@@ -160,7 +163,7 @@ def history(
         if fail_on_regression is not None:
             verdict = (f"[bold red]{len(regressions)} regression(s) of {fail_on_regression:g}% or more[/]"
                        if regressions else f"no regression of {fail_on_regression:g}% or more")
-            console.print(verdict, highlight=False)
+            console.print(verdict, highlight=False, markup=True)
     if regressions:
         raise typer.Exit(1)
 

@@ -51,7 +51,8 @@ def preflight(
         for problem in problems:
             console.print(f"✗ {problem.line()}", highlight=False, markup=False, soft_wrap=True)
     else:
-        console.print(f"[green]✓[/] {spec.name}: ready to deploy on {spec.cloud}", highlight=False)
+        console.print(f"[green]✓[/] {spec.name}: ready to deploy on {spec.cloud}", highlight=False,
+                      markup=True)
     raise typer.Exit(1 if problems else 0)
 
 

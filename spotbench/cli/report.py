@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from spotbench.cli._common import EXIT_BAD_INPUT, fail, print_answer
+from spotbench.cli._common import EXIT_BAD_INPUT, console, fail, print_answer
 
 
 def _url(value: str) -> str:
@@ -58,8 +58,8 @@ def report(
         _print_json(url, paths)
         return
     print_answer(paths.rankings)  # the answer first: the ranking, per USD
-    for line in paths.summary:  # then runs, failures, change points
-        typer.echo(line)
+    for line in paths.summary:  # then runs, failures, change points (record text)
+        console.print(line, highlight=False, soft_wrap=True)
     typer.echo(f"report:   {paths.markdown}")
     typer.echo(f"html:     {paths.html}")
     typer.echo(f"csv:      {paths.csv}")

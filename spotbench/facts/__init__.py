@@ -14,7 +14,7 @@ import importlib
 
 from spotbench.facts.base import CloudFacts
 
-__all__ = ["CLOUDS", "CloudFacts", "UnknownCloud", "cloud_names", "facts_of"]
+__all__ = ["CLOUDS", "CloudFacts", "UnknownCloud", "cloud_names", "facts_of", "known_facts"]
 
 # cloud name → the module holding its `FACTS` (imported on first use)
 CLOUDS: dict[str, str] = {
@@ -26,6 +26,12 @@ CLOUDS: dict[str, str] = {
 
 class UnknownCloud(ValueError):
     pass
+
+
+def known_facts(name: str) -> CloudFacts | None:
+    """The facts of cloud `name`, None when spotbench knows no such cloud (a reader of
+    records, whose `cloud` is the writer's word)."""
+    return facts_of(name) if name in CLOUDS else None
 
 
 def cloud_names() -> tuple[str, ...]:

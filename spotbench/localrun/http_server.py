@@ -1,7 +1,7 @@
 """The local functions server: functions-framework's app on its own gunicorn, with bounds.
 
     python -m spotbench.localrun.http_server --source functions/main.py --target router \\
-        --host 127.0.0.1 --port N
+        --host 127.0.0.1 --port N      # or --fd N: a socket the caller bound (localrun/server.py)
 
 The same app `functions-framework` serves (its public `create_app`) on gunicorn, started
 through gunicorn's public custom-application API (`gunicorn.app.base.BaseApplication`,
@@ -188,15 +188,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--source", required=True)
     ap.add_argument("--target", required=True)
     ap.add_argument("--host", default="127.0.0.1")
-    ap.add_argument("--port", type=int, required=True)
+    where = ap.add_mutually_exclusive_group(required=True)
+    where.add_argument("--port", type=int)
+    where.add_argument("--fd", type=int, help="serve on this inherited, bound, listening socket")
     args = ap.parse_args(argv)
 
     from functions_framework import create_app
 
     app = create_app(args.target, args.source, "http")  # functions/main.py adds its guard:
     # bodies capped before anything reads them, Flask's own errors in JSON (functions/http_guard.py)
+    bind = {"bind": f"fd://{args.fd}"} if args.fd is not None else {}
     ServerApp(app, args.host, args.port, worker_class="spotbench.localrun.http_server.BoundedThreadWorker",
-              threads=THREADS, **LIMITS).run()
+              threads=THREADS, **LIMITS, **bind).run()
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from spotbench import control
+from spotbench.terminal import TerminalConsole, log_handler
 from spotbench.localrun.outcome import RunOutcome
 from spotbench.localrun.runner import Progress, run_local
 from spotbench.spec import SweepSpec
@@ -108,10 +109,10 @@ def run_with_progress(spec: SweepSpec, *, on_schedule: bool, grace_s: float,
                       show_answer: Callable[[list], None] | None = None) -> tuple[RunOutcome, dict | None]:
     """Run SPEC locally showing progress; returns the outcome and the report's paths.
     `show_answer`: prints the report's ranking (the CLI's table) once the report is written."""
-    console = Console(stderr=as_json)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    console = TerminalConsole(stderr=as_json)
+    logging.basicConfig(level=logging.WARNING, handlers=[log_handler("%(levelname)s %(name)s: %(message)s")])
     console.print(f"[bold]{spec.name}[/]: {len(spec.plan())} groups on the local cloud"
-                  f"{' (waiting for cron ticks)' if on_schedule else ''}", highlight=False)
+                  f"{' (waiting for cron ticks)' if on_schedule else ''}", highlight=False, markup=True)
     reporter = _Reporter(console)
     if console.is_terminal:
         with Live(console=console, refresh_per_second=4, transient=True) as live:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import socket
+import time
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -43,3 +44,31 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
                 continue  # taken: try another
             ports.append(sock.getsockname()[1])
         return ports
+
+
+def listening_socket(port: int | None = None, host: str = "127.0.0.1", wait_s: float = 5.0) -> socket.socket:
+    """A TCP socket bound and listening on `host`:`port` (None: a free port, below the
+    ephemeral range when there is room), so its port is never free between the moment it
+    is chosen and the moment a server uses it: the server inherits this very socket.
+    A given `port` still held (a leftover server shutting down) is retried for `wait_s`;
+    OSError naming the port if it stays taken."""
+    candidates = _outside_ephemeral()
+    deadline = time.monotonic() + wait_s
+    tries = 0
+    while True:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past TIME_WAIT, never a listener
+        tries += 1
+        want = port if port is not None else (
+            random.choice(candidates) if candidates is not None and tries < 50 else 0)
+        try:
+            sock.bind((host, want))
+            sock.listen(128)
+            return sock
+        except OSError as exc:
+            sock.close()
+            if port is None:
+                continue  # taken: try another
+            if time.monotonic() >= deadline:
+                raise OSError(exc.errno, f"port {port} on {host} is taken by another process: {exc.strerror}") from None
+            time.sleep(0.1)

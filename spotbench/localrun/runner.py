@@ -29,6 +29,7 @@ Beside it: `deploy` (the state checked, the sweep's local instances declared and
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 import sqlite3
@@ -45,7 +46,7 @@ from spotbench.auth.local import scheduler_token
 from spotbench.clouds.base import ACTIVE, Instance, State
 from spotbench.localrun.deploy import deploy_or_halt, drain_or_halt, usable_state
 from spotbench.localrun.outcome import RunError, RunOutcome, outcome_of, state_failure
-from spotbench.localrun.scheduler import LocalScheduler, post
+from spotbench.localrun.scheduler import Bearer, LocalScheduler, post
 from spotbench.localrun.signals import interrupt_on_signals
 from spotbench.localrun.server import FunctionsServer
 from spotbench.clouds.local.state import LocalState, StateError
@@ -100,7 +101,7 @@ def run_local(
     results_url = spec.results_url()
     store = ResultStore(results_url)
     secret, cloud = usable_state(state, store, grace_s)
-    token = scheduler_token(secret)
+    token = functools.partial(scheduler_token, secret)  # minted per tick: tokens expire
     faults: list[dict] = []
     port = take_over_server(state, faults)
     server = FunctionsServer(_functions_env(spec, results_url, state, grace_s),
@@ -130,7 +131,7 @@ def _functions_env(spec: SweepSpec, results_url: str, state: LocalState,
 
 
 def _supervise(sweep: control.Sweep, scheduler: LocalScheduler, server: FunctionsServer,
-               token: str, state: LocalState, grace_s: float, on_schedule: bool,
+               token: Bearer, state: LocalState, grace_s: float, on_schedule: bool,
                on_progress: Callable[[Progress], None] | None,
                faults: list[dict]) -> tuple[str | None, str | None, bool]:
     """Serve, tick and watch until the run is over; then stop whatever is left. Returns the
@@ -172,7 +173,7 @@ def _newest_run(scheduler: LocalScheduler) -> str | None:
     return runs[-1] if runs else None
 
 
-def _stop_all(server: FunctionsServer, token: str, reason: str, faults: list[dict]) -> None:
+def _stop_all(server: FunctionsServer, token: Bearer, reason: str, faults: list[dict]) -> None:
     try:
         server.ensure_running()
         post(f"{server.url}/stop", token, {"reason": reason})
@@ -188,7 +189,7 @@ class _Watch:
     sweep: control.Sweep
     scheduler: LocalScheduler
     server: FunctionsServer
-    token: str
+    token: Bearer
     faults: list[dict]
     progress: Progress
     run_id: str | None = None
@@ -311,7 +312,7 @@ def run_state(active: set[str], completed: set[str], run_open: bool) -> str:
     return "idle" if run_open else "run closed"
 
 
-def _watch(sweep: control.Sweep, scheduler: LocalScheduler, server: FunctionsServer, token: str,
+def _watch(sweep: control.Sweep, scheduler: LocalScheduler, server: FunctionsServer, token: Bearer,
            on_schedule: bool, on_progress: Callable[[Progress], None] | None,
            faults: list[dict]) -> str | None:
     """Wait until the current run is over; enforce each attempt's deadline meanwhile."""

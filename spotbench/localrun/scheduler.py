@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
+from collections.abc import Callable
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -25,17 +26,22 @@ from spotbench.spec import SweepSpec
 log = logging.getLogger("spotbench.scheduler")
 
 
+Bearer = str | Callable[[], str]  # a token, or what mints one per request (expiring tokens)
+
+
 @http_retry(attempts=4, max_wait_s=3)
-def post(url: str, token: str, body: dict[str, Any] | None = None, timeout: float = 30) -> dict:
-    """POST a JSON body with a bearer token; returns the JSON answer (4xx raise HTTPError)."""
-    resp = requests.post(url, json=body or {}, headers={"Authorization": f"Bearer {token}"},
+def post(url: str, token: Bearer, body: dict[str, Any] | None = None, timeout: float = 30) -> dict:
+    """POST a JSON body with a bearer token (minted now when `token` is callable); returns
+    the JSON answer (4xx raise HTTPError)."""
+    bearer = token() if callable(token) else token
+    resp = requests.post(url, json=body or {}, headers={"Authorization": f"Bearer {bearer}"},
                          timeout=timeout)
     resp.raise_for_status()
     return resp.json()
 
 
 class LocalScheduler:
-    def __init__(self, spec: SweepSpec, state: LocalState, functions_url: str, token: str,
+    def __init__(self, spec: SweepSpec, state: LocalState, functions_url: str, token: Bearer,
                  window: timedelta):
         self.spec = spec
         self.state = state

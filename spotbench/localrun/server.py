@@ -1,5 +1,10 @@
 """Serve `functions/main.py` with functions-framework's app and gunicorn on 127.0.0.1
-(bounded for a machine other users share: `spotbench.localrun.http_server`)."""
+(bounded for a machine other users share: `spotbench.localrun.http_server`).
+
+The listening socket is bound here, before its port is known to anyone, and handed to
+gunicorn as an inherited file descriptor (`fd://N`); this process keeps it open across
+restarts. So no other local user can take the port between its choice and gunicorn's bind
+and answer the readiness probe, or a scheduler tick carrying its token (issue 38)."""
 
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ import requests
 
 from spotbench import PROJECT_ROOT
 from spotbench._private import open_private_append, private_dir
-from spotbench.localrun.net import free_ports
+from spotbench.localrun.net import listening_socket
 
 FUNCTIONS_SOURCE = PROJECT_ROOT / "functions" / "main.py"
 _PR_SET_PDEATHSIG = 1
@@ -39,7 +44,8 @@ class FunctionsServer:
     """A functions-framework process serving the `router` target (POST /start|/stop|/done)."""
 
     def __init__(self, env: dict[str, str], log_path: Path, port: int | None = None):
-        self.port = port or free_ports(1)[0]
+        self.sock = listening_socket(port or None)
+        self.port = self.sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = env
         self.log_path = log_path
@@ -53,13 +59,14 @@ class FunctionsServer:
         """Start the server process without waiting (boot it while other work goes on)."""
         if not FUNCTIONS_SOURCE.exists():
             raise RuntimeError(f"functions source not found at {FUNCTIONS_SOURCE}")
+        fd = self.sock.fileno()
         cmd = [sys.executable, "-m", "spotbench.localrun.http_server", "--target", "router",
-               "--source", str(FUNCTIONS_SOURCE), "--host", "127.0.0.1", "--port", str(self.port)]
+               "--source", str(FUNCTIONS_SOURCE), "--fd", str(fd)]
         private_dir(self.log_path.parent)
         log = open_private_append(self.log_path)  # owned by the child's lifetime
         self.proc = subprocess.Popen(
             cmd, env={**os.environ, **self.env}, stdout=log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,
+            stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent, pass_fds=(fd,),
             start_new_session=True,  # its own process group: stop() reaches its workers too
         )
         log.close()
@@ -94,10 +101,10 @@ class FunctionsServer:
                     f"the functions server exited with code {self.proc.returncode}; "
                     f"see {self.log_path}"
                 )
-            try:
+            try:  # the socket is ours: a connection waits in its backlog until gunicorn accepts
                 requests.get(self.url + "/", timeout=1)
                 return self
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):
                 time.sleep(0.1)
         self.stop()
         raise RuntimeError(f"the functions server did not answer within {timeout:.0f}s; see {self.log_path}")
@@ -122,5 +129,10 @@ class FunctionsServer:
     def __enter__(self) -> FunctionsServer:
         return self.start() if self.proc is None else self.wait_ready()
 
-    def __exit__(self, *exc: object) -> None:
+    def close(self) -> None:
+        """Stop the server and release its port."""
         self.stop()
+        self.sock.close()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -42,6 +42,22 @@ log = logging.getLogger("spotbench.remote")
 
 Via = Literal["direct", "jump", "iap", "ssm"]
 DEFAULT_COLLECT_PATHS = ("/var/log/spotbench",)
+MAX_COLLECT_BYTES = 64 << 20  # one file a member serves to `collect` (its words, its size)
+MAX_COLLECT_FILES = 1000  # files per member
+
+
+class TooLarge(OSError):
+    """A collected file grew past MAX_COLLECT_BYTES while it was fetched."""
+
+
+class _Capped(io.BytesIO):
+    """A buffer that refuses to hold more than MAX_COLLECT_BYTES (the member's sftp server
+    says the size, and may send more): the fetch stops there."""
+
+    def write(self, data) -> int:  # noqa: ANN001 - bytes-like
+        if self.tell() + len(data) > MAX_COLLECT_BYTES:
+            raise TooLarge(f"larger than {MAX_COLLECT_BYTES} bytes")
+        return super().write(data)
 
 
 @dataclass(frozen=True)
@@ -209,20 +225,30 @@ def collect(targets: list[Target], cfg: AccessConfig, store: ResultStore, group:
             continue
         conn = connection(conns[outcome.member], cfg)
         refused: list[str] = []
+        too_large: list[str] = []
         try:
-            for remote in filter(None, outcome.stdout.splitlines()):
+            for remote in list(filter(None, outcome.stdout.splitlines()))[:MAX_COLLECT_FILES]:
                 rel = collected_name(remote)
                 if rel is None:  # the member's listing is not trusted: it may name anything
                     refused.append(remote)
                     continue
-                buf = io.BytesIO()
-                conn.get(remote, local=buf)
+                buf = _Capped()
+                try:
+                    conn.get(remote, local=buf)
+                except TooLarge:  # refused alone: the member chose its size
+                    too_large.append(remote)
+                    continue
                 name = posixpath.join("collected", outcome.member, rel)
                 outcome.files.append(store.write_raw(run, group, name, buf.getvalue(), attempt=attempt))
         except Exception as exc:  # noqa: BLE001 - report, keep what was fetched
             outcome.ok, outcome.error = False, f"while fetching files: {_explain(exc)}"
         finally:
             conn.close()
+        if too_large:
+            shown = ", ".join(repr(r) for r in too_large[:5]) + (" …" if len(too_large) > 5 else "")
+            outcome.ok = False
+            outcome.error = "; ".join(filter(None, [outcome.error, f"refused files larger than "
+                                                    f"{MAX_COLLECT_BYTES} bytes: {shown}"]))
         if refused:
             log.warning("collect: %s listed %d unsafe file names; refused", outcome.member, len(refused))
             shown = ", ".join(repr(r) for r in refused[:5]) + (" …" if len(refused) > 5 else "")

@@ -19,7 +19,7 @@ from spotbench.report import data, cost, history, ranking, reference as referenc
 from spotbench.report import contaminated as contaminated_section
 from spotbench.report import failures as failures_section
 from spotbench.report.document import Document, Heading, Image, Para, TableBlock, to_html, to_markdown
-from spotbench.report.escape import out_folder_name, write_csv
+from spotbench.report.escape import out_folder_name, write_csv, write_file
 from spotbench.report.meta import typed_records
 from spotbench.results import ResultStore
 from spotbench.workload_registry import registry
@@ -112,9 +112,9 @@ def write_report(
             exports += e
 
     md = out_dir / "report.md"
-    md.write_text(to_markdown(doc, out_dir))
+    write_file(md, to_markdown(doc, out_dir))
     page = out_dir / "report.html"
-    page.write_text(to_html(doc))
+    write_file(page, to_html(doc))
     summary_csv = out_dir / "summary.csv"
     write_csv(pd.concat(exports, ignore_index=True) if exports else pd.DataFrame(), summary_csv)
     write_csv(pd.concat(ranked_long, ignore_index=True) if ranked_long else pd.DataFrame(),

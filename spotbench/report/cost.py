@@ -20,6 +20,7 @@ import pandas as pd  # noqa: E402
 from spotbench.prices import notes as price_notes  # noqa: E402
 from spotbench.report.data import fmt  # noqa: E402
 from spotbench.report.document import Document, Heading, Image, Para, TableBlock  # noqa: E402
+from spotbench.report.escape import save_figure  # noqa: E402
 
 WORK_STEPS = 10_000
 
@@ -93,7 +94,7 @@ def _plots(table: pd.DataFrame, out_dir: Path, cost_plot: bool = True) -> list[P
         ax.legend(fontsize=8)
         fig.tight_layout()
         pngs.append(out_dir / "throughput_vs_vms.png")
-        fig.savefig(pngs[-1])
+        save_figure(fig, pngs[-1])
         plt.close(fig)
     x, y = ("work_s", "work_usd") if table["work_usd"].notna().any() else ("seconds", "cost_usd")
     pts = table[table[x].notna() & table[y].notna()]
@@ -110,7 +111,7 @@ def _plots(table: pd.DataFrame, out_dir: Path, cost_plot: bool = True) -> list[P
         ax.grid(True, alpha=0.3)
         fig.tight_layout()
         pngs.append(out_dir / "cost_vs_time.png")
-        fig.savefig(pngs[-1])
+        save_figure(fig, pngs[-1])
         plt.close(fig)
     return pngs
 

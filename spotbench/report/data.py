@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from spotbench.facts import facts_of
+from spotbench.facts import known_facts
 from spotbench.failures import is_failure
 from spotbench.report.meta import FIELDS, read_meta
 from spotbench.report.numbers import num
@@ -67,7 +67,8 @@ def _config_labels(df: pd.DataFrame) -> pd.Series:
         parts = [str(row["machine_type"]) + _other_types(row)]
         if row.get("accelerator"):
             parts.append(str(row["accelerator"]))
-        if row.get("spot") and facts_of(row["cloud"]).spot_label:
+        facts = known_facts(row["cloud"])
+        if row.get("spot") and (facts is None or facts.spot_label):
             parts.append("spot")
         if show_placement:
             parts.append(f"placement={placements[idx]}")

@@ -14,8 +14,14 @@ so it is hostile input. The helpers here are the only way such text reaches an o
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
+import os
 import re
+import tempfile
+from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -82,7 +88,38 @@ def csv_safe(frame: pd.DataFrame) -> pd.DataFrame:
 def write_csv(frame: pd.DataFrame, path) -> None:
     """`csv_safe(frame)` as RFC 4180 CSV: CRLF line ends, so a CR or LF inside a value is
     quoted (with `\n` line ends a bare CR went out unquoted and started a new row)."""
-    csv_safe(frame).to_csv(path, index=False, lineterminator="\r\n")
+    write_file(path, csv_safe(frame).to_csv(index=False, lineterminator="\r\n"))
+
+
+def write_file(path, data: str | bytes) -> None:
+    """Write a report file without following what is at its name: the bytes go to a new
+    file beside it, renamed over the name, so a symlink planted there (`report.md` →
+    `~/.bashrc` in a shared folder) is replaced, never written through; a name another
+    user owns in a sticky folder is an error naming it (issue 38)."""
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name[:40]}.")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data.encode() if isinstance(data, str) else data)
+        os.chmod(tmp, 0o644 & ~_umask())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def save_figure(fig, path, **kwargs: Any) -> None:  # noqa: ANN001 - a matplotlib Figure
+    """`fig.savefig` through `write_file` (PNG)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", **kwargs)
+    write_file(path, buf.getvalue())
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _scalar_missing(value: object) -> bool:

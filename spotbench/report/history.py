@@ -17,7 +17,7 @@ import pandas as pd  # noqa: E402
 from spotbench.history.changepoints import DEFAULT_MAX_PVALUE  # noqa: E402
 from spotbench.history.trends import History, Series, size_text  # noqa: E402
 from spotbench.report.document import Document, Heading, Image, Para, TableBlock  # noqa: E402
-from spotbench.report.escape import file_stem  # noqa: E402
+from spotbench.report.escape import file_stem, save_figure  # noqa: E402
 from spotbench.report.numbers import num, p_value, pct, with_unit  # noqa: E402
 
 SAME_WITHIN = 0.05  # |change| below this is shown as "≈" in the comparison table
@@ -71,23 +71,33 @@ def comparison(hist: History, baseline: str | None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _on_dates(hist: History) -> bool:
+    """Whether the x axis can be the runs' dates: matplotlib's date axis, with its margins,
+    must stay within years 1 to 9999 (a run's first record may say year 9999); else the
+    runs' order, labelled with their dates."""
+    dates = [d for s in hist.series for d in s.dates]
+    return all(1900 <= d.year <= 2200 for d in dates)
+
+
 def _plots(hist: History, out_dir: Path) -> list[Path]:
     pngs = []
+    on_dates = _on_dates(hist)
     by_metric: dict[tuple[str, int | None], list[Series]] = {}
     for s in hist.series:
         by_metric.setdefault((s.label_metric, s.size), []).append(s)
     for (label, size), group in by_metric.items():
         fig, ax = plt.subplots(figsize=(8, 3.6))
         for s in group:
-            line, = ax.plot(s.dates, s.values, marker="o", markersize=3, label=s.label)
+            xs = s.dates if on_dates else list(range(len(s.values)))
+            line, = ax.plot(xs, s.values, marker="o", markersize=3, label=s.label)
             bounds = [0, *(cp.index for cp in s.change_points), len(s.values)]
             for a, b in zip(bounds, bounds[1:]):  # each level's mean
                 level = sum(s.values[a:b]) / (b - a)
-                ax.hlines(level, s.dates[a], s.dates[b - 1], colors=line.get_color(), alpha=0.4)
+                ax.hlines(level, xs[a], xs[b - 1], colors=line.get_color(), alpha=0.4)
             for cp in s.change_points:
-                ax.axvline(s.dates[cp.index], color="red" if s.worse(cp.rel_change) else "green",
+                ax.axvline(xs[cp.index], color="red" if s.worse(cp.rel_change) else "green",
                            linestyle="--", linewidth=1)
-                ax.annotate(pct(cp.rel_change), (s.dates[cp.index], s.values[cp.index]),
+                ax.annotate(pct(cp.rel_change), (xs[cp.index], s.values[cp.index]),
                             textcoords="offset points", xytext=(4, 6), fontsize=8)
         title = label + (f" @ {size_text(size)}" if size is not None else "")
         ax.set_title(f"{title}: per run (dashed: change points; red = regression)", fontsize=10)
@@ -95,10 +105,13 @@ def _plots(hist: History, out_dir: Path) -> list[Path]:
         ax.grid(alpha=0.3)
         if len(group) <= 8:
             ax.legend(fontsize=7)
+        if not on_dates:
+            longest = max(group, key=lambda s: len(s.dates))
+            ax.set_xticks(range(len(longest.dates)), [d.date().isoformat() for d in longest.dates])
         fig.autofmt_xdate()
         fig.tight_layout()
         png = out_dir / f"history_{file_stem(group[0].metric, size or '')}.png"
-        fig.savefig(png, dpi=110)
+        save_figure(fig, png, dpi=110)
         plt.close(fig)
         pngs.append(png)
     return pngs

@@ -22,7 +22,7 @@ from spotbench.report.data import (  # noqa: E402
 )
 from spotbench.history.trends import size_text  # noqa: E402
 from spotbench.report.document import Document, Heading, Image, Para, TableBlock  # noqa: E402
-from spotbench.report.escape import file_stem  # noqa: E402
+from spotbench.report.escape import file_stem, save_figure  # noqa: E402
 from spotbench.report.numbers import num, unit_label  # noqa: E402
 
 METRICS = {
@@ -147,7 +147,7 @@ def plot(table: pd.DataFrame, metric: str, path: Path) -> Path:
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path)
+    save_figure(fig, path)
     plt.close(fig)
     return path
 

@@ -15,7 +15,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from spotbench.facts import facts_of  # noqa: E402
+from spotbench.facts import known_facts  # noqa: E402
+from spotbench.report.escape import save_figure  # noqa: E402
 from spotbench.report.data import SPREAD_FLAG_CV, fmt, fmt_cv, spread, trial_counts  # noqa: E402
 from spotbench.report.document import Document, Heading, Image, Para, TableBlock  # noqa: E402
 
@@ -63,7 +64,7 @@ def _core_notes(tf: pd.DataFrame) -> list[str]:
     cores than the group has tasks is no contention and gets no note."""
     notes = []
     for (config, workers), sub in tf.groupby(["config", "workers"]):
-        if not all(facts_of(c).shares_host for c in sub["cloud"]):
+        if not all((f := known_facts(c)) is not None and f.shares_host for c in sub["cloud"]):
             continue
         cores = sub["cpu_count"].dropna()
         members = sub["members"].dropna()
@@ -79,7 +80,7 @@ def _core_notes(tf: pd.DataFrame) -> list[str]:
 
 def _plot(table: pd.DataFrame, column: str, ylabel: str, path: Path, ideal: bool) -> Path:
     fig = figure(table, column, ylabel, ideal)
-    fig.savefig(path)
+    save_figure(fig, path)
     plt.close(fig)
     return path
 

@@ -50,7 +50,12 @@ from spotbench.results.model import (
     MAX_ATTEMPT_BYTES,
     MAX_NAME_LEN,
     MAX_RECORDS,
+    MAX_BILLED_S,
+    MAX_COST_USD,
+    MAX_TRIAL,
     MAX_UNIT_LEN,
+    MAX_VALUE,
+    MIN_VALUE,
     RUN_ID_FORMAT,
     RUN_ID_SUFFIX,
     Attempt,
@@ -63,6 +68,7 @@ from spotbench.results.model import (
     new_run_id,
     run_id_lengths,
     utcnow,
+    value_problem,
 )
 from spotbench.results.records import MAX_SKIPPED_SHOWN, AttemptFiles
 from spotbench.results.runs import RunLedger
@@ -73,6 +79,7 @@ __all__ = [
     "MAX_SNAPSHOT_AGE", "MarketRow", "MarketSnapshot", "RunInfo", "SpentSummary", "StartRecord",
     "StoreError",
     "new_run_id", "run_id_lengths", "utcnow",
+    "MAX_BILLED_S", "MAX_COST_USD", "MAX_TRIAL", "MAX_VALUE", "MIN_VALUE", "value_problem",
 ]
 
 

@@ -55,8 +55,11 @@ class MarketSnapshot(BaseModel):
 
 
 def snapshot_of(rows: Iterable[Mapping[str, Any]], at: datetime) -> MarketSnapshot:
-    """The snapshot of `spotbench.history.market` rows: those with a zone and a rate, the
-    most VM-hours first, at most `MAX_SNAPSHOT_ROWS`."""
+    """The snapshot of `spotbench.history.market` rows: those with a zone and a rate, at
+    most `MAX_SNAPSHOT_ROWS`: first the rows of the most start requests control recorded
+    (its own start ledger: a member cannot add to it), then the most VM-hours (the records'
+    word). So rows of zones no start ever went to, a group's records made up, with any
+    VM-hours, never push a zone control started groups in out of the snapshot (issue 38)."""
     kept = []
     for r in rows:
         try:
@@ -64,9 +67,14 @@ def snapshot_of(rows: Iterable[Mapping[str, Any]], at: datetime) -> MarketSnapsh
         except ValidationError:
             continue
         if row.preemptions_per_vm_hour is not None:
-            kept.append(row)
-    kept.sort(key=lambda r: -(r.vm_hours or 0.0))
-    return MarketSnapshot(at=at, rows=kept[:MAX_SNAPSHOT_ROWS])
+            kept.append((_starts(r.get("starts")), row))
+    kept.sort(key=lambda sr: (-sr[0], -(sr[1].vm_hours or 0.0)))
+    return MarketSnapshot(at=at, rows=[row for _, row in kept[:MAX_SNAPSHOT_ROWS]])
+
+
+def _starts(value: object) -> int:
+    """A row's count of start requests (control's ledger), 0 when it has none."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 class MarketSnapshots(Storage):

@@ -4,11 +4,12 @@ and the store's errors."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 # Bounds on one attempt file (what a group may store per attempt; `WorkloadRun` stops
 # recording at MAX_RECORDS, a reader skips a file past either bound, with a warning).
@@ -21,6 +22,13 @@ SPARE_ATTEMPTS = 2
 MAX_NAME_LEN = 128  # a metric name (it names files and columns of the report)
 MAX_UNIT_LEN = 32
 MAX_ZONE_LEN = 64  # a zone name in control's own notes (GCE's and EC2's are under 30)
+# Bounds on the numbers of one record, so no reader's aggregate leaves the floats: a sum of
+# 10^250 values, their squares, a ratio of two of them, stay finite (issue 38).
+MAX_VALUE = 1e18  # |value| at most this…
+MIN_VALUE = 1e-18  # …and, unless 0, at least this
+MAX_COST_USD = 1e9  # one record's cost
+MAX_BILLED_S = 1e9  # one record's billed time (31 years)
+MAX_TRIAL = 10**6
 
 
 class StoreError(RuntimeError):
@@ -53,20 +61,59 @@ def run_id_lengths() -> tuple[int, int]:
     return n, n + 1 + RUN_ID_SUFFIX
 
 
+def value_problem(value: object) -> str | None:
+    """Why `value` cannot be a record's value (not a finite number within the bounds), or
+    None: the one check of the producers (workloads.common, the container's parser) and the
+    model."""
+    try:
+        number = not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
+    except OverflowError:  # an integer too large for a float
+        number = False
+    if not number:
+        return f"must be a finite number, got {str(value)[:40]!r}"
+    size = abs(float(value))  # type: ignore[arg-type]
+    if size > MAX_VALUE or 0 < size < MIN_VALUE:
+        return f"must be 0 or ±{MIN_VALUE:g} to ±{MAX_VALUE:g}, got {str(value)[:40]}"
+    return None
+
+
+def _bounded_value(value: float) -> float:
+    why = value_problem(value)
+    if why:
+        raise ValueError(f"value {why}")
+    return value
+
+
+def _utc(value: datetime) -> datetime:
+    """A record's time in UTC (a time without offset is UTC), its year 1 to 9999."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        return value.replace(tzinfo=UTC)
+    try:
+        return value.astimezone(UTC)
+    except (OverflowError, ValueError):
+        raise ValueError(f"{value.isoformat()} is outside years 1 to 9999 in UTC") from None
+
+
+UtcTime = Annotated[datetime, AfterValidator(_utc)]
+Value = Annotated[float, AfterValidator(_bounded_value)]
+
+
 class Result(BaseModel):
     """One value. Numbers are finite (JSON has no inf/NaN: they would come back as null and
-    refuse to load); costs and billed time are never negative; names are bounded."""
+    refuse to load) and bounded (`MAX_VALUE`, `MIN_VALUE`, `MAX_COST_USD`, `MAX_BILLED_S`:
+    no sum or mean of them overflows); costs and billed time are never negative; times are
+    UTC (years 1 to 9999 once their offset is applied); names are bounded."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     sweep: str
     run: str
     group: str
-    trial: int
+    trial: int = Field(ge=0, le=MAX_TRIAL)
     params: dict[str, Any] = Field(default_factory=dict)
     workload: str
     metric: str = Field(min_length=1, max_length=MAX_NAME_LEN)
-    value: float
+    value: Value
     unit: str = Field(max_length=MAX_UNIT_LEN)
     cloud: str
     machine_type: str
@@ -74,10 +121,10 @@ class Result(BaseModel):
     zone: str | None = None
     spot: bool = False
     preempted: bool = False
-    started_at: datetime
-    ended_at: datetime
-    billed_s: float | None = Field(default=None, ge=0)
-    cost_usd: float | None = Field(default=None, ge=0)
+    started_at: UtcTime
+    ended_at: UtcTime
+    billed_s: float | None = Field(default=None, ge=0, le=MAX_BILLED_S)
+    cost_usd: float | None = Field(default=None, ge=0, le=MAX_COST_USD)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("metadata")
@@ -106,8 +153,8 @@ _METADATA_TYPES = {"members": "count", "size_bytes": "count", "cpu_count": "coun
 
 class RunInfo(BaseModel):
     run: str
-    opened_at: datetime
-    closed_at: datetime | None = None
+    opened_at: UtcTime
+    closed_at: UtcTime | None = None
     reason: str | None = None
     ticks: list[str] = Field(default_factory=list)  # scheduler tick times this run served
 
@@ -132,7 +179,7 @@ class StartRecord(BaseModel):
 
     run: str
     group: str
-    at: datetime
+    at: UtcTime
     machine_type: str
     accelerator: str | None = None
     zone: str | None = None

@@ -199,7 +199,9 @@ def test_an_attempt_of_too_many_lines_is_refused_with_bounded_memory(tmp_path: P
         assert cat.query("SELECT count(*) FROM records WHERE metric <> 'preempted'").rows == [(0,)]
 
 
-def test_the_member_stops_recording_at_the_bound(tmp_path: Path, monkeypatch) -> None:
+def member_run(tmp_path: Path, monkeypatch, workload: str = "osu"):
+    """A sweep with one run open, and its first group's member recording into the store as
+    a member does (`WorkloadRun`): (sweep, run, its WorkloadRun)."""
     from spotbench.member import MemberContext
     from workloads.common import WorkloadRun
 
@@ -207,11 +209,15 @@ def test_the_member_stops_recording_at_the_bound(tmp_path: Path, monkeypatch) ->
     run = control.start(sweep, SCHEDULER, now=T0)["run"]
     group = sweep.groups[0]
     monkeypatch.setenv("SPOTBENCH_RUN", run)
-    ctx = MemberContext(sweep="dp", group=group.id, trial=1, workload="osu", params={},
+    ctx = MemberContext(sweep="dp", group=group.id, trial=1, workload=workload, params={},
                         name=group.members[0].name, role=group.members[0].role, index=0, rank=0,
                         cloud="gcp", machine_type="n1-standard-2", results_url=sweep.store.url,
                         members=[])
-    wr = WorkloadRun(ctx, sweep.store)
+    return sweep, run, WorkloadRun(ctx, sweep.store)
+
+
+def test_the_member_stops_recording_at_the_bound(tmp_path: Path, monkeypatch) -> None:
+    sweep, run, wr = member_run(tmp_path, monkeypatch)
     for i in range(MAX_RECORDS + 50):
         wr.record("v", float(i), "us")
     wr.record("inf", float("inf"), "us")

@@ -125,3 +125,24 @@ def _number(text: str) -> bool:
         return True
     except ValueError:
         return False
+
+
+def test_report_out_does_not_follow_symlinks_planted_in_a_shared_folder(store, tmp_path):
+    """Another user planted `report.md`, `records.csv` and a plot's name in the shared output
+    folder as symlinks to the operator's files (issue 38): the report replaces the links,
+    the operator's files stay as they were."""
+    _store(store, [_container()])
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    first = write_report(store.url, tmp_path / "probe")  # the names a report writes
+    victims = {}
+    for name in ["report.md", "report.html", "records.csv", "summary.csv", *(p.name for p in first.png)]:
+        victim = tmp_path / f"victim-{name}"
+        victim.write_text("the operator's own file\n")
+        (shared / name).symlink_to(victim)
+        victims[name] = victim
+    paths = write_report(store.url, shared)
+    for name, victim in victims.items():
+        assert victim.read_text() == "the operator's own file\n", name
+        assert (shared / name).is_file() and not (shared / name).is_symlink(), name
+    assert "events_per_s" in paths.markdown.read_text()

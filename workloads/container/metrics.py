@@ -11,20 +11,25 @@ stdout line (the whole line, surrounding spaces ignored), either form:
 
 Anything else is ignored (a command prints what it likes); a line that looks like a JSON
 metric but is not valid is reported as a problem, never silently dropped. So is a value
-that is not finite (`throughput=1e999` is inf: JSON cannot hold it), a name longer than
-`MAX_NAME_LEN` or a unit longer than `MAX_UNIT_LEN`, and every value past `MAX_RECORDS`.
+that is not finite (`throughput=1e999` is inf: JSON cannot hold it) or out of the stored
+range, a name longer than `MAX_NAME_LEN` or a unit longer than `MAX_UNIT_LEN`, a line longer
+than `MAX_LINE` (read no further than that), JSON nested past what the parser takes, labels
+over `MAX_LABELS` bytes, and every value past `MAX_RECORDS`. Each is refused alone, with a
+note; the rest of the output is kept (issue 38).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spotbench.results import MAX_NAME_LEN, MAX_RECORDS, MAX_UNIT_LEN
+from spotbench.results import MAX_NAME_LEN, MAX_RECORDS, MAX_UNIT_LEN, value_problem
+
+MAX_LINE = 64 * 1024  # characters of one metric line
+MAX_LABELS = 2048  # bytes of one metric's labels as JSON (10^4 of them fit one attempt file)
 
 STDOUT_LINE = re.compile(
     r"^\s*(?P<name>[A-Za-z_][A-Za-z0-9_.\-/]*)\s*=\s*"
@@ -57,15 +62,17 @@ def stdout_metrics(text: str) -> tuple[list[Metric], list[str]]:
     out: list[Metric] = []
     problems: list[str] = []
     for n, line in enumerate(text.splitlines(), 1):
-        m = STDOUT_LINE.match(line)
+        m = STDOUT_LINE.match(line) if len(line) <= MAX_LINE else None
         why = None
-        if m:
+        if len(line) > MAX_LINE:
+            why = f"a line of more than {MAX_LINE} characters" if _looks_like_metric(line) else None
+        elif m:
             why = _bounds(m["name"], float(m["value"]), m["unit"] or "")
             if why is None and len(out) >= MAX_RECORDS:
                 why = f"more than {MAX_RECORDS} values"
             if why is None:
                 out.append(Metric(m["name"], float(m["value"]), m["unit"] or ""))
-        elif line.strip().startswith("{") and '"metric"' in line:
+        elif _looks_like_metric(line):
             try:
                 metric = from_json_line(line.strip())
             except ValueError as exc:
@@ -80,9 +87,16 @@ def stdout_metrics(text: str) -> tuple[list[Metric], list[str]]:
     return out, problems
 
 
+def _looks_like_metric(line: str) -> bool:
+    """A JSON metric line (or what tries to be one): other lines are the command's own."""
+    head = line[:MAX_LINE]
+    return head.strip().startswith("{") and '"metric"' in line
+
+
 def _bounds(name: str, value: float, unit: str) -> str | None:
-    if not math.isfinite(value):
-        return f"'value' must be a finite number, got {value!r}"
+    why = value_problem(value)
+    if why:
+        return f"'value' {why}"
     if len(name) > MAX_NAME_LEN:
         return f"'metric' must have at most {MAX_NAME_LEN} characters, got {len(name)}"
     if len(unit) > MAX_UNIT_LEN:
@@ -92,21 +106,22 @@ def _bounds(name: str, value: float, unit: str) -> str | None:
 
 def from_json_line(line: str) -> Metric:
     """One JSON metric line; ValueError saying what is wrong."""
+    if len(line.rstrip("\r\n")) > MAX_LINE:
+        raise ValueError(f"a line of more than {MAX_LINE} characters")
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not JSON: {exc.msg}") from None
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
     if not isinstance(obj, dict):
         raise ValueError("not a JSON object")
     name, value = obj.get("metric"), obj.get("value")
     if not isinstance(name, str) or not name:
         raise ValueError("'metric' must be a non-empty string")
-    try:
-        finite = not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
-    except OverflowError:  # an integer too large for a float
-        finite = False
-    if not finite:
-        raise ValueError(f"'value' must be a finite number, got {str(value)[:40]!r}")
+    why = value_problem(value)
+    if why:
+        raise ValueError(f"'value' {why}")
     unit, labels = obj.get("unit", ""), obj.get("labels", {})
     if not isinstance(unit, str):
         raise ValueError(f"'unit' must be a string, got {unit!r}")
@@ -114,8 +129,25 @@ def from_json_line(line: str) -> Metric:
     if why:
         raise ValueError(why)
     if not isinstance(labels, dict):
-        raise ValueError(f"'labels' must be an object, got {labels!r}")
+        raise ValueError(f"'labels' must be an object, got {str(labels)[:40]!r}")
+    size = len(json.dumps(labels, default=str))
+    if size > MAX_LABELS:
+        raise ValueError(f"'labels' take {size} bytes as JSON (at most {MAX_LABELS})")
     return Metric(name, float(value), unit, labels)
+
+
+def _bounded_lines(fh: Any) -> Any:
+    """The lines of a text file, each read at most `MAX_LINE` + 1 characters far: a longer
+    line comes as its first `MAX_LINE` + 1 characters (refused by `from_json_line`), the rest
+    of it skipped unread into memory."""
+    while True:
+        line = fh.readline(MAX_LINE + 1)
+        if not line:
+            return
+        if len(line) > MAX_LINE and not line.endswith("\n"):
+            while (rest := fh.readline(MAX_LINE)) and not rest.endswith("\n"):
+                pass
+        yield line
 
 
 def from_folder(folder: Path) -> tuple[list[Metric], list[str]]:
@@ -125,7 +157,7 @@ def from_folder(folder: Path) -> tuple[list[Metric], list[str]]:
     problems: list[str] = []
     for path in sorted(folder.rglob("*.jsonl")):
         with path.open(errors="replace") as fh:
-            for n, line in enumerate(fh, 1):
+            for n, line in enumerate(_bounded_lines(fh), 1):
                 if not line.strip():
                     continue
                 if len(metrics) >= MAX_RECORDS:

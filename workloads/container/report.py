@@ -19,7 +19,7 @@ import pandas as pd  # noqa: E402
 from spotbench.failures import is_failure  # noqa: E402
 from spotbench.report.data import fmt  # noqa: E402
 from spotbench.report.document import Document, Heading, Image, Para, TableBlock  # noqa: E402
-from spotbench.report.escape import file_stem  # noqa: E402
+from spotbench.report.escape import file_stem, save_figure  # noqa: E402
 
 WORKLOAD = "container"
 
@@ -53,7 +53,7 @@ def plot(table: pd.DataFrame, metric: str, unit: str, path: Path) -> Path:
     ax.set_title(f"{metric}: average (bars: min to max)", fontsize=10)
     ax.grid(True, axis="x", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path)
+    save_figure(fig, path)
     plt.close(fig)
     return path
 

@@ -42,9 +42,33 @@ STDOUT, STDERR, EXIT = 1, 2, 3
 _FRAME = struct.Struct("!BI")
 
 
+RUNTIME_KEY = Path("~/.cache/spotbench/runtime.key")  # this user's: names the runtime folder
+
+
+def _runtime_name() -> str:
+    """`spotbench-<uid>-<16 hex>`: the hex from a key in this user's home (0600, made once),
+    so nobody else can know the name and pre-create the folder in a shared `$TMPDIR`
+    (`spotbench-<uid>` made by another user blocked every local OSU run: issue 38)."""
+    path = RUNTIME_KEY.expanduser()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        key = path.read_text().strip()
+    else:
+        key = secrets.token_hex(32)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(key + "\n")
+    if not key:  # another process is writing it this very moment
+        key = path.read_text().strip()
+    tag = hmac.new(key.encode(), b"runtime-dir", hashlib.sha256).hexdigest()[:16]
+    return f"spotbench-{os.getuid()}-{tag}"
+
+
 def runtime_dir() -> Path:
-    """`$TMPDIR/spotbench-<uid>`, created 0700; refuses a directory others can read."""
-    path = Path(tempfile.gettempdir()) / f"spotbench-{os.getuid()}"
+    """`$TMPDIR/spotbench-<uid>-<tag>` (`_runtime_name`), created 0700; refuses a
+    directory others own or can read."""
+    path = Path(tempfile.gettempdir()) / _runtime_name()
     path.mkdir(mode=0o700, exist_ok=True)
     st = path.stat()
     if st.st_uid != os.getuid() or st.st_mode & 0o077:
