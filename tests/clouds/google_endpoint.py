@@ -201,6 +201,8 @@ class FakeProject:
     machine_types: dict[str, dict[str, int]] = field(default_factory=dict)  # zone → {type: cpus}
     accelerators: dict[str, set[str]] = field(default_factory=dict)  # zone → types
     quotas: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)  # region → metric → (limit, usage)
+    # project-level quotas (`projects.get`'s `quotas`: GPUS_ALL_REGIONS, CPUS_ALL_REGIONS, …)
+    project_quotas: dict[str, tuple[float, float]] = field(default_factory=dict)
     service_accounts: list[dict[str, str]] = field(default_factory=list)  # IAM: {email, displayName}
     roles: list[dict[str, str]] = field(default_factory=list)  # IAM custom roles: {name}
     # region → subnetworks ({name, network (URL), ipCidrRange}): `aggregated/subnetworks`
@@ -209,7 +211,9 @@ class FakeProject:
     def handle(self, method: str, path: str) -> tuple[int, Any] | None:
         p = f"/compute/v1/projects/{self.project}"
         if path == p:
-            return (200, {"name": self.project}) if self.exists else (404, _not_found(path))
+            return (200, {"name": self.project, "quotas": [
+                {"metric": m, "limit": lim, "usage": use}
+                for m, (lim, use) in sorted(self.project_quotas.items())]}) if self.exists else (404, _not_found(path))
         if path == f"/v1/projects/{self.project}/services":
             return 200, {"services": [{"name": f"projects/1/services/{s}", "config": {"name": s},
                                        "state": "ENABLED"} for s in sorted(self.enabled)]}
