@@ -20,7 +20,7 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.function_source import function_source
-from spotbench import PROJECT_ROOT
+from spotbench import PROJECT_ROOT, limits
 from spotbench.spec import SweepSpec
 
 RUNTIME = "python3.12"
@@ -28,6 +28,17 @@ HANDLER = "functions.lambda_handler.handler"
 LAYER_DIR = PROJECT_ROOT / "build" / "lambda-layer"
 TIMEOUTS = {"start": 900, "stop": 900, "done": 300}  # start/stop wait for EC2 (bounded)
 ACTIONS = ("start", "stop", "done")
+
+
+def measured_env(function: str, variables: dict[str, pulumi.Input[str]]) -> pulumi.Output[dict[str, str]]:
+    """A Lambda's environment, measured once its values are known: Lambda refuses more than
+    4 KB of keys and values together (spotbench.limits, `lambda.env`)."""
+    def check(values: dict[str, str]) -> dict[str, str]:
+        limits.require("lambda.env", f"function {function}: environment variables "
+                       f"({', '.join(sorted(values))})", limits.env_bytes(values))
+        return values
+
+    return pulumi.Output.all(**variables).apply(check)
 
 
 def function_name(sweep: str, action: str) -> str:
@@ -86,14 +97,14 @@ class AwsFunctions(pulumi.ComponentResource):
                 layers=layers,
                 timeout=TIMEOUTS[action],
                 memory_size=512,
-                environment={"variables": {
+                environment={"variables": measured_env(function_name(spec.name, action), {
                     "SPOTBENCH_CLOUD": "aws",
                     "SPOTBENCH_ACTION": action,
                     "SPOTBENCH_SPEC": spec.model_dump_json(),
                     "SPOTBENCH_RESULTS_URL": args.results_url,
                     **({"SPOTBENCH_SECRET_FILES": json.dumps(args.secret_files)}
                        if args.secret_files else {}),
-                }},
+                })},
                 tags=args.tags,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[log_group]),
             )
