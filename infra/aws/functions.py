@@ -14,12 +14,13 @@ to import until the layer is built and `pulumi up` is run again.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
 
-from infra.function_source import function_source
+from infra.function_source import SOURCE_DIRS, function_source
 from spotbench import PROJECT_ROOT, limits
 from spotbench.spec import SweepSpec
 
@@ -28,6 +29,21 @@ HANDLER = "functions.lambda_handler.handler"
 LAYER_DIR = PROJECT_ROOT / "build" / "lambda-layer"
 TIMEOUTS = {"start": 900, "stop": 900, "done": 300}  # start/stop wait for EC2 (bounded)
 ACTIONS = ("start", "stop", "done")
+
+
+def tree_bytes(*dirs: Path) -> int:
+    """Bytes of the files under `dirs` (no byte-code caches): what Lambda unpacks."""
+    return sum(f.stat().st_size for d in dirs if d.is_dir() for f in d.rglob("*")
+               if f.is_file() and "__pycache__" not in f.parts)
+
+
+def check_package(root: Path = PROJECT_ROOT, layer: Path = LAYER_DIR) -> None:
+    """The functions' code and layer within Lambda's sizes (spotbench.limits): the code as
+    unpacked bounds its zip (50 MB uploaded directly), code and layer unpacked (250 MB)."""
+    code = tree_bytes(*(root / d for d in SOURCE_DIRS))
+    limits.require("lambda.zip", "the functions' code (unzipped, bounding its zip)", code)
+    limits.require("lambda.unzipped", "the functions' code and layer, unzipped",
+                   code + tree_bytes(layer))
 
 
 def measured_env(function: str, variables: dict[str, pulumi.Input[str]]) -> pulumi.Output[dict[str, str]]:
@@ -67,6 +83,7 @@ class AwsFunctions(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         spec = args.spec
         archive, digest = function_source("aws")
+        check_package()
         layers: list[pulumi.Input[str]] = []
         if (LAYER_DIR / "python").is_dir():
             layer = aws.lambda_.LayerVersion(

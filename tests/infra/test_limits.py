@@ -207,3 +207,23 @@ def test_limits_created_template_document_grows_linearly_with_the_group():
     first, second = double - small, quadruple - double  # 16 → 32, 32 → 64 members
     assert second <= 2.2 * first, (small, double, quadruple)
     assert quadruple < 64 * 1024  # 64 members: far below the 256 KiB a value may hold
+
+
+def test_limits_aws_lambda_package_and_layer_sizes_are_measured(tmp_path, monkeypatch):
+    """The functions' code and layer as Lambda unpacks them: 250 MB together."""
+    from infra.aws.functions import check_package, tree_bytes
+
+    (tmp_path / "functions").mkdir()
+    (tmp_path / "functions" / "main.py").write_bytes(b"x" * 1000)
+    layer = tmp_path / "layer" / "python"
+    layer.mkdir(parents=True)
+    (layer / "dep.py").write_bytes(b"y" * 500)
+    (layer / "__pycache__").mkdir()
+    (layer / "__pycache__" / "dep.pyc").write_bytes(b"z" * 10**6)  # not what Lambda counts
+    assert tree_bytes(tmp_path / "functions", tmp_path / "layer") == 1500
+    monkeypatch.setitem(limits.LIMITS, "lambda.unzipped",
+                        limits.Limit("lambda.unzipped", "code and layers", 1500, "bytes", "https://x"))
+    check_package(tmp_path, tmp_path / "layer")  # at the limit
+    (layer / "more.py").write_bytes(b"y")
+    with pytest.raises(limits.LimitError, match="the functions' code and layer, unzipped: 1,501 bytes"):
+        check_package(tmp_path, tmp_path / "layer")
