@@ -51,7 +51,9 @@ def gpu_quota_metric(accelerator: str, spot: bool) -> str:
     return ("PREEMPTIBLE_" if spot else "") + metric
 
 
-class _Api:
+class Api:
+    """Compute Engine, Service Usage and IAM REST calls as ADC (or a local endpoint)."""
+
     def __init__(self, api_endpoint: str | None):
         self.local = api_endpoint
         if api_endpoint:
@@ -80,7 +82,7 @@ def _message(body: dict[str, Any]) -> str:
 
 def check(spec: SweepSpec, project: str, api_endpoint: str | None = None) -> list[Problem]:
     try:
-        api = _Api(api_endpoint)
+        api = Api(api_endpoint)
     except Exception as exc:  # noqa: BLE001 - google.auth's DefaultCredentialsError and kin
         return [Problem("credentials", f"no Google credentials ({type(exc).__name__})",
                         "gcloud auth application-default login")]
@@ -121,7 +123,7 @@ def _quotas(body: dict[str, Any]) -> Quotas:
             for q in body.get("quotas", []) if "metric" in q}
 
 
-def _project(api: _Api, project: str) -> tuple[Problem | None, Quotas | None]:
+def _project(api: Api, project: str) -> tuple[Problem | None, Quotas | None]:
     """Why the project cannot be read (credentials, a wrong id), or None; and its
     project-level quotas (`GPUS_ALL_REGIONS`, …) when it answered."""
     status, body = api.get(COMPUTE, f"/compute/v1/projects/{project}")
@@ -193,7 +195,7 @@ def _all_regions_gpus(spec: SweepSpec, project: str, quotas: Quotas | None,
     return []
 
 
-def _missing_apis(api: _Api, project: str) -> list[str]:
+def _missing_apis(api: Api, project: str) -> list[str]:
     status, body = api.get(SERVICE_USAGE, f"/v1/projects/{project}/services",
                            filter="state:ENABLED", pageSize=200)
     enabled = {s.get("config", {}).get("name") or s.get("name", "").rsplit("/", 1)[-1]
@@ -201,7 +203,7 @@ def _missing_apis(api: _Api, project: str) -> list[str]:
     return [a for a in (*BOOTSTRAP_APIS, *REQUIRED_APIS) if a not in enabled]
 
 
-def _machine_cpus(api: _Api, project: str, zone: str, machines: set[str],
+def _machine_cpus(api: Api, project: str, zone: str, machines: set[str],
                   problems: list[Problem]) -> dict[str, int]:
     """vCPUs of each machine type offered in the zone; a problem for each one that is not."""
     cpus: dict[str, int] = {}
@@ -215,7 +217,7 @@ def _machine_cpus(api: _Api, project: str, zone: str, machines: set[str],
     return cpus
 
 
-def _accelerators(api: _Api, project: str, zone: str, wanted: set[str],
+def _accelerators(api: Api, project: str, zone: str, wanted: set[str],
                   problems: list[Problem]) -> set[str]:
     """The accelerators offered in the zone; a problem for each one that is not."""
     offered: set[str] = set()
@@ -229,7 +231,7 @@ def _accelerators(api: _Api, project: str, zone: str, wanted: set[str],
     return offered
 
 
-def _listed(api: _Api, path: str, key: str) -> list[dict[str, Any]] | None:
+def _listed(api: Api, path: str, key: str) -> list[dict[str, Any]] | None:
     """Every item of an IAM list (all pages); None when the API refuses."""
     items: list[dict[str, Any]] = []
     token = ""
@@ -243,7 +245,7 @@ def _listed(api: _Api, path: str, key: str) -> list[dict[str, Any]] | None:
             return items
 
 
-def _iam_quotas(api: _Api, spec: SweepSpec, project: str) -> list[Problem]:
+def _iam_quotas(api: Api, spec: SweepSpec, project: str) -> list[Problem]:
     """Room for the sweep's accounts and custom roles, beside what the project already holds
     (the sweep's own, from an earlier deploy, do not count: display names
     `spotbench <sweep>: …`, role ids `spotbench_<sweep>_…`)."""
@@ -275,7 +277,7 @@ def _iam_quotas(api: _Api, spec: SweepSpec, project: str) -> list[Problem]:
     return out
 
 
-def _iap_scope(api: _Api, spec: SweepSpec, project: str) -> list[Problem]:
+def _iap_scope(api: Api, spec: SweepSpec, project: str) -> list[Problem]:
     """Operators' IAP tunnels are granted by destination address (the sweep's subnet:
     infra/gcp/identity.py, docs/platform.md): another subnet of the project on an
     overlapping range (another VPC, e.g. another sweep on the default range) would be
@@ -303,7 +305,7 @@ def _iap_scope(api: _Api, spec: SweepSpec, project: str) -> list[Problem]:
                     "give the sweep a free range: gcp.network_cidr (e.g. 10.43.0.0/24)")]
 
 
-def _quota(api: _Api, spec: SweepSpec, project: str, region: str, groups: list[RunGroup],
+def _quota(api: Api, spec: SweepSpec, project: str, region: str, groups: list[RunGroup],
            cpus: dict[str, int], accelerators: set[str]) -> list[Problem]:  # fmt: skip
     """Quota for what exists (unknown types are already reported above)."""
     status, body = api.get(COMPUTE, f"/compute/v1/projects/{project}/regions/{region}")
