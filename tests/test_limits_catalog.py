@@ -111,3 +111,33 @@ def test_limits_catalog_unreadable_cache_falls_back_to_the_shipped_table(cache):
     assert live.load("gcp") is None
     _, warnings = _findings(GCP_SPEC, "n2-standard-128")
     assert "not in spotbench's catalog (shipped 2024-06; `spotbench prices --cloud gcp`" in warnings[0]
+
+
+def test_limits_catalog_spotbench_prices_refreshes_the_machine_types_beside_the_prices(
+        cache, monkeypatch, tmp_path):
+    """The command: `spotbench prices --cloud gcp --project P` stores the prices and the
+    machine types; without a project the prices are stored and the catalog refresh says why not."""
+    from typer.testing import CliRunner
+
+    from spotbench.cli import app
+    from tests.clouds.fake_billing import FakeBillingCatalog
+    from tests.test_prices_fetch import billing_skus
+
+    monkeypatch.setenv("SPOTBENCH_PRICES_DIR", str(tmp_path / "prices"))
+    monkeypatch.delenv("SPOTBENCH_GCP_PROJECT", raising=False)
+    endpoint = GoogleEndpoint(billing=FakeBillingCatalog(skus={"6F81-5844-456A": billing_skus()}))
+    endpoint.project.machine_types = {"us-central1-a": {"n1-standard-4": 4, "n2-standard-128": 128}}
+    monkeypatch.setenv("SPOTBENCH_GCP_API_ENDPOINT", endpoint.url_for("user:me@example.com"))
+    try:
+        bare = CliRunner().invoke(app, ["prices", "--cloud", "gcp", "--region", "us-central1"])
+        assert bare.exit_code == 0, bare.output
+        assert "gcp: machine types not refreshed" in bare.stderr and "--project" in bare.stderr
+        assert not (cache / "gcp.json").exists()
+        result = CliRunner().invoke(app, ["prices", "--cloud", "gcp", "--region", "us-central1",
+                                          "--project", "proj"])
+    finally:
+        endpoint.stop()
+    assert result.exit_code == 0, result.output
+    assert "gcp: 2 machine types from Compute Engine machineTypes.aggregatedList" in result.stderr
+    assert set(live.load("gcp").machines) == {"n1-standard-4", "n2-standard-128"}
+    assert (tmp_path / "prices" / "gcp.csv").is_file()
