@@ -37,7 +37,7 @@ from typing import Any
 
 import pulumi
 
-from spotbench import PROJECT_ROOT
+from spotbench import PROJECT_ROOT, limits
 from spotbench.clouds import get_provider
 from spotbench.clouds.gcp import PREVIEW_PROJECT
 from spotbench.preview import Declared
@@ -260,7 +260,9 @@ def preview(
     project: str | None = None,
     region: str | None = None,
 ) -> list[Declared]:
-    """Run `infra/__main__.py` under mocks with `spotbench:spec = spec_path`."""
+    """Run `infra/__main__.py` under mocks with `spotbench:spec = spec_path`. What it would
+    send past a cloud's limit (a boot document, an environment, a condition, a name: each
+    measured where the program renders it) raises `LimitsExceeded`, naming every one."""
     from spotbench.spec import load_spec
 
     spec = load_spec(spec_path)  # fails early with the CLI's own message
@@ -277,7 +279,26 @@ def preview(
     if str(PROJECT_ROOT) not in sys.path:  # `infra` is a top-level package of the checkout
         sys.path.insert(0, str(PROJECT_ROOT))
     try:
-        run_declarations(lambda: runpy.run_path(str(PROGRAM), run_name="__main__"))
+        with limits.collecting() as over:  # every field past a limit, not only the first
+            run_declarations(lambda: runpy.run_path(str(PROGRAM), run_name="__main__"))
     finally:
         pulumi.runtime.set_all_config({})
+    if over:
+        raise LimitsExceeded(over)
     return list(mocks.declared)
+
+
+class LimitsExceeded(ValueError):
+    """What the program would send past the clouds' limits (`spotbench.limits`), every one."""
+
+    SHOWN = 3  # fields shown per limit (500 groups past one limit: 3 lines and a count)
+
+    def __init__(self, errors: list[limits.LimitError]):
+        self.errors = list(errors)
+        lines: list[str] = []
+        for key in dict.fromkeys(e.limit.key for e in self.errors):
+            same = [e for e in self.errors if e.limit.key == key]
+            lines += [str(e) for e in same[: self.SHOWN]]
+            if len(same) > self.SHOWN:
+                lines.append(f"… and {len(same) - self.SHOWN} more past the same limit ({key})")
+        super().__init__("\n".join(lines))

@@ -19,6 +19,11 @@ from spotbench.facts import facts_of
 from spotbench.plan import Member, RunGroup
 
 ENV_KEY = "SPOTBENCH_CONTEXT"
+# A VM made from a template whose boot document serves several members (GCP's created
+# lifecycle) carries one group context and learns which member it is at boot: this names it,
+# and `from_env` takes that member's name, role, index and rank from the context's members
+# (the document then grows with the group, not with its square: infra/gcp/cloud_init.py).
+MEMBER_KEY = "SPOTBENCH_MEMBER"
 # A member that starts outside an open run (a cloud booted it: GCE at creation, EC2 when
 # spot capacity returns) exits with this code without writing anything; the VM's unit
 # then powers the VM off (infra.units.workload_unit).
@@ -111,7 +116,17 @@ class MemberContext(BaseModel):
                 f"{ENV_KEY} is not set: workloads are started by a spotbench cloud "
                 "(`spotbench run SPEC`), which passes each member its context"
             )
-        return cls.model_validate(json.loads(raw))
+        ctx = cls.model_validate(json.loads(raw))
+        member = env.get(MEMBER_KEY)
+        return ctx.as_member(member) if member and member != ctx.name else ctx
+
+    def as_member(self, name: str) -> MemberContext:
+        """The same group's context as seen by its member `name`."""
+        peer = next((p for p in self.members if p.name == name), None)
+        if peer is None:
+            raise RuntimeError(f"{MEMBER_KEY}={name!r} is no member of group {self.group}")
+        return self.model_copy(update={"name": peer.name, "role": peer.role,
+                                       "index": peer.index, "rank": peer.rank})
 
     def peers(self, role: str | None = None) -> list[Peer]:
         return [p for p in self.members if role is None or p.role == role]

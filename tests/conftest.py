@@ -74,6 +74,9 @@ def _no_refreshed_prices(tmp_path_factory, monkeypatch):
     """Price with the shipped tables unless a test refreshes its own: a table the machine's
     user refreshed (`spotbench prices`, ~/.cache/spotbench/prices) never changes a figure."""
     monkeypatch.setenv("SPOTBENCH_PRICES_DIR", str(tmp_path_factory.mktemp("prices") / "none"))
+    # likewise the machine types `spotbench prices` lists (spotbench.catalog.live): the shipped
+    # catalog judges specs unless a test refreshes its own
+    monkeypatch.setenv("SPOTBENCH_CATALOG_DIR", str(tmp_path_factory.mktemp("catalog") / "none"))
 
 
 @pytest.fixture(autouse=True)

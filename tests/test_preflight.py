@@ -40,6 +40,7 @@ def gcp(monkeypatch):
     project.accelerators = {ZONE: {"nvidia-tesla-t4"}}
     project.quotas = {REGION: {"CPUS": (24, 0), "PREEMPTIBLE_CPUS": (64, 0),
                                "PREEMPTIBLE_NVIDIA_T4_GPUS": (8, 0), "NVIDIA_T4_GPUS": (1, 0)}}
+    project.project_quotas = {"GPUS_ALL_REGIONS": (16, 0)}
     monkeypatch.setenv("SPOTBENCH_GCP_API_ENDPOINT", endpoint.url_for("user:deployer@example.com"))
     monkeypatch.delenv("SPOTBENCH_POLICY", raising=False)
     yield endpoint
@@ -71,9 +72,11 @@ def test_preflight_gcp_missing_api_and_spot_gpu_quota_say_how_to_fix(gcp, tmp_pa
     assert quota.startswith("✗ quota: PREEMPTIBLE_NVIDIA_T4_GPUS in us-central1: the sweep needs 8 at "
                             "once, 4 free (limit 8, 4 in use) → request more: https://console.cloud.google.com/")
     assert "lower `concurrency`" in quota
-    # concurrency 1: one group (4 GPUs) at a time fits again; standard VMs use NVIDIA_T4_GPUS
+    # concurrency 1: one group (4 GPUs) at a time fits the runs again; standard VMs use
+    # NVIDIA_T4_GPUS. (The stopped lifecycle's deploy still needs all 8 at `pulumi up`:
+    # test_deploy_preflight_gcp_stopped_lifecycle_needs_the_gpu_quota_at_pulumi_up.)
     code, lines = _run(_gcp(concurrency=1), tmp_path)
-    assert lines == [apis]
+    assert [line for line in lines if not line.startswith("✗ deploy:")] == [apis]
     code, lines = _run(_gcp(concurrency=1, provisioning="standard"), tmp_path)
     assert any("NVIDIA_T4_GPUS in us-central1: the sweep needs 4" in l and "PREEMPTIBLE" not in l for l in lines)
     assert any("CPUS in us-central1" in l for l in lines) is False  # 16 vCPUs fit the 24
@@ -188,7 +191,7 @@ def test_preflight_gcp_capacity_checks_every_candidate_zone_and_region(gcp, tmp_
     assert preflight(load_spec(spec), None, dict(os.environ)) == []
     # the candidates share one region (spec checks): its quota must hold the sweep
     gcp.project.quotas[REGION] = {**gcp.project.quotas.get(REGION, {}),
-                                  "PREEMPTIBLE_NVIDIA_T4_GPUS": (0, 0)}
+                                  "PREEMPTIBLE_NVIDIA_T4_GPUS": (2, 0)}  # granted, too small
     problems = preflight(load_spec(spec), None, dict(os.environ))
     assert [p.message.split(":")[0] for p in problems] == [f"PREEMPTIBLE_NVIDIA_T4_GPUS in {REGION}"]
 
@@ -245,7 +248,7 @@ def test_preflight_gcp_capacity_checks_the_quota_of_each_candidate_region_not_th
     gcp.project.machine_types[east] = {"n1-standard-4": 4}
     gcp.project.accelerators[east] = {"nvidia-tesla-t4"}
     gcp.project.quotas["us-east1"] = {"PREEMPTIBLE_CPUS": (64, 0),
-                                      "PREEMPTIBLE_NVIDIA_T4_GPUS": (0, 0)}
+                                      "PREEMPTIBLE_NVIDIA_T4_GPUS": (2, 0)}  # granted, too small
     problems = preflight(load_spec(spec), None, dict(os.environ))
     assert [p.message.split(":")[0] for p in problems] == ["PREEMPTIBLE_NVIDIA_T4_GPUS in us-east1"]
     assert "region us-east1" in problems[0].fix
@@ -308,3 +311,87 @@ def test_capacity_preflight_aws_counts_launch_templates_per_candidate_region(aws
     stopped = load_spec(_aws(matrix={"machine_type": ["g4dn.xlarge"]}, zone="us-east-1a"))
     monkeypatch.setattr(aws_preflight, "LAUNCH_TEMPLATES_PER_REGION", 0)
     assert preflight(stopped, None, {}) == []  # the stopped lifecycle declares none
+
+
+# ---- issue #37: the GPU quotas a first deploy meets ------------------------------------
+def _problems(spec: dict) -> list:
+    return preflight(load_spec(spec), None, dict(os.environ))
+
+
+def test_deploy_preflight_gcp_names_gpus_all_regions_and_how_to_raise_it(gcp, tmp_path):
+    """`GPUS_ALL_REGIONS` is a project-level quota (projects.get), 0 on many new projects:
+    every GPU of the sweep counts against it beside the regional per-model quota."""
+    gcp.project.project_quotas = {"GPUS_ALL_REGIONS": (0, 0)}
+    code, lines = _run(_gcp(lifecycle="created", zone=None, zones=[ZONE]), tmp_path)
+    assert code == 1 and len(lines) == 1, lines
+    (line,) = lines
+    assert line.startswith("✗ quota: GPUS_ALL_REGIONS (project proj, every region together): the "
+                           "sweep needs 8 GPUs at once, 0 free (limit 0, 0 in use; 0 on many new "
+                           "projects) → request more: https://console.cloud.google.com/iam-admin/"
+                           "quotas?project=proj (metric GPUS_ALL_REGIONS)"), line
+    gcp.project.project_quotas = {"GPUS_ALL_REGIONS": (8, 0)}  # exactly the footprint
+    assert _problems(_gcp(lifecycle="created", zone=None, zones=[ZONE])) == []
+    gcp.project.project_quotas = {"GPUS_ALL_REGIONS": (8, 1)}  # one in use elsewhere
+    (problem,) = _problems(_gcp(lifecycle="created", zone=None, zones=[ZONE]))
+    assert "needs 8 GPUs at once, 7 free" in problem.message
+    # a CPU sweep needs none of it
+    gcp.project.project_quotas = {}
+    assert _problems(_gcp(matrix={"machine_type": ["n1-standard-4"]})) == []
+
+
+def test_deploy_preflight_gcp_spot_gpus_fall_back_to_the_standard_quota_and_say_so(gcp, tmp_path):
+    """Spot VMs use the preemptible GPU quota where the region grants one; where it does not
+    (no metric, or limit 0) they count against the standard GPU quota: preflight checks that
+    one and says why."""
+    quotas = gcp.project.quotas[REGION]
+    del quotas["PREEMPTIBLE_NVIDIA_T4_GPUS"]  # not granted: standard NVIDIA_T4_GPUS (1) it is
+    spec = _gcp(lifecycle="created", zone=None, zones=[ZONE])
+    (problem,) = _problems(spec)
+    assert problem.check == "quota"
+    assert problem.message == (
+        "NVIDIA_T4_GPUS in us-central1: the sweep needs 8 at once, 1 free (limit 1, 0 in use); the "
+        "region grants no PREEMPTIBLE_NVIDIA_T4_GPUS quota, so spot VMs count against the standard "
+        "NVIDIA_T4_GPUS (or request PREEMPTIBLE_NVIDIA_T4_GPUS)")
+    quotas["PREEMPTIBLE_NVIDIA_T4_GPUS"] = (0, 0)  # listed at 0: the same
+    assert [p.message.split(":")[0] for p in _problems(spec)] == ["NVIDIA_T4_GPUS in us-central1"]
+    quotas["NVIDIA_T4_GPUS"] = (8, 0)  # the standard quota holds the spot sweep
+    assert _problems(spec) == []
+    quotas["PREEMPTIBLE_NVIDIA_T4_GPUS"] = (4, 0)  # granted: spot VMs use it, and it is short
+    (problem,) = _problems(spec)
+    assert problem.message.startswith("PREEMPTIBLE_NVIDIA_T4_GPUS in us-central1: the sweep needs 8")
+
+
+def test_deploy_preflight_gcp_gpus_built_into_the_machine_type_are_counted(gcp, tmp_path):
+    """G2 carries its L4s (g2-standard-24: 2): no `accelerator` in the spec, yet quota."""
+    gcp.project.machine_types = {ZONE: {"g2-standard-24": 24}}
+    gcp.project.quotas[REGION].update({"PREEMPTIBLE_NVIDIA_L4_GPUS": (4, 0), "PREEMPTIBLE_CPUS": (96, 0)})
+    spec = _gcp(lifecycle="created", zone=None, zones=[ZONE], concurrency=1,
+                matrix={"machine_type": ["g2-standard-24"]})
+    (problem,) = _problems(spec)  # a tf-mnist group: 4 members × 2 L4s = 8 at once
+    assert problem.message.startswith("PREEMPTIBLE_NVIDIA_L4_GPUS in us-central1: the sweep needs 8 at once, 4 free")
+    gcp.project.quotas[REGION]["PREEMPTIBLE_NVIDIA_L4_GPUS"] = (8, 0)
+    assert _problems(spec) == []
+
+
+def test_deploy_preflight_gcp_stopped_lifecycle_needs_the_gpu_quota_at_pulumi_up(gcp, tmp_path):
+    """The stopped lifecycle creates every VM during `pulumi up` (each runs until the
+    provider stops it): the runs may fit (`concurrency` 1) while the deploy does not. Said as
+    its own line, with the parallelism that fits."""
+    spec = _gcp(concurrency=1)  # 2 groups × 4 T4s; 8 PREEMPTIBLE free, 16 all-regions
+    assert _problems(spec) == []
+    gcp.project.quotas[REGION]["PREEMPTIBLE_NVIDIA_T4_GPUS"] = (5, 0)  # a group's 4 fit, not 8
+    (problem,) = _problems(spec)
+    assert problem.check == "deploy"
+    assert problem.message.startswith("PREEMPTIBLE_NVIDIA_T4_GPUS in us-central1: `pulumi up` creates "
+                                      "the VMs of all 8 GPUs (the stopped lifecycle")
+    assert problem.fix.endswith("or deploy 5 VMs at a time: `pulumi up --parallel 5`")
+    # the created lifecycle makes VMs at start only: the runs' footprint is all it needs
+    assert _problems(_gcp(concurrency=1, lifecycle="created", zone=None, zones=[ZONE])) == []
+    # runs short too: one line, the run's, whose fix names the deploy
+    gcp.project.quotas[REGION]["PREEMPTIBLE_NVIDIA_T4_GPUS"] = (3, 0)
+    (problem,) = _problems(spec)
+    assert problem.check == "quota" and "the quota must hold then too" in problem.fix
+    gcp.project.project_quotas = {"GPUS_ALL_REGIONS": (4, 0)}
+    gcp.project.quotas[REGION]["PREEMPTIBLE_NVIDIA_T4_GPUS"] = (8, 0)
+    (problem,) = _problems(spec)
+    assert problem.check == "deploy" and problem.message.startswith("GPUS_ALL_REGIONS (project proj")

@@ -17,6 +17,7 @@ import pulumi_aws as aws
 from infra.aws.bucket import ResultsBucket, ResultsBucketArgs
 from infra.aws.failures import AwsFailures, AwsFailuresArgs
 from infra.aws.functions import AwsFunctions, AwsFunctionsArgs
+from infra.aws.grant_policy import check_grant_policy
 from infra.aws.identity import AwsIdentities, AwsIdentitiesArgs
 from infra.aws.instances import (
     AwsRunGroup,
@@ -133,6 +134,7 @@ class AwsSweep(pulumi.ComponentResource):
             child,
         )
         ids = self.identities
+        check_grant_policy(spec, groups, self.bucket.prefix)
         self.functions = AwsFunctions(
             f"{name}-fn",
             AwsFunctionsArgs(spec=spec, role_arn=ids.lambda_role.arn,

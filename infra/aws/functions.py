@@ -15,20 +15,49 @@ the offline preview's mocks the layer is declared from the folder it would be bu
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
 
 from infra.aws import layer as lambda_layer
-from infra.function_source import function_source
+from infra.function_source import SOURCE_DIRS, function_source
 from infra.preview import mocked
+from spotbench import PROJECT_ROOT, limits
 from spotbench.spec import SweepSpec
 
 RUNTIME = "python3.12"
 HANDLER = "functions.lambda_handler.handler"
 TIMEOUTS = {"start": 900, "stop": 900, "done": 300}  # start/stop wait for EC2 (bounded)
 ACTIONS = ("start", "stop", "done")
+
+
+def tree_bytes(*dirs: Path) -> int:
+    """Bytes of the files under `dirs` (no byte-code caches): what Lambda unpacks."""
+    return sum(f.stat().st_size for d in dirs if d.is_dir() for f in d.rglob("*")
+               if f.is_file() and "__pycache__" not in f.parts)
+
+
+def check_package(root: Path = PROJECT_ROOT, layer: Path | None = None) -> None:
+    """The functions' code and layer within Lambda's sizes (spotbench.limits): the code as
+    unpacked bounds its zip (50 MB uploaded directly), code and layer unpacked (250 MB)."""
+    layer = layer or lambda_layer.folder()
+    code = tree_bytes(*(root / d for d in SOURCE_DIRS))
+    limits.require("lambda.zip", "the functions' code (unzipped, bounding its zip)", code)
+    limits.require("lambda.unzipped", "the functions' code and layer, unzipped",
+                   code + tree_bytes(layer))
+
+
+def measured_env(function: str, variables: dict[str, pulumi.Input[str]]) -> pulumi.Output[dict[str, str]]:
+    """A Lambda's environment, measured once its values are known: Lambda refuses more than
+    4 KB of keys and values together (spotbench.limits, `lambda.env`)."""
+    def check(values: dict[str, str]) -> dict[str, str]:
+        limits.require("lambda.env", f"function {function}: environment variables "
+                       f"({', '.join(sorted(values))})", limits.env_bytes(values))
+        return values
+
+    return pulumi.Output.all(**variables).apply(check)
 
 
 def function_name(sweep: str, action: str) -> str:
@@ -62,6 +91,7 @@ class AwsFunctions(pulumi.ComponentResource):
             pulumi.log.info(f"building the Lambda layer in {layer_dir} (pip, once per "
                             "requirements)")
             layer_dir = lambda_layer.ensure()
+        check_package(layer=layer_dir)
         self.layer = aws.lambda_.LayerVersion(
             f"{name}-deps", layer_name=f"{spec.name}-deps",
             code=pulumi.FileArchive(str(layer_dir)), compatible_runtimes=[RUNTIME],
@@ -85,14 +115,14 @@ class AwsFunctions(pulumi.ComponentResource):
                 layers=layers,
                 timeout=TIMEOUTS[action],
                 memory_size=512,
-                environment={"variables": {
+                environment={"variables": measured_env(function_name(spec.name, action), {
                     "SPOTBENCH_CLOUD": "aws",
                     "SPOTBENCH_ACTION": action,
                     "SPOTBENCH_SPEC": spec.model_dump_json(),
                     "SPOTBENCH_RESULTS_URL": args.results_url,
                     **({"SPOTBENCH_SECRET_FILES": json.dumps(args.secret_files)}
                        if args.secret_files else {}),
-                }},
+                })},
                 tags=args.tags,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[log_group]),
             )

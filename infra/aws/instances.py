@@ -27,7 +27,7 @@ from collections.abc import Mapping
 import pulumi
 import pulumi_aws as aws
 
-from infra.aws.user_data import DEADMAN_GRACE_S, SshKeys, user_data
+from infra.aws.user_data import DEADMAN_GRACE_S, SshKeys, check_launch, user_data
 from infra.members import member_contexts, workload_env
 from infra.user_image import user_step
 from spotbench.clouds.aws.identity import function_url_path
@@ -108,12 +108,16 @@ class AwsRunGroup(pulumi.ComponentResource):
             contexts = member_contexts(group, args.ips, cloud="aws", results_url=results_url,
                                        done_url=done_url, zone=spec.zone, spot=spec.spot,
                                        deadline_s=int(spec.deadline.total_seconds()))
-            return {n: user_data(image=image, env={**ctx.to_env(), **extra}, gpu=gpus[n],
-                                 ssh=keys, keys_url=(spec.region or "",
-                                                     function_url_path(done_url, "keys")),
-                                 user=user_step(group, spec.image),
-                                 max_run_s=int(spec.deadline.total_seconds()) + DEADMAN_GRACE_S)
-                    for n, ctx in contexts.items()}
+            documents = {n: user_data(image=image, env={**ctx.to_env(), **extra}, gpu=gpus[n],
+                                      ssh=keys, keys_url=(spec.region or "",
+                                                          function_url_path(done_url, "keys")),
+                                      user=user_step(group, spec.image),
+                                      max_run_s=int(spec.deadline.total_seconds()) + DEADMAN_GRACE_S)
+                         for n, ctx in contexts.items()}
+            for m in group.members:
+                check_launch(f"group {group.id} member {m.name}", documents[m.name],
+                             {**spec.labels, **group.member_labels(m), "Name": m.name})
+            return documents
 
         documents = pulumi.Output.all(args.image, args.results_url, args.done_url, ssh).apply(render)
         if args.ssh is not None:

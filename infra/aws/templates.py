@@ -33,7 +33,7 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.aws.instances import has_gpu, machine_type
-from infra.aws.user_data import DEADMAN_GRACE_S, SshKeys, user_data
+from infra.aws.user_data import DEADMAN_GRACE_S, SshKeys, check_launch, user_data
 from infra.members import member_contexts, workload_env
 from infra.user_image import user_step
 from spotbench.clouds.aws.identity import function_url_path
@@ -76,12 +76,16 @@ class AwsGroupTemplates(pulumi.ComponentResource):
                     group, args.ips[zone], cloud="aws", results_url=results_url,
                     done_url=done_url, zone=zone, spot=spec.spot,
                     deadline_s=int(spec.deadline.total_seconds()))
-                return {n: base64.b64encode(user_data(
+                raw = {n: user_data(
                     image=image, env={**ctx.to_env(), **extra}, gpu=gpus[n], ssh=keys,
                     keys_url=(spec.region or "", function_url_path(done_url, "keys")),
                     user=user_step(group, spec.image), created=True,
                     max_run_s=int(spec.deadline.total_seconds()) + DEADMAN_GRACE_S,
-                ).encode()).decode() for n, ctx in contexts.items()}
+                ) for n, ctx in contexts.items()}
+                for m in group.members:  # the raw document counts, not its base64
+                    check_launch(f"group {group.id} member {m.name} template {m.name}-{zone}",
+                                 raw[m.name], {**spec.labels, **group.member_labels(m), "Name": m.name})
+                return {n: base64.b64encode(doc.encode()).decode() for n, doc in raw.items()}
 
             out = pulumi.Output.all(args.image, args.results_url, args.done_url, ssh).apply(docs)
             return pulumi.Output.secret(out) if args.ssh is not None else out

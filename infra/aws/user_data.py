@@ -28,6 +28,7 @@ from collections.abc import Mapping
 import yaml
 
 from spotbench.auth.group_keys import KEY_FILES
+from spotbench import limits
 from spotbench.image_ref import check_image
 
 from infra import cloud_config, user_image as ui
@@ -235,3 +236,10 @@ def user_data(*, image: str, env: Mapping[str, str], gpu: bool = False,
                         "message": "spotbench: installed; stopped until the scheduler starts it"},
     }
     return cloud_config.render(doc, literal=False)
+
+
+def check_launch(where: str, document: str, tags: Mapping[str, str]) -> None:
+    """A member's launch within EC2's limits: its user data (16 KB raw, before base64) and
+    its tag count (spotbench.limits)."""
+    limits.require("ec2.user_data", f"{where}: user data", limits.nbytes(document))
+    limits.require("ec2.tags.count", f"{where}: tags", len(tags))

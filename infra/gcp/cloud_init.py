@@ -21,6 +21,7 @@ import ipaddress
 import shlex
 from collections.abc import Mapping, Sequence
 
+from spotbench import limits
 from spotbench.image_ref import check_image
 
 from infra import cloud_config, user_image as ui
@@ -103,17 +104,44 @@ mkdir -p {shlex.quote(ssh_dir)}
 {fetches}"""
 
 
-def pick_member_script(names: Sequence[str]) -> str:
+GROUP_ENV_FILE = f"{ENV_FILE}.group"
+METADATA_FLAGS = {"google-logging-enabled": "true", "enable-oslogin": "TRUE",
+                  "block-project-ssh-keys": "TRUE"}  # every VM's and template's other keys
+
+
+def check_metadata(where: str, document: str) -> None:
+    """A VM's (or template's) metadata within GCE's limits: the boot document as one value,
+    and every key and value together (spotbench.limits)."""
+    limits.require("gce.metadata.value", f"{where}: metadata user-data", limits.nbytes(document))
+    items = {"user-data": document, **METADATA_FLAGS}
+    limits.require("gce.metadata.total", f"{where}: metadata", limits.metadata_bytes(items))
+
+
+def check_names(where: str, name: str, labels: Mapping[str, str]) -> None:
+    """A GCE resource's name and label count within GCE's limits (spotbench.limits)."""
+    limits.require("gce.name", f"{where}: name {name}", len(name))
+    limits.require("gce.labels.count", f"{where}: labels", len(labels))
+
+
+def pick_member_script(members: Mapping[str, Mapping[str, str]] | Sequence[str]) -> str:
     """The ExecStartPre script of a VM made from a template (`lifecycle: created`): the
-    template carries every member's env file (`env.<member>`); the instance's own name, from
-    the metadata server, picks its own as the container's env file. A name that is no member
-    of the template stops the unit."""
-    for n in names:  # lands in a root script: member names only ([a-z0-9-])
+    template carries the group's env file once (`env.group`) and, per member, the few lines
+    that are its own (`members`: name → `SPOTBENCH_MEMBER`, role, rank); the instance's own
+    name, from the metadata server, picks them: the container's env file is the group's plus
+    its own lines. A name that is no member of the template stops the unit. Linear in the
+    members (each member's whole env would make one document grow with the square)."""
+    own = members if isinstance(members, Mapping) else {n: {} for n in members}
+    for n in own:  # lands in a root script: member names only ([a-z0-9-])
         if not n or not all(c.isalnum() or c == "-" for c in n) or n.lower() != n:
             raise ValueError(f"member name {n!r} is not a GCE instance name")
-    cases = "|".join(names)
+    cases = "".join(
+        f"  {n}) cp -f {GROUP_ENV_FILE} {ENV_FILE}.new"
+        + "".join(f" && printf '%s\\n' {shlex.quote(f'{k}={v}')} >> {ENV_FILE}.new"
+                  for k, v in lines.items())
+        + f" && mv -f {ENV_FILE}.new {ENV_FILE} ;;\n"
+        for n, lines in own.items())
     return (f"name=$(curl -fsS --retry 5 -H 'Metadata-Flavor: Google' {METADATA_NAME})\n"
-            f'case "$name" in\n  {cases}) cp -f {ENV_FILE}."$name" {ENV_FILE} ;;\n'
+            f'umask 077\ncase "$name" in\n{cases}'
             f'  *) echo "spotbench: instance $name is no member of this template" >&2; exit 1 ;;\n'
             "esac\n")
 
@@ -183,11 +211,11 @@ def user_data(
         raise ValueError("the user's env holds secret values: give user_env_secret (they never "
                          "go in the metadata)")
     fetched = {ui.ENV_FILE: user_env_secret} if user is not None and user.secret else {}
-    if member_envs:
-        files = [{"path": f"{ENV_FILE}.{n}", "permissions": "0600", "owner": "root",
-                  "content": env_file(e)} for n, e in member_envs.items()]
-        files.append({"path": PICK_MEMBER, "permissions": "0700", "owner": "root",
-                      "content": pick_member_script(list(member_envs))})
+    if member_envs:  # a template's document: the group's env once, each member's own lines
+        files = [{"path": GROUP_ENV_FILE, "permissions": "0600", "owner": "root",
+                  "content": env_file(env)},
+                 {"path": PICK_MEMBER, "permissions": "0700", "owner": "root",
+                  "content": pick_member_script(member_envs)}]
     else:
         files = [{"path": ENV_FILE, "permissions": "0600", "owner": "root",
                   "content": env_file(env)}]

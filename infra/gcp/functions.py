@@ -40,6 +40,7 @@ import pulumi_gcp as gcp
 from infra.function_source import ENTRY_POINTS, function_source
 from infra.gcp.bucket import prefix_condition
 from infra.gcp.identity import account_id, propagated
+from spotbench import limits
 from spotbench.clouds.gcp.front import CLOUD_RUN, FRONT_ENV
 from spotbench.plan import sweep_labels
 from spotbench.spec import SweepSpec
@@ -111,6 +112,10 @@ class GcpFunctions(pulumi.ComponentResource):
         self.functions: dict[str, gcp.cloudfunctionsv2.Function] = {}
         self.service_uris: dict[str, pulumi.Output[str]] = {}
         for entry in ENTRY_POINTS:
+            # the one value that grows with the spec; the rest are names and URLs (and a
+            # dozen variables of Cloud Run's 1,000): spotbench.limits, `cloudrun.env.value`
+            limits.require("cloudrun.env.value", f"function {function_name(spec.name, entry)}: "
+                           "SPOTBENCH_SPEC", limits.nbytes(spec.model_dump_json()))
             fn = gcp.cloudfunctionsv2.Function(
                 f"{name}-{entry}",
                 name=function_name(spec.name, entry),

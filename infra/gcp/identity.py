@@ -47,6 +47,7 @@ import pulumi_gcp as gcp
 import pulumi_random
 import pulumiverse_time as time
 
+from spotbench import limits
 from spotbench.facts.gcp import FACTS
 from spotbench.labels import name_prefix
 
@@ -137,17 +138,24 @@ def custom_role_id(sweep: str, suffix: str = "", stack_tag: str = "") -> str:
 ROLE_TAG_BYTES = 3  # 6 hex characters: a new value per stack, kept across `pulumi up`s
 
 
+def measured(condition: dict[str, str]) -> dict[str, str]:
+    """An IAM condition within IAM's 12 logical operators (spotbench.limits), else refused."""
+    limits.require("iam.condition.operators", f"IAM condition {condition['title']!r}",
+                   limits.logical_operators(condition["expression"]))
+    return condition
+
+
 def instances_condition(project: str, zone: str | list[str], sweep: str) -> dict[str, str]:
     """IAM condition: only instances of `sweep` (their names start with `<sweep>--`, which
     no other sweep's do: spotbench.labels.name_prefix), in its zone (the created lifecycle:
     in each candidate zone)."""
     zones = [zone] if isinstance(zone, str) else list(zone)
     prefixes = [f"projects/{project}/zones/{z}/instances/{name_prefix(sweep)}" for z in zones]
-    return {
+    return measured({
         "title": f"{sweep} instances only"[:100],
         "description": f"instances named {name_prefix(sweep)}* in {', '.join(zones)}"[:256],
         "expression": " || ".join(f'resource.name.startsWith("{p}")' for p in prefixes),
-    }
+    })
 
 
 def created_condition(project: str, regions: str | list[str], zones: list[str], sweep: str,
@@ -164,9 +172,9 @@ def created_condition(project: str, regions: str | list[str], zones: list[str], 
     # a regional template's name as IAM reports it is undocumented (regional or global
     # form): the part after `/instanceTemplates/` is the sweep's in either (research.md §1 G2)
     terms.append(f'resource.name.extract("/instanceTemplates/{{name}}").startsWith("{pre}")')
-    return {"title": f"{sweep} created instances only"[:100],
-            "description": f"create/delete {pre}* instances in {', '.join(zones)}"[:256],
-            "expression": " || ".join(terms)}
+    return measured({"title": f"{sweep} created instances only"[:100],
+                     "description": f"create/delete {pre}* instances in {', '.join(zones)}"[:256],
+                     "expression": " || ".join(terms)})
 
 
 def zones_by_region(args: GcpIdentitiesArgs) -> dict[str, list[str]]:
@@ -193,9 +201,9 @@ def tunnel_condition(sweep: str, cidr: str, ports: list[str]) -> dict[str, str]:
     port_test = " || ".join(f"destination.port == {int(p)}" for p in ports)
     expression = ('resource.type == "iap.googleapis.com/TunnelInstance" && '
                   f'destination.ip.startsWith("{ip_prefix(cidr)}") && ({port_test})')
-    return {"title": f"{sweep} ssh via IAP"[:100],
-            "description": f"instances at {cidr}, ports {', '.join(ports)}",
-            "expression": expression}
+    return measured({"title": f"{sweep} ssh via IAP"[:100],
+                     "description": f"instances at {cidr}, ports {', '.join(ports)}",
+                     "expression": expression})
 
 
 def account_id(sweep: str, kind: str) -> str:

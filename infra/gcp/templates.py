@@ -29,12 +29,22 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.gcp.cloud_init import user_data
+from infra.gcp.cloud_init import METADATA_FLAGS, check_metadata, check_names, user_data
 from infra.gcp.functions import GCSFS_ENV
 from infra.gcp.network import group_tag, ssh_ports
 from infra.members import member_contexts, workload_env
 from infra.user_image import user_step
 from spotbench.clouds.gcp import template_name
+from spotbench.member import MEMBER_KEY
+
+
+OWN_KEYS = (MEMBER_KEY, "SPOTBENCH_ROLE", "SPOTBENCH_RANK")  # a member's own env lines
+
+
+def member_lines(member: Any) -> dict[str, str]:
+    """The env lines a created member adds to its group's (`pick_member_script`)."""
+    return {MEMBER_KEY: member.name, "SPOTBENCH_ROLE": member.role,
+            "SPOTBENCH_RANK": str(member.rank)}
 
 
 def role_members(args: Any) -> dict[str, list]:
@@ -62,15 +72,21 @@ def group_templates(name: str, args: Any, scheduling: dict, policies: list,
             done_url=args.done_url, zone=None, spot=spec.spot,
             deadline_s=int(spec.deadline.total_seconds()))
         extra = {**workload_env(group.workload), **GCSFS_ENV}
-        return {
-            role: user_data(image=args.image, env={}, gpu_count=gpu, ssh=keys,  # type: ignore[arg-type]
-                            user=user_step(group, spec.image), secrets=args.secrets,
-                            operator_ports=ssh_ports(group.workload), peers=[network_cidr],
-                            user_env_secret=args.user_env_secret, grant_url=args.grant_url,
-                            member_envs={m.name: {**contexts[m.name].to_env(), **extra}
-                                         for m in members})
-            for role, members in role_members(args).items()
-        }
+        documents = {}
+        for role, members in role_members(args).items():
+            # the group's env once (its first member's context: every peer, the params),
+            # each member's own lines apart: linear in the group's size (MEMBER_KEY)
+            shared = {k: v for k, v in {**contexts[members[0].name].to_env(), **extra}.items()
+                      if k not in OWN_KEYS}
+            documents[role] = user_data(
+                image=args.image, env=shared, gpu_count=gpu, ssh=keys,  # type: ignore[arg-type]
+                user=user_step(group, spec.image), secrets=args.secrets,
+                operator_ports=ssh_ports(group.workload), peers=[network_cidr],
+                user_env_secret=args.user_env_secret, grant_url=args.grant_url,
+                member_envs={m.name: member_lines(m) for m in members})
+            check_metadata(f"group {group.id} template {template_name(group.id, role)}",
+                           documents[role])
+        return documents
 
     documents = ssh.apply(render)
     if args.ssh is not None:
@@ -78,6 +94,7 @@ def group_templates(name: str, args: Any, scheduling: dict, policies: list,
     out = {}
     for role, members in role_members(args).items():
         labels = {**spec.labels, **group.member_labels(members[0])}
+        check_names(f"group {group.id} role {role}", template_name(group.id, role), labels)
         out[role] = gcp.compute.RegionInstanceTemplate(
             f"{name}-{role}-template{key}",
             name=template_name(group.id, role),
@@ -104,5 +121,4 @@ def group_templates(name: str, args: Any, scheduling: dict, policies: list,
 
 
 def _metadata(documents: pulumi.Output, role: str) -> Mapping[str, pulumi.Input[str]]:
-    return {"user-data": documents.apply(lambda d: d[role]), "google-logging-enabled": "true",
-            "enable-oslogin": "TRUE", "block-project-ssh-keys": "TRUE"}
+    return {"user-data": documents.apply(lambda d: d[role]), **METADATA_FLAGS}

@@ -19,7 +19,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from infra.members import member_contexts, workload_env
-from infra.gcp.cloud_init import user_data
+from infra.gcp.cloud_init import METADATA_FLAGS, check_metadata, check_names, user_data
 from infra.gcp.functions import GCSFS_ENV
 from infra.gcp.network import group_tag, ssh_ports
 from infra.gcp.templates import group_templates
@@ -130,7 +130,7 @@ class GcpRunGroup(pulumi.ComponentResource):
                 deadline_s=int(spec.deadline.total_seconds()),
             )
             extra = {**workload_env(group.workload), **GCSFS_ENV}
-            return {
+            documents = {
                 n: user_data(image=args.image, env={**ctx.to_env(), **extra},
                              gpu_count=gpu, ssh=keys, user=user_step(group, spec.image),
                              secrets=args.secrets, operator_ports=ssh_ports(group.workload),
@@ -138,6 +138,9 @@ class GcpRunGroup(pulumi.ComponentResource):
                              user_env_secret=args.user_env_secret, grant_url=args.grant_url)
                 for n, ctx in contexts.items()
             }
+            for n, document in documents.items():
+                check_metadata(f"group {group.id} member {n}", document)
+            return documents
 
         documents = pulumi.Output.all(ips, ssh).apply(render)
         if args.ssh is not None:
@@ -145,6 +148,8 @@ class GcpRunGroup(pulumi.ComponentResource):
 
         self.instances = {}
         for m in group.members:
+            check_names(f"group {group.id} member {m.name}", m.name,
+                        {**spec.labels, **group.member_labels(m)})
             domain = domains[m.rank % len(domains)] if domains else None
             self.instances[m.name] = gcp.compute.Instance(
                 f"{name}-{m.name.removeprefix(group.id + '-')}",
@@ -173,12 +178,7 @@ class GcpRunGroup(pulumi.ComponentResource):
                 scheduling=scheduling(spec, gpu=bool(gpu), compact=compact, domain=domain),
                 resource_policies=policies[0] if policies else None,
                 service_account={"email": args.vm_account, "scopes": ["cloud-platform"]},
-                metadata={
-                    "user-data": documents.apply(lambda d, n=m.name: d[n]),
-                    "google-logging-enabled": "true",
-                    "enable-oslogin": "TRUE",
-                    "block-project-ssh-keys": "TRUE",
-                },
+                metadata={"user-data": documents.apply(lambda d, n=m.name: d[n]), **METADATA_FLAGS},
                 desired_status="TERMINATED",
                 allow_stopping_for_update=False,
                 deletion_protection=False,

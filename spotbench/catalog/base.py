@@ -13,6 +13,8 @@ from datetime import timedelta
 from importlib import resources
 from typing import Literal
 
+from spotbench.catalog.live import MachineInfo
+from spotbench.catalog.live import load as load_live
 from spotbench.cron import shift_cron
 
 CATALOG_DATE = "2024-06"
@@ -23,7 +25,8 @@ def vm_gpus(catalog: CloudCatalog | None, machine_type: str, accelerator: str | 
             count: int) -> tuple[str | None, int]:
     """(GPU, count) one VM of `machine_type` has: its built-in GPUs (its cloud's catalog
     knows them), else the attached `count` × `accelerator` (GCP N1)."""
-    built_in = catalog.built_in_gpus(machine_type) if catalog is not None else None
+    built_in = (catalog.live_gpus(machine_type) or catalog.built_in_gpus(machine_type)
+                if catalog is not None else None)
     if built_in is not None:
         return built_in
     return (accelerator, count) if accelerator else (None, 0)
@@ -158,17 +161,61 @@ class CloudCatalog:
                      "(a newer region?)")
 
     def unlisted_type(self, machine_type: str) -> Check:
-        return Check("unlisted", f"machine type {machine_type!r} is not in spotbench's catalog "
-                     f"(newer than {CATALOG_DATE}?): `estimate` and budgets need a --prices row for it")
+        live = load_live(self.cloud)
+        where = (f"among {self.cloud}'s machine types as its API listed them on {live.date}"
+                 if live is not None else f"in spotbench's catalog (shipped {CATALOG_DATE}; "
+                 f"`spotbench prices --cloud {self.cloud}` refreshes it from the cloud's API)")
+        return Check("unlisted", f"machine type {machine_type!r} is not {where}: the cloud will say "
+                     "if it does not exist; `estimate` and budgets need a --prices row for it")
+
+    def live_machine(self, machine_type: str) -> MachineInfo | None:
+        """What the cloud's own API said of `machine_type` at the last refresh (None: not
+        refreshed, or not listed)."""
+        live = load_live(self.cloud)
+        return live.machines.get(machine_type) if live is not None else None
+
+    def live_gpus(self, machine_type: str) -> tuple[str, int] | None:
+        """(GPU, count per VM) as the cloud's API listed them (the shipped name of the model
+        where the shipped rules know the type), None when unlisted or GPU-less."""
+        info = self.live_machine(machine_type)
+        if info is None or not info.gpus:
+            return None
+        shipped = self.built_in_gpus(machine_type)
+        first = info.gpus[0]
+        model = shipped[0] if shipped is not None and shipped[0] != "unknown" else (
+            first.model if first.model.startswith(first.maker) else f"{first.maker}-{first.model}"
+        ).lower().replace(" ", "-")
+        return model, sum(g.count for g in info.gpus)
 
     def check_machine_type(self, machine_type: str, priced: set[str]) -> Check:
-        """`priced`: the machine types the price catalog has rows for (any region)."""
+        """`priced`: the machine types the price catalog has rows for (any region). A type
+        the cloud's API listed at the last refresh is judged by what it said (architecture,
+        GPU maker); the shipped rules judge the rest."""
+        info = self.live_machine(machine_type)
+        if info is not None:
+            return self._listed(info, priced)
         arch = self.architecture(machine_type)
         if arch != IMAGE_ARCHITECTURE:
             return Check("bad", f"{machine_type} is an {arch} machine ({self.arm_name}); spotbench's "
                          f"boot and workload images are {IMAGE_ARCHITECTURE} only: choose an "
                          f"{IMAGE_ARCHITECTURE} type such as {self.machine_example!r}")
         return self.check_name(machine_type, priced)
+
+    def _listed(self, info: MachineInfo, priced: set[str]) -> Check:
+        live = load_live(self.cloud)
+        said = f"{self.cloud}'s API ({live.date if live else 'refreshed'})"
+        if info.architecture != IMAGE_ARCHITECTURE:
+            return Check("bad", f"{info.name} is an {info.architecture} machine ({said}); spotbench's "
+                         f"boot and workload images are {IMAGE_ARCHITECTURE} only: choose an "
+                         f"{IMAGE_ARCHITECTURE} type such as {self.machine_example!r}")
+        for gpu in info.gpus:
+            if gpu.maker != GPU_VENDOR:
+                return Check("bad", f"{info.name} carries {gpu.count} × {gpu.maker} {gpu.model} "
+                             f"({said}); spotbench's GPU image runs CUDA on {GPU_VENDOR} GPUs only")
+        if info.name not in priced:
+            return Check("unlisted", f"machine type {info.name!r} is listed by {said} but has no "
+                         "shipped price: `spotbench prices` or a --prices row prices it")
+        return KNOWN
 
     def check_name(self, machine_type: str, priced: set[str]) -> Check:
         raise NotImplementedError

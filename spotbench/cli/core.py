@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -11,6 +12,9 @@ from spotbench.cli._common import (
     EXIT_BAD_INPUT, Column, console, dropped_note, fail, fit_table, policy_or_exit, print_answer,
     spec_or_exit,
 )
+
+if TYPE_CHECKING:
+    from spotbench.spec import SweepSpec
 
 EXIT_INCOMPLETE = 3  # `spotbench run`: the run ended with a group incomplete (or was cut short)
 EXIT_INTERRUPTED = 130  # Ctrl-C, SIGTERM or SIGHUP to `spotbench run`
@@ -30,6 +34,7 @@ def plan(
     """
     spec = policy_or_exit(spec_or_exit(spec_path), spec_path)
     groups = spec.plan()
+    _refuse_past_limits(spec, spec_path)
     if as_json:
         out = [
             {
@@ -50,6 +55,30 @@ def plan(
     console.print(table)
     if dropped:
         console.print(dropped_note(dropped), highlight=False, markup=False)
+
+
+def _refuse_past_limits(spec: SweepSpec, spec_path: Path) -> None:
+    """A stack-deployed spec's program, run under mocks (`infra.preview`), measures what the
+    deploy would send: a field past a cloud's limit refuses the plan (exit 2), each named
+    with its size and the limit (spotbench.limits). Without the `infra` extra it says so."""
+    from spotbench.facts import facts_of
+
+    if not facts_of(spec.cloud).deployed_by_stack:
+        return
+    try:
+        from infra.preview import LimitsExceeded, preview  # imports pulumi: only here
+    except ImportError as exc:
+        typer.echo(f"limits not measured ({exc.name} is not installed): `pip install "
+                   "'spotbench[infra]'`, or `spotbench preview` where it is", err=True)
+        return
+    try:
+        preview(spec_path)
+    except LimitsExceeded as exc:
+        fail(f"{spec_path}: past the clouds' limits (docs/platform.md, Limits):\n{exc}",
+             EXIT_BAD_INPUT)
+    except Exception as exc:  # noqa: BLE001 - the program's own refusal: preview shows it
+        typer.echo(f"limits not measured: the program stopped first ({str(exc).strip()[:300]}); "
+                   f"`spotbench preview {spec_path}` shows why", err=True)
 
 
 def run(

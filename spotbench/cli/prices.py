@@ -31,6 +31,9 @@ def prices(
         [], "--region", metavar="R",
         help="price this region (repeatable; default: the regions of the shipped table)"),
     as_json: bool = typer.Option(False, "--json", help="print what was stored as JSON"),
+    project: str | None = typer.Option(
+        None, "--project", envvar="SPOTBENCH_GCP_PROJECT",
+        help="GCP project whose machine types are listed (the catalog refresh)"),
 ) -> None:
     """Refresh the price table from the clouds' own APIs, so `estimate` prices with today's
     prices instead of the table shipped with spotbench.
@@ -45,7 +48,12 @@ def prices(
     one JSON per cloud); `estimate` reads it over the shipped table, says which table and date
     it used, and warns once the prices are older than a week. A refresh replaces that cloud's
     previous table (regions not named fall back to the shipped prices); delete the folder to
-    go back to the shipped prices altogether. E.g.
+    go back to the shipped prices altogether.
+
+    The machine types (CPU architecture, vCPUs, GPUs: maker, model, count; the zones
+    offering them) are refreshed too, from EC2's DescribeInstanceTypes/Offerings and GCE's
+    machineTypes aggregatedList (GCP: of --project), into $SPOTBENCH_CATALOG_DIR, else
+    ~/.cache/spotbench/catalog; spec checks read them over the shipped catalog. E.g.
 
         spotbench prices --cloud aws --region us-east-1
     """
@@ -63,6 +71,7 @@ def prices(
             warn(f"{name}: the APIs priced nothing in {', '.join(regions)}; the table is unchanged")
             continue
         stored.append((table, _save(table, directory), shipped))
+        _refresh_catalog(name, regions, project)
     if as_json:
         typer.echo(json.dumps([_as_dict(t, p) for t, p, _ in stored], indent=2))
         return
@@ -117,6 +126,32 @@ def _fetch(cloud: str, regions: list[str], items: dict[str, list[str]]) -> Table
         except fetcher.PriceFetchError as exc:
             fail(f"{cloud}: {exc}")
     return table
+
+
+def _refresh_catalog(cloud: str, regions: list[str], project: str | None) -> None:
+    """Store `cloud`'s machine types as its APIs list them (spotbench.catalog.live); a
+    failure is said and leaves the previous catalog (the prices are stored either way)."""
+    from spotbench.catalog.live import save
+    from spotbench.clouds import get_provider
+
+    name = get_provider(cloud).catalog_module
+    if not name:
+        return
+    fetcher = importlib.import_module(name)
+    with err_console.status(f"{cloud}: listing machine types") as status:
+        try:
+            live = fetcher.fetch(regions, project=project, progress=lambda t: status.update(f"{cloud}: {t}"),
+                                 now=datetime.now(UTC))
+        except fetcher.CatalogFetchError as exc:
+            warn(f"{cloud}: machine types not refreshed: {exc}")
+            return
+    try:
+        path = save(live)
+    except OSError as exc:
+        warn(f"{cloud}: machine types not stored: {exc}")
+        return
+    err_console.print(f"{cloud}: {len(live.machines)} machine types from {live.source} → {path}",
+                      highlight=False, markup=False)
 
 
 def _save(table: Table, directory: Path) -> Path:

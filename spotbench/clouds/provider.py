@@ -130,6 +130,9 @@ class Provider:
     # the modules it imports beyond the cloud's SDK extra
     prices_module: str | None = None
     prices_needs: tuple[str, ...] = ()
+    # ... and the module listing its machine types from its own APIs (`fetch(regions, *,
+    # project, progress) -> spotbench.catalog.live.LiveCatalog`, `CatalogFetchError`)
+    catalog_module: str | None = None
 
     def disk(self, spec: SweepSpec) -> tuple[str, float]:
         """(price item, GB) of one member's boot disk."""

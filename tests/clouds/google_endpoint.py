@@ -108,7 +108,7 @@ class GoogleEndpoint:
             return 403, {"error": {"code": 403, "message": message, "status": "PERMISSION_DENIED",
                                    "errors": [{"message": message, "reason": "forbidden"}]}}, \
                 "application/json"  # fmt: skip
-        answer = self.project.handle(method, path) if method == "GET" else None
+        answer = self.project.handle(method, path, query) if method == "GET" else None
         if answer is not None:
             return (*answer, "application/json")
         if path.startswith("/compute/v1/"):
@@ -201,15 +201,30 @@ class FakeProject:
     machine_types: dict[str, dict[str, int]] = field(default_factory=dict)  # zone → {type: cpus}
     accelerators: dict[str, set[str]] = field(default_factory=dict)  # zone → types
     quotas: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)  # region → metric → (limit, usage)
+    # `aggregated/machineTypes` extras: type → {architecture, accelerators} (as GCE answers them)
+    machine_details: dict[str, dict[str, Any]] = field(default_factory=dict)
+    page_size: int = 2  # machine types per page of `aggregated/machineTypes` (pages tested)
+    # project-level quotas (`projects.get`'s `quotas`: GPUS_ALL_REGIONS, CPUS_ALL_REGIONS, …)
+    project_quotas: dict[str, tuple[float, float]] = field(default_factory=dict)
     service_accounts: list[dict[str, str]] = field(default_factory=list)  # IAM: {email, displayName}
     roles: list[dict[str, str]] = field(default_factory=list)  # IAM custom roles: {name}
     # region → subnetworks ({name, network (URL), ipCidrRange}): `aggregated/subnetworks`
     subnetworks: dict[str, list[dict[str, str]]] = field(default_factory=dict)
 
-    def handle(self, method: str, path: str) -> tuple[int, Any] | None:
+    def _machine_page(self, query: dict[str, list[str]] | None) -> dict[str, Any]:
+        """One page of `aggregated/machineTypes` (`pageToken` = `page-<n>`)."""
+        pages = _machine_types_pages(self)
+        token = ((query or {}).get("pageToken") or [""])[0]
+        n = int(token.removeprefix("page-")) if token else 0
+        return {**pages[n], **({"nextPageToken": f"page-{n + 1}"} if n + 1 < len(pages) else {})}
+
+    def handle(self, method: str, path: str,
+               query: dict[str, list[str]] | None = None) -> tuple[int, Any] | None:
         p = f"/compute/v1/projects/{self.project}"
         if path == p:
-            return (200, {"name": self.project}) if self.exists else (404, _not_found(path))
+            return (200, {"name": self.project, "quotas": [
+                {"metric": m, "limit": lim, "usage": use}
+                for m, (lim, use) in sorted(self.project_quotas.items())]}) if self.exists else (404, _not_found(path))
         if path == f"/v1/projects/{self.project}/services":
             return 200, {"services": [{"name": f"projects/1/services/{s}", "config": {"name": s},
                                        "state": "ENABLED"} for s in sorted(self.enabled)]}
@@ -217,6 +232,8 @@ class FakeProject:
                                     ("roles", "roles", self.roles)):
             if path == f"/v1/projects/{self.project}/{listing}":  # one page: what tests hold
                 return 200, {key: list(items)}
+        if path == p + "/aggregated/machineTypes":
+            return 200, self._machine_page(query)
         if path == p + "/aggregated/subnetworks":  # one page: what tests hold
             return 200, {"items": {f"regions/{r}": {"subnetworks": list(subs)}
                                    for r, subs in self.subnetworks.items()}}
@@ -234,6 +251,19 @@ class FakeProject:
             return 200, {"name": parts[1], "quotas": [
                 {"metric": m, "limit": lim, "usage": use} for m, (lim, use) in sorted(quotas.items())]}
         return None
+
+
+def _machine_types_pages(project: FakeProject) -> list[dict[str, Any]]:
+    rows = [(zone, name, cpus) for zone, types in sorted(project.machine_types.items())
+            for name, cpus in sorted(types.items())]
+    pages = []
+    for start in range(0, len(rows), project.page_size):
+        items: dict[str, Any] = {}
+        for zone, name, cpus in rows[start:start + project.page_size]:
+            items.setdefault(f"zones/{zone}", {"machineTypes": []})["machineTypes"].append(
+                {"name": name, "guestCpus": cpus, "zone": zone, **project.machine_details.get(name, {})})
+        pages.append({"items": items})
+    return pages or [{"items": {}}]
 
 
 def _not_found(path: str) -> dict[str, Any]:

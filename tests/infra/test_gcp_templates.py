@@ -6,8 +6,12 @@ instances or static addresses; each member picks its env from the document by it
 from __future__ import annotations
 
 import json
+import subprocess
+from pathlib import Path
 
 import yaml
+
+from spotbench.member import MemberContext
 
 from spotbench.clouds.gcp import template_name
 from spotbench.spec import load_spec
@@ -58,7 +62,23 @@ def test_capacity_created_lifecycle_declares_templates_not_instances():
         assert t["machineType"] == "n1-standard-4"
 
 
-def test_capacity_created_template_document_holds_each_member_env_picked_by_name():
+def _boot_env(doc: dict, name: str, tmp: Path) -> dict[str, str]:
+    """What the template's boot leaves in the container's env file for instance `name`: the
+    document's pick-member script run on its own files (the metadata server's answer here)."""
+    state = tmp / name
+    state.mkdir()
+    (state / "env.group").write_text(_file(doc, "/var/lib/spotbench/env.group"))
+    (state / "name").write_text(name)
+    script = _file(doc, "/var/lib/spotbench/pick-member").replace(
+        "curl -fsS --retry 5 -H 'Metadata-Flavor: Google' "
+        "http://metadata.google.internal/computeMetadata/v1/instance/name", "cat name").replace(
+        "/var/lib/spotbench/env", str(state / "env"))
+    ran = subprocess.run(["sh", "-c", script], cwd=state, capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
+    return dict(line.split("=", 1) for line in (state / "env").read_text().splitlines())
+
+
+def test_capacity_created_template_document_holds_each_member_env_picked_by_name(tmp_path):
     spec, snap = _declared()
     [group] = spec.plan()
     by_role: dict[str, list] = {}
@@ -69,15 +89,17 @@ def test_capacity_created_template_document_holds_each_member_env_picked_by_name
         doc = yaml.safe_load(t.inputs["metadata"]["user-data"])
         members = by_role[role]
         for m in members:
-            env = _env({"write_files": [{"path": "/var/lib/spotbench/env",
-                                         "content": _file(doc, f"/var/lib/spotbench/env.{m.name}")}]})
-            ctx = json.loads(env["SPOTBENCH_CONTEXT"])
-            assert (ctx["name"], ctx["rank"], env["SPOTBENCH_RANK"]) == (m.name, m.rank, str(m.rank))
+            env = _boot_env(doc, m.name, tmp_path)
+            ctx = MemberContext.from_env(env)  # what the workload reads at boot
+            assert (ctx.name, ctx.rank, ctx.role, env["SPOTBENCH_RANK"]) == (
+                m.name, m.rank, m.role, str(m.rank))
+            assert ctx.me.name == m.name and env["SPOTBENCH_ROLE"] == m.role
             # peers by instance name (one zone: GCE's internal DNS resolves them)
-            assert {p["host"] for p in ctx["members"]} == {x.name for x in group.members}
+            assert {p.host for p in ctx.members} == {x.name for x in group.members}
+            assert list(env).count("SPOTBENCH_RANK") == 1  # one value: docker takes no doubles
         pick = _file(doc, "/var/lib/spotbench/pick-member")
         assert "computeMetadata/v1/instance/name" in pick
-        assert "|".join(m.name for m in members) + ")" in pick
+        assert all(f"  {m.name}) " in pick for m in members)
         unit = _file(doc, "/etc/systemd/system/spotbench.service").splitlines()
         first_pre = next(line for line in unit if line.startswith("ExecStartPre="))
         assert first_pre == "ExecStartPre=/bin/sh /var/lib/spotbench/pick-member"
@@ -85,18 +107,17 @@ def test_capacity_created_template_document_holds_each_member_env_picked_by_name
 
 
 def test_capacity_pick_member_script_refuses_a_stranger(tmp_path):
-    import subprocess
-
     from infra.gcp.cloud_init import pick_member_script
 
-    script = pick_member_script(["g-c0", "g-w1"]).replace(
+    script = pick_member_script({"g-c0": {"SPOTBENCH_MEMBER": "g-c0"},
+                                 "g-w1": {"SPOTBENCH_MEMBER": "g-w1"}}).replace(
         "curl -fsS --retry 5 -H 'Metadata-Flavor: Google' "
         "http://metadata.google.internal/computeMetadata/v1/instance/name", "cat name").replace(
         "/var/lib/spotbench/env", str(tmp_path / "env"))
-    (tmp_path / "env.g-w1").write_text("X=1\n")
+    (tmp_path / "env.group").write_text("X=1\n")
     (tmp_path / "name").write_text("g-w1")
     ok = subprocess.run(["sh", "-c", script], cwd=tmp_path, capture_output=True, text=True)
-    assert ok.returncode == 0 and (tmp_path / "env").read_text() == "X=1\n"
+    assert ok.returncode == 0 and (tmp_path / "env").read_text() == "X=1\nSPOTBENCH_MEMBER=g-w1\n"
     (tmp_path / "name").write_text("other-vm")
     bad = subprocess.run(["sh", "-c", script], cwd=tmp_path, capture_output=True, text=True)
     assert bad.returncode == 1 and "no member of this template" in bad.stderr

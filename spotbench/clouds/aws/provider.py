@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 class AwsProvider(Provider):
     prices_module = "spotbench.clouds.aws.prices"
+    catalog_module = "spotbench.clouds.aws.catalog"
 
     def access_options(self, spec: SweepSpec, via: str) -> dict[str, Any]:
         # `aws ssm start-session` must look for the instance in its own region (a created

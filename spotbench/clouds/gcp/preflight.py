@@ -11,7 +11,12 @@ Checks, in order (a failing step stops the ones that depend on it):
    gives each type's vCPUs;
 4. quota: each candidate region's quotas (regions.get) cover the sweep's largest concurrent footprint:
    vCPUs (`PREEMPTIBLE_CPUS` for spot/preemptible when the project has that quota, else
-   `CPUS`) and GPUs per model (`PREEMPTIBLE_NVIDIA_T4_GPUS` / `NVIDIA_T4_GPUS`, …).
+   `CPUS`) and GPUs per model (`PREEMPTIBLE_NVIDIA_T4_GPUS` when the region grants it, else
+   the standard `NVIDIA_T4_GPUS` the spot VMs then count against, said so), GPUs built into
+   the machine type (G2, A2, A3) counted too; and the project's `GPUS_ALL_REGIONS` (projects.get,
+   0 on many new projects) holds every GPU of the footprint, all regions together. The
+   stopped lifecycle creates its VMs during `pulumi up` (they run until stopped), so there
+   a GPU quota problem says it fails the deploy itself (docs/platform.md, Quotas).
 
 `api_endpoint` (an `http://` URL, `SPOTBENCH_GCP_API_ENDPOINT`) points every call at a
 local endpoint without credentials (tests); otherwise calls go to compute.googleapis.com
@@ -28,6 +33,7 @@ from spotbench.clouds.gcp import (
     BOOTSTRAP_APIS, CUSTOM_ROLE_QUOTA, REQUIRED_APIS, SERVICE_ACCOUNT_QUOTA, SWEEP_ACCOUNTS,
     FACTS, SWEEP_CUSTOM_ROLES, enable_command,
 )
+from spotbench.catalog import vm_gpus
 from spotbench.interfaces import Problem
 from spotbench.plan import RunGroup, concurrent_footprint
 from spotbench.spec import SweepSpec
@@ -45,7 +51,9 @@ def gpu_quota_metric(accelerator: str, spot: bool) -> str:
     return ("PREEMPTIBLE_" if spot else "") + metric
 
 
-class _Api:
+class Api:
+    """Compute Engine, Service Usage and IAM REST calls as ADC (or a local endpoint)."""
+
     def __init__(self, api_endpoint: str | None):
         self.local = api_endpoint
         if api_endpoint:
@@ -74,7 +82,7 @@ def _message(body: dict[str, Any]) -> str:
 
 def check(spec: SweepSpec, project: str, api_endpoint: str | None = None) -> list[Problem]:
     try:
-        api = _Api(api_endpoint)
+        api = Api(api_endpoint)
     except Exception as exc:  # noqa: BLE001 - google.auth's DefaultCredentialsError and kin
         return [Problem("credentials", f"no Google credentials ({type(exc).__name__})",
                         "gcloud auth application-default login")]
@@ -82,7 +90,7 @@ def check(spec: SweepSpec, project: str, api_endpoint: str | None = None) -> lis
     # each candidate's region (they may span several: `lifecycle: created`), not the home
     # region `region` names: a group is made where its zone is, and uses that region's quota
     regions = spec.candidate_regions or [FACTS.sweep_region(spec.region, spec.zone) or ""]
-    refused = _project(api, project)
+    refused, project_quotas = _project(api, project)
     if refused:
         return [refused]
     problems: list[Problem] = []
@@ -103,23 +111,91 @@ def check(spec: SweepSpec, project: str, api_endpoint: str | None = None) -> lis
                                       {g.accelerator for g in groups if g.accelerator}, problems)
     for region in regions:  # quotas are regional: each candidate region must hold the sweep
         problems += _quota(api, spec, project, region, groups, cpus, accelerators)
+    problems += _all_regions_gpus(spec, project, project_quotas, groups)
     return problems
 
 
-def _project(api: _Api, project: str) -> Problem | None:
-    """Why the project cannot be read (credentials, a wrong id), or None."""
+Quotas = dict[str, tuple[float, float]]  # metric → (limit, usage)
+
+
+def _quotas(body: dict[str, Any]) -> Quotas:
+    return {q["metric"]: (float(q.get("limit", 0)), float(q.get("usage", 0)))
+            for q in body.get("quotas", []) if "metric" in q}
+
+
+def _project(api: Api, project: str) -> tuple[Problem | None, Quotas | None]:
+    """Why the project cannot be read (credentials, a wrong id), or None; and its
+    project-level quotas (`GPUS_ALL_REGIONS`, …) when it answered."""
     status, body = api.get(COMPUTE, f"/compute/v1/projects/{project}")
     if status in (401, 403) and "SERVICE_DISABLED" not in str(body) and "has not been used" not in str(body):
         return Problem("credentials", f"cannot read project {project}: HTTP {status} {_message(body)}",
                        f"check the project id, or ask for roles/viewer on {project} "
-                       "(`gcloud auth application-default login` as the deployer)")
+                       "(`gcloud auth application-default login` as the deployer)"), None
     if status == 404:
         return Problem("credentials", f"project {project} not found",
-                       "set gcp.project in the spec (or SPOTBENCH_GCP_PROJECT) to an existing project id")
-    return None
+                       "set gcp.project in the spec (or SPOTBENCH_GCP_PROJECT) to an existing project id"), None
+    return None, (_quotas(body) if status == 200 else None)
 
 
-def _missing_apis(api: _Api, project: str) -> list[str]:
+def _vm_gpus(group: RunGroup, member_type: str) -> tuple[str | None, int]:
+    """(GPU model, count) of one member's VM: built into its type (G2, A2, A3) or attached."""
+    return vm_gpus(FACTS.catalog, member_type, group.accelerator, group.accelerator_count)
+
+
+def _group_gpus(group: RunGroup, model: str | None = None) -> int:
+    """GPUs the group's VMs hold (of `model`, or of any), a count unknown to the catalog as 0."""
+    total = 0
+    for m in group.members:
+        gpu, count = _vm_gpus(group, m.machine_type or group.machine_type)
+        if gpu and count > 0 and (model is None or gpu == model):
+            total += count
+    return total
+
+
+DEPLOY_FIX = ("the stopped lifecycle creates every VM during `pulumi up` (GCE runs each until "
+              "the provider stops it): the quota must hold then too")
+
+
+def _deploy_parallel(free: float, groups: list[RunGroup]) -> str:
+    """`pulumi up --parallel K`: at most K VMs created at once, K × the largest VM's GPUs ≤ free."""
+    per_vm = max((_vm_gpus(g, m.machine_type or g.machine_type)[1] for g in groups for m in g.members),
+                 default=0)
+    k = int(free // per_vm) if per_vm > 0 else 0
+    return (f", or deploy {k} VM{'s' if k != 1 else ''} at a time: `pulumi up --parallel {k}`"
+            if k >= 1 else "")
+
+
+def _quota_url(project: str, metric: str, region: str | None) -> str:
+    where = f", region {region}" if region else ""
+    return (f"request more: https://console.cloud.google.com/iam-admin/quotas?project={project}"
+            f" (metric {metric}{where})")
+
+
+def _all_regions_gpus(spec: SweepSpec, project: str, quotas: Quotas | None,
+                      groups: list[RunGroup]) -> list[Problem]:
+    """`GPUS_ALL_REGIONS`: a project-level cap on the GPUs of every region together, checked
+    beside the regional per-model quotas; 0 on many new projects. The stopped lifecycle
+    needs every GPU VM's GPUs during `pulumi up`, the runs the concurrent footprint."""
+    if quotas is None:
+        return []
+    run = concurrent_footprint(spec, groups, _group_gpus)
+    deploy = float(sum(_group_gpus(g) for g in groups)) if spec.lifecycle == "stopped" else 0.0
+    limit, usage = quotas.get("GPUS_ALL_REGIONS", (0.0, 0.0))
+    free = limit - usage
+    what = (f"GPUS_ALL_REGIONS (project {project}, every region together): {{}}, {free:g} free "
+            f"(limit {limit:g}, {usage:g} in use; 0 on many new projects)")
+    if run > free:
+        return [Problem("quota", what.format(f"the sweep needs {run:g} GPUs at once"),
+                        _quota_url(project, "GPUS_ALL_REGIONS", None) + ", or lower `concurrency`"
+                        + ("; " + DEPLOY_FIX if deploy else ""))]
+    if deploy > free:
+        return [Problem("deploy", what.format(f"`pulumi up` creates all {deploy:g} GPUs' VMs of the "
+                                              "stopped lifecycle"),
+                        _quota_url(project, "GPUS_ALL_REGIONS", None) + _deploy_parallel(free, groups))]
+    return []
+
+
+def _missing_apis(api: Api, project: str) -> list[str]:
     status, body = api.get(SERVICE_USAGE, f"/v1/projects/{project}/services",
                            filter="state:ENABLED", pageSize=200)
     enabled = {s.get("config", {}).get("name") or s.get("name", "").rsplit("/", 1)[-1]
@@ -127,7 +203,7 @@ def _missing_apis(api: _Api, project: str) -> list[str]:
     return [a for a in (*BOOTSTRAP_APIS, *REQUIRED_APIS) if a not in enabled]
 
 
-def _machine_cpus(api: _Api, project: str, zone: str, machines: set[str],
+def _machine_cpus(api: Api, project: str, zone: str, machines: set[str],
                   problems: list[Problem]) -> dict[str, int]:
     """vCPUs of each machine type offered in the zone; a problem for each one that is not."""
     cpus: dict[str, int] = {}
@@ -141,7 +217,7 @@ def _machine_cpus(api: _Api, project: str, zone: str, machines: set[str],
     return cpus
 
 
-def _accelerators(api: _Api, project: str, zone: str, wanted: set[str],
+def _accelerators(api: Api, project: str, zone: str, wanted: set[str],
                   problems: list[Problem]) -> set[str]:
     """The accelerators offered in the zone; a problem for each one that is not."""
     offered: set[str] = set()
@@ -155,7 +231,7 @@ def _accelerators(api: _Api, project: str, zone: str, wanted: set[str],
     return offered
 
 
-def _listed(api: _Api, path: str, key: str) -> list[dict[str, Any]] | None:
+def _listed(api: Api, path: str, key: str) -> list[dict[str, Any]] | None:
     """Every item of an IAM list (all pages); None when the API refuses."""
     items: list[dict[str, Any]] = []
     token = ""
@@ -169,7 +245,7 @@ def _listed(api: _Api, path: str, key: str) -> list[dict[str, Any]] | None:
             return items
 
 
-def _iam_quotas(api: _Api, spec: SweepSpec, project: str) -> list[Problem]:
+def _iam_quotas(api: Api, spec: SweepSpec, project: str) -> list[Problem]:
     """Room for the sweep's accounts and custom roles, beside what the project already holds
     (the sweep's own, from an earlier deploy, do not count: display names
     `spotbench <sweep>: …`, role ids `spotbench_<sweep>_…`)."""
@@ -201,7 +277,7 @@ def _iam_quotas(api: _Api, spec: SweepSpec, project: str) -> list[Problem]:
     return out
 
 
-def _iap_scope(api: _Api, spec: SweepSpec, project: str) -> list[Problem]:
+def _iap_scope(api: Api, spec: SweepSpec, project: str) -> list[Problem]:
     """Operators' IAP tunnels are granted by destination address (the sweep's subnet:
     infra/gcp/identity.py, docs/platform.md): another subnet of the project on an
     overlapping range (another VPC, e.g. another sweep on the default range) would be
@@ -229,29 +305,53 @@ def _iap_scope(api: _Api, spec: SweepSpec, project: str) -> list[Problem]:
                     "give the sweep a free range: gcp.network_cidr (e.g. 10.43.0.0/24)")]
 
 
-def _quota(api: _Api, spec: SweepSpec, project: str, region: str, groups: list[RunGroup],
+def _quota(api: Api, spec: SweepSpec, project: str, region: str, groups: list[RunGroup],
            cpus: dict[str, int], accelerators: set[str]) -> list[Problem]:  # fmt: skip
     """Quota for what exists (unknown types are already reported above)."""
     status, body = api.get(COMPUTE, f"/compute/v1/projects/{project}/regions/{region}")
     if status != 200:
         return [Problem("quota", f"cannot read the quotas of {region}: HTTP {status} {_message(body)}",
                         f"check that {region} is a region, and roles/compute.viewer on {project}")]
-    quotas = {q["metric"]: (float(q.get("limit", 0)), float(q.get("usage", 0)))
-              for q in body.get("quotas", [])}
+    quotas = _quotas(body)
     spot = spec.spot
     cpu_metric = "PREEMPTIBLE_CPUS" if spot and quotas.get("PREEMPTIBLE_CPUS", (0, 0))[0] > 0 else "CPUS"
-    needs = {cpu_metric: concurrent_footprint(
-        spec, groups, lambda g: sum(cpus.get(m.machine_type, 0) for m in g.members))}
-    for acc in sorted(accelerators):
-        needs[gpu_quota_metric(acc, spot)] = concurrent_footprint(
-            spec, groups, lambda g, a=acc: g.accelerator_count * len(g.members) if g.accelerator == a else 0)
+    needs = {cpu_metric: (concurrent_footprint(
+        spec, groups, lambda g: sum(cpus.get(m.machine_type, 0) for m in g.members)), 0.0, "")}
+    attached = {g.accelerator for g in groups if g.accelerator}
+    models = {gpu for g in groups for m in g.members
+              for gpu, n in [_vm_gpus(g, m.machine_type or g.machine_type)] if gpu and n > 0}
+    stopped = spec.lifecycle == "stopped"
+    for acc in sorted((models & accelerators) | (models - attached)):
+        metric, note = _gpu_metric(quotas, acc, spot)
+        deploy = float(sum(_group_gpus(g, acc) for g in groups)) if stopped else 0.0
+        needs[metric] = (concurrent_footprint(spec, groups, lambda g, a=acc: _group_gpus(g, a)), deploy, note)
     out = []
-    for metric, need in needs.items():
+    for metric, (need, deploy, note) in needs.items():
         limit, usage = quotas.get(metric, (0.0, 0.0))
-        if need > limit - usage:
+        free = limit - usage
+        where = f"{metric} in {region}: {{}}, {free:g} free (limit {limit:g}, {usage:g} in use){note}"
+        if need > free:
             out.append(Problem(
-                "quota", f"{metric} in {region}: the sweep needs {need:g} at once, {limit - usage:g} "
-                f"free (limit {limit:g}, {usage:g} in use)",
-                f"request more: https://console.cloud.google.com/iam-admin/quotas?project={project}"
-                f" (metric {metric}, region {region}), or lower `concurrency`"))
+                "quota", where.format(f"the sweep needs {need:g} at once"),
+                _quota_url(project, metric, region) + ", or lower `concurrency`"
+                + ("; " + DEPLOY_FIX if deploy else "")))
+        elif deploy > free:
+            out.append(Problem(
+                "deploy", where.format(f"`pulumi up` creates the VMs of all {deploy:g} GPUs (the "
+                                       "stopped lifecycle; each runs until it is stopped)"),
+                _quota_url(project, metric, region) + _deploy_parallel(free, groups)))
     return out
+
+
+def _gpu_metric(quotas: Quotas, accelerator: str, spot: bool) -> tuple[str, str]:
+    """The quota a spot (or standard) VM's GPUs count against in a region, and what to say
+    about it: spot VMs use the preemptible GPU quota where the region grants one (limit > 0),
+    else the standard quota of that GPU (docs/platform.md, Quotas)."""
+    preemptible = gpu_quota_metric(accelerator, True)
+    standard = gpu_quota_metric(accelerator, False)
+    if not spot:
+        return standard, ""
+    if quotas.get(preemptible, (0.0, 0.0))[0] > 0:
+        return preemptible, ""
+    return standard, (f"; the region grants no {preemptible} quota, so spot VMs count against the "
+                      f"standard {standard} (or request {preemptible})")

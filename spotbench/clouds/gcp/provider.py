@@ -55,6 +55,7 @@ def roster_of(spec: SweepSpec) -> dict[str, dict[str, list[str]]]:
 class GcpProvider(Provider):
     prices_module = "spotbench.clouds.gcp.prices"
     prices_needs = ("google.cloud.billing_v1",)
+    catalog_module = "spotbench.clouds.gcp.catalog"
 
     def results_url(self, spec: SweepSpec, env: Mapping[str, str] | None = None) -> str:
         if spec.results and not spec.results.startswith("gs://"):
