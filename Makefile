@@ -24,8 +24,12 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 	$(BIN)/python -m workloads.osu.cbuild   # the C OSU harness, with the mpich wheel's mpicc
 	touch $@
 
+# PyTorch's CPU wheels: PyPI's Linux torch wheel pulls CUDA libraries (gigabytes) the suite
+# never uses; with this index pip takes `torch==X+cpu` (a local version sorts above PyPI's).
+# An index it cannot reach costs a few seconds and a warning (a wheel in PIP_FIND_LINKS still wins).
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 $(VENV)/.installed-dev: $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev]' --extra-index-url $(TORCH_INDEX)
 	$(BIN)/python -m workloads.osu.cbuild   # the C OSU harness, with the mpich wheel's mpicc
 	touch $@ $(VENV)/.installed $(VENV)/.installed-gcp $(VENV)/.installed-aws
 
