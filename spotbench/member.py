@@ -56,6 +56,7 @@ class MemberContext(BaseModel):
     token: str | None = None  # local cloud: bearer token of this member; clouds use identity
     machine_type: str = "local"
     accelerator: str | None = None
+    accelerator_count: int = 0  # GPUs per member (the spec's `accelerator_count`)
     zone: str | None = None
     spot: bool = False
     placement: str = "none"
@@ -88,7 +89,8 @@ class MemberContext(BaseModel):
             workload=group.workload, params=group.params.model_dump(), name=member.name,
             role=member.role, index=member.index, rank=member.rank, members=peers,
             results_url=results_url, done_url=done_url, token=token,
-            machine_type=group.machine_type, accelerator=group.accelerator, zone=zone,
+            machine_type=group.machine_type, accelerator=group.accelerator,
+            accelerator_count=group.accelerator_count if group.accelerator else 0, zone=zone,
             spot=spot, placement=group.placement, deadline_s=deadline_s,
         )
 
