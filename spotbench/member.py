@@ -61,6 +61,8 @@ class MemberContext(BaseModel):
     spot: bool = False
     placement: str = "none"
     deadline_s: int | None = None  # the group's deadline from its run's start (clouds)
+    scaling: dict[str, Any] | None = None  # the spec's `scaling` (records carry it)
+    work: dict[str, Any] | None = None  # the spec's `work` (records carry it)
 
     @classmethod
     def for_member(
@@ -92,6 +94,7 @@ class MemberContext(BaseModel):
             machine_type=group.machine_type, accelerator=group.accelerator,
             accelerator_count=group.accelerator_count if group.accelerator else 0, zone=zone,
             spot=spot, placement=group.placement, deadline_s=deadline_s,
+            scaling=group.scaling, work=group.work,
         )
 
     def to_env(self) -> dict[str, str]:

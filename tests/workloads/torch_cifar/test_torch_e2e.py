@@ -70,4 +70,10 @@ def test_torch_local_example_ddp_pipeline_multinode_and_report(tmp_path: Path) -
     two = by[("ddp", 2, "train_time_s")].value
     assert float(rows[1][speed]) == pytest.approx(base / two, rel=1e-3)
     assert (tmp_path / "report" / "torch_speedup.png").stat().st_size > 1000
+    # the spec's scaling axis and work: speedup over workers, the time and cost of 1,000 epochs
+    scaled = report[report.index("## Scaling over workers"):]
+    assert "time for 1,000 epochs (s)" in scaled and "cost for 1,000 epochs (USD)" in scaled
+    epm = {w: by[("ddp", w, "epochs_per_min")].value for w in (1, 2)}
+    line = next(row for row in scaled.splitlines() if row.startswith("| local · mode=ddp | 2 |"))
+    assert float(line.split(" | ")[3]) == pytest.approx(epm[2] / epm[1], rel=1e-3)
     print(f"torch-local: 4 groups in {took:.0f} s")
