@@ -24,6 +24,9 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 	$(BIN)/python -m workloads.osu.cbuild   # the C OSU harness, with the mpich wheel's mpicc
 	touch $@
 
+# PyTorch: the dev extra pins torch==2.13.0, the CPU build this project's machines keep on
+# disk (pip takes it: +18 s, +770 MB); any other release or range would pull PyPI's CUDA
+# build (gigabytes the suite never uses). PyTorch's own wheel index is not reachable here.
 $(VENV)/.installed-dev: $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	$(BIN)/python -m workloads.osu.cbuild   # the C OSU harness, with the mpich wheel's mpicc

@@ -20,9 +20,9 @@ import pulumi_random
 from spotbench.auth.group_keys import HOST_KEY, LOGIN_KEY, SEED_BYTES, public_openssh
 from spotbench.images import IMAGE_GID, IMAGE_UID
 
-# where the container finds its ssh files: the osu workload's (the boot path mounts the keys
-# there for any workload whose descriptor says `mpi`).
-from workloads.osu.descriptor import SSH_DIR_IN_CONTAINER  # noqa: F401 - for the boot renderers
+# where the container finds its ssh files (the boot path mounts the keys there for any
+# workload whose descriptor says `mpi`): the descriptor type's, never a workload's constant
+from spotbench.workload import SSH_DIR_IN_CONTAINER  # noqa: F401 - for the boot renderers
 
 
 def known_hosts(ips: list[pulumi.Input[str]], host_public_key: pulumi.Input[str],

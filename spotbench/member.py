@@ -61,10 +61,13 @@ class MemberContext(BaseModel):
     token: str | None = None  # local cloud: bearer token of this member; clouds use identity
     machine_type: str = "local"
     accelerator: str | None = None
+    accelerator_count: int = 0  # GPUs per member (the spec's `accelerator_count`)
     zone: str | None = None
     spot: bool = False
     placement: str = "none"
     deadline_s: int | None = None  # the group's deadline from its run's start (clouds)
+    scaling: dict[str, Any] | None = None  # the spec's `scaling` (records carry it)
+    work: dict[str, Any] | None = None  # the spec's `work` (records carry it)
 
     @classmethod
     def for_member(
@@ -93,8 +96,10 @@ class MemberContext(BaseModel):
             workload=group.workload, params=group.params.model_dump(), name=member.name,
             role=member.role, index=member.index, rank=member.rank, members=peers,
             results_url=results_url, done_url=done_url, token=token,
-            machine_type=group.machine_type, accelerator=group.accelerator, zone=zone,
+            machine_type=group.machine_type, accelerator=group.accelerator,
+            accelerator_count=group.accelerator_count if group.accelerator else 0, zone=zone,
             spot=spot, placement=group.placement, deadline_s=deadline_s,
+            scaling=group.scaling, work=group.work,
         )
 
     def to_env(self) -> dict[str, str]:

@@ -68,6 +68,8 @@ class RunGroup:
     members: tuple[Member, ...]
     placement: str = "none"  # spread | compact | none (the spec's, or the matrix point's)
     labels: dict[str, str] = field(default_factory=dict)
+    scaling: dict[str, Any] | None = None  # the spec's `scaling` {axis, base}
+    work: dict[str, Any] | None = None  # the spec's `work` {epochs | steps}
 
     @property
     def workload(self) -> str:
@@ -101,8 +103,15 @@ def concurrent_footprint(spec: PlannedSpec, groups: list[RunGroup],
     return sum(values[: spec.max_concurrency or len(values)])
 
 
+def _dumped(spec: PlannedSpec, name: str) -> dict[str, Any] | None:
+    """The spec's optional section `name` as plain data (a spec without it: None)."""
+    value = getattr(spec, name, None)
+    return value.model_dump(exclude_none=True) if value is not None else None
+
+
 def plan(spec: PlannedSpec) -> list[RunGroup]:
     default_machine = facts_of(spec.cloud).default_machine_type
+    scaling, work = _dumped(spec, "scaling"), _dumped(spec, "work")
     groups: list[RunGroup] = []
     for point in spec.points():
         params = spec.params_for(point)
@@ -133,6 +142,8 @@ def plan(spec: PlannedSpec) -> list[RunGroup]:
                     members=members,
                     placement=str(point.get("placement", spec.placement)),
                     labels={**sweep_labels(spec.name), GROUP_LABEL: gid},
+                    scaling=scaling,
+                    work=work,
                 )
             )
     return groups

@@ -74,6 +74,28 @@ def _cloud_sections() -> dict[str, Any]:
     return sections
 
 
+class Scaling(_Strict):
+    """The axis a sweep scales over and its base: the report's speedup, parallel efficiency
+    and cost per unit of work are against the base (`scaling: {axis: accelerator_count, base: 1}`)."""
+
+    axis: str = Field(description="a numeric matrix key: accelerator_count, workers, nodes, "
+                                  "processes_per_vm, …")
+    base: float = Field(gt=0, description="the axis value the others are set against")
+
+
+class Work(_Strict):
+    """The amount of work behind cost-vs-time (`work: {epochs: 1000}` or `{steps: 10000}`)."""
+
+    epochs: float | None = Field(None, gt=0)
+    steps: float | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _one(self) -> Work:
+        if (self.epochs is None) == (self.steps is None):
+            raise ValueError("work: give one of epochs or steps, e.g. `work: {epochs: 1000}`")
+        return self
+
+
 class _SpecCore(_Strict):
     name: str = Field(pattern=NAME_PATTERN,
                       description="lowercase, digits and single '-', ≤ 24")
@@ -103,6 +125,8 @@ class _SpecCore(_Strict):
         description="machine type per member role, e.g. {chief: n1-standard-2, ps: n1-standard-1}",
     )
     image: str | None = Field(None, description="workload container image (gcp/aws)")
+    scaling: Scaling | None = Field(None, description="the axis and base of speedup and efficiency")
+    work: Work | None = Field(None, description="the work cost-vs-time prices (default 10,000 steps)")
 
     @model_validator(mode="before")
     @classmethod
@@ -195,6 +219,7 @@ class _SpecCore(_Strict):
                 raise ValueError(
                     f"matrix.placement value {value!r}: choose from {', '.join(PLACEMENTS)}"
                 )
+        self._check_scaling()
         for point in self.points():  # matrix values must be valid workload parameters
             try:
                 self.params_for(point)
@@ -205,6 +230,22 @@ class _SpecCore(_Strict):
                     f"matrix.{key} value {err.get('input')!r}: {err['msg']}"
                 ) from None
         return self
+
+    def _check_scaling(self) -> None:
+        """`scaling.axis` is a matrix key whose values are numbers and include the base."""
+        if self.scaling is None:
+            return
+        axis, base = self.scaling.axis, self.scaling.base
+        values = self.matrix.get(axis)
+        if values is None:
+            raise ValueError(f"scaling.axis {axis!r}: not a matrix key; sweep it, e.g. "
+                             f"`matrix: {{{axis}: [1, 2, 4]}}` (matrix keys: "
+                             f"{', '.join(sorted(self.matrix)) or 'none'})")
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+            raise ValueError(f"scaling.axis {axis!r}: its matrix values {values} are not all numbers")
+        if base not in values:
+            raise ValueError(f"scaling.base {base:g}: not among matrix.{axis} {values}; "
+                             f"choose one of them (usually the smallest, {min(values)})")
 
     # ---- derived values -------------------------------------------------------------
     @property

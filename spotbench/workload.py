@@ -49,6 +49,10 @@ class Images:
     gpu: str | None = None
 
 
+# Where the container of a workload whose descriptor says `mpi` finds its ssh files (login
+# key, authorized keys, host key, known_hosts): the boot path mounts them there read-only.
+SSH_DIR_IN_CONTAINER = "/etc/spotbench/ssh"
+
 # The local cloud hands a user-image workload's `env(params)` to its member in this process
 # variable (JSON); the member context carries the params with secret values masked.
 USER_ENV = "SPOTBENCH_USER_ENV"

@@ -141,7 +141,8 @@ class WorkloadRun:
             unit=unit, cloud=self.ctx.cloud, machine_type=self.ctx.machine_type,
             accelerator=self.ctx.accelerator, zone=self.ctx.zone, spot=self.ctx.spot,
             started_at=self.started_at, ended_at=now,
-            metadata={"placement": self.ctx.placement, **metadata, **(timed.metadata() if timed else {})},
+            metadata={"placement": self.ctx.placement, **self._scaling_meta(), **metadata,
+                      **(timed.metadata() if timed else {})},
         )
         size = len(result.model_dump_json()) + 1 + FINISH_BYTES
         if self._bytes + size > MAX_ATTEMPT_BYTES:  # a file readers would skip whole
@@ -161,6 +162,18 @@ class WorkloadRun:
         self.records = [
             r.model_copy(update={"metadata": {**r.metadata, **window.metadata()}})
             if all(r.metadata.get(k) == v for k, v in match.items()) else r for r in self.records]
+
+    def _scaling_meta(self) -> dict[str, Any]:
+        """What the report's scaling section needs beside the params: the spec's `scaling`
+        and `work`, and the GPUs per member (a possible axis)."""
+        meta: dict[str, Any] = {}
+        if self.ctx.accelerator_count:
+            meta["accelerator_count"] = self.ctx.accelerator_count
+        if self.ctx.scaling:
+            meta["scaling"] = self.ctx.scaling
+        if self.ctx.work:
+            meta["work"] = self.ctx.work
+        return meta
 
     def raw(self, name: str, text: str | bytes) -> None:
         self._raw[name] = text

@@ -13,9 +13,11 @@ from spotbench.workload import Workload
 from workloads.container.descriptor import WORKLOAD as CONTAINER
 from workloads.osu.descriptor import WORKLOAD as OSU
 from workloads.tf_mnist.descriptor import WORKLOAD as TF_MNIST
+from workloads.torch_cifar.descriptor import WORKLOAD as TORCH
 
 WORKLOADS: dict[str, Workload] = {
     OSU.name: OSU,
     TF_MNIST.name: TF_MNIST,
     CONTAINER.name: CONTAINER,
+    TORCH.name: TORCH,
 }

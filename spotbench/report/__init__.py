@@ -15,7 +15,7 @@ from pathlib import Path
 import matplotlib
 import pandas as pd
 
-from spotbench.report import data, cost, history, ranking, reference as reference_mod, summary
+from spotbench.report import data, cost, history, ranking, reference as reference_mod, scaling, summary
 from spotbench.report import contaminated as contaminated_section
 from spotbench.report import failures as failures_section
 from spotbench.report.document import Document, Heading, Image, Para, TableBlock, to_html, to_markdown
@@ -158,6 +158,9 @@ def _sections():
     # one section per registered workload (its descriptor names the builder), in registry order
     workloads = [workload_section(b) for w in registry().values() if (b := w.report_section())]
 
+    def scaling_section(df, doc, out_dir, **_):
+        return scaling.section(df, doc, out_dir)
+
     def cost_section(df, doc, out_dir, base=None, **_):
         return cost.section(df, doc, out_dir, base)
 
@@ -167,4 +170,4 @@ def _sections():
     def history_section(df, doc, out_dir, results_url=None, baseline=None, loaded=None, **_):
         return history.section(df, doc, out_dir, results_url, baseline, loaded=loaded)
 
-    return [*workloads, cost_section, history_section, reference_section]
+    return [*workloads, scaling_section, cost_section, history_section, reference_section]

@@ -2,7 +2,7 @@
 
 One row per configuration (and worker count for TF): complete runs, mean run time, VMs per
 run, mean cost per run (each stored group run counted once), and for TF the cost and time
-to do `WORK_STEPS` training steps; `normalised` = this row's cost / the base row's cost
+to do the spec's `work: {steps: N}` (records carry it; default `WORK_STEPS`) training steps; `normalised` = this row's cost / the base row's cost
 (per WORK_STEPS steps for TF, per run otherwise), as GPU-vs-CPU cloud comparisons report it.
 """
 
@@ -23,6 +23,14 @@ from spotbench.report.document import Document, Heading, Image, Para, TableBlock
 from spotbench.report.escape import save_figure  # noqa: E402
 
 WORK_STEPS = 10_000
+
+
+def work_steps(df: pd.DataFrame) -> float:
+    """The steps cost-vs-time prices: the spec's `work: {steps: N}` (records carry it), else
+    WORK_STEPS."""
+    given = {m["work"]["steps"] for m in df["metadata"]
+             if isinstance(m, dict) and isinstance(m.get("work"), dict) and "steps" in m["work"]}
+    return float(given.pop()) if len(given) == 1 else float(WORK_STEPS)
 
 
 def runs(df: pd.DataFrame) -> pd.DataFrame:
@@ -51,7 +59,9 @@ def summary(df: pd.DataFrame, base: str | None = None) -> pd.DataFrame:
     )
     table["preempted"] = r[r["preempted"]].assign(workers=lambda x: x["workers"].fillna(0).astype(int)) \
         .groupby(idx).size().reindex(table.index).fillna(0).astype(int)
-    table["work_s"] = WORK_STEPS / table["steps_per_s"]
+    steps = work_steps(df)
+    table.attrs["work_steps"] = steps
+    table["work_s"] = steps / table["steps_per_s"]
     table["work_usd"] = table["cost_usd"] / table["seconds"] * table["work_s"]
     measure = "work_usd" if table["work_usd"].notna().any() else "cost_usd"
     base_key = _base_row(table, ok, base)
@@ -104,7 +114,7 @@ def _plots(table: pd.DataFrame, out_dir: Path, cost_plot: bool = True) -> list[P
             label = f"{config}" + (f" ×{workers}w" if workers else "")
             ax.scatter(row[x], row[y])
             ax.annotate(label, (row[x], row[y]), fontsize=7, xytext=(3, 3), textcoords="offset points")
-        what = f"{WORK_STEPS:,} steps" if x == "work_s" else "one run"
+        what = f"{table.attrs['work_steps']:,.0f} steps" if x == "work_s" else "one run"
         ax.set_xlabel(f"time for {what} (s)")
         ax.set_ylabel(f"cost for {what} (USD)")
         ax.set_title("Cost vs time (lower left is better)")
@@ -133,7 +143,8 @@ def section(df: pd.DataFrame, doc: Document, out_dir: Path, base: str | None = N
     doc.add(Heading("Cost"))
     unpriced = int(df.groupby(["run", "group"])["cost_usd"].first().isna().sum())
     base_key = table.attrs["base"]
-    per = f"{WORK_STEPS:,} steps" if table.attrs["measure"] == "work_usd" else "run"
+    steps = f"{table.attrs['work_steps']:,.0f} steps"
+    per = steps if table.attrs["measure"] == "work_usd" else "run"
     doc.add(Para(
         f"Cost per run = instance time of the run (billed per second, one-minute minimum) × VMs, "
         f"from each record's cost_usd. Normalised = cost per {per} / that of the base "
@@ -149,8 +160,8 @@ def section(df: pd.DataFrame, doc: Document, out_dir: Path, base: str | None = N
     shown["run time (s)"] = [fmt(v, 2) for v in table["seconds"]]
     shown["cost per run (USD)"] = [fmt(v, 4) for v in table["cost_usd"]]
     if table["work_usd"].notna().any():
-        shown[f"time for {WORK_STEPS:,} steps (s)"] = [fmt(v, 2) for v in table["work_s"]]
-        shown[f"cost for {WORK_STEPS:,} steps (USD)"] = [fmt(v, 4) for v in table["work_usd"]]
+        shown[f"time for {steps} (s)"] = [fmt(v, 2) for v in table["work_s"]]
+        shown[f"cost for {steps} (USD)"] = [fmt(v, 4) for v in table["work_usd"]]
     shown["normalised cost"] = [fmt(v, 2) for v in table["normalised"]]
     doc.add(TableBlock(shown, "Cost per configuration (means of complete runs)"))
     priced = bool(table["cost_usd"].fillna(0).gt(0).any())  # the local cloud costs nothing

@@ -19,7 +19,17 @@ FIELDS: dict[str, tuple[str, Any]] = {
     "member_types": ("a list of machine type names",
                      lambda v: isinstance(v, list) and all(isinstance(t, str) for t in v)),
     "placement": ("a name", lambda v: isinstance(v, str)),
+    "accelerator_count": _INT,
+    "scaling": ("{axis: name, base: number}",
+                lambda v: isinstance(v, dict) and isinstance(v.get("axis"), str) and _number(v.get("base"))),
+    "work": ("{epochs: number} or {steps: number}",
+             lambda v: isinstance(v, dict) and len(v) == 1 and next(iter(v)) in ("epochs", "steps")
+             and _number(next(iter(v.values())))),
 }
+def _number(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+
+
 MAX_SHOWN = 60  # characters of a bad value quoted in the report
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from spotbench.report import NoResults, write_report
-from spotbench.report.osu import summary
+from workloads.osu.report import summary
 from spotbench.report import data as _data
 from tests.report.conftest import osu_records
 

@@ -10,7 +10,8 @@ from typer.testing import CliRunner
 
 from spotbench.cli import app
 from spotbench.costs import annotate, load_catalog
-from spotbench.report import cost, tf, write_report
+from spotbench.report import cost, write_report
+from workloads.tf_mnist import report as tf
 from spotbench.report import data as _data
 from tests.report.conftest import T0, osu_records, rec
 

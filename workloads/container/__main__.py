@@ -41,10 +41,10 @@ import time
 from pathlib import Path
 
 from spotbench import failures
-from spotbench.member import MemberContext
+from spotbench.member import EXIT_OUTSIDE_RUN, MemberContext
 from spotbench.timed import Window
 from workloads.common import STALL_S, Preempted, WorkloadRun, exit_if_outside_run
-from workloads.container import metrics
+from workloads.container import metrics, nodes
 from spotbench.workload import USER_ENV
 from workloads.container import descriptor
 from workloads.container.descriptor import ContainerParams
@@ -75,12 +75,12 @@ def _record(run: WorkloadRun, found: list[metrics.Metric], timed: Window | None,
 
 
 def execute(run: WorkloadRun, params: ContainerParams, results_dir: Path,
-            user_env: dict[str, str] | None = None) -> int:
+            user_env: dict[str, str] | None = None, group_env: dict[str, str] | None = None) -> int:
     """Run the command to its end (or a SIGTERM); record its metrics; return its exit code
     (127 when it cannot be started). `user_env`: the spec's `env` in clear (default:
-    `params.env`'s values)."""
+    `params.env`'s values); `group_env`: what the member learns of its group (`nodes`)."""
     given = user_env if user_env is not None else descriptor.user_env(params)
-    env = {**os.environ, **given, "SPOTBENCH_RESULTS_DIR": str(results_dir)}
+    env = {**os.environ, **given, "SPOTBENCH_RESULTS_DIR": str(results_dir), **(group_env or {})}
     log.info("running: %s", " ".join(params.command))
     began = time.time()
     try:
@@ -187,11 +187,39 @@ def main() -> int:
     user_env = _user_env()
     run = WorkloadRun.from_env()
     params = ContainerParams.model_validate(run.ctx.params)
+    if run.ctx.index:
+        return follow(run, params, user_env)
     with run.preemptible():
         with tempfile.TemporaryDirectory(prefix="spotbench-container-") as tmp:
-            code = execute(run, params, Path(tmp), user_env)
+            (Path(tmp) / "results").mkdir()
+            code = execute(run, params, Path(tmp) / "results", user_env,
+                           nodes.node_env(run.ctx, Path(tmp)))
         _finish_and_done(run)
     return 0 if code == 0 else 1
+
+
+def follow(run: WorkloadRun, params: ContainerParams, user_env: dict[str, str]) -> int:
+    """A member other than the leader (`nodes` > 1): the same command; exiting 0 stores
+    nothing (the leader's metrics decide), exiting non-zero stores its `failed` marker and
+    calls `done`, which stops the others; a SIGTERM (the group stopping) ends it quietly."""
+
+    def on_term(signum: int, frame: object) -> None:
+        raise Preempted(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        with tempfile.TemporaryDirectory(prefix="spotbench-container-") as tmp:
+            (Path(tmp) / "results").mkdir()
+            code = execute(run, params, Path(tmp) / "results", user_env,
+                           nodes.node_env(run.ctx, Path(tmp)))
+    except Preempted:
+        return 143
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if code:
+        log.error("member %d's command failed: the group fails and stops", run.ctx.index)
+        _finish_and_done(run)
+        return 1
+    return 0
 
 
 # ---- on a cloud VM: around the user's own image ----------------------------------------
@@ -201,10 +229,25 @@ RESULTS = "results"  # DIR/results: the user's container's results folder
 STDOUT = "stdout.txt"  # DIR/stdout.txt: its stdout and stderr
 
 
+MULTINODE_ON_CLOUDS = (
+    "container `nodes` > 1 runs on the local cloud only so far: on a cloud VM the user's image "
+    "runs on docker's bridge network (kept from the VM's identity), where its peers cannot "
+    "reach it; use `nodes: 1`, or a built-in workload (torch, osu) across VMs (issue #36)")
+
+
 def check(folder: Path) -> int:
-    """Before the user's image: leave (EXIT_OUTSIDE_RUN) unless a run is open; note its id."""
-    exit_if_outside_run(MemberContext.from_env())
+    """Before the user's image: leave (EXIT_OUTSIDE_RUN) unless a run is open; note its id.
+    A group of `nodes` > 1 is refused here (stored as failed, the group stopped)."""
+    ctx = MemberContext.from_env()
+    exit_if_outside_run(ctx)
     run_id = os.environ.get("SPOTBENCH_RUN")  # set by the check (VMs boot outside runs)
+    if ContainerParams.model_validate(ctx.params).nodes > 1:
+        run = WorkloadRun(ctx)
+        log.error("%s", MULTINODE_ON_CLOUDS)
+        run.record(failures.FAILED_METRIC, 1.0, failures.FAILED_UNIT,
+                   **{failures.FAILURE_KEY: MULTINODE_ON_CLOUDS, failures.TAIL_KEY: ""})
+        _finish_and_done(run)
+        return EXIT_OUTSIDE_RUN
     if run_id:
         (folder / RUN_FILE).write_text(run_id + "\n")
     (folder / CLOCKS_FILE).write_text(f"{time.monotonic()!r} {time.time()!r}\n")

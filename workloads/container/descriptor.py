@@ -34,6 +34,11 @@ class ContainerParams(Params):
     env: dict[str, SecretStr] = Field(
         default_factory=dict,
         description="extra environment for it (secret: never stored in metadata, records or reports)")
+    nodes: int = Field(
+        1, ge=1, le=64,
+        description="members (VMs) the command runs on, each told its rank, the world size, the "
+                    "leader's address and port and a hostfile (workloads/container/nodes.py); "
+                    "the leader's exit and metrics decide")
 
     @field_validator("env", mode="before")
     @classmethod
@@ -67,7 +72,8 @@ def user_env(params: ContainerParams) -> dict[str, str]:
 
 
 def roles(params: ContainerParams) -> list[tuple[str, int]]:
-    return [("member", 0)]
+    """member 0 is the leader (its exit and metrics decide); members 1… follow."""
+    return [("member", i) for i in range(params.nodes)]
 
 
 WORKLOAD = Workload(

@@ -9,12 +9,11 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from spotbench.workload import Images, Params, Tracked, Workload
+from spotbench.workload import SSH_DIR_IN_CONTAINER, Images, Params, Tracked, Workload
 
 # MPICH's hydra proxies and TCP channel listen on ephemeral ports (the mpich wheel's ch4
 # ignores MPICH_PORT_RANGE): members of a group reach each other on every TCP/UDP port
 # (infra: per-group firewall / security group), so no range is assumed here.
-SSH_DIR_IN_CONTAINER = "/etc/spotbench/ssh"
 SSHD_PORT = 2222  # the peer container's sshd that mpiexec's launcher reaches
 
 
@@ -83,7 +82,7 @@ WORKLOAD = Workload(
     mpi=True,
     images=Images(cpu="mpi", gpu="mpi"),
     metrics=("latency", "bibw"),
-    report="spotbench.report.osu:section",
+    report="workloads.osu.report:section",
     history=(
         Tracked("latency", "OSU latency", "lower", sizes=(8, 1 << 20)),
         Tracked("bibw", "OSU bibw", "higher", sizes=(1 << 20,)),

@@ -55,7 +55,7 @@ WORKLOAD = Workload(
     port=GRPC_PORT,
     images=Images(cpu="tf-cpu", gpu="tf-gpu"),
     metrics=("train_time_s", "steps", "steps_per_s", "examples_per_s", "test_accuracy", "test_loss"),
-    report="spotbench.report.tf:section",
+    report="workloads.tf_mnist.report:section",
     history=(
         Tracked("steps_per_s", "TF steps/s", "higher"),
         Tracked("train_time_s", "TF time to train", "lower"),

@@ -1,4 +1,5 @@
-"""Run one tf-mnist group as real processes, without the sweep runner.
+"""Run one group (tf-mnist, torch: its descriptor's module) as real processes, without the
+sweep runner.
 
 Each member gets its `SPOTBENCH_CONTEXT` (free 127.0.0.1 ports), the run is opened in a
 temporary `ResultStore`, and `done_url` points at a tiny HTTP server that records calls.
@@ -94,7 +95,7 @@ class Cluster:
         for name, ctx in self.contexts.items():
             log = open(self.logs / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
             self.procs[name] = subprocess.Popen(
-                [sys.executable, "-m", "workloads.tf_mnist"], cwd=ROOT,
+                [sys.executable, "-m", self.group.descriptor.module], cwd=ROOT,
                 env={**self.env, **ctx.to_env()}, stdout=log, stderr=subprocess.STDOUT,
             )
             log.close()
