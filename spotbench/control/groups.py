@@ -70,5 +70,7 @@ def _keep_errors(after: list[Instance], before: list[Instance]) -> list[Instance
 
 
 def completed_groups(sweep: Sweep, run: str) -> set[str]:
-    return sweep.store.completed_groups(run)
+    """Groups done for the run: a complete result stored, or stopped by a user (`spotbench
+    stop`: not preempted, never retried in the run)."""
+    return sweep.store.completed_groups(run) | set(sweep.store.user_stopped(run))
 

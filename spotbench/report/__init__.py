@@ -15,7 +15,8 @@ from pathlib import Path
 import matplotlib
 import pandas as pd
 
-from spotbench.report import data, cost, history, reference as reference_mod, summary
+from spotbench.report import data, cost, history, reference as reference_mod, search, summary
+from spotbench.report import trials as trials_mod
 from spotbench.report import contaminated as contaminated_section
 from spotbench.report import failures as failures_section
 from spotbench.report.document import Document, Para, to_html, to_markdown
@@ -60,9 +61,12 @@ def write_report(
     prices: Path | None = None,
     base: str | None = None,
     baseline: str | None = None,
+    objectives: list | None = None,
 ) -> ReportPaths:
     """`baseline`: the run the history section compares the latest run with (default: each
-    series' first run)."""
+    series' first run). `objectives` (`"metric:max"`, `{metric, direction}`, or the spec's
+    `search.objective`): the report opens with the best trial and a Search section, and
+    the workloads' tables list configurations best first (`report/search.py`)."""
     store = ResultStore(results_url)
     records = store.read()
     if not records:
@@ -91,6 +95,15 @@ def write_report(
     contaminated_section.section(df, doc)  # attempts kept apart (stalled, overlapped), and why
     first = summary.blocks(df, loaded[0] if loaded else None, failed)
     doc.insert(summary_at, *first)
+    goals = trials_mod.parse_objectives(objectives)
+    found = trials_mod.trials(records) if goals else []
+    search_blocks, search_pngs = search.section(found, goals, out_dir) if found else ([], [])
+    if found:  # the answer before anything else; the leaderboard and plots after the summary
+        told = search.answer(found, goals)
+        doc.insert(summary_at, *told)
+        first = [*told, *first]
+        doc.add(*search_blocks)
+        df.attrs["objective"] = goals[0]
 
     problems = store.skipped + dropped + (df.attrs.get("problems") or [])
     if problems:
@@ -98,7 +111,7 @@ def write_report(
         doc.add(Para(f"Ignored {len(problems)} malformed record(s), value(s) or file(s) in the "
                      "results: " + "; ".join(shown)))
 
-    pngs: list[Path] = []
+    pngs: list[Path] = list(search_pngs)
     exports: list[pd.DataFrame] = []
     with matplotlib.rc_context(PLAIN_TEXT):
         for add_section in _sections():

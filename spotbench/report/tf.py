@@ -17,8 +17,10 @@ import pandas as pd  # noqa: E402
 from spotbench.facts import facts_of  # noqa: E402
 from spotbench.report.data import SPREAD_FLAG_CV, fmt, fmt_cv, spread, trial_counts  # noqa: E402
 from spotbench.report.document import Document, Heading, Image, Para, TableBlock  # noqa: E402
+from spotbench.report.search import by_objective  # noqa: E402
 
-METRICS = ["train_time_s", "steps", "steps_per_s", "examples_per_s", "test_accuracy", "test_loss"]
+METRICS = ["train_time_s", "steps", "steps_per_s", "examples_per_s", "val_accuracy", "val_loss",
+           "test_accuracy", "test_loss"]
 
 
 def tf_frame(df: pd.DataFrame) -> pd.DataFrame:
@@ -100,7 +102,7 @@ def section(df: pd.DataFrame, doc: Document, out_dir: Path) -> tuple[list[Path],
     tf = tf_frame(df)
     if tf.empty:
         return [], []
-    table = summary(df)
+    table = by_objective(summary(df), df)  # best first when the report has an objective
     doc.add(Heading("TensorFlow MNIST (distributed training)"))
     counts = trial_counts(tf.assign(config=tf["config"] + " · workers=" + tf["workers"].astype(str)))
     doc.add(Para("Trials: " + "; ".join(
@@ -113,6 +115,7 @@ def section(df: pd.DataFrame, doc: Document, out_dir: Path) -> tuple[list[Path],
         return [], []
     shown = pd.DataFrame(index=table.index.set_names(["configuration", "workers"]))
     for col, label, digits in (("train_time_s", "training time (s)", 2), ("steps", "steps", 0),
+                               ("val_accuracy", "validation accuracy", 4),
                                ("test_accuracy", "accuracy", 4), ("steps_per_s", "steps/s", 2),
                                ("examples_per_s", "examples/s", 2), ("speedup", "speedup vs 1 worker", 2),
                                ("efficiency", "parallel efficiency", 2),
