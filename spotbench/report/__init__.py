@@ -93,17 +93,18 @@ def write_report(
     ))
     failed = failures_section.section(df, doc)  # the banner: failed groups before any chart
     contaminated_section.section(df, doc)  # attempts kept apart (stalled, overlapped), and why
-    first = summary.blocks(df, loaded[0] if loaded else None, failed)
-    doc.insert(summary_at, *first)
     goals = trials_mod.parse_objectives(objectives)
     found = trials_mod.trials(records) if goals else []
+    if found:
+        df.attrs["objective"] = goals[0]  # tables list configurations best first
+    first = summary.blocks(df, loaded[0] if loaded else None, failed)
+    doc.insert(summary_at, *first)
     search_blocks, search_pngs = search.section(found, goals, out_dir) if found else ([], [])
     if found:  # the answer before anything else; the leaderboard and plots after the summary
         told = search.answer(found, goals)
         doc.insert(summary_at, *told)
         first = [*told, *first]
         doc.add(*search_blocks)
-        df.attrs["objective"] = goals[0]
 
     problems = store.skipped + dropped + (df.attrs.get("problems") or [])
     if problems:

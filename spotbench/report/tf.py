@@ -137,12 +137,14 @@ def section(df: pd.DataFrame, doc: Document, out_dir: Path) -> tuple[list[Path],
             + "; ".join(f"{c}, {w} workers (CV {100 * cv:.2f}%)"
                         for (c, w), cv in flagged["train_time_cv"].items()) + "."
         ))
-    pngs = [
-        _plot(table, "speedup", "speedup vs 1 worker", out_dir / "tf_speedup.png", ideal=True),
-        _plot(table, "steps_per_s", "steps/s", out_dir / "tf_steps_per_s.png", ideal=False),
-    ]
-    doc.add(Image(pngs[0], "Speedup vs workers (dashed: ideal linear speedup)"),
-            Image(pngs[1], "Training throughput (steps/s) vs workers"))
+    pngs = []
+    for column, ylabel, name, ideal, caption in (
+            ("speedup", "speedup vs 1 worker", "tf_speedup.png", True,
+             "Speedup vs workers (dashed: ideal linear speedup)"),
+            ("steps_per_s", "steps/s", "tf_steps_per_s.png", False, "Training throughput (steps/s) vs workers")):
+        if column in table and table[column].notna().any():  # records without timings: no plot
+            pngs.append(_plot(table, column, ylabel, out_dir / name, ideal=ideal))
+            doc.add(Image(pngs[-1], caption))
     long = table.drop(columns=[c for c in table if c.endswith("_flag")]).reset_index().melt(id_vars=["config", "workers"], var_name="column", value_name="value")
     long.insert(0, "table", "tf")
     return pngs, [long]
