@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from spotbench.clouds.base import ACTIVE, Cloud, ConsoleOutput, Instance
 from spotbench.plan import RunGroup
 
-OVERLAP = 2048  # characters of the last window looked for in the next one (EC2)
+MIN_OVERLAP = 32  # characters two windows must share to count as the same output (EC2)
 
 
 class NoLogs(LookupError):
@@ -34,16 +34,24 @@ def group_of(groups: list[RunGroup], group_id: str) -> RunGroup:
 
 def new_text(previous: str, window: str) -> tuple[str, bool]:
     """What `window` (a cloud's latest output) adds to the `previous` window, and whether
-    some output may be missing between the two (the last text seen is no longer in it)."""
+    some output may be missing between the two. Both are tails of one stream: the text
+    they share is the longest end of `previous` that begins `window` (the prefix function
+    of `window` + a separator + `previous`, Knuth–Morris–Pratt); an overlap shorter than
+    `MIN_OVERLAP` characters (and than `previous`) is taken for chance, not for the same
+    output: the window is new, and output may be missing before it."""
     if not previous:
         return window, False
-    if window.startswith(previous):
-        return window[len(previous):], False
-    tail = previous[-OVERLAP:]
-    at = window.rfind(tail)
-    if at >= 0:
-        return window[at + len(tail):], False
-    return window, True
+    joined = window + "\0" + previous
+    border = [0] * len(joined)
+    for i in range(1, len(joined)):
+        k = border[i - 1]
+        while k and joined[i] != joined[k]:
+            k = border[k - 1]
+        border[i] = k + (joined[i] == joined[k])
+    shared = min(border[-1], len(window))
+    if shared < min(MIN_OVERLAP, len(previous)):
+        return window, True
+    return window[shared:], False
 
 
 @dataclass

@@ -165,9 +165,9 @@ class GcpCloud:
         kept; a `start` before it comes back as the oldest byte still there)."""
         if not instance.zone:
             raise ValueError(f"instance {instance.name} has no zone: cannot read its serial port")
-        out = self._call(self._instances.get_serial_port_output, project=self.project,
-                         zone=short_zone(instance.zone), instance=instance.name, port=1,
-                         start=start, timeout=_CALL_TIMEOUT_S)
+        request = compute_v1.GetSerialPortOutputInstanceRequest(
+            project=self.project, zone=short_zone(instance.zone), instance=instance.name, port=1, start=start)
+        out = self._call(self._instances.get_serial_port_output, request=request, timeout=_CALL_TIMEOUT_S)
         return ConsoleOutput(out.contents, int(out.start), int(out.next_))
 
     def lookup(self, claim: InstanceClaim) -> LiveInstance | None:
