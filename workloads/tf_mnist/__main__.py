@@ -60,7 +60,7 @@ def _record(run, ctx: MemberContext, params: TfMnistParams, n_threads: tuple[int
         with run.preemptible():
             try:
                 data = with_validation(load(params.dataset, params.dataset_url), params.validation_fraction)
-                trainer = _trainer(ctx, params, data, checkpoints, n_threads, chief=True, progress=run.intermediate)
+                trainer = _trainer(ctx, params, data, checkpoints, n_threads, chief=True, progress=_progress(run))
                 outcome = trainer.run()
                 _save_weights(run, trainer, params)
             except Preempted:
@@ -89,6 +89,20 @@ def _record(run, ctx: MemberContext, params: TfMnistParams, n_threads: tuple[int
         return 1
     _done(run)
     return 0
+
+
+def _progress(run):
+    """Where per-epoch validation goes: the attempt's intermediate records
+    (`WorkloadRun.intermediate`) and, where the run has it, a search's progress path
+    (`report_progress(step, metric, value)`, its pruner's input: the epoch is the step)."""
+    to_search = getattr(run, "report_progress", None)
+
+    def report(metric: str, value: float, unit: str, **meta) -> None:
+        run.intermediate(metric, value, unit, **meta)
+        if to_search is not None and isinstance(meta.get("epoch"), int):
+            to_search(meta["epoch"], metric, value)
+
+    return report
 
 
 def _save_weights(run, trainer, params: TfMnistParams) -> None:

@@ -88,6 +88,42 @@ def test_search_epochs_set_the_steps_and_the_sync_points():
     assert points == [9, 18, 27]
 
 
+def test_search_per_epoch_values_reach_the_attempt_and_a_search_progress_path():
+    """Each validation goes to the attempt's intermediate records; a run that also has a
+    search's progress path (`report_progress(step, metric, value)`) gets it there, the
+    epoch as the pruner's step; a mid-epoch value (a resumed attempt's last) only to the first."""
+    from workloads.tf_mnist.__main__ import _progress
+
+    class Run:
+        def __init__(self):
+            self.kept, self.told = [], []
+
+        def intermediate(self, metric, value, unit, **meta):
+            self.kept.append((metric, value, meta))
+
+        def report_progress(self, step, metric, value):
+            self.told.append((step, metric, value))
+
+    run = Run()
+    report = _progress(run)
+    report("val_accuracy", 0.5, "fraction", step=8, epoch=1)
+    report("val_accuracy", 0.6, "fraction", step=12, epoch=1.5)
+    assert run.kept == [("val_accuracy", 0.5, {"step": 8, "epoch": 1}),
+                        ("val_accuracy", 0.6, {"step": 12, "epoch": 1.5})]
+    assert run.told == [(1, "val_accuracy", 0.5)]
+
+    class Plain:  # no search core: the attempt's records only
+        def __init__(self):
+            self.kept = []
+
+        def intermediate(self, metric, value, unit, **meta):
+            self.kept.append(metric)
+
+    plain = Plain()
+    _progress(plain)("val_loss", 1.0, "nats", step=8, epoch=1)
+    assert plain.kept == ["val_loss"]
+
+
 def test_search_network_follows_the_knobs():
     tf = pytest.importorskip("tensorflow")
     from workloads.tf_mnist.model import MnistCNN, save_weights
