@@ -107,17 +107,19 @@ class WorkloadRun:
             if self.dropped <= 3:
                 log.warning("value %.80r refused: %s", metric, why)
             return None
-        now = utcnow()
-        result = Result(
+        result = self._result(metric, value, unit, {"placement": self.ctx.placement, **metadata})
+        self.records.append(result)
+        return result
+
+    def _result(self, metric: str, value: float, unit: str, metadata: dict[str, Any]) -> Result:
+        """One value of this member's attempt, ended now."""
+        return Result(
             sweep=self.ctx.sweep, run=self.run_id, group=self.ctx.group, trial=self.ctx.trial,
             params=self.ctx.params, workload=self.ctx.workload, metric=metric, value=value,
             unit=unit, cloud=self.ctx.cloud, machine_type=self.ctx.machine_type,
             accelerator=self.ctx.accelerator, zone=self.ctx.zone, spot=self.ctx.spot,
-            started_at=self.started_at, ended_at=now,
-            metadata={"placement": self.ctx.placement, **metadata},
+            started_at=self.started_at, ended_at=utcnow(), metadata=metadata,
         )
-        self.records.append(result)
-        return result
 
     @property
     def artifacts_dir(self) -> str:
@@ -142,14 +144,7 @@ class WorkloadRun:
         if why:
             log.warning("intermediate value %.80r refused: %s", metric, why)
             return None
-        now = utcnow()
-        result = Result(
-            sweep=self.ctx.sweep, run=self.run_id, group=self.ctx.group, trial=self.ctx.trial,
-            params=self.ctx.params, workload=self.ctx.workload, metric=metric, value=value,
-            unit=unit, cloud=self.ctx.cloud, machine_type=self.ctx.machine_type,
-            accelerator=self.ctx.accelerator, zone=self.ctx.zone, spot=self.ctx.spot,
-            started_at=self.started_at, ended_at=now, metadata={"intermediate": True, **metadata},
-        )
+        result = self._result(metric, value, unit, {"intermediate": True, **metadata})
         self.progress.append(result)
         try:
             attempt = self.store.next_attempt(self.run_id, self.ctx.group)

@@ -133,6 +133,10 @@ def _plot_progress(curve: pd.DataFrame, objective: Objective, path: Path) -> Pat
         ax.grid(True, alpha=0.3)
     axes[0].legend(fontsize=8)
     fig.suptitle(f"best {objective.metric} so far", fontsize=10)
+    return _save(fig, path)
+
+
+def _save(fig: Any, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -162,10 +166,7 @@ def _plot_params(found: list[Trial], objective: Objective, params: list[str], pa
         ax.grid(True, alpha=0.3)
     for ax in list(axes.flat)[len(params):]:
         ax.axis("off")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def _distribution(values: list[Any]):  # noqa: ANN202 - an optuna distribution
@@ -240,10 +241,7 @@ def _plot_bars(values: dict[str, float], title: str, path: Path) -> Path:
     ax.invert_yaxis()
     ax.set_xlabel("importance (fANOVA; sums to 1)")
     ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def _plot_parallel(found: list[Trial], objective: Objective, params: list[str], path: Path) -> Path:
@@ -278,10 +276,7 @@ def _plot_parallel(found: list[Trial], objective: Objective, params: list[str], 
     ax.set_xticks(range(len(axes_names)), axes_names, fontsize=8)
     ax.set_yticks([])
     ax.set_title(f"parallel coordinates (colour: {objective.metric}, bright = better)", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def _plot_pareto(found: list[Trial], objectives: list[Objective], front: list[int], path: Path) -> Path:
@@ -298,10 +293,7 @@ def _plot_pareto(found: list[Trial], objectives: list[Objective], front: list[in
     ax.set_ylabel(str(b))
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def section(found: list[Trial], objectives: list[Objective], out_dir: Path) -> tuple[list[Block], list[Path]]:
