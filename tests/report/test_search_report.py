@@ -138,3 +138,19 @@ def test_search_container_rows_are_sorted_by_the_objective_not_the_command_text(
     md_low = write_report(store.url, tmp_path / "r2", objectives=["score:min"]).markdown.read_text()
     section = md_low.split("Container benchmarks", 1)[1]
     assert sorted(scores, key=section.index) == ["a-first", "c-third", "b-second"]
+
+
+def test_search_report_command_takes_objectives_and_says_the_answer_first(store, tmp_path):
+    from typer.testing import CliRunner
+
+    from spotbench.cli import app
+
+    for group in {r.group for r in _search_records()}:
+        store.write_group("r1", group, [r for r in _search_records() if r.group == group])
+    runner = CliRunner()
+    res = runner.invoke(app, ["report", store.url, "--out", str(tmp_path / "o"), "--objective", "val_accuracy:max"])
+    assert res.exit_code == 0, res.output
+    assert res.output.splitlines()[0].startswith("Best of 25 trials (24 complete) by val_accuracy")
+    res = runner.invoke(app, ["report", store.url, "--out", str(tmp_path / "o2"), "--objective", "val_accuracy:up"])
+    assert res.exit_code == 2 and "direction 'up' is not one of max, min" in res.output
+    assert "Traceback" not in res.output
