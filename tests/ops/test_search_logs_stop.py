@@ -122,6 +122,10 @@ def test_search_stop_one_group_on_gce_is_not_retried_and_a_deadline_stop_is(gce)
     assert g0 not in answer.get("started", [])  # not started again in the slot it freed
     assert all(gce.status(ZONE, m.name) == "TERMINATED" for m in spec.plan()[0].members)
     assert sweep.store.user_stopped(run) == {g0: "alice"}
+    from spotbench.ops.status import sweep_status
+
+    shown = {g.id: g.last_result for g in sweep_status(spec, cloud, sweep.store).groups}
+    assert shown[g0].startswith("STOPPED by alice (not retried)") and shown[g1] is None
     again = control.start(sweep, TICK)  # the next tick: g0 is done for the run
     assert g0 not in again["started"] and sweep.store.launch_count(run, g0) == 1
     assert all(gce.status(ZONE, m.name) == "TERMINATED" for m in spec.plan()[0].members)
