@@ -10,7 +10,7 @@ same columns). Each later row overrides the row with the same key or adds a new 
 A row with a `zone` is that zone's own price (EC2 spot prices differ by zone): kept apart
 (`Catalog.zone_rows`), so the region's row still prices the region.
 
-`kind` is machine | gpu | disk | scheduler | function; `region` `*` matches any region;
+`kind` is machine | gpu | disk | scheduler | function | storage (the results bucket: artifacts); `region` `*` matches any region;
 `provisioning` is on-demand | spot (empty: any). Billing rules (GCE and EC2 alike):
 
 - instances: per second with a one-minute minimum per start (`billed_seconds`);
@@ -121,7 +121,7 @@ class Catalog:
 
 
 _UNITS = {"machine": "hour", "gpu": "hour", "disk": "gb-month", "scheduler": "job-month",
-          "function": "invocation"}
+          "function": "invocation", "storage": "gb-month"}
 
 
 def _read_rows(text: str, origin: str) -> list[PriceRow]:
@@ -210,6 +210,13 @@ def disk_cost(catalog: Catalog, cloud: str, region: str | None, disk: str, gb: f
     return row.usd * gb * seconds / (HOURS_PER_MONTH * 3600)
 
 
+def storage_month(catalog: Catalog, cloud: str, region: str | None, nbytes: int) -> float | None:
+    """USD per month of keeping `nbytes` in the results bucket (an attempt's artifacts: the
+    `storage` `bucket` price row, GB = 10⁹ bytes as the clouds bill), None without a price."""
+    row = catalog.find(cloud, region, "storage", "bucket")
+    return None if row is None else row.usd * nbytes / 1e9
+
+
 def run_seconds(started_at, ended_at) -> float:
     delta: timedelta = ended_at - started_at
     return max(0.0, delta.total_seconds())
@@ -245,6 +252,8 @@ def annotate(results: list[Result], prices: Catalog | Path | str | None = None,
             meta["members"] = n
         if member_types and set(member_types) != {r.machine_type}:
             meta["member_types"] = list(member_types)  # so a re-pricing (report --prices) sees them
+        if meta.get("artifacts_bytes"):  # the attempt's stored files, billed per month kept
+            meta["storage_usd_month"] = storage_month(catalog, r.cloud, region, int(meta["artifacts_bytes"]))
         try:
             count = int(r.metadata.get("accelerator_count") or (1 if r.accelerator else 0))
             hourly = 0.0

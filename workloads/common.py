@@ -55,8 +55,8 @@ from typing import Any
 from spotbench.done_client import call_done, group_storage
 from spotbench.member import EXIT_OUTSIDE_RUN, MemberContext
 from spotbench.results import (
-    MAX_ATTEMPT_BYTES, MAX_NAME_LEN, MAX_RECORDS, MAX_UNIT_LEN, Result, ResultStore, StoreError, utcnow,
-    value_problem,
+    ARTIFACTS_ENV, MAX_ATTEMPT_BYTES, MAX_NAME_LEN, MAX_RECORDS, MAX_UNIT_LEN, ArtifactSelection, Result,
+    ResultStore, StoreError, select_artifacts, utcnow, value_problem,
 )
 from spotbench.retries import retry_scale
 from spotbench.timed import Window, contaminated as stall_contaminates
@@ -104,6 +104,9 @@ class WorkloadRun:
         self.stalls: list[dict[str, Any]] = []  # progress gaps seen, each with when (`from`, `to`)
         self._logged = False  # the records went to the log once (the store refused them)
         self._bytes = 0  # the records' size as stored so far, with FINISH_BYTES each
+        self.progress: list[Result] = []  # intermediate values (`intermediate`)
+        self._artifacts_dir: str | None = None
+        self._own_artifacts = False
 
     def _group_store(self) -> ResultStore:
         """The results store as this member's group writes it (`GroupStorage`, one object on
@@ -134,16 +137,8 @@ class WorkloadRun:
             if self.dropped <= 3:
                 log.warning("value %.80r refused: %s", metric, why)
             return None
-        now = utcnow()
-        result = Result(
-            sweep=self.ctx.sweep, run=self.run_id, group=self.ctx.group, trial=self.ctx.trial,
-            params=self.ctx.params, workload=self.ctx.workload, metric=metric, value=value,
-            unit=unit, cloud=self.ctx.cloud, machine_type=self.ctx.machine_type,
-            accelerator=self.ctx.accelerator, zone=self.ctx.zone, spot=self.ctx.spot,
-            started_at=self.started_at, ended_at=now,
-            metadata={"placement": self.ctx.placement, **self._scaling_meta(), **metadata,
-                      **(timed.metadata() if timed else {})},
-        )
+        result = self._result(metric, value, unit, {"placement": self.ctx.placement, **self._scaling_meta(),
+                                                    **metadata, **(timed.metadata() if timed else {})})
         size = len(result.model_dump_json()) + 1 + FINISH_BYTES
         if self._bytes + size > MAX_ATTEMPT_BYTES:  # a file readers would skip whole
             self.dropped += 1
@@ -153,6 +148,48 @@ class WorkloadRun:
             return None
         self._bytes += size
         self.records.append(result)
+        return result
+
+    def _result(self, metric: str, value: float, unit: str, metadata: dict[str, Any]) -> Result:
+        """One value of this member's attempt, ended now."""
+        return Result(
+            sweep=self.ctx.sweep, run=self.run_id, group=self.ctx.group, trial=self.ctx.trial,
+            params=self.ctx.params, workload=self.ctx.workload, metric=metric, value=value,
+            unit=unit, cloud=self.ctx.cloud, machine_type=self.ctx.machine_type,
+            accelerator=self.ctx.accelerator, zone=self.ctx.zone, spot=self.ctx.spot,
+            started_at=self.started_at, ended_at=utcnow(), metadata=metadata,
+        )
+
+    @property
+    def artifacts_dir(self) -> str:
+        """The folder whose files are stored with this attempt (model weights…):
+        `$SPOTBENCH_ARTIFACTS_DIR` when set, else a fresh temporary folder, put in the
+        environment so a command this process starts sees it too."""
+        if self._artifacts_dir is None:
+            import tempfile
+
+            given = os.environ.get(ARTIFACTS_ENV)
+            self._own_artifacts = not given  # made here: removed once stored
+            self._artifacts_dir = given or tempfile.mkdtemp(prefix="spotbench-artifacts-")
+            os.makedirs(self._artifacts_dir, exist_ok=True)
+            os.environ[ARTIFACTS_ENV] = self._artifacts_dir
+        return self._artifacts_dir
+
+    def intermediate(self, metric: str, value: float, unit: str, **metadata: Any) -> Result | None:
+        """Report a value while the attempt runs (per epoch or step: metadata `step`, `epoch`):
+        stored at once beside the attempt (`ResultStore.intermediate` reads it, a search's
+        pruner among others). Best effort: a store that refuses it is logged."""
+        why = _refused(metric, value, unit, len(self.progress))
+        if why:
+            log.warning("intermediate value %.80r refused: %s", metric, why)
+            return None
+        result = self._result(metric, value, unit, {"intermediate": True, **metadata})
+        self.progress.append(result)
+        try:
+            attempt = self.store.next_attempt(self.run_id, self.ctx.group)
+            self.store.write_intermediate(self.run_id, self.ctx.group, attempt, self.progress)
+        except (StoreError, OSError) as exc:
+            log.error("intermediate value %s not stored: %s", metric, exc)
         return result
 
     def retime(self, window: Window, **match: Any) -> None:
@@ -238,13 +275,39 @@ class WorkloadRun:
             return self.stored_path
         if self._logged:
             raise StoreError("results not stored; the records are in this member's log above")
+        artifacts = self._selected_artifacts()
+        if artifacts is not None:
+            metadata = {**metadata, "artifacts_bytes": artifacts.total_bytes}
+            if artifacts.note():
+                log.error("%s", artifacts.note())
+                metadata["artifacts_note"] = artifacts.note()
         records, preempted, contaminated = self._final_records(preempted, metadata)
         path = self._write_records(records)
         self.stored_path = path
         attempt = int(path.rsplit(".", 2)[-2])
         self._store_beside(attempt, contaminated)
+        self._store_artifacts(attempt, artifacts)
         log.info("stored %d records at %s (preempted=%s)", len(records), path, preempted)
         return path
+
+    def _selected_artifacts(self) -> ArtifactSelection | None:
+        """What the artifacts folder holds for the store (None: no folder, or nothing in it)."""
+        folder = self._artifacts_dir or os.environ.get(ARTIFACTS_ENV)
+        selection = select_artifacts(folder) if folder else None
+        return selection if selection and (selection.files or selection.left_out) else None
+
+    def _store_artifacts(self, attempt: int, artifacts: ArtifactSelection | None) -> None:
+        """The artifacts beside the stored attempt (best effort: the records are stored);
+        a folder this run made is removed afterwards."""
+        if artifacts and artifacts.files:
+            try:
+                self.store.store_artifacts(self.run_id, self.ctx.group, attempt, artifacts)
+            except (StoreError, OSError) as exc:
+                log.error("artifacts of attempt %d not stored: %s", attempt, exc)
+        if self._own_artifacts and self._artifacts_dir:
+            import shutil
+
+            shutil.rmtree(self._artifacts_dir, ignore_errors=True)
 
     def _final_records(self, preempted: bool, metadata: dict[str, Any]) -> tuple[list[Result], bool, str | None]:
         """The records as stored: ended now, with why the attempt ended and `metadata`;

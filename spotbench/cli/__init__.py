@@ -19,6 +19,7 @@ from spotbench.cli import history as history_cli
 from spotbench.cli import prices as prices_cli
 from spotbench.cli.help_text import flow_help
 from spotbench.terminal import escape_logs
+from spotbench.cli import runs as runs_cli
 
 app = typer.Typer(
     name="spotbench",
@@ -65,6 +66,7 @@ ops_cli.register(app)
 history_cli.register(app)
 prices_cli.register(app)
 flow_help(app)  # one paragraph, one flowing line: no orphan words at 80 columns (#39)
+runs_cli.register(app)
 
 
 def main(args: list[str] | None = None, prog_name: str | None = None) -> None:

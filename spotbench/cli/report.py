@@ -38,6 +38,12 @@ def report(
         None, "--baseline", envvar="SPOTBENCH_REPORT_BASELINE", metavar="RUN",
         help="run id the History section compares the latest run with [default: each series' first run]",
     ),
+    objective: list[str] | None = typer.Option(
+        None, "--objective", metavar="METRIC[:max|min]",
+        help="open with the best trial by METRIC, a leaderboard and the search's plots "
+             "(repeat for a Pareto front) [default: the --spec's search.objective]",
+    ),
+    spec_path: Path | None = typer.Option(None, "--spec", help="sweep spec whose search.objective ranks the trials"),
     as_json: bool = typer.Option(False, "--json", help="print the written files and failed groups as JSON"),
 ) -> None:
     """Write Markdown, a self-contained HTML page, PNG plots and CSV for RESULTS_URL."""
@@ -47,9 +53,10 @@ def report(
     for label, path in (("--reference", reference), ("--prices", prices)):
         if path is not None and not path.is_file():
             fail(f"{label} {path}: file not found", EXIT_BAD_INPUT)
+    objectives = _objectives(objective, spec_path)
     try:
         paths = write_report(url, out or default_out_dir(url), reference=reference, prices=prices, base=base,
-                             baseline=baseline)
+                             baseline=baseline, objectives=objectives)
     except NoResults as exc:
         fail(str(exc))
     except ValueError as exc:  # bad reference/prices/base input
@@ -65,6 +72,22 @@ def report(
     typer.echo(f"csv:      {paths.csv}")
     for png in paths.png:
         typer.echo(f"plot:     {png}")
+
+
+def _objectives(given: list[str] | None, spec_path: Path | None) -> list:
+    """--objective values, else the spec's search.objective (none: no search section)."""
+    from spotbench.report.trials import objectives_of_spec, parse_objectives
+
+    try:
+        if given:
+            return parse_objectives(list(given))
+        if spec_path is not None:
+            from spotbench.cli._common import spec_or_exit
+
+            return objectives_of_spec(spec_or_exit(spec_path))
+    except ValueError as exc:
+        fail(str(exc), EXIT_BAD_INPUT)
+    return []
 
 
 def _print_json(url: str, paths) -> None:  # noqa: ANN001 - ReportPaths

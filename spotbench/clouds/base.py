@@ -77,6 +77,23 @@ class Instance:
         return self.state not in ACTIVE and self.error in UNAVAILABLE
 
 
+@dataclass(frozen=True)
+class ConsoleOutput:
+    """What an instance printed (its workload's log on its console), read from `start`.
+
+    A driver may offer `console_output(instance, start) -> ConsoleOutput` (not part of the
+    `Cloud` protocol: `spotbench logs` asks with getattr). `start`/`next` are byte offsets
+    when the cloud keeps them (GCE's serial port: `start` may come back later than asked,
+    when older output was discarded from its 1 MB buffer; local files); `window` is True
+    when the cloud only hands back its latest window and no offsets (EC2: the last 64 KB),
+    so the caller tells new text from old by overlap (`spotbench.ops.logs`)."""
+
+    text: str
+    start: int = 0
+    next: int = 0
+    window: bool = False
+
+
 @runtime_checkable
 class Cloud(Protocol):
     name: str

@@ -18,6 +18,7 @@ from spotbench.ledger import note_ends
 from spotbench.plan import GROUP_LABEL, sweep_labels
 
 log = logging.getLogger("spotbench.control")
+USER_STOP = "user"  # stop's reason from `spotbench stop SPEC GROUP`: not preempted, not retried
 
 
 def start(sweep: Sweep, caller: Caller, body: Any = None, now: datetime | None = None) -> dict:
@@ -72,6 +73,9 @@ def stop(sweep: Sweep, caller: Caller, body: Any = None, now: datetime | None = 
             return out
         run = sweep.store.current_run()
         if run is not None:
+            if req.reason == USER_STOP:  # done for this run: the launch pass skips them
+                for gid in req.groups:
+                    sweep.store.record_user_stop(run.run, gid, now, who=caller.name or "user")
             note_ends(sweep.store, run.run, set(req.groups), now)
             out["run"] = run.run
             out.update(launch_pending(sweep, run.run, now))

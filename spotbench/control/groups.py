@@ -70,7 +70,10 @@ def _keep_errors(after: list[Instance], before: list[Instance]) -> list[Instance
 
 
 def completed_groups(sweep: Sweep, run: str) -> set[str]:
-    """Groups of `run` complete, from the attempts of control's own launches only (what
-    control reads of a run is bounded by its ledger: `ResultStore.launched_attempts`)."""
-    return sweep.store.completed_groups(run, sweep.store.launch_counts(run))
+    """Groups done for the run: a complete result stored, from the attempts of control's own
+    launches only (what control reads of a run is bounded by its ledger:
+    `ResultStore.launched_attempts`), or stopped by a user (`spotbench stop`: not preempted,
+    never retried in the run)."""
+    store = sweep.store
+    return store.completed_groups(run, store.launch_counts(run)) | set(store.user_stopped(run))
 

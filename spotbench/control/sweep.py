@@ -62,4 +62,5 @@ class Sweep:
 # what changes the world: a lease holder checks it still holds the lease before each
 CLOUD_ACTIONS = frozenset({"start", "stop", "terminate", "delete"})
 STORE_ACTIONS = frozenset({"open_run", "close_run", "close_open_runs", "flag", "record_start",
-                           "record_launch", "forget_launch", "write_spent_summary"})
+                           "record_launch", "forget_launch", "write_spent_summary",
+                           "record_user_stop"})

@@ -125,8 +125,10 @@ def run_with_progress(spec: SweepSpec, *, on_schedule: bool, grace_s: float,
     report = None
     if report_dir is not None and outcome.run:
         from spotbench.report import write_report
+        from spotbench.report.trials import objectives_of_spec
 
-        paths = write_report(outcome.results_url, report_dir)
+        # a search's report opens with its best trial (the spec's search.objective, if any)
+        paths = write_report(outcome.results_url, report_dir, objectives=objectives_of_spec(spec))
         report = {"markdown": str(paths.markdown.resolve()), "html": str(paths.html.resolve())}
         if show_answer is not None:
             show_answer(paths.rankings)

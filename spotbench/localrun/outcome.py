@@ -56,15 +56,19 @@ def state_failure(exc: BaseException, db_path: Path) -> str:
 def final_states(sweep: control.Sweep, run: str, completed: set[str],
                  failed: frozenset[str] | set[str] = frozenset()) -> dict[str, str]:
     """Each group's end, in one word: complete, preempted, contaminated, failed (its command
-    failed, or it stored nothing), gave up (kept failing), refused (budget) or not run."""
+    failed, or it stored nothing), gave up (kept failing), stopped by user (`spotbench
+    stop`), refused (budget) or not run."""
     store = sweep.store
     attempts = store.attempts(run)
     flags = store.flags(run)
+    by_user = store.user_stopped(run)
     out = {}
     for group in sweep.groups:
         mine = [a for a in attempts if a.group == group.id]
         launches = store.launch_count(run, group.id)
-        if group.id in failed:
+        if group.id in by_user and group.id not in completed:
+            out[group.id] = "stopped by user"
+        elif group.id in failed:
             out[group.id] = "failed"
         elif group.id in completed:
             out[group.id] = "complete"

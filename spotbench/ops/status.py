@@ -203,6 +203,7 @@ def sweep_status(
         records = []
     last = _last_results(records)
     newest_run = run.run if run else max((r.run for r in records), default=None)
+    _note_user_stops(store, newest_run, last, notes)
     fails = {k: f for k, f in failures(records).items() if k[0] == newest_run}
     groups = [_group(g, by_group.pop(g.id, []), store, run, last, spec, now, fails)
               for g in spec.plan()]
@@ -220,6 +221,19 @@ def sweep_status(
         spend=_spend(spec, store, found, notes),
         notes=notes,
     )
+
+
+def _note_user_stops(store: ResultStore, run: str | None, last: dict[str, tuple[str, datetime]],
+                     notes: list[str]) -> None:
+    """Groups a user stopped in `run` (`spotbench stop`): said first in their last result."""
+    try:
+        stopped = store.user_stopped(run) if run else {}
+    except Exception as exc:  # noqa: BLE001 - status still prints the rest
+        notes.append(f"could not read which groups were stopped by a user: {exc}")
+        return
+    for group, who in stopped.items():
+        text, at = last.get(group, ("", None))
+        last[group] = (f"STOPPED by {who} (not retried)" + (f"; {text}" if text else ""), at)
 
 
 def fmt_age(seconds: float | None) -> str:

@@ -15,7 +15,8 @@ from pathlib import Path
 import matplotlib
 import pandas as pd
 
-from spotbench.report import data, cost, history, ranking, reference as reference_mod, scaling, summary
+from spotbench.report import data, cost, history, ranking, reference as reference_mod, scaling, search, summary
+from spotbench.report import trials as trials_mod
 from spotbench.report import contaminated as contaminated_section
 from spotbench.report import failures as failures_section
 from spotbench.report.document import Document, Heading, Image, Para, TableBlock, to_html, to_markdown
@@ -62,9 +63,12 @@ def write_report(
     prices: Path | None = None,
     base: str | None = None,
     baseline: str | None = None,
+    objectives: list | None = None,
 ) -> ReportPaths:
     """`baseline`: the run the history section compares the latest run with (default: each
-    series' first run)."""
+    series' first run). `objectives` (`"metric:max"`, `{metric, direction}`, or the spec's
+    `search.objective`): the report opens with the best trial and a Search section, and
+    the workloads' tables list configurations best first (`report/search.py`)."""
     store = ResultStore(results_url)
     records = store.read()
     if not records:
@@ -91,11 +95,22 @@ def write_report(
     ))
     failed = failures_section.section(df, doc)  # the banner: failed groups before any chart
     contaminated_section.section(df, doc)  # attempts kept apart (stalled, overlapped), and why
+    goals = trials_mod.parse_objectives(objectives)
+    found = trials_mod.trials(records) if goals else []
+    if found:
+        df.attrs["objective"] = goals[0]  # tables list configurations best first
     first = summary.blocks(df, loaded[0] if loaded else None, failed)
     doc.insert(summary_at, *first)
     ranked = ranking.rank(df)
     answer_blocks, pngs, ranked_long = _answer(ranked, out_dir)
     doc.insert(summary_at, *answer_blocks)  # the answer opens the report
+    search_blocks, search_pngs = search.section(found, goals, out_dir) if found else ([], [])
+    if found:  # a search's best trial before anything else; its leaderboard after the summary
+        told = search.answer(found, goals)
+        doc.insert(summary_at, *told)
+        first = [*told, *first]
+        doc.add(*search_blocks)
+    pngs += search_pngs
     exports: list[pd.DataFrame] = []
 
     problems = store.skipped + dropped + (df.attrs.get("problems") or [])

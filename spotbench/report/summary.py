@@ -21,6 +21,7 @@ from spotbench.report.data import measured
 from spotbench.report.document import Block, Heading, Para, TableBlock
 from spotbench.report.numbers import num, p_value, pct, unit_label, with_unit
 from spotbench.report.ranking import configurations, key_metrics
+from spotbench.report.search import by_objective
 from spotbench.workload_registry import registry
 
 MAX_CHANGES = 5  # change points listed in the summary; the History section has them all
@@ -57,7 +58,20 @@ def key_numbers(df: pd.DataFrame) -> pd.DataFrame:
     if cost.notna().any():
         table["cost of the run"] = [("—" if pd.isna(cost.get(c)) else num(cost.get(c), 3) + " USD")
                                     for c in configs]
+    objective = df.attrs.get("objective")
+    if objective is not None:  # a search's (or matrix's) objective: its column, best first
+        sel = latest[(latest["metric"] == objective.metric) & ~latest["preempted"]]
+        medians = sel.groupby("config")["value"].median()
+        if not medians.empty and objective.metric not in table:
+            table.insert(0, objective.metric, [num(medians.get(c)) if c in medians else "—" for c in configs])
+        return by_objective(table, _with_attrs(latest, df))
     return table
+
+
+def _with_attrs(frame: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
+    frame = frame.copy()
+    frame.attrs = dict(df.attrs)
+    return frame
 
 
 def _change_line(c: dict) -> str:

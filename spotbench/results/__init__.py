@@ -13,6 +13,8 @@ Layout under the results URL (any fsspec URL: file://, gs://, s3://, memory://):
                                            rewritten (a full disk still takes an empty file)
     runs/<run>/<group>.<attempt>.jsonl     the records of one group run
     runs/<run>/<group>.<attempt>/<name>    raw tool output beside them
+    runs/<run>/<group>.<attempt>/intermediate.jsonl  values reported while it ran (per epoch)
+    runs/<run>/<group>.<attempt>/artifacts/…  the files its artifacts folder held (weights)
     runs/<run>/starts/<group>.<n>.json     one per start request: when, where, which members
                                            the cloud could not run and why (spot statistics)
     runs/<run>/flags/<group>.<attempt>.json  an attempt found contaminated (why), kept apart
@@ -39,11 +41,15 @@ control takes attempt intervals and spend from its own ledger (`spotbench.ledger
 The package, one job per module: `model` (the records and their bounds), `storage` (paths,
 whole-file writes, bounded reads), `records` (attempt files, flags, what readers skipped),
 `launches` (control's launch/start/end notes), `runs` (the run ledger and control lease),
-`market_snapshot` (the market statistics' dated snapshot control reads).
+`market_snapshot` (the market statistics' dated snapshot control reads), `artifacts` (an
+attempt's intermediate values and stored files).
 """
 
 from __future__ import annotations
 
+from spotbench.results.artifacts import (
+    ARTIFACTS_ENV, MAX_ARTIFACT_BYTES, MAX_ARTIFACT_FILES, ArtifactSelection, AttemptExtras, select_artifacts,
+)
 from spotbench.results.launches import LaunchRecords
 from spotbench.results.market_snapshot import MAX_SNAPSHOT_AGE, MarketRow, MarketSnapshot, MarketSnapshots
 from spotbench.results.model import (
@@ -70,10 +76,11 @@ from spotbench.results.model import (
     utcnow,
     value_problem,
 )
-from spotbench.results.records import MAX_SKIPPED_SHOWN, AttemptFiles
+from spotbench.results.records import MAX_SKIPPED_SHOWN
 from spotbench.results.runs import RunLedger
 
 __all__ = [
+    "ARTIFACTS_ENV", "MAX_ARTIFACT_BYTES", "MAX_ARTIFACT_FILES", "ArtifactSelection", "select_artifacts",
     "MAX_ATTEMPT_BYTES", "MAX_NAME_LEN", "MAX_RECORDS", "MAX_SKIPPED_SHOWN", "MAX_UNIT_LEN",
     "RUN_ID_FORMAT", "RUN_ID_SUFFIX", "Attempt", "CorruptLedger", "Result", "ResultStore",
     "MAX_SNAPSHOT_AGE", "MarketRow", "MarketSnapshot", "RunInfo", "SpentSummary", "StartRecord",
@@ -83,6 +90,7 @@ __all__ = [
 ]
 
 
-class ResultStore(RunLedger, LaunchRecords, AttemptFiles, MarketSnapshots):
-    """Results of one sweep under one fsspec URL: its attempt files, control's launch notes
-    and run ledger, the control lease and the market statistics' snapshot."""
+class ResultStore(RunLedger, LaunchRecords, AttemptExtras, MarketSnapshots):
+    """Results of one sweep under one fsspec URL: its attempt files (with their intermediate
+    values and artifacts), control's launch notes and run ledger, the control lease and the
+    market statistics' snapshot."""

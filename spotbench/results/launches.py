@@ -1,6 +1,7 @@
 """Control's own notes on a group's launches: each start (`launches/<group>.<n>`), each
 start request's outcome (`starts/`), each end (`ends/<group>.<n>.json`), read back as the
-ledger `spotbench.ledger` reasons over."""
+ledger `spotbench.ledger` reasons over, and the groups a user stopped in a run
+(`stopped/<group>.json`: not preempted, not retried in that run)."""
 
 from __future__ import annotations
 
@@ -170,6 +171,25 @@ class LaunchRecords(Storage):
         body = json.dumps({"at": (now or utcnow()).isoformat(), "stored": stored}).encode()
         self.write_whole(self.path("runs", run, "ends", f"{group}.{launch}.json"), body)
 
+
+    @store_errors
+    def record_user_stop(self, run: str, group: str, now: datetime | None = None,
+                         who: str = "user") -> None:
+        """Note that a user stopped `group` in `run` (`spotbench stop`): control counts it
+        as done for the run, so it is not retried."""
+        body = json.dumps({"group": group, "by": who, "at": (now or utcnow()).isoformat()}).encode()
+        self.write_whole(self.path("runs", run, "stopped", f"{group}.json"), body)
+
+    @store_errors
+    def user_stopped(self, run: str) -> dict[str, str]:
+        """Group → who stopped it in `run` (a note naming another group is left out)."""
+        out = {}
+        for path in self._glob(self.path("runs", run, "stopped", "*.json")):
+            group = path.rsplit("/", 1)[-1].removesuffix(".json")
+            data = json_object(self.fs, path)
+            if data is not None and data.get("group") == group:
+                out[group] = str(data.get("by") or "user")[:64]
+        return out
 
 
 def _may_hold(runs: list[str], since: datetime) -> list[str]:

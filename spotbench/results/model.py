@@ -148,7 +148,7 @@ class Result(BaseModel):
 
 _METADATA_TYPES = {"members": "count", "size_bytes": "count", "cpu_count": "count",
                    "host_cores": "count", "accelerator_count": "count", "placement": "text",
-                   "member_types": "names"}
+                   "member_types": "names", "artifacts_bytes": "count"}
 
 
 class RunInfo(BaseModel):

@@ -104,6 +104,10 @@ class FakeGce:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _ids: Any = field(default_factory=lambda: itertools.count(1))
     _server: ThreadingHTTPServer | None = None
+    # serial port 1 of each instance: everything written, and the buffer GCE keeps (1 MB;
+    # getSerialPortOutput answers from the oldest byte still kept when asked for older)
+    serial: dict[tuple[str, str], bytes] = field(default_factory=dict)
+    serial_buffer: int = 1 << 20
 
     # -- test set-up -------------------------------------------------------------------
     def add(self, name: str, zone: str, status: str = "TERMINATED",
@@ -260,9 +264,28 @@ class FakeGce:
                 return 200, {"kind": "compute#operationList", "items": items}
             if m_ := _OPERATION.match(path):
                 return self._operation(m_["o"])
+            if (m_ := _INSTANCE.match(path)) and method == "GET" and m_["verb"] == "serialPort":
+                return self._serial_port(m_["z"], m_["i"], query)
             if m_ := _INSTANCE.match(path):
                 return self._instance(method, m_["z"], m_["i"], m_["verb"])
             return 404, _error(404, f"fake GCE does not serve {method} {path}")
+
+    def write_serial(self, zone: str, name: str, text: str) -> None:
+        with self._lock:
+            self.serial[(zone, name)] = self.serial.get((zone, name), b"") + text.encode()
+
+    def _serial_port(self, zone: str, name: str, query: dict[str, list[str]]) -> tuple[int, Any]:
+        """`instances.getSerialPortOutput`: bytes from `start` (negative: the most recent
+        that many), adjusted to the oldest byte kept; `next` is where the output ends."""
+        if (zone, name) not in self.instances:
+            return 404, _error(404, f"The resource 'projects/{self.project}/zones/{zone}/instances/{name}' was not found")
+        data = self.serial.get((zone, name), b"")
+        oldest = max(0, len(data) - self.serial_buffer)
+        start = int(query.get("start", ["0"])[0] or 0)
+        start = max(oldest, len(data) + start if start < 0 else start)
+        return 200, {"kind": "compute#serialPortOutput", "contents": data[start:].decode("utf-8", "replace"),
+                     "start": str(start), "next": str(len(data)),
+                     "selfLink": f"{BASE}/projects/{self.project}/zones/{zone}/instances/{name}/serialPort"}
 
     def _aggregated(self, filter_: str) -> dict[str, Any]:
         self.filters.append(filter_)

@@ -42,6 +42,7 @@ from pathlib import Path
 
 from spotbench import failures
 from spotbench.member import EXIT_OUTSIDE_RUN, MemberContext
+from spotbench.results import ARTIFACTS_ENV
 from spotbench.timed import Window
 from workloads.common import STALL_S, Preempted, WorkloadRun, exit_if_outside_run
 from workloads.container import metrics, nodes
@@ -81,6 +82,9 @@ def execute(run: WorkloadRun, params: ContainerParams, results_dir: Path,
     `params.env`'s values); `group_env`: what the member learns of its group (`nodes`)."""
     given = user_env if user_env is not None else descriptor.user_env(params)
     env = {**os.environ, **given, "SPOTBENCH_RESULTS_DIR": str(results_dir), **(group_env or {})}
+    artifacts = getattr(run, "artifacts_dir", None)  # a WorkloadRun's: its files are stored with the attempt
+    if artifacts:
+        env[ARTIFACTS_ENV] = artifacts
     log.info("running: %s", " ".join(params.command))
     began = time.time()
     try:

@@ -52,16 +52,17 @@ def _keep_partial(run, trainer, checkpoints, reason: str) -> None:
 def _record(run, ctx: MemberContext, params: TfMnistParams, n_threads: tuple[int, int]) -> int:
     from workloads.common import Preempted
     from workloads.tf_mnist.checkpoints import CheckpointStore
-    from workloads.tf_mnist.datasets import load
+    from workloads.tf_mnist.datasets import load, with_validation
 
     checkpoints = CheckpointStore(ctx.results_url, ctx.group, run.run_id, **run.storage_options) if params.checkpoint_every else None
     trainer = None
     try:
         with run.preemptible():
             try:
-                data = load(params.dataset, params.dataset_url)
-                trainer = _trainer(ctx, params, data, checkpoints, n_threads, chief=True)
+                data = with_validation(load(params.dataset, params.dataset_url), params.validation_fraction)
+                trainer = _trainer(ctx, params, data, checkpoints, n_threads, chief=True, progress=_progress(run))
                 outcome = trainer.run()
+                _save_weights(run, trainer, params)
             except Preempted:
                 _keep_partial(run, trainer, checkpoints, getattr(trainer, "lost", None) or "SIGTERM")
                 raise
@@ -90,6 +91,31 @@ def _record(run, ctx: MemberContext, params: TfMnistParams, n_threads: tuple[int
     return 0
 
 
+def _progress(run):
+    """Where per-epoch validation goes: the attempt's intermediate records
+    (`WorkloadRun.intermediate`) and, where the run has it, a search's progress path
+    (`report_progress(step, metric, value)`, its pruner's input: the epoch is the step)."""
+    to_search = getattr(run, "report_progress", None)
+
+    def report(metric: str, value: float, unit: str, **meta) -> None:
+        run.intermediate(metric, value, unit, **meta)
+        if to_search is not None and isinstance(meta.get("epoch"), int):
+            to_search(meta["epoch"], metric, value)
+
+    return report
+
+
+def _save_weights(run, trainer, params: TfMnistParams) -> None:
+    """The trained network into the attempt's artifacts folder (stored beside its records)."""
+    from workloads.tf_mnist.model import save_weights
+
+    config = params.model_dump(include={"filters", "kernel_size", "dense_units", "dropout"})
+    try:
+        save_weights(trainer.model, run.artifacts_dir, config)
+    except OSError as exc:  # the measurements are still stored
+        log.error("weights not saved: %s", exc)
+
+
 def _finish(run, preempted: bool = False) -> None:
     from spotbench.results import StoreError
 
@@ -99,14 +125,14 @@ def _finish(run, preempted: bool = False) -> None:
         pass  # logged with the records by finish(); done is still called
 
 
-def _trainer(ctx, params, data, checkpoints, n_threads, *, chief: bool):
+def _trainer(ctx, params, data, checkpoints, n_threads, *, chief: bool, progress=None):
     if params.strategy == "parameter_server":
         from workloads.tf_mnist.ps import ChiefTrainer
 
-        return ChiefTrainer(ctx, params, data, checkpoints, n_threads)
+        return ChiefTrainer(ctx, params, data, checkpoints, n_threads, progress)
     from workloads.tf_mnist.mirrored import MirroredTrainer
 
-    return MirroredTrainer(ctx, params, data, checkpoints, n_threads, chief=chief)
+    return MirroredTrainer(ctx, params, data, checkpoints, n_threads, chief=chief, progress=progress)
 
 
 def main() -> int:
@@ -133,10 +159,11 @@ def main() -> int:
         return _record(run, ctx, params, n_threads)
     # multi_worker_mirrored, worker ≥ 1: train in step with the others, record nothing
     from workloads.tf_mnist.checkpoints import CheckpointStore
-    from workloads.tf_mnist.datasets import load
+    from workloads.tf_mnist.datasets import load, with_validation
 
     checkpoints = CheckpointStore(ctx.results_url, ctx.group, run.run_id, **run.storage_options) if params.checkpoint_every else None
-    _trainer(ctx, params, load(params.dataset, params.dataset_url), checkpoints, n_threads, chief=False).run()
+    data = with_validation(load(params.dataset, params.dataset_url), params.validation_fraction)  # same split, same steps
+    _trainer(ctx, params, data, checkpoints, n_threads, chief=False).run()
     return 0
 
 

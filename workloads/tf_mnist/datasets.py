@@ -10,6 +10,9 @@
 - `synthetic`: random images and labels of the right shape (throughput only: accuracy ~0.1).
 
 Images are uint8 (N, 28, 28) in 0-255; labels are int32 (N,) in 0-9.
+
+`with_validation` holds a fixed share of the training data out as the validation split
+(what a search optimizes); the test split stays apart (reported, never optimized).
 """
 
 from __future__ import annotations
@@ -56,6 +59,24 @@ class Dataset:
     x_test: np.ndarray
     y_test: np.ndarray
     info: dict[str, Any] = field(default_factory=dict)
+    x_val: np.ndarray = field(default_factory=lambda: np.zeros((0, 28, 28), np.uint8))
+    y_val: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+
+
+VALIDATION_SEED = 1234  # the split is the same in every trial: trials compare on one set
+
+
+def with_validation(data: Dataset, fraction: float, seed: int = VALIDATION_SEED) -> Dataset:
+    """`data` with `fraction` of its training examples (a fixed permutation) moved to the
+    validation split: at least one when the fraction is > 0, never all of them."""
+    n = len(data.y_train)
+    n_val = min(n - 1, max(1, round(n * fraction))) if fraction > 0 and n > 1 else 0
+    order = np.random.default_rng(seed).permutation(n)
+    val, train = order[:n_val], order[n_val:]
+    return Dataset(data.name, data.x_train[train], data.y_train[train], data.x_test, data.y_test,
+                   info={**data.info, "train_examples": int(len(train)), "validation_examples": int(n_val),
+                         "test_examples": int(len(data.y_test)), "validation_seed": seed},
+                   x_val=data.x_train[val], y_val=data.y_train[val])
 
 
 # ---- mnist ------------------------------------------------------------------------------

@@ -20,10 +20,26 @@ class TfMnistParams(Params):
     strategy: Literal["parameter_server", "multi_worker_mirrored"] = "parameter_server"
     workers: int = Field(1, ge=1, le=256)
     ps: int = Field(1, ge=1, le=64, description="parameter servers (parameter_server only)")
-    steps: int = Field(1000, ge=1)
+    steps: int = Field(1000, ge=1, description="training steps (unless `epochs` is given)")
+    epochs: int | None = Field(
+        None, ge=1, le=1000,
+        description="passes over the training split: steps = epochs × (training examples ÷ "
+                    "batch_size), and validation accuracy is recorded at each epoch's end; "
+                    "None: `steps`, validated once at the end",
+    )
     warmup_steps: int = Field(10, ge=0, description="steps excluded from throughput")
     batch_size: int = Field(64, ge=1, description="global batch size")
-    learning_rate: float = Field(0.01, gt=0)
+    learning_rate: float = Field(0.01, gt=0, le=10)
+    filters: int = Field(32, ge=1, le=1024, description="filters of the first conv layer (the second has twice as many)")
+    kernel_size: int = Field(5, ge=1, le=28, description="side of both conv layers' square kernels")
+    dense_units: int = Field(1024, ge=1, le=16384, description="units of the dense layer")
+    dropout: float = Field(0.4, ge=0, lt=1, description="dropout rate after the dense layer (training only)")
+    validation_fraction: float = Field(
+        0.1, ge=0, lt=1,
+        description="share of the training data held out as the validation split (fixed "
+                    "seed): what a search optimizes (`val_accuracy`); the test set is "
+                    "reported (`test_accuracy`), never trained or searched on",
+    )
     dataset: Literal["mnist", "digits", "synthetic"] = "mnist"
     dataset_url: str | None = Field(None, description="folder/URL with the four MNIST IDX files")
     checkpoint_every: int = Field(0, ge=0, description="steps between checkpoints; 0 = off")
@@ -54,7 +70,8 @@ WORKLOAD = Workload(
     role_codes={"chief": "c", "ps": "ps", "worker": "w"},
     port=GRPC_PORT,
     images=Images(cpu="tf-cpu", gpu="tf-gpu"),
-    metrics=("train_time_s", "steps", "steps_per_s", "examples_per_s", "test_accuracy", "test_loss"),
+    metrics=("train_time_s", "steps", "steps_per_s", "examples_per_s", "val_accuracy", "val_loss",
+             "test_accuracy", "test_loss"),
     report="workloads.tf_mnist.report:section",
     history=(
         Tracked("steps_per_s", "TF steps/s", "higher"),

@@ -131,13 +131,27 @@ def effective_warmup(requested: int, steps_to_run: int) -> int:
     return max(0, min(requested, steps_to_run - 1))
 
 
-def sync_points(start: int, end: int, *, warmup: int, every: int, checkpoint_every: int) -> list[int]:
+def steps_per_epoch(train_examples: int, batch: int) -> int:
+    """Steps of one pass over the training split (whole batches: the last partial one is
+    dropped, as `train_dataset` does)."""
+    return max(1, train_examples // max(1, batch))
+
+
+def planned_steps(params: Any, train_examples: int, batch: int) -> int:
+    """The attempt's last global step: `epochs` passes when given, else `steps`."""
+    if params.epochs:
+        return params.epochs * steps_per_epoch(train_examples, batch)
+    return params.steps
+
+
+def sync_points(start: int, end: int, *, warmup: int, every: int, checkpoint_every: int,
+                epoch_every: int = 0) -> list[int]:
     """Global steps (after `start`, up to `end`) at which training syncs: end of warm-up,
-    every `every` steps, every checkpoint, and the end."""
+    every `every` steps, every checkpoint, every epoch's end, and the end."""
     points = {end}
     if warmup:
         points.add(start + warmup)
-    for period in (every, checkpoint_every):
+    for period in (every, checkpoint_every, epoch_every):
         if period > 0:
             points.update(range((start // period + 1) * period, end, period))
     return sorted(p for p in points if start < p <= end)
@@ -150,8 +164,10 @@ class Outcome:
     timer: StepTimer
     examples_per_step: int  # examples processed per (global) step
     metadata: dict[str, Any] = field(default_factory=dict)
-    accuracy: float | None = None
+    accuracy: float | None = None  # test split (held out: reported, never optimized)
     loss: float | None = None
+    val_accuracy: float | None = None  # validation split (what a search optimizes)
+    val_loss: float | None = None
     worker_steps: Counter | None = None  # parameter_server: post-warm-up steps per worker
     worker_examples_per_step: int | None = None  # multi_worker_mirrored: per worker
     stall_s: float = 0.0  # the training loop's stall threshold (0: off)
@@ -179,6 +195,10 @@ class Outcome:
             elif self.worker_examples_per_step:
                 run.record("worker_examples_per_s", rate * self.worker_examples_per_step,
                            "examples/s", **meta, timed=window, worker=0)
+        if self.val_accuracy is not None:
+            run.record("val_accuracy", self.val_accuracy, "fraction", **meta, timed=window, split="validation")
+        if self.val_loss is not None:
+            run.record("val_loss", self.val_loss, "nats", **meta, timed=window, split="validation")
         if self.accuracy is not None:
             run.record("test_accuracy", self.accuracy, "fraction", **meta, timed=window)
         if self.loss is not None:
@@ -194,6 +214,11 @@ def base_metadata(params: Any, *, tasks: int, tf_version: str, threads: tuple[in
         "ps": params.ps if params.strategy == "parameter_server" else 0,
         "batch_size": params.batch_size,
         "learning_rate": params.learning_rate,
+        "filters": params.filters,
+        "kernel_size": params.kernel_size,
+        "dense_units": params.dense_units,
+        "dropout": params.dropout,
+        "epochs": params.epochs,
         "dataset": params.dataset,
         "cluster_shape": shape,
         "tasks": tasks,
@@ -202,3 +227,30 @@ def base_metadata(params: Any, *, tasks: int, tf_version: str, threads: tuple[in
         "tf_version": tf_version,
         "checkpoint_every": params.checkpoint_every,
     }
+
+
+class Validation:
+    """Validation at each epoch's end: the value goes to the attempt's intermediate records
+    (`report(metric, value, unit, step=…, epoch=…)`: `WorkloadRun.intermediate`, which a
+    search's pruner reads while the trial runs) and the last one to the outcome."""
+
+    def __init__(self, per_epoch: int, evaluate: Callable[[], tuple[float, float]],
+                 report: Callable[..., Any] | None = None):
+        self.per_epoch, self.evaluate, self.report = per_epoch, evaluate, report
+        self.seen: list[dict[str, float]] = []
+
+    def at(self, step: int, outcome: Outcome, *, force: bool = False) -> None:
+        """Validate when `step` ends an epoch (or `force`: the attempt's last step)."""
+        if not (force or (self.per_epoch and step % self.per_epoch == 0)):
+            return
+        if self.seen and self.seen[-1]["step"] == step:
+            return
+        accuracy, loss = self.evaluate()
+        epoch = step / self.per_epoch if self.per_epoch else 0.0
+        self.seen.append({"step": step, "epoch": epoch, "val_accuracy": accuracy, "val_loss": loss})
+        outcome.val_accuracy, outcome.val_loss = accuracy, loss
+        log.info("step %d (epoch %g): val_accuracy %.4f val_loss %.4f", step, epoch, accuracy, loss)
+        if self.report is not None:
+            meta = {"step": step, "epoch": round(epoch, 4) if epoch % 1 else int(epoch)}
+            self.report("val_accuracy", accuracy, "fraction", **meta)
+            self.report("val_loss", loss, "nats", **meta)

@@ -17,7 +17,9 @@ from workloads.tf_mnist.descriptor import TfMnistParams
 from workloads.tf_mnist.checkpoints import CheckpointStore
 from workloads.tf_mnist.cluster import reclaim_sigterm
 from workloads.tf_mnist.datasets import Dataset
-from workloads.tf_mnist.measure import Outcome, StepTimer, base_metadata, effective_warmup
+from workloads.tf_mnist.measure import (
+    Outcome, StepTimer, Validation, base_metadata, effective_warmup, planned_steps, steps_per_epoch,
+)
 
 log = logging.getLogger("spotbench.tf_mnist")
 
@@ -27,10 +29,13 @@ class MirroredTrainer:
         mark_edge(self.ctx.name, name)
 
     def __init__(self, ctx: MemberContext, params: TfMnistParams, data: Dataset,
-                 checkpoints: CheckpointStore | None, threads: tuple[int, int], *, chief: bool):
+                 checkpoints: CheckpointStore | None, threads: tuple[int, int], *, chief: bool,
+                 progress=None):
         self.ctx, self.params, self.data = ctx, params, data
         self.checkpoints, self.threads, self.chief = checkpoints, threads, chief
         self.outcome: Outcome | None = None
+        self.model = None
+        self.progress = progress  # WorkloadRun.intermediate: per-epoch validation values
 
     def run(self) -> Outcome:
         import tensorflow as tf
@@ -42,6 +47,8 @@ class MirroredTrainer:
             raise ValueError(f"batch_size {p.batch_size} < workers {workers}: each worker needs ≥1 example per step")
         per_worker = p.batch_size // workers
         global_batch = per_worker * workers
+        steps = planned_steps(p, len(self.data.y_train), global_batch)
+        per_epoch = steps_per_epoch(len(self.data.y_train), global_batch) if p.epochs else 0
         tf.config.threading.set_intra_op_parallelism_threads(self.threads[0])
         tf.config.threading.set_inter_op_parallelism_threads(self.threads[1])
         strategy = tf.distribute.MultiWorkerMirroredStrategy(
@@ -51,7 +58,8 @@ class MirroredTrainer:
             ),
         )
         reclaim_sigterm()
-        model, step_var, checkpoint, start, redone = m.build_and_restore(strategy, self.checkpoints)
+        model, step_var, checkpoint, start, redone = m.build_and_restore(strategy, self.checkpoints, p)
+        self.model = model  # its weights go to the attempt's artifacts (`model.save_weights`)
 
         x, y, lr = self.data.x_train, self.data.y_train, p.learning_rate
 
@@ -73,20 +81,26 @@ class MirroredTrainer:
             losses = strategy.run(replica_fn, args=(next(it),))
             return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
 
-        warmup = effective_warmup(p.warmup_steps, p.steps - start)
+        warmup = effective_warmup(p.warmup_steps, steps - start)
         timer = StepTimer(first_step=start, warmup=warmup, on_edge=self._edge)
         meta = base_metadata(p, tasks=len(self.ctx.members), tf_version=tf.__version__, threads=self.threads)
         meta.update(resumed_from_step=start, steps_redone=redone, examples_per_step=global_batch,
                     per_worker_batch=per_worker, sync="synchronous all-reduce (ring)")
         self.outcome = Outcome(timer, examples_per_step=global_batch, metadata=meta,
                                worker_examples_per_step=per_worker, stall_s=p.stall_s)
-        log.info("training steps %d..%d (warm-up %d, %d workers × %d examples)", start + 1, p.steps,
+        log.info("training steps %d..%d (warm-up %d, %d workers × %d examples)", start + 1, steps,
                  warmup, workers, per_worker)
+        validation = None
+        if self.chief and len(self.data.y_val):  # worker 0 validates; the others wait at the next step
+            validation = Validation(per_epoch, lambda: m.evaluate(model, self.data.x_val, self.data.y_val),
+                                    self.progress)
         timer.start()
-        for step in range(start + 1, p.steps + 1):
+        for step in range(start + 1, steps + 1):
             train_step(iterator)
             timer.at(step)
-            if self.checkpoints and p.checkpoint_every and step % p.checkpoint_every == 0 and step < p.steps:
+            if validation:
+                validation.at(step, self.outcome, force=step == steps)
+            if self.checkpoints and p.checkpoint_every and step % p.checkpoint_every == 0 and step < steps:
                 step_var.assign(step)
                 self.checkpoints.save(checkpoint, step, upload=self.chief)
         self._edge("measured")

@@ -1,7 +1,11 @@
 """The MNIST CNN of the classic distributed-TensorFlow sample, as a plain `tf.Module`.
 
-    28×28×1 → conv 32 5×5 ReLU → max-pool 2×2/2 → conv 64 5×5 ReLU → max-pool 2×2/2
-            → dense 1024 ReLU, dropout 0.4 → 10 logits;  softmax cross-entropy, plain SGD
+    28×28×1 → conv F k×k ReLU → max-pool 2×2/2 → conv 2F k×k ReLU → max-pool 2×2/2
+            → dense D ReLU, dropout p → 10 logits;  softmax cross-entropy, plain SGD
+
+with F = `filters` (32), k = `kernel_size` (5), D = `dense_units` (1024), p = `dropout` (0.4):
+the sample's own shape by default, each a field of the workload's config, so a matrix or a
+search sets them.
 
 Plain variables and a hand-written SGD step (no Keras) work the same under
 ParameterServerStrategy and MultiWorkerMirroredStrategy, whatever Keras version is
@@ -18,8 +22,11 @@ DROPOUT = 0.4
 
 
 class MnistCNN(tf.Module):
-    def __init__(self, seed: int = 0):
+    def __init__(self, seed: int = 0, *, filters: int = 32, kernel_size: int = 5,
+                 dense_units: int = 1024, dropout: float = DROPOUT):
         super().__init__(name="mnist_cnn")
+        self.dropout = dropout
+        k, f1, f2 = kernel_size, filters, 2 * filters
         # ONLY_FIRST_REPLICA: updates are all-reduced explicitly (mirrored) or come from
         # one replica (parameter servers), so every replica applies the same update.
         agg = tf.VariableAggregation.ONLY_FIRST_REPLICA
@@ -32,10 +39,17 @@ class MnistCNN(tf.Module):
         def bias(n: int, name: str) -> tf.Variable:
             return tf.Variable(tf.zeros([n]), name=name, aggregation=agg)
 
-        self.conv1_w, self.conv1_b = weight([5, 5, 1, 32], 1, "conv1_w"), bias(32, "conv1_b")
-        self.conv2_w, self.conv2_b = weight([5, 5, 32, 64], 2, "conv2_w"), bias(64, "conv2_b")
-        self.fc1_w, self.fc1_b = weight([7 * 7 * 64, 1024], 3, "fc1_w"), bias(1024, "fc1_b")
-        self.fc2_w, self.fc2_b = weight([1024, 10], 4, "fc2_w"), bias(10, "fc2_b")
+        self.conv1_w, self.conv1_b = weight([k, k, 1, f1], 1, "conv1_w"), bias(f1, "conv1_b")
+        self.conv2_w, self.conv2_b = weight([k, k, f1, f2], 2, "conv2_w"), bias(f2, "conv2_b")
+        self.flat = 7 * 7 * f2  # SAME padding, two 2×2 pools: 28 → 14 → 7
+        self.fc1_w, self.fc1_b = weight([self.flat, dense_units], 3, "fc1_w"), bias(dense_units, "fc1_b")
+        self.fc2_w, self.fc2_b = weight([dense_units, 10], 4, "fc2_w"), bias(10, "fc2_b")
+
+    @classmethod
+    def of(cls, params) -> MnistCNN:  # noqa: ANN001 - TfMnistParams
+        """The network a workload config asks for."""
+        return cls(filters=params.filters, kernel_size=params.kernel_size,
+                   dense_units=params.dense_units, dropout=params.dropout)
 
     @property
     def weights(self) -> list[tf.Variable]:
@@ -48,9 +62,9 @@ class MnistCNN(tf.Module):
         x = tf.nn.max_pool2d(x, 2, 2, "SAME")
         x = tf.nn.relu(tf.nn.conv2d(x, self.conv2_w, 1, "SAME") + self.conv2_b)
         x = tf.nn.max_pool2d(x, 2, 2, "SAME")
-        x = tf.nn.relu(tf.matmul(tf.reshape(x, [-1, 7 * 7 * 64]), self.fc1_w) + self.fc1_b)
-        if training:
-            x = tf.nn.dropout(x, rate=DROPOUT)
+        x = tf.nn.relu(tf.matmul(tf.reshape(x, [-1, self.flat]), self.fc1_w) + self.fc1_b)
+        if training and self.dropout > 0:
+            x = tf.nn.dropout(x, rate=self.dropout)
         return tf.matmul(x, self.fc2_w) + self.fc2_b
 
 
@@ -73,7 +87,7 @@ def sgd(model: MnistCNN, grads: list[tf.Tensor], learning_rate: float) -> None:
 
 
 def evaluate(model: MnistCNN, images: np.ndarray, labels: np.ndarray, batch: int = 1000) -> tuple[float, float]:
-    """(accuracy, mean cross-entropy) over the whole test set."""
+    """(accuracy, mean cross-entropy) over all of `images` (the validation or test split)."""
 
     @tf.function
     def sums(x: tf.Tensor, y: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -99,7 +113,23 @@ def train_dataset(images: np.ndarray, labels: np.ndarray, batch: int, *, seed: i
     return ds.shuffle(min(len(labels), 10_000), seed=seed).repeat().batch(batch, drop_remainder=True).prefetch(2)
 
 
-def build_and_restore(strategy, checkpoints):
+def save_weights(model: MnistCNN, folder: str, config: dict) -> list[str]:
+    """The trained weights as `weights.npz` (one array per variable, numpy's own format:
+    loads without TensorFlow) and the network's shape as `model.json`, in `folder` (the
+    attempt's artifacts folder, `$SPOTBENCH_ARTIFACTS_DIR`)."""
+    import json
+    from pathlib import Path
+
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    arrays = {v.name.split(":")[0]: v.numpy() for v in model.weights}
+    with open(out / "weights.npz", "wb") as fh:
+        np.savez(fh, **arrays)
+    (out / "model.json").write_text(json.dumps({"network": "mnist_cnn", **config}, indent=2))
+    return ["weights.npz", "model.json"]
+
+
+def build_and_restore(strategy, checkpoints, params=None):
     """The model and step counter under `strategy`, restored from the last checkpoint if any.
 
     Returns (model, step_var, checkpoint, resumed_from_step, steps_redone).
@@ -107,7 +137,7 @@ def build_and_restore(strategy, checkpoints):
     from workloads.tf_mnist.checkpoints import steps_redone
 
     with strategy.scope():
-        model = MnistCNN()
+        model = MnistCNN.of(params) if params is not None else MnistCNN()
         step_var = tf.Variable(0, dtype=tf.int64, name="step")
     checkpoint = tf.train.Checkpoint(model=model, step=step_var)
     start = checkpoints.restore(checkpoint) if checkpoints else 0

@@ -29,7 +29,9 @@ from workloads.tf_mnist.descriptor import TfMnistParams
 from workloads.tf_mnist.checkpoints import CheckpointStore
 from workloads.tf_mnist.cluster import cluster_spec, reclaim_sigterm, wait_for_peers
 from workloads.tf_mnist.datasets import Dataset
-from workloads.tf_mnist.measure import Outcome, StepTimer, base_metadata, effective_warmup, sync_points
+from workloads.tf_mnist.measure import (
+    Outcome, StepTimer, Validation, base_metadata, effective_warmup, planned_steps, steps_per_epoch, sync_points,
+)
 
 log = logging.getLogger("spotbench.tf_mnist")
 SYNC_ENV = "SPOTBENCH_TF_SYNC_EVERY"
@@ -98,11 +100,16 @@ class ChiefTrainer:
     """The chief's side of one attempt; `outcome` holds what was measured so far."""
 
     def __init__(self, ctx: MemberContext, params: TfMnistParams, data: Dataset,
-                 checkpoints: CheckpointStore | None, threads: tuple[int, int]):
+                 checkpoints: CheckpointStore | None, threads: tuple[int, int], progress=None):
         self.ctx, self.params, self.data = ctx, params, data
         self.checkpoints, self.threads = checkpoints, threads
         self.outcome: Outcome | None = None
+        self.model = None
         self.watch: PeerWatch | None = None
+        self.progress = progress  # WorkloadRun.intermediate: per-epoch validation values
+        self.steps = planned_steps(params, len(data.y_train), params.batch_size)
+        self.per_epoch = steps_per_epoch(len(data.y_train), params.batch_size) if params.epochs else 0
+        self.validation: Validation | None = None
 
     @property
     def lost(self) -> str | None:
@@ -124,9 +131,13 @@ class ChiefTrainer:
         strategy = tf.distribute.ParameterServerStrategy(resolver)
         coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
         reclaim_sigterm()
-        model, step_var, checkpoint, start, redone = m.build_and_restore(strategy, self.checkpoints)
+        model, step_var, checkpoint, start, redone = m.build_and_restore(strategy, self.checkpoints, p)
+        self.model = model  # its weights go to the attempt's artifacts (`model.save_weights`)
 
         x, y, batch, lr = self.data.x_train, self.data.y_train, p.batch_size, p.learning_rate
+        if len(self.data.y_val):
+            self.validation = Validation(self.per_epoch, lambda: m.evaluate(model, self.data.x_val, self.data.y_val),
+                                         self.progress)
 
         def dataset_fn() -> tf.data.Dataset:
             return m.train_dataset(x, y, batch, seed=start)
@@ -144,22 +155,24 @@ class ChiefTrainer:
             strategy.run(replica_fn, args=(images, labels))
             return tf.distribute.coordinator.experimental_get_current_worker_index()
 
-        warmup = effective_warmup(p.warmup_steps, p.steps - start)
+        warmup = effective_warmup(p.warmup_steps, self.steps - start)
         timer = StepTimer(first_step=start, warmup=warmup, on_edge=lambda name: mark_edge(self.ctx.name, name))
         meta = base_metadata(p, tasks=len(self.ctx.members), tf_version=tf.__version__, threads=self.threads)
         meta.update(resumed_from_step=start, steps_redone=redone, examples_per_step=batch,
                     sync="async SGD, one worker batch per step")
         self.outcome = Outcome(timer, examples_per_step=batch, metadata=meta, worker_steps=Counter(),
                                stall_s=p.stall_s)
-        points = sync_points(start, p.steps, warmup=warmup, every=sync_every(p.steps),
-                             checkpoint_every=p.checkpoint_every)
-        log.info("training steps %d..%d (warm-up %d, %d workers, sync points %s…)", start + 1, p.steps,
+        points = sync_points(start, self.steps, warmup=warmup, every=sync_every(self.steps),
+                             checkpoint_every=p.checkpoint_every, epoch_every=self.per_epoch)
+        log.info("training steps %d..%d (warm-up %d, %d workers, sync points %s…)", start + 1, self.steps,
                  warmup, p.workers, points[:4])
         timer.start()
         step = start
         workers = {f"worker {i}": a for i, a in enumerate(cluster["worker"])}
         with PeerWatch(workers) as self.watch:
             step = self._train(coordinator, train_step, iterator, timer, points, step, checkpoint, step_var)
+        if self.validation:
+            self.validation.at(step, self.outcome, force=True)
         mark_edge(self.ctx.name, "measured")
         self.outcome.accuracy, self.outcome.loss = m.evaluate(model, self.data.x_test, self.data.y_test)
         return self.outcome
@@ -175,7 +188,9 @@ class ChiefTrainer:
             timer.at(step)
             if measured:
                 self.outcome.worker_steps.update(int(w.fetch()) for w in workers)
-            if self.checkpoints and p.checkpoint_every and step % p.checkpoint_every == 0 and step < p.steps:
+            if self.validation:
+                self.validation.at(step, self.outcome)
+            if self.checkpoints and p.checkpoint_every and step % p.checkpoint_every == 0 and step < self.steps:
                 step_var.assign(step)
                 self.checkpoints.save(checkpoint, step)
         return step

@@ -19,8 +19,10 @@ from spotbench.facts import known_facts  # noqa: E402
 from spotbench.report.escape import save_figure  # noqa: E402
 from spotbench.report.data import SPREAD_FLAG_CV, fmt, fmt_cv, spread, trial_counts  # noqa: E402
 from spotbench.report.document import Document, Heading, Image, Para, TableBlock  # noqa: E402
+from spotbench.report.search import by_objective  # noqa: E402
 
-METRICS = ["train_time_s", "steps", "steps_per_s", "examples_per_s", "test_accuracy", "test_loss"]
+METRICS = ["train_time_s", "steps", "steps_per_s", "examples_per_s", "val_accuracy", "val_loss",
+           "test_accuracy", "test_loss"]
 
 
 def tf_frame(df: pd.DataFrame) -> pd.DataFrame:
@@ -110,7 +112,7 @@ def section(df: pd.DataFrame, doc: Document, out_dir: Path) -> tuple[list[Path],
     tf = tf_frame(df)
     if tf.empty:
         return [], []
-    table = summary(df)
+    table = by_objective(summary(df), df)  # best first when the report has an objective
     doc.add(Heading("TensorFlow MNIST (distributed training)"))
     counts = trial_counts(tf.assign(config=tf["config"] + " · workers=" + tf["workers"].astype(str)))
     doc.add(Para("Trials: " + "; ".join(
@@ -123,6 +125,7 @@ def section(df: pd.DataFrame, doc: Document, out_dir: Path) -> tuple[list[Path],
         return [], []
     shown = pd.DataFrame(index=table.index.set_names(["configuration", "workers"]))
     for col, label, digits in (("train_time_s", "training time (s)", 2), ("steps", "steps", 0),
+                               ("val_accuracy", "validation accuracy", 4),
                                ("test_accuracy", "accuracy", 4), ("steps_per_s", "steps/s", 2),
                                ("examples_per_s", "examples/s", 2), ("speedup", "speedup vs 1 worker", 2),
                                ("efficiency", "parallel efficiency", 2),
@@ -144,12 +147,14 @@ def section(df: pd.DataFrame, doc: Document, out_dir: Path) -> tuple[list[Path],
             + "; ".join(f"{c}, {w} workers (CV {100 * cv:.2f}%)"
                         for (c, w), cv in flagged["train_time_cv"].items()) + "."
         ))
-    pngs = [
-        _plot(table, "speedup", "speedup vs 1 worker", out_dir / "tf_speedup.png", ideal=True),
-        _plot(table, "steps_per_s", "steps/s", out_dir / "tf_steps_per_s.png", ideal=False),
-    ]
-    doc.add(Image(pngs[0], "Speedup vs workers (dashed: ideal linear speedup)"),
-            Image(pngs[1], "Training throughput (steps/s) vs workers"))
+    pngs = []
+    for column, ylabel, name, ideal, caption in (
+            ("speedup", "speedup vs 1 worker", "tf_speedup.png", True,
+             "Speedup vs workers (dashed: ideal linear speedup)"),
+            ("steps_per_s", "steps/s", "tf_steps_per_s.png", False, "Training throughput (steps/s) vs workers")):
+        if column in table and table[column].notna().any():  # records without timings: no plot
+            pngs.append(_plot(table, column, ylabel, out_dir / name, ideal=ideal))
+            doc.add(Image(pngs[-1], caption))
     long = table.drop(columns=[c for c in table if c.endswith("_flag")]).reset_index().melt(id_vars=["config", "workers"], var_name="column", value_name="value")
     long.insert(0, "table", "tf")
     return pngs, [long]

@@ -29,7 +29,7 @@ import boto3
 from botocore.exceptions import ClientError, WaiterError
 
 from spotbench.clouds.aws import fleet
-from spotbench.clouds.base import ErrorKind, Instance, State
+from spotbench.clouds.base import ConsoleOutput, ErrorKind, Instance, State
 
 EC2_STATES: dict[str, State] = {
     "pending": State.PENDING,
@@ -206,6 +206,13 @@ class AwsCloud:
                     details[instance_id] = again[instance_id]
                 else:
                     del details[instance_id]
+
+    def console_output(self, instance: Instance, start: int = 0) -> ConsoleOutput:
+        """The instance's latest console output (`GetConsoleOutput`, `Latest`: the most
+        recent 64 KB, Nitro instance types; botocore decodes the base64). EC2 keeps no
+        offsets: a window, `start` unused."""
+        out = self._call(self.ec2.get_console_output, InstanceId=instance.name, Latest=True)
+        return ConsoleOutput(out.get("Output") or "", window=True)
 
     def find(self, instance_id: str) -> Instance | None:
         """The live instance with this id (DescribeInstances by id; None: no such instance,

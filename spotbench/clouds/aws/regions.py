@@ -27,7 +27,7 @@ from typing import Any
 
 from spotbench.clouds.aws import fleet
 from spotbench.clouds.aws.ec2 import AwsCloud, AwsCloudError, _to_instance, unplaced
-from spotbench.clouds.base import Instance
+from spotbench.clouds.base import ConsoleOutput, Instance
 
 
 class AwsRegions(AwsCloud):
@@ -87,6 +87,16 @@ class AwsRegions(AwsCloud):
 
     def terminate(self, labels: Mapping[str, str]) -> list[Instance]:
         return [i for c in self.clouds.values() for i in c.terminate(labels)]
+
+    def console_output(self, instance: Instance, start: int = 0) -> ConsoleOutput:
+        """From the region the instance is in (its zone's), else the first that knows it."""
+        for cloud in self.clouds.values():
+            if instance.zone and instance.zone.startswith(cloud.region):
+                return cloud.console_output(instance, start)
+        for cloud in self.clouds.values():
+            if cloud.find(instance.name) is not None:
+                return cloud.console_output(instance, start)
+        raise AwsCloudError(f"instance {instance.name} is in none of {', '.join(self.regions)}")
 
     def find(self, instance_id: str) -> Instance | None:
         for cloud in self.clouds.values():

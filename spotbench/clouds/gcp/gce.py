@@ -48,7 +48,7 @@ from spotbench.clouds.gcp._gce_status import (
 from spotbench.auth.instance import InstanceClaim, LiveInstance
 from spotbench.clouds.gcp._gce_errors import describe, exception_kind
 from spotbench.clouds.gcp.created import Creator, Roster
-from spotbench.clouds.base import ErrorKind, Instance, State, matches
+from spotbench.clouds.base import ConsoleOutput, ErrorKind, Instance, State, matches
 from spotbench.labels import GROUP_LABEL
 
 log = logging.getLogger(__name__)
@@ -159,6 +159,16 @@ class GcpCloud:
 
     def delete(self, labels: Mapping[str, str]) -> list[Instance]:
         return self._each(labels, "delete", self._delete_one)
+
+    def console_output(self, instance: Instance, start: int = 0) -> ConsoleOutput:
+        """Serial port 1 from byte `start` (`instances.getSerialPortOutput`: the last 1 MB is
+        kept; a `start` before it comes back as the oldest byte still there)."""
+        if not instance.zone:
+            raise ValueError(f"instance {instance.name} has no zone: cannot read its serial port")
+        request = compute_v1.GetSerialPortOutputInstanceRequest(
+            project=self.project, zone=short_zone(instance.zone), instance=instance.name, port=1, start=start)
+        out = self._call(self._instances.get_serial_port_output, request=request, timeout=_CALL_TIMEOUT_S)
+        return ConsoleOutput(out.contents, int(out.start), int(out.next_))
 
     def lookup(self, claim: InstanceClaim) -> LiveInstance | None:
         """The live instance a VM's identity token names (instances.get in its zone; None:

@@ -36,7 +36,7 @@ import psutil
 import spotbench
 from spotbench._private import open_private_append, private_dir
 from spotbench.clouds.local import db
-from spotbench.clouds.base import ACTIVE, ErrorKind, Instance, State, Sweeper, matches
+from spotbench.clouds.base import ACTIVE, ConsoleOutput, ErrorKind, Instance, State, Sweeper, matches
 
 SPAWN_TIMEOUT_S = 30.0  # a supervisor that has not registered by then is counted as failed
 WAIT_POLL_S = 0.05
@@ -81,6 +81,19 @@ class LocalCloud:
     def log_path(self, name: str) -> Path:
         """The instance's combined stdout/stderr (and its supervisor's notes), appended per start."""
         return self.log_dir / f"{name}.log"
+
+    def console_output(self, instance: Instance, start: int = 0, limit: int = 1 << 20) -> ConsoleOutput:
+        """The instance's log from byte `start` (at most `limit` bytes: a follower asks again)."""
+        path = self.log_path(instance.name)
+        try:
+            with open(path, "rb") as fh:
+                size = fh.seek(0, 2)
+                begin = min(max(0, start), size)
+                fh.seek(begin)
+                data = fh.read(limit)
+        except FileNotFoundError:
+            return ConsoleOutput("", start, start)
+        return ConsoleOutput(data.decode("utf-8", "replace"), begin, begin + len(data))
 
     # --- verbs ---------------------------------------------------------------------------
 
