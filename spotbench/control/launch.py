@@ -213,7 +213,7 @@ def mark_silent_launches(sweep: Sweep, run: str, group: RunGroup, insts: list[In
                           f"{' (' + i.detail + ')' if i.detail else ''}" for i in insts) if last else ""
         why = f"ended without storing a result{': ' + words if words else ''}"
         record = Result(sweep=sweep.spec.name, run=run, group=group.id, trial=group.trial,
-                        params=group.params.model_dump(), workload=group.workload,
+                        params=group.record_params, workload=group.workload,
                         metric="preempted", value=1.0, unit="flag", cloud=sweep.spec.cloud,
                         machine_type=group.machine_type, accelerator=group.accelerator,
                         preempted=True, started_at=launched, ended_at=launched,
