@@ -68,6 +68,9 @@ class WorkloadRun:
         self.storage_options: dict[str, Any] = {}  # the group's checkpoints' fsspec options
         self.store = store or self._group_store()
         self.run_id = os.environ.get("SPOTBENCH_RUN") or self._current_run()
+        assigned = self.store.assignment(self.run_id, ctx.group)  # an adaptive search's trial
+        if assigned is not None:
+            self.ctx = ctx.model_copy(update={"params": assigned})
         self.started_at: datetime = utcnow()
         self.records: list[Result] = []
         self._raw: dict[str, str | bytes] = {}
@@ -114,6 +117,15 @@ class WorkloadRun:
         )
         self.records.append(result)
         return result
+
+    def progress(self, step: int, metric: str, value: float) -> None:
+        """Report an intermediate value (a search's pruner reads it in control's next call),
+        written under the group's own prefix with its own grant. Best effort: logged, never
+        raised (the run goes on)."""
+        try:
+            self.store.write_progress(self.run_id, self.ctx.group, step, metric, value)
+        except (StoreError, ValueError, OSError) as exc:
+            log.warning("progress %s step %s not stored: %s", metric, step, exc)
 
     def raw(self, name: str, text: str | bytes) -> None:
         self._raw[name] = text

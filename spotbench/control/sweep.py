@@ -60,4 +60,4 @@ class Sweep:
 # what changes the world: a lease holder checks it still holds the lease before each
 CLOUD_ACTIONS = frozenset({"start", "stop", "terminate", "delete"})
 STORE_ACTIONS = frozenset({"open_run", "close_run", "close_open_runs", "flag", "record_start",
-                           "record_launch", "forget_launch"})
+                           "record_launch", "forget_launch", "assign", "note_pruned"})

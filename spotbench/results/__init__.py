@@ -23,6 +23,9 @@ Layout under the results URL (any fsspec URL: file://, gs://, s3://, memory://):
     market/<time>.json                     the spot-market statistics as of <time> (written by
                                            whoever read the catalog: report, market), read by
                                            control to order candidate zones
+    runs/<run>/<group>.progress/<step>.json  a search trial's intermediate value (the member's)
+    runs/<run>/pruned/<group>.json         a pruned group: when, at which step, what it saved
+    search/<study>.journal                 a search's Optuna study (JournalStorage), control's
     control.lock                           the control lease while a function acts
                                            (spotbench.lease; absent when nobody does)
 
@@ -37,7 +40,8 @@ control takes attempt intervals and spend from its own ledger (`spotbench.ledger
 The package, one job per module: `model` (the records and their bounds), `storage` (paths,
 whole-file writes, bounded reads), `records` (attempt files, flags, what readers skipped),
 `launches` (control's launch/start/end notes), `runs` (the run ledger and control lease),
-`market_snapshot` (the market statistics' dated snapshot control reads).
+`market_snapshot` (the market statistics' dated snapshot control reads), `trials` (a
+search's progress values, pruned notes and assigned parameters).
 """
 
 from __future__ import annotations
@@ -63,6 +67,7 @@ from spotbench.results.model import (
 )
 from spotbench.results.records import MAX_SKIPPED_SHOWN, AttemptFiles
 from spotbench.results.runs import RunLedger
+from spotbench.results.trials import TrialFiles
 
 __all__ = [
     "MAX_ATTEMPT_BYTES", "MAX_NAME_LEN", "MAX_RECORDS", "MAX_SKIPPED_SHOWN", "MAX_UNIT_LEN",
@@ -72,6 +77,6 @@ __all__ = [
 ]
 
 
-class ResultStore(RunLedger, LaunchRecords, AttemptFiles, MarketSnapshots):
+class ResultStore(RunLedger, LaunchRecords, AttemptFiles, MarketSnapshots, TrialFiles):
     """Results of one sweep under one fsspec URL: its attempt files, control's launch notes
     and run ledger, the control lease and the market statistics' snapshot."""

@@ -130,14 +130,15 @@ def _from_unit(d: Distribution, u: float) -> Any:
     return values[min(len(values) - 1, int(u * len(values)))]
 
 
-def make_sampler(search: SearchSpec) -> Any:
-    """The Optuna sampler control asks: the adaptive method's, else the design's own
-    (control enqueues the design's points, so this one is never consulted for them)."""
+def make_sampler(search: SearchSpec, salt: int = 0) -> Any:
+    """The Optuna sampler control asks: the adaptive method's, else a random one (control
+    enqueues a design's points, so it is never consulted for them). `salt`: the trials the
+    study has (a sampler is built per control call; see `SearchStudy`)."""
     import optuna
 
     _quiet()
     s = optuna.samplers
-    seed = search.seed
+    seed = (search.seed * 1_000_003 + salt) % 2**32
     if search.sampler == "tpe":
         return s.TPESampler(seed=seed, multivariate=True, constant_liar=True,
                             n_startup_trials=max(2, min(10, (search.n or 10) // 4)))
