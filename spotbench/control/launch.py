@@ -89,8 +89,10 @@ def launch_pending(
     loop = SearchLoop.of(sweep, run, now)
     if loop is not None:  # tell what ended, stop what the pruner stops, then ask as slots free
         loop.prune(states)
-        settled = loop.settle(completed, set(seen.exhausted))
+        gave_up = seen.exhausted  # a given-up trial is told FAIL (settled), still said so
+        settled = loop.settle(completed, set(gave_up))
         seen = survey(sweep, run, states, completed | settled, finished)
+        seen.exhausted = sorted(set(seen.exhausted) | set(gave_up))
     _mark_off_groups(sweep, run, seen, states)
     done = _start_pending(sweep, run, seen, now, states, ZoneOrder(sweep, now), loop)
     if not seen.active and not seen.pending:

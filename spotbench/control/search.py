@@ -86,10 +86,18 @@ class SearchLoop:
                 log.warning("search: trial %d given up (%s): told FAIL", k, ", ".join(sorted(ids & exhausted)))
                 self.study.tell(k, None)
             elif ids <= completed:
+                self._report_all(k, groups)  # its curve, for the pruner's later comparisons
                 self.study.tell(k, self.values(groups))
         self.settled = {g.id for k, groups in self.trial_groups().items()
                         if (s := self.study.state(k)) is not None and s.is_finished() for g in groups}
         return self.settled
+
+    def _report_all(self, k: int, groups: list[RunGroup]) -> None:
+        assert self.study is not None
+        if self.search.pruner is None:
+            return
+        for step, value in read_progress(self.sweep, self.run, groups, self.search.objectives[0].metric):
+            self.study.report(k, step, value)
 
     def values(self, groups: list[RunGroup]) -> list[float] | None:
         """The trial's objective values (the mean over its repeats), None when it failed or
