@@ -27,13 +27,12 @@ from spotbench._spec_errors import SpecError, problems_from_validation
 from spotbench.facts import CLOUDS, facts_of
 from spotbench.image_ref import check_image
 from spotbench.labels import NAME_SEPARATOR
-from spotbench.plan import MACHINE_KEYS, RunGroup
-from spotbench.search.design import design_points
-from spotbench.search.spec import SearchSpec
+from spotbench.plan import MACHINE_KEYS as MATRIX_MACHINE_KEYS, RunGroup
+from spotbench.search import SearchSpec, check_search, search_design
 from spotbench.plan import plan as plan_groups
 from spotbench.spec_zones import candidate_regions, candidate_zones, check_zones
 from spotbench.spec_fields import Schedule, parse_duration
-from spotbench.workload import Params, fill_templates, template_names
+from spotbench.workload import Params
 from spotbench.workload_registry import get_workload, registry
 
 __all__ = [
@@ -48,7 +47,6 @@ __all__ = [
 ]
 
 NAME_PATTERN = r"^[a-z]([a-z0-9-]{0,22}[a-z0-9])?$"
-MATRIX_MACHINE_KEYS = MACHINE_KEYS
 PLACEMENTS = ("spread", "compact", "none")
 
 
@@ -92,9 +90,7 @@ class _SpecCore(_Strict):
         "creates the VMs where there is capacity (among `zones`) and deletes them at the end")
     workload: WorkloadParams
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
-    search: SearchSpec | None = Field(
-        None, description="a search over a space of parameters (issue #35): space, method, n, seed, "
-        "parallel, objective, repeats; each trial is a group")
+    search: SearchSpec | None = Field(None, description="a search of a space (#35): one group a trial")
     trials: int = Field(1, ge=1, le=100)
     provisioning: Literal["spot", "preemptible", "standard"] = "spot"
     placement: Literal["spread", "compact", "none"] = "none"
@@ -167,14 +163,13 @@ class _SpecCore(_Strict):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> _SpecCore:
-        allowed = self.parameter_names()
+        allowed = set(MATRIX_MACHINE_KEYS) | get_workload(self.workload.name).parameter_names(self.workload)
         for key in self.matrix:
             if key not in allowed:
                 raise ValueError(
                     f"matrix.{key} is not a matrix key; allowed: {', '.join(sorted(allowed))}"
                 )
-        if self.search is not None:
-            self._check_search(allowed)
+        check_search(self.search, get_workload(self.workload.name), allowed, self.matrix, self.trials)
         roles = {role for role, _ in get_workload(self.workload.name).roles(self.workload)}
         for role in self.role_machine_types:
             if role not in roles:
@@ -202,58 +197,16 @@ class _SpecCore(_Strict):
                 raise ValueError(
                     f"matrix.placement value {value!r}: choose from {', '.join(PLACEMENTS)}"
                 )
-        section = "matrix" if self.search is None else "search.space"
-        for point in self.points() or self._search_extremes():  # valid workload parameters
+        for point in self.points() or (self.search.extremes() if self.search else []):
             try:
                 self.params_for(point)
             except ValidationError as exc:
                 err = exc.errors()[0]
                 key = ".".join(map(str, err["loc"]))
                 raise ValueError(
-                    f"{section}.{key} value {err.get('input')!r}: {err['msg']}"
+                    f"{'search.space' if self.search else 'matrix'}.{key} value {err.get('input')!r}: {err['msg']}"
                 ) from None
         return self
-
-    def parameter_names(self) -> set[str]:
-        """What a matrix key or search parameter may name: the machine keys, the workload's
-        config fields, and the `${name}`s in its templated fields (a container's command and
-        env)."""
-        fields = set(type(self.workload).model_fields) - {"name"}
-        names = set().union(*(template_names(getattr(self.workload, f))
-                              for f in get_workload(self.workload.name).templated))
-        return set(MATRIX_MACHINE_KEYS) | fields | names
-
-    def _check_search(self, allowed: set[str]) -> None:
-        search = self.search
-        assert search is not None
-        if self.matrix:
-            raise ValueError("search: give `matrix` (every combination) or `search`, not both; "
-                             "a grid search is `search: {method: grid, space: ...}`")
-        if self.trials != 1:
-            raise ValueError(f"trials {self.trials}: a search repeats each trial with "
-                             "`search.repeats`; leave `trials` out")
-        templated = " or ".join(f"workload.{f}" for f in get_workload(self.workload.name).templated)
-        for name in search.names():
-            if name not in allowed:
-                hint = f", or write ${{{name}}} in {templated}" if templated else ""
-                raise ValueError(f"search.space.{name} is not a parameter of workload "
-                                 f"{self.workload.name}; allowed: {', '.join(sorted(allowed))}{hint}")
-        for obj in search.objectives:
-            metrics = get_workload(self.workload.name).metrics
-            if obj.metric != "cost" and metrics and obj.metric not in metrics:
-                raise ValueError(f"search.objective.metric {obj.metric!r}: workload "
-                                 f"{self.workload.name} records {', '.join(metrics)} (or `cost`)")
-
-    def _search_extremes(self) -> list[dict[str, Any]]:
-        """An adaptive search's bounds and choices, one point each (checked like points)."""
-        if self.search is None:
-            return []
-        fixed = self.search.fixed()
-        points = [dict(fixed)]
-        for name, d in self.search.searched().items():
-            values = list(d.bounds()) if hasattr(d, "bounds") else list(getattr(d, "choice"))
-            points += [{**fixed, name: v} for v in values]
-        return points
 
     # ---- derived values -------------------------------------------------------------
     @property
@@ -279,12 +232,9 @@ class _SpecCore(_Strict):
 
     @property
     def max_concurrency(self) -> int | None:
-        """Groups that may run at once: the spec's value (a search: its `parallel` trials,
-        within `concurrency` when given); on `local` one at a time."""
-        if self.search is not None:
-            return min(self.search.parallel, self.concurrency or self.search.parallel)
-        if self.concurrency is not None:
-            return self.concurrency
+        """Groups that may run at once: the spec's value (or a search's `parallel`); on `local` one."""
+        if self.concurrency is not None or self.search is not None:
+            return min(x for x in (self.concurrency, self.search and self.search.parallel) if x)
         return facts_of(self.cloud).default_concurrency
 
     def results_url(self, base_dir: Path | None = None) -> str:
@@ -298,8 +248,7 @@ class _SpecCore(_Strict):
         return "file://" + str(path.resolve())
 
     def points(self) -> list[dict[str, Any]]:
-        """Every combination of the matrix values, in a stable order; a search's design
-        points, trial 1 first ([] for an adaptive search: control asks them)."""
+        """Every combination of the matrix values, in a stable order (a search's design)."""
         if self.search is not None:
             return search_design(self.search)
         points: list[dict[str, Any]] = [{}]
@@ -308,15 +257,7 @@ class _SpecCore(_Strict):
         return points
 
     def params_for(self, point: dict[str, Any]) -> Params:
-        """The workload's config with `point`'s values: its fields set, the other parameters
-        written into the templated fields (`${name}`)."""
-        fields = set(type(self.workload).model_fields)
-        values = _params(point)
-        merged = {**self.workload.model_dump(), **{k: v for k, v in values.items() if k in fields}}
-        free = {k: v for k, v in values.items() if k not in fields}
-        for name in get_workload(self.workload.name).templated if free else ():
-            merged[name] = fill_templates(merged[name], free)
-        return type(self.workload).model_validate(merged)
+        return get_workload(self.workload.name).config_for(self.workload, point, MATRIX_MACHINE_KEYS)
 
     def plan(self) -> list[RunGroup]:
         return plan_groups(self)
@@ -353,21 +294,6 @@ class SweepSpec(_WithClouds):  # type: ignore[misc, valid-type]
             if key == "managed-by" or key.startswith("spotbench-"):
                 raise ValueError(f"label {key!r} is spotbench's own; choose another key")
         return v
-
-
-_DESIGNS: dict[str, list[dict[str, Any]]] = {}
-
-
-def search_design(search: SearchSpec) -> list[dict[str, Any]]:
-    """`design_points(search)`, computed once per search (plan, checks and control ask)."""
-    key = search.model_dump_json()
-    if key not in _DESIGNS:
-        _DESIGNS[key] = design_points(search)
-    return [dict(p) for p in _DESIGNS[key]]
-
-
-def _params(point: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in point.items() if k not in MATRIX_MACHINE_KEYS}
 
 
 STACK_SPEC_KEY = "spotbench:spec"

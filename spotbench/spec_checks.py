@@ -131,6 +131,8 @@ def _candidates(spec: CheckedSpec, cat: catalog.CloudCatalog, found: Findings) -
 
 def _machine_types(spec: CheckedSpec, cat: catalog.CloudCatalog, found: Findings) -> set[str] | None:
     values = spec.matrix.get("machine_type")
+    if not values and not spec.matrix:  # a search's: its points' (a fixed value or a choice)
+        values = sorted({str(p["machine_type"]) for p in spec.points() if "machine_type" in p})
     if not values:
         example = cat.machine_example
         found.errors.append(("matrix.machine_type", _MISSING, f"required for cloud {spec.cloud}: "

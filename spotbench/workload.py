@@ -140,6 +140,23 @@ class Workload:
     # field): each trial's value is written in (`fill_templates`); container: command, env
     templated: tuple[str, ...] = ()
 
+    def parameter_names(self, base: Params) -> set[str]:
+        """What a matrix key or a search parameter may name besides the machine keys: the
+        config's fields, and the `${name}`s in its templated fields (a container's command)."""
+        fields = set(type(base).model_fields) - {"name"}
+        return fields | set().union(*(template_names(getattr(base, f)) for f in self.templated))
+
+    def config_for(self, base: Params, values: dict[str, Any], skip: tuple[str, ...] = ()) -> Params:
+        """`base` with `values` (but `skip`, e.g. the machine keys): its fields set, the other
+        parameters written into the templated fields (`${name}`), validated by the model."""
+        values = {k: v for k, v in values.items() if k not in skip}
+        fields = set(type(base).model_fields)
+        merged = {**base.model_dump(), **{k: v for k, v in values.items() if k in fields}}
+        free = {k: v for k, v in values.items() if k not in fields}
+        for name in self.templated if free else ():
+            merged[name] = fill_templates(merged[name], free)
+        return type(base).model_validate(merged)
+
     def image(self, gpu: bool) -> str:
         """The default image of a group with/without GPU; ValueError when there is none."""
         name = self.images.gpu if gpu else self.images.cpu

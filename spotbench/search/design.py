@@ -16,7 +16,7 @@ from typing import Any
 
 from spotbench.search.spec import Choice, Distribution, IntRange, LogUniform, SearchSpec, Uniform
 
-__all__ = ["design_points", "distributions", "make_pruner", "make_sampler", "space_lines"]
+__all__ = ["search_design", "design_points", "distributions", "make_pruner", "make_sampler", "space_lines"]
 
 
 def distributions(search: SearchSpec) -> dict[str, Any]:
@@ -58,6 +58,17 @@ def design_points(search: SearchSpec) -> list[dict[str, Any]]:
     else:
         drawn = _optuna_design(search)
     return [{**fixed, **p} for p in drawn]
+
+
+_DESIGNS: dict[str, list[dict[str, Any]]] = {}
+
+
+def search_design(search: SearchSpec) -> list[dict[str, Any]]:
+    """`design_points(search)`, computed once per search (plan, checks and control ask)."""
+    key = search.model_dump_json()
+    if key not in _DESIGNS:
+        _DESIGNS[key] = design_points(search)
+    return [dict(p) for p in _DESIGNS[key]]
 
 
 def grid_size(search: SearchSpec) -> int:

@@ -197,36 +197,41 @@ class SearchSpec(_Strict):
 
     @model_validator(mode="after")
     def _method_fields(self) -> SearchSpec:
+        why = self._method_problem() or self._objective_problem()
+        if why:
+            raise ValueError(why)
+        return self
+
+    def _method_problem(self) -> str | None:
         m = self.method
         if (m == "adaptive") != (self.sampler is not None):
-            raise ValueError(f"sampler {self.sampler!r} with method {m!r}: adaptive needs a sampler "
-                             f"({', '.join(SAMPLERS)}); the other methods take none")
+            return (f"sampler {self.sampler!r} with method {m!r}: adaptive needs a sampler "
+                    f"({', '.join(SAMPLERS)}); the other methods take none")
         if (m == "csv") != (self.points is not None):
-            raise ValueError(f"points with method {m!r}: method csv needs `points: FILE` (one row a "
-                             "trial); the other methods draw theirs from `space`")
-        if m == "csv":
-            assert self.points is not None
-            if self.n is not None and self.n > len(self.points):
-                raise ValueError(f"n {self.n}: the csv design has {len(self.points)} rows; "
-                                 "leave n out to run every row")
-        elif m == "grid":
+            return (f"points with method {m!r}: method csv needs `points: FILE` (one row a "
+                    "trial); the other methods draw theirs from `space`")
+        if m == "csv" and self.points is not None and self.n is not None and self.n > len(self.points):
+            return f"n {self.n}: the csv design has {len(self.points)} rows; leave n out to run every row"
+        if m == "grid":
             bad = [k for k, d in self.space.items() if isinstance(d, (Uniform, LogUniform))]
             if bad:
-                raise ValueError(f"space.{bad[0]}: method grid takes {{choice: [...]}}, {{int: [lo, hi]}} "
-                                 "or fixed values, not a continuous range")
-        elif self.n is None:
-            raise ValueError(f"n: method {m} needs the number of trials, e.g. `n: 20`")
+                return (f"space.{bad[0]}: method grid takes {{choice: [...]}}, {{int: [lo, hi]}} "
+                        "or fixed values, not a continuous range")
+        elif m != "csv" and self.n is None:
+            return f"n: method {m} needs the number of trials, e.g. `n: 20`"
         if m != "csv" and not self.searched():
-            raise ValueError(f"space: method {m} needs at least one parameter with a range or a choice")
-        if m == "adaptive" and self.objective is None:
-            raise ValueError("objective: adaptive learns from each trial's objective; give "
-                             "{metric: NAME, direction: maximize|minimize}")
-        objectives = self.objectives
-        if len(objectives) > 1 and m == "adaptive" and self.sampler not in ("nsga2", "tpe", "gp"):
-            raise ValueError(f"sampler {self.sampler}: several objectives need nsga2, tpe or gp")
-        if self.pruner is not None and len(objectives) != 1:
-            raise ValueError(f"pruner {self.pruner}: pruning needs exactly one objective")
-        return self
+            return f"space: method {m} needs at least one parameter with a range or a choice"
+        return None
+
+    def _objective_problem(self) -> str | None:
+        if self.method == "adaptive" and self.objective is None:
+            return ("objective: adaptive learns from each trial's objective; give "
+                    "{metric: NAME, direction: maximize|minimize}")
+        if len(self.objectives) > 1 and self.method == "adaptive" and self.sampler not in ("nsga2", "tpe", "gp"):
+            return f"sampler {self.sampler}: several objectives need nsga2, tpe or gp"
+        if self.pruner is not None and len(self.objectives) != 1:
+            return f"pruner {self.pruner}: pruning needs exactly one objective"
+        return None
 
     # ---- derived ---------------------------------------------------------------------
     @property
@@ -242,6 +247,16 @@ class SearchSpec(_Strict):
     def fixed(self) -> dict[str, Any]:
         """The parameters with one value."""
         return {k: v for k, v in self.space.items() if not isinstance(v, _KINDS_T)}
+
+    def extremes(self) -> list[dict[str, Any]]:
+        """The fixed values, then each range's bounds and each choice, one point each (an
+        adaptive search's values, checked by the workload's model before any is asked)."""
+        fixed = self.fixed()
+        points = [dict(fixed)]
+        for name, d in self.searched().items():
+            values = list(d.choice) if isinstance(d, Choice) else list(d.bounds())
+            points += [{**fixed, name: v} for v in values]
+        return points
 
     def names(self) -> list[str]:
         """Every parameter a trial sets: the space's, and a csv design's columns."""
