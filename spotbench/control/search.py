@@ -261,8 +261,9 @@ def note_pruned(sweep: Sweep, run: str, group: RunGroup, step: int, now: datetim
     launches = launches_of(sweep.store, run)
     mine = [x for x in launches if x.group == group.id]
     ran = (now - mine[-1].at).total_seconds() if mine else 0.0
+    pruned = sweep.store.pruned_groups(run)
     full = [(x.end(now) - x.at).total_seconds() for x in launches
-            if x.ended is not None and x.group != group.id and x.group not in _pruned_groups(sweep, run)]
+            if x.ended is not None and x.group != group.id and x.group not in pruned]
     expected = statistics.median(full) if full else sweep.spec.deadline.total_seconds()
     try:
         machine, gpu = group_hourly(sweep.spec, group, load_catalog(sweep.prices))
@@ -276,11 +277,6 @@ def note_pruned(sweep: Sweep, run: str, group: RunGroup, step: int, now: datetim
     except StoreError as exc:
         log.warning("pruned %s not noted: %s", group.id, exc)
     return saved
-
-
-def _pruned_groups(sweep: Sweep, run: str) -> set[str]:
-    return {p.rsplit("/", 1)[-1].removesuffix(".json")
-            for p in sweep.store.pruned_files(run)}
 
 
 def pruning_savings(sweep_store: Any, run: str | None = None) -> list[dict[str, Any]]:

@@ -52,6 +52,10 @@ class TrialFiles(Storage):
     def pruned_files(self, run: str | None = None) -> list[str]:
         return self._glob(self.path("runs", run or "*", "pruned", "*.json"))
 
+    def pruned_groups(self, run: str) -> set[str]:
+        """The groups a search's pruner stopped in `run` (over: not failed, not retried)."""
+        return {p.rsplit("/", 1)[-1].removesuffix(".json") for p in self.pruned_files(run)}
+
     # ---- an adaptive trial's parameters (control's, in the run's ledger entry) ------
     @store_errors
     def assign(self, run: str, group: str, params: dict[str, Any]) -> None:
