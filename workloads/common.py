@@ -118,7 +118,7 @@ class WorkloadRun:
         self.records.append(result)
         return result
 
-    def progress(self, step: int, metric: str, value: float) -> None:
+    def report_progress(self, step: int, metric: str, value: float) -> None:
         """Report an intermediate value (a search's pruner reads it in control's next call),
         written under the group's own prefix with its own grant. Best effort: logged, never
         raised (the run goes on)."""

@@ -113,7 +113,7 @@ def execute(run: WorkloadRun, params: ContainerParams, results_dir: Path,
 
 def _progress(run: WorkloadRun, line: str) -> None:
     """A JSON metric line with an integer `step` label is also an intermediate value, sent
-    as it comes (a search's pruner reads it: `WorkloadRun.progress`)."""
+    as it comes (a search's pruner reads it: `WorkloadRun.report_progress`)."""
     if '"step"' not in line or not line.strip().startswith("{"):
         return
     try:
@@ -122,7 +122,7 @@ def _progress(run: WorkloadRun, line: str) -> None:
         return
     step = m.labels.get("step")
     if isinstance(step, int) and not isinstance(step, bool):
-        run.progress(step, m.metric, m.value)
+        run.report_progress(step, m.metric, m.value)
 
 
 def _copy(stream, into: list[str], echo) -> None:  # noqa: ANN001 - text streams

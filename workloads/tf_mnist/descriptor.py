@@ -54,7 +54,8 @@ WORKLOAD = Workload(
     role_codes={"chief": "c", "ps": "ps", "worker": "w"},
     port=GRPC_PORT,
     images=Images(cpu="tf-cpu", gpu="tf-gpu"),
-    metrics=("train_time_s", "steps", "steps_per_s", "examples_per_s", "test_accuracy", "test_loss"),
+    metrics=("train_time_s", "steps", "steps_per_s", "examples_per_s", "val_accuracy", "val_loss",
+             "test_accuracy", "test_loss"),
     report="spotbench.report.tf:section",
     history=(
         Tracked("steps_per_s", "TF steps/s", "higher"),
