@@ -54,6 +54,8 @@ class _Strict(BaseModel):
 
 
 class _Range(_Strict):
+    """`{kind: [low, high]}`: low < high, both finite (log-uniform: both > 0)."""
+
     def bounds(self) -> tuple[float, float]:
         lo, hi = getattr(self, self.kind())
         return lo, hi
@@ -61,34 +63,26 @@ class _Range(_Strict):
     def kind(self) -> str:
         return next(iter(type(self).model_fields))
 
+    @model_validator(mode="after")
+    def _ordered(self) -> _Range:
+        (lo, hi), kind = self.bounds(), self.kind()
+        if not (math.isfinite(lo) and math.isfinite(hi)) or lo >= hi:
+            raise ValueError(f"{kind} [{lo}, {hi}]: give [low, high] with low < high, both finite")
+        if kind == "loguniform" and lo <= 0:
+            raise ValueError(f"loguniform [{lo}, {hi}]: both bounds must be > 0")
+        return self
+
 
 class Uniform(_Range):
     uniform: tuple[float, float]
-
-    @field_validator("uniform")
-    @classmethod
-    def _ordered(cls, v: tuple[float, float]) -> tuple[float, float]:
-        return _ordered(v, "uniform")
 
 
 class LogUniform(_Range):
     loguniform: tuple[float, float]
 
-    @field_validator("loguniform")
-    @classmethod
-    def _positive(cls, v: tuple[float, float]) -> tuple[float, float]:
-        if v[0] <= 0:
-            raise ValueError(f"loguniform [{v[0]}, {v[1]}]: both bounds must be > 0")
-        return _ordered(v, "loguniform")
-
 
 class IntRange(_Range):
     int: tuple[int, int]
-
-    @field_validator("int")
-    @classmethod
-    def _ordered(cls, v: tuple[int, int]) -> tuple[int, int]:
-        return _ordered(v, "int")
 
 
 class Choice(_Strict):
@@ -100,13 +94,6 @@ class Choice(_Strict):
         if len(set(map(repr, v))) != len(v):
             raise ValueError(f"choice {v} repeats a value")
         return v
-
-
-def _ordered(v: tuple[Any, Any], kind: str) -> tuple[Any, Any]:
-    lo, hi = v
-    if not (math.isfinite(lo) and math.isfinite(hi)) or lo >= hi:
-        raise ValueError(f"{kind} [{lo}, {hi}]: give [low, high] with low < high, both finite")
-    return v
 
 
 Distribution = Uniform | LogUniform | IntRange | Choice

@@ -113,3 +113,23 @@ def test_search_local_a_losing_trial_is_pruned_and_its_member_stopped_early(tmp_
                       3: optuna.trial.TrialState.PRUNED}
     note = json.loads((tmp_path / "results" / "runs" / run_id / "pruned" / f"{pruned}.json").read_text())
     assert note["step"] >= 1 and note["expected_s"] > note["ran_s"]
+
+
+@pytest.mark.slow
+def test_search_local_tf_mnist_random_search_trains_each_trials_parameters(tmp_path: Path) -> None:
+    """A tf-mnist search (chief + ps + worker per trial): each trial's learning rate and batch
+    size reach the training by name, and the records carry them."""
+    search = {"space": {"learning_rate": {"loguniform": [1e-3, 1e-1]}, "batch_size": {"choice": [8, 16]}},
+              "method": "random", "n": 2, "seed": 4, "parallel": 1}
+    path = tmp_path / "tf.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "tfs", "cloud": "local", "deadline": "4m", "results": str(tmp_path / "results"),
+        "workload": {"name": "tf-mnist", "strategy": "parameter_server", "dataset": "synthetic",
+                     "steps": 10, "warmup_steps": 2},
+        "search": search}))
+    points = load_spec(path).points()
+    done = run(tmp_path, path, timeout=400)
+    assert done.returncode == 0, done.stdout + done.stderr
+    records = [r for r in ResultStore(f"file://{tmp_path}/results").read() if r.metric == "steps"]
+    assert sorted((r.trial, r.params["learning_rate"], r.params["batch_size"]) for r in records) == [
+        (i, p["learning_rate"], p["batch_size"]) for i, p in enumerate(points, start=1)]
