@@ -26,7 +26,7 @@ import logging
 import statistics
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spotbench.clouds.base import ACTIVE, Instance
 from spotbench.control.sweep import Sweep
@@ -34,9 +34,10 @@ from spotbench.failures import is_failure
 from spotbench.ledger import launches_of, note_ends
 from spotbench.plan import RunGroup
 from spotbench.results import Result, StoreError, utcnow
-from spotbench.search.journal import journal_backend
 from spotbench.search.spec import COST, SearchSpec
-from spotbench.search.study import SearchStudy, study_name
+
+if TYPE_CHECKING:
+    from spotbench.search.study import SearchStudy
 
 log = logging.getLogger("spotbench.control")
 
@@ -163,7 +164,11 @@ class SearchLoop:
 
 
 def open_study(sweep: Sweep) -> SearchStudy:
-    """The sweep's study, resumed from the results store (created the first time)."""
+    """The sweep's study, resumed from the results store (created the first time). Optuna
+    is imported here: a sweep without a search never loads it (the functions' cold start)."""
+    from spotbench.search.journal import journal_backend
+    from spotbench.search.study import SearchStudy, study_name
+
     search = sweep.spec.search
     assert search is not None
     name = study_name(sweep.spec.name, search)

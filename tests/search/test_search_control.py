@@ -291,3 +291,36 @@ def test_search_study_on_an_object_store_uses_conditional_writes(tmp_path: Path)
     assert isinstance(study.storage._backend, ConditionalJournal)  # noqa: SLF001 - what backs it
     run = control.start(sweep, SCHEDULER, {})["run"]
     assert run and len(trials(sweep)) == 1
+
+
+def test_search_no_member_grant_reaches_the_study_or_controls_notes(tmp_path: Path) -> None:
+    """A group's grant (the neutral one GCP encodes, and AWS's session policy) covers its own
+    progress values, never the study's journal, another group's progress, the pruned notes
+    or the run ledger holding adaptive parameters."""
+    import fnmatch
+    from datetime import UTC, datetime
+
+    from spotbench.auth.instance import Grant
+    from spotbench.clouds.aws.grants import session_policy
+    from spotbench.results import run_id_lengths
+
+    sweep = make_sweep(tmp_path, {})
+    run = "20260101T000000Z"
+    mine, other = sweep.groups[0].id, sweep.groups[1].id
+    journal = f"search/{open_study(sweep).name}.journal"
+    allowed = [f"runs/{run}/{mine}.progress/00000001.json"]
+    refused = [journal, f"runs/{run}/{other}.progress/00000001.json", f"runs/{run}/pruned/{mine}.json",
+               f"runs/{run}/run.json"]
+    grant = Grant.for_group(mine, run, datetime(2030, 1, 1, tzinfo=UTC), checkpoints=True)
+    now = datetime(2029, 1, 1, tzinfo=UTC)
+    assert all(grant.allows(k, now) for k in allowed)
+    assert not any(grant.allows(k, now) for k in refused)
+    policy = session_policy("b", "s", mine, checkpoints=True, until=datetime(2030, 1, 1, tzinfo=UTC),
+                            run_lengths=run_id_lengths())
+    puts = [r for st in policy["Statement"] if "s3:PutObject" in st["Action"] for r in
+            ([st["Resource"]] if isinstance(st["Resource"], str) else st["Resource"])]
+
+    def iam_match(key: str) -> bool:  # IAM: `*` any characters, `?` exactly one
+        return any(fnmatch.fnmatchcase(f"arn:aws:s3:::b/s/{key}", r) for r in puts)
+
+    assert all(iam_match(k) for k in allowed) and not any(iam_match(k) for k in refused)
