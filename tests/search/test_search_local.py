@@ -133,3 +133,29 @@ def test_search_local_tf_mnist_random_search_trains_each_trials_parameters(tmp_p
     records = [r for r in ResultStore(f"file://{tmp_path}/results").read() if r.metric == "steps"]
     assert sorted((r.trial, r.params["learning_rate"], r.params["batch_size"]) for r in records) == [
         (i, p["learning_rate"], p["batch_size"]) for i, p in enumerate(points, start=1)]
+
+
+def test_search_local_a_preempted_trial_is_retried_with_its_parameters_no_duplicate(tmp_path: Path) -> None:
+    """Trial 1's member is SIGTERMed from outside on its first attempt (a spot reclaim on the
+    local cloud): the group is retried whole with the same parameters, the study keeps one
+    trial per group, each complete."""
+    marker = tmp_path / "preempted-once"
+    command = ("import os, signal, time\n"
+               f"if ${{x}} == 1 and not os.path.exists({str(marker)!r}):\n"
+               f"    open({str(marker)!r}, 'w').close()\n"
+               "    os.kill(os.getppid(), signal.SIGTERM)\n"
+               "    time.sleep(30)\n"
+               "print('score=%s' % (${x} * 2))\n")
+    spec = write(tmp_path, {"space": {"x": {"choice": [1, 2, 3]}}, "method": "grid", "parallel": 1,
+                            "objective": {"metric": "score"}}, command=command)
+    done = run(tmp_path, spec)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert marker.exists()
+    store = ResultStore(f"file://{tmp_path}/results")
+    run_id = store.runs()[-1].run
+    first = next(g for g in load_spec(spec).plan() if g.point["x"] == 1)
+    assert store.launch_count(run_id, first.id) == 2
+    attempts = [a for a in store.attempts(run_id) if a.group == first.id]
+    assert [a.preempted for a in attempts] == [True, False]
+    trials = study(tmp_path).trials
+    assert len(trials) == 3 and sorted(t.value for t in trials) == [2.0, 4.0, 6.0]
