@@ -169,7 +169,8 @@ class _SpecCore(_Strict):
                 raise ValueError(
                     f"matrix.{key} is not a matrix key; allowed: {', '.join(sorted(allowed))}"
                 )
-        check_search(self.search, get_workload(self.workload.name), allowed, self.matrix, self.trials)
+        check_search(self.search, get_workload(self.workload.name), allowed, self.matrix, self.trials,
+                     facts_of(self.cloud).deployed_by_stack)
         roles = {role for role, _ in get_workload(self.workload.name).roles(self.workload)}
         for role in self.role_machine_types:
             if role not in roles:

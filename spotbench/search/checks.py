@@ -10,11 +10,18 @@ from spotbench.search.spec import COST, SearchSpec
 
 
 def check_search(search: SearchSpec | None, descriptor: Any, allowed: set[str], matrix: dict[str, Any],
-                 trials: int) -> None:
+                 trials: int, deployed: bool = False) -> None:
     """Raise ValueError (`search_problem`) when `search` cannot run with its spec; `descriptor`:
-    the workload's (`spotbench.workload.Workload`: name, templated fields, metrics)."""
+    the workload's (`spotbench.workload.Workload`: name, templated fields, metrics, user
+    image); `deployed`: a stack deploys the VMs (their boot unit is fixed then)."""
     if search is None:
         return
+    if deployed and search.method == "adaptive" and descriptor.user_image is not None:
+        raise ValueError(
+            f"search.method adaptive with workload {descriptor.name}: on a deployed cloud the "
+            "VM runs your image's command as fixed at deploy, so a trial's ${name}s cannot be "
+            "filled in at its start; use a design (random, sobol, lhs, grid, csv), a built-in "
+            "workload, or the local cloud")
     why = search_problem(search, workload=descriptor.name, allowed=allowed,
                          templated=descriptor.templated, metrics=descriptor.metrics,
                          matrix=bool(matrix), trials=trials)

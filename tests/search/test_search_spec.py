@@ -153,3 +153,14 @@ def test_search_parallel_sets_the_concurrency() -> None:
 def test_search_spec_model_is_importable_alone() -> None:
     s = SearchSpec.model_validate({"space": {"a": {"int": [1, 2]}}, "method": "grid"})
     assert design_points(s) and s.searched() and not s.fixed()
+
+
+def test_search_adaptive_container_on_a_deployed_cloud_is_refused_with_the_fix() -> None:
+    data = spec({"space": {"x": {"uniform": [0, 1]}}, "method": "adaptive", "sampler": "tpe", "n": 3,
+                 "objective": {"metric": "score"}}, workload={"command": "echo ${x}"},
+                cloud="gcp", zone="us-central1-a", image="docker.io/library/python:3.12-slim")
+    with pytest.raises(SpecError, match="use a design"):
+        load_spec(data)
+    data["search"]["method"], data["search"]["sampler"], data["search"]["n"] = "random", None, 3
+    data["search"]["space"]["machine_type"] = "n1-standard-2"
+    assert len(load_spec(data).plan()) == 3
