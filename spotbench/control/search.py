@@ -109,7 +109,10 @@ class SearchLoop:
         out = []
         for objective in self.search.objectives:
             if objective.metric == COST:
-                out.append(trial_cost_usd(self.sweep, groups))
+                cost = trial_cost_usd(self.sweep, groups, self.now)
+                if cost is None:
+                    return None
+                out.append(cost)
                 continue
             per_group = [objective_value(records, g.id, objective.metric) for g in groups]
             if any(v is None for v in per_group):
@@ -204,22 +207,27 @@ def objective_value(records: list[Result], group: str, metric: str) -> float | N
     return None
 
 
-def trial_cost_usd(sweep: Sweep, groups: list[RunGroup]) -> float:
+def trial_cost_usd(sweep: Sweep, groups: list[RunGroup], now: datetime | None = None) -> float | None:
     """What the trial's groups cost: every launch of theirs in control's own ledger
-    (launch → end), at the groups' price — never what a VM wrote."""
-    from spotbench.costs import billed_seconds, load_catalog
+    (launch → end), at the groups' price — never what a VM wrote. None (logged) when the
+    catalog has no price for them: the trial is then told FAIL, not a made-up cost."""
+    from spotbench.costs import MissingPrice, billed_seconds, load_catalog
     from spotbench.estimate import group_hourly
 
-    catalog = load_catalog(sweep.prices)
     ids = {g.id: g for g in groups}
-    now = sweep_now(None)
+    now = sweep_now(now)
     total = 0.0
-    for launch in launches_of(sweep.store):
-        group = ids.get(launch.group)
-        if group is None:
-            continue
-        machine, gpu = group_hourly(sweep.spec, group, catalog)
-        total += (machine + gpu) * billed_seconds((launch.end(now) - launch.at).total_seconds()) / 3600
+    try:
+        catalog = load_catalog(sweep.prices)
+        for launch in launches_of(sweep.store):
+            group = ids.get(launch.group)
+            if group is None:
+                continue
+            machine, gpu = group_hourly(sweep.spec, group, catalog)
+            total += (machine + gpu) * billed_seconds((launch.end(now) - launch.at).total_seconds()) / 3600
+    except MissingPrice as exc:
+        log.warning("search: no price for %s, its cost objective is unknown: %s", groups[0].id, exc)
+        return None
     return total
 
 
