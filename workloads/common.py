@@ -284,6 +284,22 @@ class WorkloadRun:
             signal.signal(signal.SIGTERM, previous)
 
 
+def trial_context(ctx: MemberContext) -> MemberContext:
+    """`ctx` with the parameters control asked for this group's trial when an adaptive search
+    started it (`assigned` in the run's ledger entry, which every member reads, as
+    `exit_if_outside_run` does), else `ctx`. Every member of the group calls it before
+    reading its params (a parameter server's and a worker's batch size and learning rate are
+    the trial's too). A store that cannot be read is logged: the plan's params stay."""
+    store = ResultStore(ctx.results_url)
+    try:
+        run = os.environ.get("SPOTBENCH_RUN") or getattr(store.current_run(), "run", None)
+        assigned = store.assignment(run, ctx.group) if run else None
+    except (StoreError, OSError) as exc:
+        log.error("the trial's parameters could not be read (%s): the plan's are used", exc)
+        return ctx
+    return ctx if assigned is None else ctx.model_copy(update={"params": assigned})
+
+
 def exit_if_outside_run(ctx: MemberContext, now: datetime | None = None) -> None:
     """On a cloud VM, leave at once when no run is open or the run's deadline has passed.
 

@@ -324,3 +324,32 @@ def test_search_no_member_grant_reaches_the_study_or_controls_notes(tmp_path: Pa
         return any(fnmatch.fnmatchcase(f"arn:aws:s3:::b/s/{key}", r) for r in puts)
 
     assert all(iam_match(k) for k in allowed) and not any(iam_match(k) for k in refused)
+
+
+def test_search_every_member_reads_its_adaptive_trials_parameters(tmp_path: Path, monkeypatch) -> None:
+    """tf-mnist's parameter server and workers read their params before any WorkloadRun: the
+    trial's assigned ones reach them too (`trial_context`), not the plan's placeholders."""
+    from spotbench.member import MemberContext
+    from workloads.common import trial_context
+
+    spec = load_spec({"name": "tfa", "workload": {"name": "tf-mnist"},
+                      "search": {"space": {"learning_rate": {"loguniform": [1e-3, 1e-1]}},
+                                 "method": "adaptive", "sampler": "tpe", "n": 2,
+                                 "objective": {"metric": "val_accuracy"}}})
+    groups = spec.plan()
+    sweep = control.Sweep(spec=spec, cloud=MemoryCloud(groups), store=ResultStore(f"file://{tmp_path}"),
+                          groups=groups)
+    run = control.start(sweep, SCHEDULER, {})["run"]
+    group = groups[0]
+    assigned = sweep.store.assignment(run, group.id)
+    assert assigned is not None and assigned["learning_rate"] != group.params.learning_rate
+    monkeypatch.delenv("SPOTBENCH_RUN", raising=False)
+    for member in group.members:  # chief, ps and worker alike
+        ctx = MemberContext.for_member(group, member, addresses={m.name: ("127.0.0.1", 1) for m in group.members},
+                                       cloud="local", results_url=f"file://{tmp_path}", done_url=None)
+        assert ctx.params["learning_rate"] == group.params.learning_rate  # the plan's placeholder
+        assert trial_context(ctx).params["learning_rate"] == assigned["learning_rate"]
+    other = MemberContext.for_member(groups[1], groups[1].members[0], cloud="local", done_url=None,
+                                     addresses={m.name: ("127.0.0.1", 1) for m in groups[1].members},
+                                     results_url=f"file://{tmp_path}")
+    assert trial_context(other) == other  # not started yet: nothing assigned
