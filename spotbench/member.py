@@ -93,7 +93,7 @@ class MemberContext(BaseModel):
         ]
         return cls(
             sweep=group.sweep, group=group.id, trial=group.trial, cloud=cloud,
-            workload=group.workload, params=group.params.model_dump(), name=member.name,
+            workload=group.workload, params=group.record_params, name=member.name,
             role=member.role, index=member.index, rank=member.rank, members=peers,
             results_url=results_url, done_url=done_url, token=token,
             machine_type=group.machine_type, accelerator=group.accelerator,

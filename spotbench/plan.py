@@ -17,6 +17,7 @@ from spotbench.facts import facts_of
 from spotbench.labels import (
     GROUP_LABEL, MANAGED_BY, ROLE_LABEL, SWEEP_LABEL, name_prefix, sweep_labels,
 )
+from spotbench.search.spec import SearchSpec
 from spotbench.workload import Params, Workload
 from spotbench.workload_registry import get_workload
 
@@ -35,6 +36,7 @@ class PlannedSpec(Protocol):
     trials: int
     placement: str
     role_machine_types: dict[str, str]
+    search: SearchSpec | None
 
     @property
     def max_concurrency(self) -> int | None: ...
@@ -88,6 +90,14 @@ class RunGroup:
     def member_labels(self, member: Member) -> dict[str, str]:
         return {**self.labels, ROLE_LABEL: member.role}
 
+    @property
+    def record_params(self) -> dict[str, Any]:
+        """The parameters this group's records carry: the workload's config, and each
+        parameter of its point that is no field of it (a search's `${name}`) by name."""
+        own = self.params.model_dump()
+        extra = {k: v for k, v in self.point.items() if k not in own and k not in MACHINE_KEYS}
+        return {**own, **extra}
+
 
 def point_key(point: dict[str, Any]) -> str:
     """Short stable hash of a matrix point (order of keys does not matter)."""
@@ -109,41 +119,44 @@ def _dumped(spec: PlannedSpec, name: str) -> dict[str, Any] | None:
     return value.model_dump(exclude_none=True) if value is not None else None
 
 
+MACHINE_KEYS = ("machine_type", "accelerator", "accelerator_count", "placement")
+
+
+def search_group_id(sweep: str, trial: int, repeat: int) -> str:
+    """A search trial's group: `x<trial>` where a matrix point has its hash, `-t<repeat>`."""
+    return f"{name_prefix(sweep)}x{trial:04d}-t{repeat}"
+
+
 def plan(spec: PlannedSpec) -> list[RunGroup]:
-    default_machine = facts_of(spec.cloud).default_machine_type
-    scaling, work = _dumped(spec, "scaling"), _dumped(spec, "work")
-    groups: list[RunGroup] = []
-    for point in spec.points():
-        params = spec.params_for(point)
-        workload = get_workload(params.name)
-        machine_type = point.get("machine_type", default_machine)
-        if machine_type is None:
-            raise ValueError(f"{spec.name}: matrix.machine_type is required for cloud {spec.cloud}")
-        accelerator = point.get("accelerator") or None
-        count = int(point.get("accelerator_count", 1 if accelerator else 0))
-        key = point_key(point)
-        for trial in range(1, spec.trials + 1):
-            gid = f"{name_prefix(spec.name)}{key}-t{trial}"
-            members = tuple(
-                Member(name=f"{gid}-{workload.member_code(role)}{index}", role=role, index=index, rank=rank,
-                       machine_type=spec.role_machine_types.get(role, str(machine_type)))
-                for rank, (role, index) in enumerate(workload.roles(params))
-            )
-            groups.append(
-                RunGroup(
-                    id=gid,
-                    sweep=spec.name,
-                    trial=trial,
-                    point=dict(point),
-                    params=params,
-                    machine_type=str(machine_type),
-                    accelerator=accelerator,
-                    accelerator_count=count,
-                    members=members,
-                    placement=str(point.get("placement", spec.placement)),
-                    labels={**sweep_labels(spec.name), GROUP_LABEL: gid},
-                    scaling=scaling,
-                    work=work,
-                )
-            )
-    return groups
+    """Matrix: every point × `trials`. Search: trial 1…n × `repeats` (an adaptive search's
+    trials are planned with its fixed values; control asks each one's parameters)."""
+    if spec.search is not None:
+        search = spec.search
+        points = spec.points() or [search.fixed()] * (search.n or 0)
+        return [_group(spec, search_group_id(spec.name, trial, repeat), trial, point)
+                for trial, point in enumerate(points, start=1)
+                for repeat in range(1, search.repeats + 1)]
+    return [_group(spec, f"{name_prefix(spec.name)}{point_key(point)}-t{trial}", trial, point)
+            for point in spec.points() for trial in range(1, spec.trials + 1)]
+
+
+def _group(spec: PlannedSpec, gid: str, trial: int, point: dict[str, Any]) -> RunGroup:
+    params = spec.params_for(point)
+    workload = get_workload(params.name)
+    machine_type = point.get("machine_type", facts_of(spec.cloud).default_machine_type)
+    if machine_type is None:
+        raise ValueError(f"{spec.name}: matrix.machine_type is required for cloud {spec.cloud}")
+    accelerator = point.get("accelerator") or None
+    members = tuple(
+        Member(name=f"{gid}-{workload.member_code(role)}{index}", role=role, index=index, rank=rank,
+               machine_type=spec.role_machine_types.get(role, str(machine_type)))
+        for rank, (role, index) in enumerate(workload.roles(params))
+    )
+    return RunGroup(
+        id=gid, sweep=spec.name, trial=trial, point=dict(point), params=params,
+        machine_type=str(machine_type), accelerator=accelerator,
+        accelerator_count=int(point.get("accelerator_count", 1 if accelerator else 0)),
+        members=members, placement=str(point.get("placement", spec.placement)),
+        labels={**sweep_labels(spec.name), GROUP_LABEL: gid},
+        scaling=_dumped(spec, "scaling"), work=_dumped(spec, "work"),
+    )

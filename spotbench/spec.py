@@ -27,7 +27,8 @@ from spotbench._spec_errors import SpecError, problems_from_validation
 from spotbench.facts import CLOUDS, facts_of
 from spotbench.image_ref import check_image
 from spotbench.labels import NAME_SEPARATOR
-from spotbench.plan import RunGroup
+from spotbench.plan import MACHINE_KEYS as MATRIX_MACHINE_KEYS, RunGroup
+from spotbench.search import SearchSpec, check_search, search_design
 from spotbench.plan import plan as plan_groups
 from spotbench.spec_zones import candidate_regions, candidate_zones, check_zones
 from spotbench.spec_fields import Schedule, parse_duration
@@ -46,7 +47,6 @@ __all__ = [
 ]
 
 NAME_PATTERN = r"^[a-z]([a-z0-9-]{0,22}[a-z0-9])?$"
-MATRIX_MACHINE_KEYS = ("machine_type", "accelerator", "accelerator_count", "placement")
 PLACEMENTS = ("spread", "compact", "none")
 
 
@@ -112,6 +112,7 @@ class _SpecCore(_Strict):
         "creates the VMs where there is capacity (among `zones`) and deletes them at the end")
     workload: WorkloadParams
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
+    search: SearchSpec | None = Field(None, description="a search of a space (#35): one group a trial")
     trials: int = Field(1, ge=1, le=100)
     provisioning: Literal["spot", "preemptible", "standard"] = "spot"
     placement: Literal["spread", "compact", "none"] = "none"
@@ -186,12 +187,14 @@ class _SpecCore(_Strict):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> _SpecCore:
-        allowed = set(MATRIX_MACHINE_KEYS) | (set(type(self.workload).model_fields) - {"name"})
+        allowed = set(MATRIX_MACHINE_KEYS) | get_workload(self.workload.name).parameter_names(self.workload)
         for key in self.matrix:
             if key not in allowed:
                 raise ValueError(
                     f"matrix.{key} is not a matrix key; allowed: {', '.join(sorted(allowed))}"
                 )
+        check_search(self.search, get_workload(self.workload.name), allowed, self.matrix, self.trials,
+                     facts_of(self.cloud).deployed_by_stack)
         roles = {role for role, _ in get_workload(self.workload.name).roles(self.workload)}
         for role in self.role_machine_types:
             if role not in roles:
@@ -220,14 +223,14 @@ class _SpecCore(_Strict):
                     f"matrix.placement value {value!r}: choose from {', '.join(PLACEMENTS)}"
                 )
         self._check_scaling()
-        for point in self.points():  # matrix values must be valid workload parameters
+        for point in self.points() or (self.search.extremes() if self.search else []):
             try:
                 self.params_for(point)
             except ValidationError as exc:
                 err = exc.errors()[0]
                 key = ".".join(map(str, err["loc"]))
                 raise ValueError(
-                    f"matrix.{key} value {err.get('input')!r}: {err['msg']}"
+                    f"{'search.space' if self.search else 'matrix'}.{key} value {err.get('input')!r}: {err['msg']}"
                 ) from None
         return self
 
@@ -271,9 +274,9 @@ class _SpecCore(_Strict):
 
     @property
     def max_concurrency(self) -> int | None:
-        """Groups that may run at once: the spec's value; on `local` one at a time."""
-        if self.concurrency is not None:
-            return self.concurrency
+        """Groups that may run at once: the spec's value (or a search's `parallel`); on `local` one."""
+        if self.concurrency is not None or self.search is not None:
+            return min(x for x in (self.concurrency, self.search and self.search.parallel) if x)
         return facts_of(self.cloud).default_concurrency
 
     def results_url(self, base_dir: Path | None = None) -> str:
@@ -287,15 +290,16 @@ class _SpecCore(_Strict):
         return "file://" + str(path.resolve())
 
     def points(self) -> list[dict[str, Any]]:
-        """Every combination of the matrix values, in a stable order."""
+        """Every combination of the matrix values, in a stable order (a search's design)."""
+        if self.search is not None:
+            return search_design(self.search)
         points: list[dict[str, Any]] = [{}]
         for key in sorted(self.matrix):
             points = [{**p, key: value} for p in points for value in self.matrix[key]]
         return points
 
     def params_for(self, point: dict[str, Any]) -> Params:
-        merged = {**self.workload.model_dump(), **_params(point)}
-        return type(self.workload).model_validate(merged)
+        return get_workload(self.workload.name).config_for(self.workload, point, MATRIX_MACHINE_KEYS)
 
     def plan(self) -> list[RunGroup]:
         return plan_groups(self)
@@ -332,10 +336,6 @@ class SweepSpec(_WithClouds):  # type: ignore[misc, valid-type]
             if key == "managed-by" or key.startswith("spotbench-"):
                 raise ValueError(f"label {key!r} is spotbench's own; choose another key")
         return v
-
-
-def _params(point: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in point.items() if k not in MATRIX_MACHINE_KEYS}
 
 
 STACK_SPEC_KEY = "spotbench:spec"
@@ -394,7 +394,7 @@ def _load(source: str | Path | dict[str, Any], *, origin: str | None,
     if _is_stack_file(data):
         return _follow_stack(data, where, base_dir or Path.cwd(), followed)
     try:
-        spec = SweepSpec.model_validate(data)
+        spec = SweepSpec.model_validate(data, context={"base_dir": base_dir or Path.cwd()})
     except ValidationError as exc:
         raise SpecError(where, problems_from_validation(exc, data, SweepSpec)) from None
     from spotbench import spec_checks

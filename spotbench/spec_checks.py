@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
 
+from spotbench.search.spec import SearchSpec
 from spotbench import catalog
 from spotbench._spec_errors import _MISSING
 from spotbench.cron import CronShiftError
@@ -52,6 +53,8 @@ class CheckedSpec(Protocol):
     def spot(self) -> bool: ...
     @property
     def matrix(self) -> dict[str, list[Any]]: ...
+    @property
+    def search(self) -> SearchSpec | None: ...
     @property
     def role_machine_types(self) -> dict[str, str]: ...
     @property
@@ -131,6 +134,9 @@ def _candidates(spec: CheckedSpec, cat: catalog.CloudCatalog, found: Findings) -
 
 def _machine_types(spec: CheckedSpec, cat: catalog.CloudCatalog, found: Findings) -> set[str] | None:
     values = spec.matrix.get("machine_type")
+    if not values and spec.search is not None:  # a search's points' (or an adaptive one's fixed)
+        points = spec.points() or [spec.search.fixed()]
+        values = sorted({str(p["machine_type"]) for p in points if "machine_type" in p})
     if not values:
         example = cat.machine_example
         found.errors.append(("matrix.machine_type", _MISSING, f"required for cloud {spec.cloud}: "

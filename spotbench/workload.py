@@ -18,6 +18,7 @@ docs/adding-a-workload.md.
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -85,6 +86,41 @@ class Tracked:
     sizes: tuple[int, ...] = ()  # message sizes (metadata size_bytes) to follow; () = any/none
 
 
+TEMPLATE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]{0,63})\}")
+
+
+def template_names(value: Any) -> set[str]:
+    """The `${name}`s in `value` (text, lists and dicts of it; a secret's text too)."""
+    if hasattr(value, "get_secret_value"):
+        value = value.get_secret_value()
+    if isinstance(value, str):
+        return set(TEMPLATE.findall(value))
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
+    return set().union(*(template_names(v) for v in items)) if items else set()
+
+
+def fill_templates(value: Any, values: dict[str, Any]) -> Any:
+    """`value` with each `${name}` of `values` replaced by its value's text (other `${...}`,
+    e.g. a shell's own variables, are left as they are). A secret stays a secret."""
+    if hasattr(value, "get_secret_value"):
+        return type(value)(fill_templates(value.get_secret_value(), values))
+    if isinstance(value, str):
+        return TEMPLATE.sub(lambda m: _text(values[m[1]]) if m[1] in values else m[0], value)
+    if isinstance(value, dict):
+        return {k: fill_templates(v, values) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [fill_templates(v, values) for v in value]
+    return value
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
 @dataclass(frozen=True)
 class Workload:
     name: str  # the spec's `workload.name`
@@ -108,6 +144,26 @@ class Workload:
     # params → whether members keep checkpoints under `checkpoints/` in the results store
     # (they read them back, replace and delete them: the clouds' member identities need it)
     checkpoints: Callable[[Any], bool] = field(default=lambda params: False)
+    # config fields where `${name}` names a parameter (a search's or a matrix key that is no
+    # field): each trial's value is written in (`fill_templates`); container: command, env
+    templated: tuple[str, ...] = ()
+
+    def parameter_names(self, base: Params) -> set[str]:
+        """What a matrix key or a search parameter may name besides the machine keys: the
+        config's fields, and the `${name}`s in its templated fields (a container's command)."""
+        fields = set(type(base).model_fields) - {"name"}
+        return fields | set().union(*(template_names(getattr(base, f)) for f in self.templated))
+
+    def config_for(self, base: Params, values: dict[str, Any], skip: tuple[str, ...] = ()) -> Params:
+        """`base` with `values` (but `skip`, e.g. the machine keys): its fields set, the other
+        parameters written into the templated fields (`${name}`), validated by the model."""
+        values = {k: v for k, v in values.items() if k not in skip}
+        fields = set(type(base).model_fields)
+        merged = {**base.model_dump(), **{k: v for k, v in values.items() if k in fields}}
+        free = {k: v for k, v in values.items() if k not in fields}
+        for name in self.templated if free else ():
+            merged[name] = fill_templates(merged[name], free)
+        return type(base).model_validate(merged)
 
     def image(self, gpu: bool) -> str:
         """The default image of a group with/without GPU; ValueError when there is none."""

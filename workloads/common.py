@@ -96,6 +96,9 @@ class WorkloadRun:
         self.storage_options: dict[str, Any] = {}  # the group's checkpoints' fsspec options
         self.store = store or self._group_store()
         self.run_id = os.environ.get("SPOTBENCH_RUN") or self._current_run()
+        assigned = self.store.assignment(self.run_id, ctx.group)  # an adaptive search's trial
+        if assigned is not None:
+            self.ctx = ctx.model_copy(update={"params": assigned})
         self.started_at: datetime = utcnow()
         self.records: list[Result] = []
         self._raw: dict[str, str | bytes] = {}
@@ -211,6 +214,15 @@ class WorkloadRun:
         if self.ctx.work:
             meta["work"] = self.ctx.work
         return meta
+
+    def report_progress(self, step: int, metric: str, value: float) -> None:
+        """Report an intermediate value (a search's pruner reads it in control's next call),
+        written under the group's own prefix with its own grant. Best effort: logged, never
+        raised (the run goes on)."""
+        try:
+            self.store.write_progress(self.run_id, self.ctx.group, step, metric, value)
+        except (StoreError, ValueError, OSError) as exc:
+            log.warning("progress %s step %s not stored: %s", metric, step, exc)
 
     def raw(self, name: str, text: str | bytes) -> None:
         self._raw[name] = text
@@ -405,6 +417,22 @@ class WorkloadRun:
             sys.exit(143)
         finally:
             signal.signal(signal.SIGTERM, previous)
+
+
+def trial_context(ctx: MemberContext) -> MemberContext:
+    """`ctx` with the parameters control asked for this group's trial when an adaptive search
+    started it (`assigned` in the run's ledger entry, which every member reads, as
+    `exit_if_outside_run` does), else `ctx`. Every member of the group calls it before
+    reading its params (a parameter server's and a worker's batch size and learning rate are
+    the trial's too). A store that cannot be read is logged: the plan's params stay."""
+    store = ResultStore(ctx.results_url)
+    try:
+        run = os.environ.get("SPOTBENCH_RUN") or getattr(store.current_run(), "run", None)
+        assigned = store.assignment(run, ctx.group) if run else None
+    except (StoreError, OSError) as exc:
+        log.error("the trial's parameters could not be read (%s): the plan's are used", exc)
+        return ctx
+    return ctx if assigned is None else ctx.model_copy(update={"params": assigned})
 
 
 def exit_if_outside_run(ctx: MemberContext, now: datetime | None = None) -> None:

@@ -45,9 +45,17 @@ def plan(
             }
             for g in groups
         ]
+        if spec.search is not None:  # the design: the points above, or the space and sampler
+            from spotbench.search.design import space_lines
+
+            typer.echo(json.dumps({"groups": out, "search": {
+                **spec.search.model_dump(mode="json", exclude={"points"}),
+                "design": space_lines(spec.search)}}, indent=2, default=str))
+            return
         typer.echo(json.dumps(out, indent=2, default=str))
         return
-    columns = [Column("group", key=True), Column("trial", "right", drop=3), Column("matrix point"),
+    point = "matrix point" if spec.search is None else "trial parameters"
+    columns = [Column("group", key=True), Column("trial", "right", drop=3), Column(point),
                Column("machine", drop=2), Column("members", drop=1)]
     rows = [[g.id, str(g.trial), ", ".join(f"{k}={v}" for k, v in g.point.items()) or "-", g.machine_type,
              ", ".join(f"{m.name.removeprefix(g.id + '-')}:{m.role}" for m in g.members)] for g in groups]
@@ -55,6 +63,15 @@ def plan(
     console.print(table)
     if dropped:
         console.print(dropped_note(dropped), highlight=False, markup=False)
+    if spec.search is not None:
+        from spotbench.search.design import space_lines
+
+        adaptive = spec.search.method == "adaptive"
+        typer.echo(f"search: {len(groups)} groups = {len(groups) // spec.search.repeats} trials × "
+                   f"{spec.search.repeats} repeat{'s' if spec.search.repeats != 1 else ''}" + ("; each trial's parameters are asked in "
+                                                       "control as a slot frees:" if adaptive else ":"))
+        for line in space_lines(spec.search):
+            typer.echo(f"  {line}")
 
 
 def _refuse_past_limits(spec: SweepSpec, spec_path: Path) -> None:

@@ -66,11 +66,19 @@ def estimate(
         fail(str(exc), EXIT_BAD_INPUT)
     except ValueError as exc:  # a bad --prices file or --assume
         fail(str(exc), EXIT_BAD_INPUT)
+    search = None
+    if spec.search is not None:  # the whole search: n trials × repeats, capped by the budget
+        from spotbench.estimate import search_line, search_summary
+
+        search = search_summary(est, len({g.trial for g in spec.plan()}), spec.search.repeats)
     if as_json:
-        typer.echo(json.dumps(est.to_dict(), indent=2, default=str))
+        typer.echo(json.dumps({**est.to_dict(), **({"search": search} if search else {})},
+                              indent=2, default=str))
         return
     for line in headline(est):
         console.print(line, highlight=False, markup=False)
+    if search is not None:
+        console.print(search_line(search), highlight=False, markup=False)
     console.print()
     columns = [Column("group", key=True), Column("machine"), Column("members", "right", drop=5),
                Column("run s", "right", drop=3), Column("from", drop=1),

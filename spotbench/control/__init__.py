@@ -38,7 +38,8 @@ pending groups of a closed run wait for the next start tick (e.g. after a budget
 The package, one job per module: `sweep` (what control knows of a sweep, and its lock),
 `bodies` (request bodies), `actions` (start, stop, done), `groups` (where each group stands),
 `launch` (starting pending groups whole), `zones` (the candidate zones' order, its history
-read once per call), `contamination` (attempts that overran the limit).
+read once per call), `contamination` (attempts that overran the limit), `search` (a search's
+loop: tell finished trials, prune, ask a trial as its group starts; issue #35).
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from typing import Any
 
 from spotbench.clouds.base import ACTIVE, ErrorKind, Instance
 from spotbench.control.groups import completed_groups, group_states
+from spotbench.control.search import SearchLoop
 from spotbench.control.sweep import Sweep
 from spotbench.control.zones import ZoneOrder, preempted_zones
 from spotbench.facts import facts_of
@@ -85,11 +86,19 @@ def launch_pending(
     # groups whose members all ended on their own (crashed, preempted): their launch is over
     note_ends(sweep.store, run, {gid for gid, insts in states.items() if not _active(insts)}, now)
     seen = survey(sweep, run, states, completed, finished)
+    loop = SearchLoop.of(sweep, run, now)
+    if loop is not None:  # tell what ended, stop what the pruner stops, then ask as slots free
+        loop.prune(states)
+        gave_up = seen.exhausted  # a given-up trial is told FAIL (settled), still said so
+        settled = loop.settle(completed, set(gave_up))
+        seen = survey(sweep, run, states, completed | settled, finished)
+        seen.exhausted = sorted(set(seen.exhausted) | set(gave_up))
     _mark_off_groups(sweep, run, seen, states)
-    done = _start_pending(sweep, run, seen, now, states, ZoneOrder(sweep, now))
+    done = _start_pending(sweep, run, seen, now, states, ZoneOrder(sweep, now), loop)
     if not seen.active and not seen.pending:
         sweep.store.close_run(run, reason="complete" if not seen.exhausted else "gave up", now=now)
-    return _answer(seen, done)
+    out = _answer(seen, done)
+    return {**out, "pruned": loop.pruned} if loop is not None and loop.pruned else out
 
 
 def _answer(seen: Survey, done: Outcome) -> dict[str, Any]:
@@ -123,8 +132,10 @@ def _mark_off_groups(sweep: Sweep, run: str, seen: Survey, states: dict[str, lis
 
 
 def _start_pending(sweep: Sweep, run: str, seen: Survey, now: datetime | None,
-                   states: dict[str, list[Instance]], zones: ZoneOrder) -> Outcome:
-    """`zones`: this tick's zone ordering (the history is read once, for every group)."""
+                   states: dict[str, list[Instance]], zones: ZoneOrder,
+                   loop: SearchLoop | None = None) -> Outcome:
+    """`zones`: this tick's zone ordering (the history is read once, for every group);
+    `loop`: a search's, which asks each trial once the budget admitted its group."""
     done = Outcome()
     for group in seen.pending:
         if len(done.started) >= seen.slots:
@@ -135,6 +146,8 @@ def _start_pending(sweep: Sweep, run: str, seen: Survey, now: datetime | None,
         if reason:
             done.refused.append({"group": group.id, "reason": reason})
             continue
+        if loop is not None:
+            loop.ask(group)
         failed = _start_whole(sweep, run, group, seen.running, now, zones, states.get(group.id, []))
         if failed:
             done.unavailable.append(failed)
@@ -213,7 +226,7 @@ def mark_silent_launches(sweep: Sweep, run: str, group: RunGroup, insts: list[In
                           f"{' (' + i.detail + ')' if i.detail else ''}" for i in insts) if last else ""
         why = f"ended without storing a result{': ' + words if words else ''}"
         record = Result(sweep=sweep.spec.name, run=run, group=group.id, trial=group.trial,
-                        params=group.params.model_dump(), workload=group.workload,
+                        params=group.record_params, workload=group.workload,
                         metric="preempted", value=1.0, unit="flag", cloud=sweep.spec.cloud,
                         machine_type=group.machine_type, accelerator=group.accelerator,
                         preempted=True, started_at=launched, ended_at=launched,

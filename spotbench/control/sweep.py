@@ -63,4 +63,5 @@ class Sweep:
 CLOUD_ACTIONS = frozenset({"start", "stop", "terminate", "delete"})
 STORE_ACTIONS = frozenset({"open_run", "close_run", "close_open_runs", "flag", "record_start",
                            "record_launch", "forget_launch", "write_spent_summary",
-                           "record_user_stop"})
+                           "record_user_stop",
+                           "assign", "note_pruned"})

@@ -15,7 +15,9 @@ The package, one job per module: `assumptions` (what is assumed, `--assume` pars
 
 from __future__ import annotations
 
-from spotbench.estimate.answer import BUDGETED, Estimate, GroupCost, Line, headline, usd
+from spotbench.estimate.answer import (
+    BUDGETED, Estimate, GroupCost, Line, headline, search_line, search_summary, usd,
+)
 from spotbench.estimate.assumptions import (
     ASSUMPTION_KEYS,
     DEFAULT_FUNCTION_MB,
@@ -40,5 +42,5 @@ __all__ = [
     "ASSUMPTION_KEYS", "BUDGETED", "DEFAULT_FUNCTION_MB", "DEFAULT_FUNCTION_S", "DEFAULT_MONTH_DAYS",
     "Assumptions", "BadAssumption", "Estimate", "GroupCost", "Line", "estimate", "fires_per_day",
     "group_cost_usd", "group_hourly", "headline", "member_cost_usd", "member_hourly", "member_type",
-    "spec_region", "ticks_per_month", "types_label", "usd",
+    "spec_region", "ticks_per_month", "types_label", "usd", "search_line", "search_summary",
 ]

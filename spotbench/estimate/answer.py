@@ -152,3 +152,26 @@ def headline(est: Estimate) -> list[str]:
         lines.append(text)
     return lines
 
+
+
+def search_summary(est: Estimate, trials: int, repeats: int) -> dict[str, Any]:
+    """A search priced whole (issue #35): its trials × repeats, USD per trial, and how many
+    trials the budget pays for (control asks no trial the remaining budget cannot pay)."""
+    per_run = est.budgeted_run_usd if est.budgeted_run_usd is not None else est.run_usd
+    per_trial = per_run / trials if trials else None
+    covered = (None if est.budget is None or not per_trial
+               else min(trials, math.floor(est.budget / per_trial + 1e-9)))
+    return {"trials": trials, "repeats": repeats, "groups": trials * repeats, "usd": est.run_usd,
+            "usd_per_trial": per_trial, "budget_trials": covered}
+
+
+def search_line(summary: dict[str, Any]) -> str:
+    text = (f"search: {summary['trials']} trials × {summary['repeats']} "
+            f"repeat{'s' if summary['repeats'] != 1 else ''} ≈ {usd(summary['usd'])} in all")
+    if summary["usd_per_trial"] is not None:
+        text += f" ({usd(summary['usd_per_trial'])} a trial)"
+    covered = summary["budget_trials"]
+    if covered is not None and covered < summary["trials"]:
+        text += (f"; the budget pays for {covered} of them: control asks no trial the remaining "
+                 "budget cannot pay")
+    return text

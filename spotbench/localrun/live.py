@@ -148,6 +148,8 @@ def _summary(console: Console, outcome: RunOutcome, deadline_s: float, took: str
     refused = {r["group"]: r["reason"] for r in outcome.refused}
     for gid in outcome.completed:
         table.add_row(gid, Text("complete", style="green"))
+    for gid in sorted(g for g, state in outcome.states.items() if state == "pruned"):
+        table.add_row(gid, Text("pruned (the search's pruner stopped it early)", style="cyan"))
     for gid in outcome.incomplete:
         why = outcome.states.get(gid, "incomplete")
         if gid in refused:

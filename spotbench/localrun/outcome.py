@@ -57,17 +57,20 @@ def final_states(sweep: control.Sweep, run: str, completed: set[str],
                  failed: frozenset[str] | set[str] = frozenset()) -> dict[str, str]:
     """Each group's end, in one word: complete, preempted, contaminated, failed (its command
     failed, or it stored nothing), gave up (kept failing), stopped by user (`spotbench
-    stop`), refused (budget) or not run."""
+    stop`), refused (budget), pruned (a search's pruner stopped it) or not run."""
     store = sweep.store
     attempts = store.attempts(run)
     flags = store.flags(run)
     by_user = store.user_stopped(run)
+    pruned = store.pruned_groups(run)
     out = {}
     for group in sweep.groups:
         mine = [a for a in attempts if a.group == group.id]
         launches = store.launch_count(run, group.id)
         if group.id in by_user and group.id not in completed:
             out[group.id] = "stopped by user"
+        elif group.id in pruned:
+            out[group.id] = "pruned"
         elif group.id in failed:
             out[group.id] = "failed"
         elif group.id in completed:
@@ -97,7 +100,9 @@ def outcome_of(sweep: control.Sweep, results_url: str, answers: list[dict], run_
     errors = [a["error"] for a in answers if a.get("error")]
     return RunOutcome(
         sweep=sweep.spec.name, run=run_id, results_url=results_url,
-        completed=sorted(completed), incomplete=sorted({g.id for g in sweep.groups} - completed),
+        completed=sorted(completed),
+        incomplete=sorted({g.id for g in sweep.groups} - completed
+                          - (store.pruned_groups(run_id) if run_id else set())),
         refused=list({r["group"]: r for r in refused}.values()), state_dir=state_dir,
         answers=answers, states=states, faults=faults,
         error=error or (errors[-1] if errors else None), failures=failed,

@@ -198,6 +198,7 @@ class _Watch:
     started_at: dict[str, float] = field(default_factory=dict)  # group → this attempt first seen active
     last_active: set[str] = field(default_factory=set)
     stale_since: dict[str, float] = field(default_factory=dict)
+    progress_seen: dict[str, int] = field(default_factory=dict)  # group → its progress values seen
 
     @property
     def deadline_s(self) -> float:
@@ -277,6 +278,19 @@ class _Watch:
         if on_progress:
             on_progress(self.progress)
 
+    def new_progress(self, active: set[str]) -> bool:
+        """Whether a running group of a pruned search reported an intermediate value since
+        the last poll (control's pruner decides at the kick it makes)."""
+        search = self.sweep.spec.search
+        if search is None or search.pruner is None or self.run_id is None:
+            return False
+        fresh = False
+        for gid in sorted(active):
+            count = len(self.sweep.store.progress_files(self.run_id, gid))
+            fresh |= count > self.progress_seen.get(gid, 0)
+            self.progress_seen[gid] = count
+        return fresh
+
     def kick(self, broken: list[str], ended: set[str]) -> dict | None:
         """Ask start to act on the run (stop broken groups, retry, start the next); None when
         the kick failed and is due again at the next poll."""
@@ -351,8 +365,9 @@ def _poll(w: _Watch, on_schedule: bool, on_progress: Callable[[Progress], None] 
     w.show(active, run_open, on_progress)
     if not active and not run_open:
         return _next_run(w) if on_schedule else w.run_id
-    if broken or (run_open and (ended or not active)):
-        # a group lost a member, or ended (a retry may be due, or it crashed without done)
+    if broken or (run_open and (ended or not active or w.new_progress(active))):
+        # a group lost a member, or ended (a retry may be due, or it crashed without done),
+        # or a search trial reported progress (the pruner may stop it)
         answer = w.kick(broken, ended)
         if answer is not None and not active and _nothing_starts(answer):
             return w.run_id  # nothing can start now (budget, or groups that keep failing)

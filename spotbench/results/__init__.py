@@ -25,6 +25,9 @@ Layout under the results URL (any fsspec URL: file://, gs://, s3://, memory://):
     market/<time>.json                     the spot-market statistics as of <time> (written by
                                            whoever read the catalog: report, market), read by
                                            control to order candidate zones
+    runs/<run>/<group>.progress/<step>.json  a search trial's intermediate value (the member's)
+    runs/<run>/pruned/<group>.json         a pruned group: when, at which step, what it saved
+    search/<study>.journal                 a search's Optuna study (JournalStorage), control's
     control.lock                           the control lease while a function acts
                                            (spotbench.lease; absent when nobody does)
     spent.json                             the budget's spend through a closed run
@@ -42,7 +45,8 @@ The package, one job per module: `model` (the records and their bounds), `storag
 whole-file writes, bounded reads), `records` (attempt files, flags, what readers skipped),
 `launches` (control's launch/start/end notes), `runs` (the run ledger and control lease),
 `market_snapshot` (the market statistics' dated snapshot control reads), `artifacts` (an
-attempt's intermediate values and stored files).
+attempt's intermediate values and stored files), `trials` (a search's progress values,
+pruned notes and assigned parameters).
 """
 
 from __future__ import annotations
@@ -78,6 +82,7 @@ from spotbench.results.model import (
 )
 from spotbench.results.records import MAX_SKIPPED_SHOWN
 from spotbench.results.runs import RunLedger
+from spotbench.results.trials import TrialFiles
 
 __all__ = [
     "ARTIFACTS_ENV", "MAX_ARTIFACT_BYTES", "MAX_ARTIFACT_FILES", "ArtifactSelection", "select_artifacts",
@@ -90,7 +95,7 @@ __all__ = [
 ]
 
 
-class ResultStore(RunLedger, LaunchRecords, AttemptExtras, MarketSnapshots):
+class ResultStore(RunLedger, LaunchRecords, AttemptExtras, MarketSnapshots, TrialFiles):
     """Results of one sweep under one fsspec URL: its attempt files (with their intermediate
     values and artifacts), control's launch notes and run ledger, the control lease and the
     market statistics' snapshot."""

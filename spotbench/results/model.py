@@ -157,6 +157,8 @@ class RunInfo(BaseModel):
     closed_at: UtcTime | None = None
     reason: str | None = None
     ticks: list[str] = Field(default_factory=list)  # scheduler tick times this run served
+    # an adaptive search's trial parameters per group, asked by control when it started it
+    assigned: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ from spotbench.results import ARTIFACTS_ENV
 from spotbench.timed import Window
 from workloads.common import STALL_S, Preempted, WorkloadRun, exit_if_outside_run
 from workloads.container import metrics, nodes
-from spotbench.workload import USER_ENV
+from spotbench.workload import USER_ENV, fill_templates
 from workloads.container import descriptor
 from workloads.container.descriptor import ContainerParams
 
@@ -106,6 +106,7 @@ def execute(run: WorkloadRun, params: ContainerParams, results_dir: Path,
             for line in proc.stdout:
                 lines.append(line)
                 sys.stdout.write(line)  # the member's log shows the command's output
+                _progress(run, line)
             code = proc.wait()
         copier.join(timeout=5)
     except Preempted:
@@ -115,6 +116,20 @@ def execute(run: WorkloadRun, params: ContainerParams, results_dir: Path,
     ran = Window.between(began, time.time())
     record_reported(run, "".join(lines), results_dir, code, stderr="".join(errors), timed=ran)
     return code
+
+
+def _progress(run: WorkloadRun, line: str) -> None:
+    """A JSON metric line with an integer `step` label is also an intermediate value, sent
+    as it comes (a search's pruner reads it: `WorkloadRun.report_progress`)."""
+    if '"step"' not in line or not line.strip().startswith("{"):
+        return
+    try:
+        m = metrics.from_json_line(line.strip())
+    except ValueError:
+        return
+    step = m.labels.get("step")
+    if isinstance(step, int) and not isinstance(step, bool):
+        run.report_progress(step, m.metric, m.value)
 
 
 def _copy(stream, into: list[str], echo) -> None:  # noqa: ANN001 - text streams
@@ -190,7 +205,10 @@ def main() -> int:
     exit_if_outside_run(MemberContext.from_env())
     user_env = _user_env()
     run = WorkloadRun.from_env()
-    params = ContainerParams.model_validate(run.ctx.params)
+    fields = set(ContainerParams.model_fields)
+    params = ContainerParams.model_validate({k: v for k, v in run.ctx.params.items() if k in fields})
+    # a search's parameters (the trial's, by name) in the env's `${name}`s
+    user_env = fill_templates(user_env, {k: v for k, v in run.ctx.params.items() if k not in fields})
     if run.ctx.index:
         return follow(run, params, user_env)
     with run.preemptible():

@@ -87,5 +87,6 @@ WORKLOAD = Workload(
     user_image=UserImage(runner="runner", command=lambda p: list(p.command),
                          env=user_env),
     report="workloads.container.report:section",
+    templated=("command", "env"),  # `${name}`: a search's or matrix's parameter
     description=ContainerParams.__doc__ or "",
 )

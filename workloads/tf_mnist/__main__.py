@@ -140,9 +140,10 @@ def main() -> int:
     for noisy in ("absl", "tensorflow"):  # per-step INFO lines from TF's Python side
         logging.getLogger(noisy).setLevel(logging.WARNING)
     ctx = MemberContext.from_env()
-    from workloads.common import exit_if_outside_run
+    from workloads.common import exit_if_outside_run, trial_context
 
     exit_if_outside_run(ctx)
+    ctx = trial_context(ctx)  # an adaptive search's trial: the parameters control asked
     params = TfMnistParams.model_validate(ctx.params)
     prepare_env(ctx)
     n_threads = threads(ctx)

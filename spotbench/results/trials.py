@@ -1,0 +1,80 @@
+"""A search's files beside the runs (issue #35): what a member reports while it runs
+(`runs/<run>/<group>.progress/<step>.json`, under its group's own prefix, so its grant
+writes it), what control noted of a pruned group (`runs/<run>/pruned/<group>.json`, no
+grant reaches it), an adaptive trial's parameters in the run's ledger entry (`assigned`,
+control's: members read it at boot, as they read the ledger to find their run), and the
+store's conditional requests the study's journal is written with."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import TYPE_CHECKING, Any
+
+from spotbench.results.model import RunInfo, StoreError
+from spotbench.results.storage import Storage, read_small, store_errors
+
+if TYPE_CHECKING:
+    from spotbench.lease import ConditionalObjects
+
+MAX_PROGRESS_STEPS = 10_000  # a member's steps per group that control reads
+
+
+class TrialFiles(Storage):
+    def conditional_objects(self) -> ConditionalObjects | None:
+        """The store's conditional requests (its cloud's; None on a local folder)."""
+        return self._lease_objects(self.fs) if self._lease_objects is not None else None
+
+    # ---- progress (the member's) ---------------------------------------------------
+    def progress_path(self, run: str, group: str, step: int) -> str:
+        return self.path("runs", run, f"{group}.progress", f"{step:08d}.json")
+
+    @store_errors
+    def write_progress(self, run: str, group: str, step: int, metric: str, value: float) -> str:
+        """One intermediate value of a running group (its own prefix: its grant writes it)."""
+        if not (isinstance(step, int) and 0 <= step < MAX_PROGRESS_STEPS) or not math.isfinite(value):
+            raise ValueError(f"progress step {step!r} value {value!r}: a step 0…{MAX_PROGRESS_STEPS - 1} "
+                             "and a finite value")
+        path = self.progress_path(run, group, step)
+        self.write_whole(path, json.dumps({"step": step, "metric": metric, "value": value}).encode())
+        return path
+
+    @store_errors
+    def progress_files(self, run: str, group: str) -> list[str]:
+        return self._glob(self.path("runs", run, f"{group}.progress", "*.json"))[:MAX_PROGRESS_STEPS]
+
+    # ---- pruned groups (control's) -------------------------------------------------
+    @store_errors
+    def note_pruned(self, run: str, group: str, body: dict[str, Any]) -> None:
+        self.write_whole(self.path("runs", run, "pruned", f"{group}.json"), json.dumps(body).encode())
+
+    @store_errors
+    def pruned_files(self, run: str | None = None) -> list[str]:
+        return self._glob(self.path("runs", run or "*", "pruned", "*.json"))
+
+    def pruned_groups(self, run: str) -> set[str]:
+        """The groups a search's pruner stopped in `run` (over: not failed, not retried)."""
+        return {p.rsplit("/", 1)[-1].removesuffix(".json") for p in self.pruned_files(run)}
+
+    # ---- an adaptive trial's parameters (control's, in the run's ledger entry) ------
+    @store_errors
+    def assign(self, run: str, group: str, params: dict[str, Any]) -> None:
+        """Note `group`'s parameters for this run in `runs/<run>/run.json` (`assigned`)."""
+        path = self.path("runs", run, "run.json")
+        info = RunInfo.model_validate_json(read_small(self.fs, path) or b"{}")
+        if info.assigned.get(group) == params:
+            return
+        info = info.model_copy(update={"assigned": {**info.assigned, group: params}})
+        body = info.model_dump_json().encode()
+        if len(body) > 60 << 10:
+            raise StoreError(f"results store {self.url}: run {run}'s ledger entry would pass 60 KiB "
+                             "with the search's assigned parameters; lower search.parallel")
+        self.write_whole(path, body)
+
+    def assignment(self, run: str, group: str) -> dict[str, Any] | None:
+        """The parameters control asked for `group` in `run` (an adaptive search), or None."""
+        try:
+            info = RunInfo.model_validate_json(read_small(self.fs, self.path("runs", run, "run.json")))
+        except ValueError:
+            return None
+        return info.assigned.get(group)
