@@ -32,19 +32,12 @@ from spotbench.search import SearchSpec, check_search, search_design
 from spotbench.plan import plan as plan_groups
 from spotbench.spec_zones import candidate_regions, candidate_zones, check_zones
 from spotbench.spec_fields import Schedule, parse_duration
+from spotbench.spec_scaling import Scaling, Work, check_scaling
 from spotbench.workload import Params
 from spotbench.workload_registry import get_workload, registry
 
-__all__ = [
-    "SpecError",
-    "SweepSpec",
-    "Params",
-    "Schedule",
-    "load_spec",
-    "spec_warnings",
-    "parse_duration",
-    "MATRIX_MACHINE_KEYS",
-]
+__all__ = ["SpecError", "SweepSpec", "Params", "Schedule", "load_spec", "spec_warnings",
+           "parse_duration", "MATRIX_MACHINE_KEYS", "Scaling", "Work"]
 
 NAME_PATTERN = r"^[a-z]([a-z0-9-]{0,22}[a-z0-9])?$"
 PLACEMENTS = ("spread", "compact", "none")
@@ -72,28 +65,6 @@ def _cloud_sections() -> dict[str, Any]:
         if options is not None:
             sections[name] = (options, Field(default_factory=options))
     return sections
-
-
-class Scaling(_Strict):
-    """The axis a sweep scales over and its base: the report's speedup, parallel efficiency
-    and cost per unit of work are against the base (`scaling: {axis: accelerator_count, base: 1}`)."""
-
-    axis: str = Field(description="a numeric matrix key: accelerator_count, workers, nodes, "
-                                  "processes_per_vm, …")
-    base: float = Field(gt=0, description="the axis value the others are set against")
-
-
-class Work(_Strict):
-    """The amount of work behind cost-vs-time (`work: {epochs: 1000}` or `{steps: 10000}`)."""
-
-    epochs: float | None = Field(None, gt=0)
-    steps: float | None = Field(None, gt=0)
-
-    @model_validator(mode="after")
-    def _one(self) -> Work:
-        if (self.epochs is None) == (self.steps is None):
-            raise ValueError("work: give one of epochs or steps, e.g. `work: {epochs: 1000}`")
-        return self
 
 
 class _SpecCore(_Strict):
@@ -222,7 +193,7 @@ class _SpecCore(_Strict):
                 raise ValueError(
                     f"matrix.placement value {value!r}: choose from {', '.join(PLACEMENTS)}"
                 )
-        self._check_scaling()
+        check_scaling(self.scaling, self.matrix)
         for point in self.points() or (self.search.extremes() if self.search else []):
             try:
                 self.params_for(point)
@@ -233,22 +204,6 @@ class _SpecCore(_Strict):
                     f"{'search.space' if self.search else 'matrix'}.{key} value {err.get('input')!r}: {err['msg']}"
                 ) from None
         return self
-
-    def _check_scaling(self) -> None:
-        """`scaling.axis` is a matrix key whose values are numbers and include the base."""
-        if self.scaling is None:
-            return
-        axis, base = self.scaling.axis, self.scaling.base
-        values = self.matrix.get(axis)
-        if values is None:
-            raise ValueError(f"scaling.axis {axis!r}: not a matrix key; sweep it, e.g. "
-                             f"`matrix: {{{axis}: [1, 2, 4]}}` (matrix keys: "
-                             f"{', '.join(sorted(self.matrix)) or 'none'})")
-        if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
-            raise ValueError(f"scaling.axis {axis!r}: its matrix values {values} are not all numbers")
-        if base not in values:
-            raise ValueError(f"scaling.base {base:g}: not among matrix.{axis} {values}; "
-                             f"choose one of them (usually the smallest, {min(values)})")
 
     # ---- derived values -------------------------------------------------------------
     @property

@@ -27,16 +27,8 @@ cut it short). A stall (`run.stalled(...)`: the workload's own loop saw no progr
 longer than its threshold, or its clocks disagreed) makes the attempt contaminated: its
 records are stored preempted with metadata `contaminated` (why) and `stalls`, and flagged
 (`runs/<run>/flags/`), so no average takes them in and the group is retried. Each record
-says the wall-clock window its value was timed over (`record(..., timed=Window)`), each
-stall when it happened (`stalled(..., window=Window)`), and a stall counts only where it
-overlaps a record's window (`spotbench.timed`, the one rule the fault bench applies too):
-a stall after the last timed step (uploads, teardown) leaves the numbers as they are.
-
-Fault injection (`tests/faults`, `bench/faults.py`): with `SPOTBENCH_FAULT_EDGES=DIR` in
-its environment a member marks the edges of its timed region (`edge("measuring")` just
-before timing starts, `edge("measured")` right after the last timed value) as files
-`DIR/<member>.<edge>`, and holds there while `DIR/<edge>.hold` exists (bounded), outside
-the timed region, so a fault can be placed provably inside or after it.
+says the window its value was timed over (`record(..., timed=Window)`): a stall counts
+only where it overlaps one (`workloads.stalls`, `spotbench.timed`).
 """
 
 from __future__ import annotations
@@ -45,7 +37,6 @@ import logging
 import os
 import signal
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -53,44 +44,31 @@ from datetime import datetime
 from typing import Any
 
 from spotbench.done_client import call_done, group_storage
-from spotbench.member import EXIT_OUTSIDE_RUN, MemberContext
+from spotbench.member import MemberContext
 from spotbench.results import (
     ARTIFACTS_ENV, MAX_ATTEMPT_BYTES, MAX_NAME_LEN, MAX_RECORDS, MAX_UNIT_LEN, ArtifactSelection, Result,
     ResultStore, StoreError, select_artifacts, utcnow, value_problem,
 )
 from spotbench.retries import retry_scale
-from spotbench.timed import Window, contaminated as stall_contaminates
+from spotbench.timed import Window
+from workloads.boot import exit_if_outside_run, trial_context
+from workloads.stalls import EDGES_ENV, HEARTBEAT_S, STALL_S, StallWatch, mark_edge
 
 STORE_ATTEMPTS = 3
 STORE_RETRY_S = 1.0
-HEARTBEAT_S = 0.25  # how often a `heartbeat()` thread ticks
-EDGES_ENV = "SPOTBENCH_FAULT_EDGES"  # fault injection: a folder for the timed region's edges
-EDGE_HOLD_MAX_S = 120.0
-STALL_S = 5.0  # default stall threshold of a `heartbeat()` (a workload's loop may set its own)
+__all__ = ["EDGES_ENV", "HEARTBEAT_S", "STALL_S", "mark_edge", "WorkloadRun", "Preempted",
+           "exit_if_outside_run", "trial_context"]
 MAX_STALLS_KEPT = 3  # stalls listed on every record of a contaminated attempt (`contaminated` names the worst)
 FINISH_BYTES = 768  # room kept per record for what `finish` adds (why it ended, stalls, cost)
 
 log = logging.getLogger("spotbench.workload")
 
 
-def mark_edge(member: str, name: str, folder: str | None = None) -> None:
-    """Fault injection only (`EDGES_ENV` set): write `<folder>/<member>.<name>`, then wait
-    while `<folder>/<name>.hold` exists (at most EDGE_HOLD_MAX_S). A no-op otherwise."""
-    folder = folder or os.environ.get(EDGES_ENV)
-    if not folder:
-        return
-    with open(os.path.join(folder, f"{member}.{name}"), "w") as f:
-        f.write(f"{time.time()}\n")
-    hold, end = os.path.join(folder, f"{name}.hold"), time.monotonic() + EDGE_HOLD_MAX_S
-    while os.path.exists(hold) and time.monotonic() < end:
-        time.sleep(0.02)
-
-
 class Preempted(BaseException):
     """Raised in the main thread on SIGTERM (BaseException: not swallowed by `except Exception`)."""
 
 
-class WorkloadRun:
+class WorkloadRun(StallWatch):
     def __init__(self, ctx: MemberContext, store: ResultStore | None = None):
         self.ctx = ctx
         self.storage_options: dict[str, Any] = {}  # the group's checkpoints' fsspec options
@@ -206,14 +184,9 @@ class WorkloadRun:
     def _scaling_meta(self) -> dict[str, Any]:
         """What the report's scaling section needs beside the params: the spec's `scaling`
         and `work`, and the GPUs per member (a possible axis)."""
-        meta: dict[str, Any] = {}
-        if self.ctx.accelerator_count:
-            meta["accelerator_count"] = self.ctx.accelerator_count
-        if self.ctx.scaling:
-            meta["scaling"] = self.ctx.scaling
-        if self.ctx.work:
-            meta["work"] = self.ctx.work
-        return meta
+        ctx = self.ctx
+        found = {"accelerator_count": ctx.accelerator_count, "scaling": ctx.scaling, "work": ctx.work}
+        return {k: v for k, v in found.items() if v}
 
     def report_progress(self, step: int, metric: str, value: float) -> None:
         """Report an intermediate value (a search's pruner reads it in control's next call),
@@ -226,57 +199,6 @@ class WorkloadRun:
 
     def raw(self, name: str, text: str | bytes) -> None:
         self._raw[name] = text
-
-    def stalled(self, what: str, gap_s: float, *, window: Window | None = None, **detail: Any) -> None:
-        """Note a stall: `what` made no progress for `gap_s` seconds (or its clocks
-        disagreed by that much) over `window` (None: unknown). The attempt is stored
-        contaminated when the stall overlaps a record's timed window."""
-        stall = {"what": what, "gap_s": round(float(gap_s), 3), **detail, **(window.span() if window else {})}
-        log.warning("stall: %s", stall)
-        self.stalls.append(stall)
-
-    def counted_stalls(self) -> list[dict[str, Any]]:
-        """The stalls that overlap the timed window of a record (`spotbench.timed`'s rule;
-        with no record yet, every stall)."""
-        windows = [Window.of(r.metadata) for r in self.records] or [None]
-        return [stall for stall in self.stalls
-                if any(stall_contaminates(w, Window.of_span(stall)) for w in windows)]
-
-    @contextmanager
-    def heartbeat(self, what: str, stall_s: float = STALL_S, period: float = HEARTBEAT_S) -> Iterator[None]:
-        """Around a measurement whose loop the workload does not own (a user's command): a
-        thread of this process ticks every `period`; a tick that comes more than `stall_s`
-        late on the monotonic clock (this process was stopped) or whose monotonic and wall
-        clocks drifted apart by more than `stall_s` (the VM was paused) is a stall."""
-        stop = threading.Event()
-
-        def tick() -> None:
-            mono, wall = time.monotonic(), time.time()
-            while not stop.wait(period):
-                now_mono, now_wall = time.monotonic(), time.time()
-                late = now_mono - mono - period
-                skew = abs((now_wall - wall) - (now_mono - mono))
-                if late > stall_s or skew > stall_s:
-                    self.stalled(what, max(late, skew), window=Window.between(wall, now_wall),
-                                 loop_gap_s=round(late, 3), clock_skew_s=round(skew, 3))
-                mono, wall = now_mono, now_wall
-
-        thread = threading.Thread(target=tick, name="spotbench-heartbeat", daemon=True)
-        thread.start()
-        try:
-            yield
-        finally:
-            stop.set()
-            thread.join(timeout=2 * period + 1)
-
-    def contamination(self) -> str | None:
-        """Why this attempt's numbers cannot be trusted (None: they can)."""
-        counted = self.counted_stalls()
-        if not counted:
-            return None
-        worst = max(counted, key=lambda s: s["gap_s"])
-        return (f"stalled: {worst['what']} made no progress for {worst['gap_s']:g} s during "
-                f"measurement ({len(counted)} stall(s))")
 
     def finish(self, preempted: bool = False, **metadata: Any) -> str | None:
         """Store records and raw output once; later calls are no-ops. `metadata` (e.g. why
@@ -417,49 +339,6 @@ class WorkloadRun:
             sys.exit(143)
         finally:
             signal.signal(signal.SIGTERM, previous)
-
-
-def trial_context(ctx: MemberContext) -> MemberContext:
-    """`ctx` with the parameters control asked for this group's trial when an adaptive search
-    started it (`assigned` in the run's ledger entry, which every member reads, as
-    `exit_if_outside_run` does), else `ctx`. Every member of the group calls it before
-    reading its params (a parameter server's and a worker's batch size and learning rate are
-    the trial's too). A store that cannot be read is logged: the plan's params stay."""
-    store = ResultStore(ctx.results_url)
-    try:
-        run = os.environ.get("SPOTBENCH_RUN") or getattr(store.current_run(), "run", None)
-        assigned = store.assignment(run, ctx.group) if run else None
-    except (StoreError, OSError) as exc:
-        log.error("the trial's parameters could not be read (%s): the plan's are used", exc)
-        return ctx
-    return ctx if assigned is None else ctx.model_copy(update={"params": assigned})
-
-
-def exit_if_outside_run(ctx: MemberContext, now: datetime | None = None) -> None:
-    """On a cloud VM, leave at once when no run is open or the run's deadline has passed.
-
-    GCE boots every VM once at creation, EC2 restarts a persistent spot instance whenever
-    capacity returns: the workload then starts with nothing to do. It writes nothing and
-    exits with `EXIT_OUTSIDE_RUN`; the VM's unit powers the VM off. Inside a run, the run's
-    id goes to `SPOTBENCH_RUN` (what `WorkloadRun` records under). Local members are
-    started by the runner inside a run and are not checked.
-    """
-    if not ctx.boots_outside_runs:
-        return
-    store = ResultStore(ctx.results_url)
-    run = store.current_run()
-    now = now or utcnow()
-    why = None
-    if run is None:
-        why = "no run is open (a boot outside the schedule: creation, or a capacity restart)"
-    elif ctx.deadline_s and (now - run.opened_at).total_seconds() > ctx.deadline_s:
-        why = (f"run {run.run} opened at {run.opened_at:%Y-%m-%d %H:%M:%S} is past the "
-               f"group's deadline ({ctx.deadline_s} s)")
-    if why:
-        log.warning("%s: %s; stopping this VM without running", ctx.name, why)
-        logging.shutdown()
-        sys.exit(EXIT_OUTSIDE_RUN)
-    os.environ["SPOTBENCH_RUN"] = run.run
 
 
 def _priced(records: list[Result], member_types: list[str]) -> list[Result]:

@@ -5,22 +5,9 @@ process per member when started), `functions/main.py` is served by the real
 functions-framework server, and the start/stop pair fires from an in-process cron. The
 runner only watches and steers through the functions, exactly like a cloud scheduler.
 
-Faults it handles (see docs/architecture.md, "Faults"):
-- the results store is probed before anything starts (read-only, full: a clear error);
-- SIGTERM/SIGHUP to the runner stop every group and close the run, like Ctrl-C; after a
-  SIGKILL the functions server dies with it (parent-death signal) and members stop at
-  their own deadline; the next `spotbench run` stops a server left behind, serves on the
-  same port (members still running reach `done`) and continues the open run;
-- a functions server that dies is noticed within a poll and restarted on its port;
-- every attempt of a group gets the deadline (the runner's stop, and the member's own
-  max run time as the backstop, like a cloud's max-run-duration);
-- a group that lost a member (crashed, reclaimed) is stopped at once and retried whole;
-- the outcome names each group's final state; `spotbench run` exits non-zero when any
-  group ends incomplete;
-- a local state that cannot be used (cloud.db full or corrupt, a corrupt secret, schedule
-  or run ledger) is one `RunError` naming the file and the fix; every process of the sweep
-  is stopped first, without the instance table if it cannot be written (`LocalCloud.halt`);
-- a start tick that fails is an error, not a wait for a tick that never comes.
+The faults it handles (a store probed first, SIGTERM/SIGHUP/SIGKILL of the runner, a dead
+functions server, deadlines, lost members, an unusable local state, a failed start tick)
+are docs/architecture.md's "Faults" table.
 
 Beside it: `deploy` (the state checked, the sweep's local instances declared and drained),
 `outcome` (how a run ends), `signals` (SIGTERM/SIGHUP as Ctrl-C).
