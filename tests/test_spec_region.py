@@ -63,15 +63,15 @@ def test_every_reader_of_the_specs_region_asks_the_one_rule(monkeypatch):
 
     seen: list[str] = []
 
-    def project(api: object, project: str) -> Problem:
+    def project(api: object, project: str) -> tuple[Problem, None]:  # (its problem, its quotas)
         seen.append(project)
-        return Problem("project", "stop here", "-")
+        return Problem("project", "stop here", "-"), None
 
     class Api:
         def __init__(self, endpoint: str | None) -> None:
             pass
 
-    monkeypatch.setattr(gcp_preflight, "_Api", Api)
+    monkeypatch.setattr(gcp_preflight, "Api", Api)
     monkeypatch.setattr(gcp_preflight, "_project", project)
     before = len(asked)
     gcp_preflight.check(spec, "p")

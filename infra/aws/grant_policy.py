@@ -25,8 +25,9 @@ def check_grant_policy(spec: SweepSpec, groups: list[RunGroup], prefix: str) -> 
     named = (spec.results or "").startswith("s3://")
     bucket = spec.results[len("s3://"):].partition("/")[0] if named else "b" * BUCKET_NAME_MAX
     group = max(groups, key=lambda g: len(g.id))
-    policy = session_policy(bucket, prefix, group.id,
+    run = "9" * max(run_id_lengths())  # the longest open run's id
+    policy = session_policy(bucket, prefix, group.id, records=f"runs/{run}/{group.id}.",
                             checkpoints=spec.keeps_checkpoints(),
-                            until=datetime(2100, 1, 1, tzinfo=UTC), run_lengths=run_id_lengths())
+                            until=datetime(2100, 1, 1, tzinfo=UTC))
     limits.require("sts.session_policy", f"group {group.id}: its grant's session policy",
                    len(json.dumps(policy, separators=(",", ":"))))

@@ -76,6 +76,9 @@ class ShippedFunction(FunctionsServer):
         self.entry, self.workspace, self.venv = entry, workspace, venv
 
     def launch(self) -> ShippedFunction:
+        # Cloud Run hands the container a PORT to bind itself, as functions-framework does
+        # here: the socket FunctionsServer bound to choose the port is released first
+        self.sock.close()
         cmd = [str(self.venv / "bin" / "functions-framework"), "--target", self.entry,
                "--host", "127.0.0.1", "--port", str(self.port)]
         platform = {"PATH": f"{self.venv / 'bin'}:/usr/bin:/bin", "HOME": str(self.workspace),

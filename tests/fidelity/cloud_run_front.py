@@ -153,11 +153,12 @@ class FunctionProcess(FunctionsServer):
         self.entry = entry
 
     def launch(self) -> FunctionProcess:
+        fd = self.sock.fileno()  # bound by FunctionsServer: the child serves on it (no port race)
         cmd = [sys.executable, "-m", "spotbench.localrun.http_server", "--target", self.entry,
-               "--source", str(FUNCTIONS_SOURCE), "--host", "127.0.0.1", "--port", str(self.port)]
+               "--source", str(FUNCTIONS_SOURCE), "--fd", str(fd)]
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child's lifetime
         self.proc = subprocess.Popen(cmd, env={**_base_env(), **self.env}, stdout=log,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, pass_fds=(fd,),
                                      preexec_fn=_die_with_parent, start_new_session=True)
         log.close()
         return self

@@ -302,7 +302,6 @@ def test_search_no_member_grant_reaches_the_study_or_controls_notes(tmp_path: Pa
 
     from spotbench.auth.instance import Grant
     from spotbench.clouds.aws.grants import session_policy
-    from spotbench.results import run_id_lengths
 
     sweep = make_sweep(tmp_path, {})
     run = "20260101T000000Z"
@@ -315,8 +314,8 @@ def test_search_no_member_grant_reaches_the_study_or_controls_notes(tmp_path: Pa
     now = datetime(2029, 1, 1, tzinfo=UTC)
     assert all(grant.allows(k, now) for k in allowed)
     assert not any(grant.allows(k, now) for k in refused)
-    policy = session_policy("b", "s", mine, checkpoints=True, until=datetime(2030, 1, 1, tzinfo=UTC),
-                            run_lengths=run_id_lengths())
+    policy = session_policy("b", "s", mine, records=f"runs/{run}/{mine}.", checkpoints=True,
+                            until=datetime(2030, 1, 1, tzinfo=UTC))
     puts = [r for st in policy["Statement"] if "s3:PutObject" in st["Action"] for r in
             ([st["Resource"]] if isinstance(st["Resource"], str) else st["Resource"])]
 

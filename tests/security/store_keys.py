@@ -89,7 +89,8 @@ class Attack:
         values = {"run": self.runs(templates), "group": self.groups(),
                   "attempt": ["1", "2", "999999", "x"], "n": ["1", "7"],
                   "name": ["raw.txt", f"{self.others[0]}.1.jsonl", "../flags/x", "a/b/c"],
-                  "reason": ["deadline"], "time": ["20261125T030000Z"]}
+                  "reason": ["deadline"], "time": ["20261125T030000Z"], "step": ["00000001", "../x"],
+                  "study": ["s-1a2b3c", "x"]}
         seen: set[str] = set()
         for template in templates:
             names = _PLACEHOLDER.findall(template)
