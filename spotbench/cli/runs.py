@@ -21,8 +21,7 @@ RootOpt = typer.Option(None, "--state-root", envvar="SPOTBENCH_STATE_ROOT", help
 
 
 def _remote(spec) -> None:  # noqa: ANN001 - SweepSpec
-    if spec.cloud != "local":
-        credentials_or_exit(spec.cloud)
+    credentials_or_exit(spec.cloud)  # the local cloud's provider needs none
 
 
 def artifacts(

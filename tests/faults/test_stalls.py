@@ -6,6 +6,7 @@ every stored attempt says why it ended; rows the store refused are logged once."
 from __future__ import annotations
 
 import logging
+import types
 from pathlib import Path
 
 import pytest
@@ -277,7 +278,8 @@ def test_a_vm_paused_while_a_users_image_ran_makes_collect_note_a_stall(
     import workloads.container.__main__ as container
 
     monkeypatch.setattr(container, "exit_if_outside_run", lambda ctx: None)
-    monkeypatch.setattr(container.MemberContext, "from_env", classmethod(lambda cls: None))
+    one_node = types.SimpleNamespace(params={"name": "container", "command": ["true"]})  # check reads `nodes`
+    monkeypatch.setattr(container.MemberContext, "from_env", classmethod(lambda cls: one_node))
     monkeypatch.delenv("SPOTBENCH_RUN", raising=False)
     assert container.check(tmp_path) == 0
     run = WorkloadRun.__new__(WorkloadRun)

@@ -9,7 +9,8 @@ from datetime import timedelta
 
 import matplotlib.pyplot as plt
 
-from spotbench.report import data, tf, write_report
+from spotbench.report import data, write_report
+from workloads.tf_mnist import report as tf
 from tests.report.conftest import T0, rec
 from tests.report.test_first_screen import _first_screen, demo_store, render
 from tests.report.test_tf_cost_reference import tf_group

@@ -18,6 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from spotbench.facts import known_facts  # noqa: E402
 from spotbench.failures import is_failure  # noqa: E402
 from spotbench.report.data import fmt, trial_counts  # noqa: E402
 from spotbench.report.document import Document, Heading, Image, Para, TableBlock  # noqa: E402
@@ -125,7 +126,7 @@ def section(df: pd.DataFrame, doc: Document, out_dir: Path) -> tuple[list[Path],
     doc.add(TableBlock(shown, "Averages of complete trials. Speedup = T(base) / T(N) of the time to "
                               "the target epochs, base = the configuration's DDP run with the fewest "
                               "processes; parallel efficiency = speedup / (N / N(base))."))
-    shared = ours[ours["cloud"] == "local"]
+    shared = ours[[bool((f := known_facts(c)) and f.shares_host) for c in ours["cloud"]]]
     if not shared.empty:
         cores = shared["cpu_count"].dropna()
         doc.add(Para(f"Note: on the local cloud every process shares this machine's "
