@@ -98,7 +98,7 @@ def policy_or_exit(spec: SweepSpec, spec_path: Path | None) -> SweepSpec:
     try:
         carried, problems = effective(spec, spec_path)
     except PolicyError as exc:
-        err_console.print(f"[bold red]invalid policy:[/] {exc}", highlight=False, markup=True)
+        err_console.print(styled("invalid policy: ", "bold red", str(exc)), highlight=False)
         raise typer.Exit(EXIT_BAD_INPUT) from None
     if problems:
         err_console.print(f"[bold red]spec {spec.name} breaks the policy[/]", highlight=False, markup=True)
