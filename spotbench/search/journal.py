@@ -45,10 +45,18 @@ class ConditionalJournal(BaseJournalBackend):
         stored = self.objects.read(self.path)  # the version first: a body read after it is
         if stored is None:                     # never older than the version written over
             return b"", None
-        try:  # the body when the read carried it (memory, GCS), else one GET (S3 lists)
-            body = stored.body or self.fs.cat_file(self.path)
-        except FileNotFoundError:
-            return b"", None
+        read_body = getattr(self.objects, "read_body", None)  # S3's read lists: no body
+        if not stored.body and read_body is not None:
+            stored = read_body(self.path)  # body and version of one GET
+            if stored is None:
+                return b"", None
+        body = stored.body
+        if not body:
+            try:
+                with self.fs.open(self.path, "rb") as fh:
+                    body = fh.read(MAX_JOURNAL_BYTES + 1)
+            except FileNotFoundError:
+                return b"", None
         if len(body) > MAX_JOURNAL_BYTES:
             raise JournalConflict(f"the study journal {self.path} is over {MAX_JOURNAL_BYTES} bytes")
         return body, stored.version

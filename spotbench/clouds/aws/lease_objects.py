@@ -71,6 +71,20 @@ class S3Objects:
         # would be a denial in the account's audit log; Busy names the holder's last write
         return Stored(b"", found["ETag"], found["LastModified"])
 
+    def read_body(self, path: str) -> Stored | None:
+        """The object with its body, in one GET (its ETag is the body's: a search's journal
+        appends conditionally on it, `spotbench.search.journal`); None when absent."""
+        bucket, key = self._split(path)
+        try:
+            out = self.fs.call_s3("get_object", Bucket=bucket, Key=key)
+        except FileNotFoundError:
+            return None
+        from fsspec.asyn import sync
+
+        stream = out["Body"]  # aiobotocore's: read on s3fs's own loop
+        body = sync(self.fs.loop, stream.read) if hasattr(self.fs, "loop") else stream.read()
+        return Stored(body, str(out["ETag"]), out["LastModified"])
+
     def delete(self, path: str, version: str) -> bool:
         bucket, key = self._split(path)
         try:
