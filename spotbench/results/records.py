@@ -162,7 +162,13 @@ class AttemptFiles(Storage):
         out = []
         for group, count in sorted(launched.items()):
             for n in range(1, count + SPARE_ATTEMPTS + 1):
-                attempt = self._attempt(self.path("runs", run, f"{group}.{n}.jsonl"))
+                try:
+                    attempt = self._attempt(self.path("runs", run, f"{group}.{n}.jsonl"))
+                except PermissionError:
+                    # S3 answers a GET of a missing key 403, not 404, to a caller whose
+                    # s3:ListBucket is conditioned on a prefix (docs/platform.md): a launch
+                    # that stored nothing, or a spare number, reads as absent
+                    attempt = None
                 if attempt is not None:
                     out.append(attempt)
         return out
