@@ -102,8 +102,11 @@ class Record:
     who: str  # the principal's ARN
     auth: Authorization
     decision: Decision
-    source: str = "front"  # "front" (declared policy) or "moto" (moto's own enforcement)
+    source: str = "front"  # "front" (declared policy), "moto" (moto's own), MISSING_KEY
     role: str = ""
+
+
+MISSING_KEY = "missing key"  # a Record's source: S3 answered a missing key 403 (no unconditioned ListBucket)
 
 
 @dataclass
@@ -375,7 +378,9 @@ class EnforcedAccount:
                     "s3:DeleteObject", key), Decision(False, None), "moto", principal.role))
         # S3 answers a missing key with 403, not 404, to a caller without s3:ListBucket.
         miss = aws_requests.missing_key_needs_list(request, status)
-        if miss is not None and self.authorize(principal, [miss]) is not None:
+        refused = self.authorize(principal, [miss]) if miss is not None else None
+        if refused is not None and miss is not None:
+            refused.source = MISSING_KEY  # S3's answer to a missing key, not a refusal of work
             return aws_requests.denial(request, miss, principal.arn)
         return status, headers, content
 
