@@ -287,9 +287,16 @@ def world() -> Iterator[World]:
 
 
 def _invoke_need(url: str) -> Need:
-    """Calling a gen2 function URL is `run.routes.invoke` on its Cloud Run service."""
-    host, name = url.removeprefix("https://").split("/", 1)
-    region = host.split(".", 1)[0].removesuffix(f"-{PROJECT}")
+    """Calling a gen2 function URL is `run.routes.invoke` on its Cloud Run service, at either
+    of its URLs: `https://REGION-PROJECT.cloudfunctions.net/NAME` or the service's own
+    `https://NAME-PROJECT_NUMBER.REGION.run.app` (what the scheduler jobs call)."""
+    host, _, path = url.removeprefix("https://").partition("/")
+    if host.endswith(".run.app"):
+        service, region = host.removesuffix(".run.app").split(".", 1)
+        name = service.rsplit("-", 1)[0]
+    else:
+        name = path.strip("/")
+        region = host.split(".", 1)[0].removesuffix(f"-{PROJECT}")
     return Need("run.routes.invoke", f"projects/{PROJECT}/locations/{region}/services/{name}",
                 "run.googleapis.com/Service")
 
