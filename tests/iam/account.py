@@ -241,7 +241,14 @@ class EnforcedAccount:
 
     # ---- decisions ------------------------------------------------------------------------
     def denials(self) -> list[Record]:
-        return [r for r in self.decisions if not r.decision.allowed]
+        """The refused requests, less S3's 403 for a missing key to a caller without an
+        unconditioned s3:ListBucket (`missing_keys`): the answer the code reads as absent
+        (`spotbench.results.records.launched_attempts`), not a refusal of its work."""
+        return [r for r in self.decisions if not r.decision.allowed and r.source != MISSING_KEY]
+
+    def missing_keys(self) -> list[Record]:
+        """The missing keys S3 answered 403 rather than 404 (the caller may not list them)."""
+        return [r for r in self.decisions if r.source == MISSING_KEY]
 
     def denial_lines(self) -> list[str]:
         return [f"{r.who}: {r.auth.describe()} ({r.source})" for r in self.denials()]
@@ -366,6 +373,7 @@ class EnforcedAccount:
                content: bytes) -> tuple[int, dict, bytes]:
         """Answers AWS gives differently from moto, and moto's own refusals."""
         if status in (401, 403):
+            import sys; print("DEBUG403", request.method, request.path, content[:400], file=sys.stderr)
             with self._lock:
                 self.decisions.append(Record(principal.arn, Authorization(
                     f"{request.scope.service}:?", request.path), Decision(False, None), "moto",

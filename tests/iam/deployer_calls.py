@@ -23,25 +23,10 @@ from botocore.parsers import ResponseParserError
 from spotbench.clouds.aws.identity import member_role_name
 from spotbench.labels import name_prefix
 from tests.iam.policy import Authorization
+from tests.iam.requests import IAM_NAMES
 
 ACCOUNT = "123456789012"
 MOTO_SIGNATURE = "SignatureDoesNotMatch"  # moto cannot check a REST-JSON GET's signature
-# operations whose IAM action is not `<service>:<operation>` (Service Authorization Reference)
-IAM_NAMES = {
-    ("s3", "HeadBucket"): "s3:ListBucket",
-    ("s3", "HeadObject"): "s3:GetObject",
-    ("s3", "ListObjectsV2"): "s3:ListBucket",
-    ("s3", "ListObjects"): "s3:ListBucket",
-    ("s3", "PutPublicAccessBlock"): "s3:PutBucketPublicAccessBlock",
-    ("s3", "GetPublicAccessBlock"): "s3:GetBucketPublicAccessBlock",
-    ("s3", "PutBucketEncryption"): "s3:PutEncryptionConfiguration",
-    ("s3", "GetBucketEncryption"): "s3:GetEncryptionConfiguration",
-    ("s3", "GetBucketAccelerateConfiguration"): "s3:GetAccelerateConfiguration",
-    ("s3", "GetBucketLifecycleConfiguration"): "s3:GetLifecycleConfiguration",
-    ("s3", "GetBucketReplication"): "s3:GetReplicationConfiguration",
-    ("lambda", "Invoke"): "lambda:InvokeFunction",
-    ("lambda", "GetFunctionConfiguration"): "lambda:GetFunctionConfiguration",
-}
 NO_PERMISSION = {("sts", "GetCallerIdentity")}
 # which service each role-passing operation hands its role to
 PASSED_TO = {

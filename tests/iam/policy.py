@@ -24,6 +24,7 @@ operator in `infra/` cannot be silently treated as matching.
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import re
 from collections.abc import Mapping, Sequence
@@ -159,7 +160,9 @@ def moto_projection(doc: Doc, moto_actions: Mapping[str, Sequence[str]]) -> dict
     out = []
     for statement in as_list(doc.get("Statement", [])):
         actions = as_list(statement.get("Action", []))
-        extra = [m for a in actions for m in moto_actions.get(a, ())]
+        # a wildcard action (`s3:GetBucket*`) grants moto's names of every action it matches
+        extra = [m for a in actions for key, names in moto_actions.items()
+                 if fnmatch.fnmatchcase(key.lower(), a.lower()) for m in names]
         s3_only = all(a.lower().startswith("s3:") for a in actions)
         resources = [r.replace("?", ".") for r in as_list(statement.get("Resource", "*"))]
         projected = {"Effect": statement["Effect"], "Action": actions + extra,

@@ -47,12 +47,41 @@ from xml.etree import ElementTree
 
 from tests.iam.policy import Authorization
 
-# moto authorizes some operations under their API name instead of the IAM action
-MOTO_ACTIONS = {
-    "s3:ListBucket": ["s3:ListObjects", "s3:ListObjectsV2", "s3:HeadBucket"],
-    "s3:ListBucketVersions": ["s3:ListObjectVersions"],
-    "lambda:InvokeFunction": ["lambda:Invoke"],
+# operations whose IAM action is not `<service>:<operation>` (Service Authorization Reference;
+# S3: "Required permissions for Amazon S3 API operations")
+IAM_NAMES = {
+    ("s3", "HeadBucket"): "s3:ListBucket",
+    ("s3", "HeadObject"): "s3:GetObject",
+    ("s3", "ListObjectsV2"): "s3:ListBucket",
+    ("s3", "ListObjects"): "s3:ListBucket",
+    ("s3", "ListObjectVersions"): "s3:ListBucketVersions",
+    ("s3", "ListMultipartUploads"): "s3:ListBucketMultipartUploads",
+    ("s3", "ListParts"): "s3:ListMultipartUploadParts",
+    ("s3", "CreateMultipartUpload"): "s3:PutObject",
+    ("s3", "UploadPart"): "s3:PutObject",
+    ("s3", "CompleteMultipartUpload"): "s3:PutObject",
+    ("s3", "CopyObject"): "s3:PutObject",
+    ("s3", "DeleteObjects"): "s3:DeleteObject",
+    ("s3", "PutPublicAccessBlock"): "s3:PutBucketPublicAccessBlock",
+    ("s3", "DeletePublicAccessBlock"): "s3:PutBucketPublicAccessBlock",
+    ("s3", "GetPublicAccessBlock"): "s3:GetBucketPublicAccessBlock",
+    ("s3", "PutBucketEncryption"): "s3:PutEncryptionConfiguration",
+    ("s3", "DeleteBucketEncryption"): "s3:PutEncryptionConfiguration",
+    ("s3", "GetBucketEncryption"): "s3:GetEncryptionConfiguration",
+    ("s3", "GetBucketAccelerateConfiguration"): "s3:GetAccelerateConfiguration",
+    ("s3", "PutBucketLifecycleConfiguration"): "s3:PutLifecycleConfiguration",
+    ("s3", "DeleteBucketLifecycle"): "s3:PutLifecycleConfiguration",
+    ("s3", "GetBucketLifecycleConfiguration"): "s3:GetLifecycleConfiguration",
+    ("s3", "GetBucketReplication"): "s3:GetReplicationConfiguration",
+    ("lambda", "Invoke"): "lambda:InvokeFunction",
+    ("lambda", "GetFunctionConfiguration"): "lambda:GetFunctionConfiguration",
 }
+# moto authorizes a request under the operation's API name (moto 5.2: every S3 operation,
+# `s3:HeadObject` for S3's s3:GetObject), so a role moto holds names both
+MOTO_ACTIONS: dict[str, list[str]] = {}
+for (_service, _operation), _action in IAM_NAMES.items():
+    MOTO_ACTIONS.setdefault(_action, []).append(f"{_service}:{_operation}")
+
 _SCOPE = re.compile(r"Credential=([^/]+)/(\d{8})/([^/]+)/([^/]+)/aws4_request")
 
 
