@@ -40,14 +40,21 @@ def test_gcp_max_run_duration_is_not_past_deadline_plus_grace(deadline: str) -> 
     assert spec.deadline.total_seconds() <= s["max_run_duration"]["seconds"] <= spec.deadline.total_seconds() + GRACE_S
 
 
-def test_the_host_deadline_stops_a_command_that_ignores_sigterm_with_no_supervisor() -> None:
-    """What `timeout` does around a member: SIGTERM at max_run_s, SIGKILL after the grace."""
-    stubborn = ["python3", "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"]
+def test_the_host_deadline_stops_a_command_that_ignores_sigterm_with_no_supervisor(tmp_path) -> None:
+    """What `timeout` does around a member: SIGTERM at max_run_s, SIGKILL after the grace.
+
+    The command marks the moment it ignores SIGTERM: a loaded machine once took longer than
+    the deadline to start Python, and SIGTERM then ended it before the handler existed."""
+    ready = tmp_path / "ignoring"
+    stubborn = ["python3", "-S", "-c", "import signal, time, sys; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                "open(sys.argv[1], 'w').close(); time.sleep(60)", str(ready)]
+    deadline, grace = 4.0, 1.0
     began = time.monotonic()
-    proc = subprocess.run(host_deadline(stubborn, 1.0, 1.0), timeout=30)
+    proc = subprocess.run(host_deadline(stubborn, deadline, grace), timeout=60)
     took = time.monotonic() - began
+    assert ready.exists(), "the command never got to ignore SIGTERM before its deadline"
     assert proc.returncode in (-9, 128 + 9, TIMEOUT_EXIT), proc.returncode
-    assert 1.8 <= took <= 6.0, took
+    assert deadline + grace - 0.2 <= took <= deadline + grace + 10.0, took
 
 
 @pytest.mark.parametrize("example", GCP_EXAMPLES)
