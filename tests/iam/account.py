@@ -373,7 +373,6 @@ class EnforcedAccount:
                content: bytes) -> tuple[int, dict, bytes]:
         """Answers AWS gives differently from moto, and moto's own refusals."""
         if status in (401, 403):
-            import sys; print("DEBUG403", request.method, request.path, content[:400], file=sys.stderr)
             with self._lock:
                 self.decisions.append(Record(principal.arn, Authorization(
                     f"{request.scope.service}:?", request.path), Decision(False, None), "moto",
@@ -387,7 +386,7 @@ class EnforcedAccount:
         # S3 answers a missing key with 403, not 404, to a caller without s3:ListBucket.
         miss = aws_requests.missing_key_needs_list(request, status)
         refused = self.authorize(principal, [miss]) if miss is not None else None
-        if refused is not None and miss is not None:
+        if refused is not None:
             refused.source = MISSING_KEY  # S3's answer to a missing key, not a refusal of work
             return aws_requests.denial(request, miss, principal.arn)
         return status, headers, content
