@@ -287,9 +287,15 @@ def world() -> Iterator[World]:
 
 
 def _invoke_need(url: str) -> Need:
-    """Calling a gen2 function URL is `run.routes.invoke` on its Cloud Run service."""
-    host, name = url.removeprefix("https://").split("/", 1)
-    region = host.split(".", 1)[0].removesuffix(f"-{PROJECT}")
+    """Calling a gen2 function URL (cloudfunctions.net, or its service's run.app URL
+    `https://NAME-NUMBER.REGION.run.app`) is `run.routes.invoke` on its Cloud Run service."""
+    host, _, path = url.removeprefix("https://").partition("/")
+    if host.endswith(".run.app"):
+        service, region, _ = host.split(".", 2)
+        name = service.rsplit("-", 1)[0]
+    else:
+        name = path
+        region = host.split(".", 1)[0].removesuffix(f"-{PROJECT}")
     return Need("run.routes.invoke", f"projects/{PROJECT}/locations/{region}/services/{name}",
                 "run.googleapis.com/Service")
 
