@@ -205,8 +205,8 @@ def private_imports(root: Path = ROOT) -> list[str]:
     """Imports of a private module or name (`_x`, not dunders) from outside the package that
     owns it: another top-level package's, another subpackage's, or a library's (a library's
     private modules are not its API). A package's own `_helpers` used by its modules and
-    subpackages are fine, so `spotbench._private` and `spotbench._spec_errors` (spotbench's
-    own) serve every spotbench module, and no module of functions/, workloads/ or infra/.
+    subpackages are fine, so `spotbench._private` (spotbench's
+    own) serves every spotbench module, and no module of functions/, workloads/ or infra/.
     Read with ast: grimp squashes a library to its top-level name, hiding `lib._private`."""
     found = []
     for top in TOPS:

@@ -11,7 +11,7 @@ from moto import mock_aws
 
 from spotbench import catalog
 from spotbench.catalog import live
-from spotbench.spec_checks import check
+from spotbench.spec.checks import check
 from spotbench.spec import SweepSpec
 from tests.clouds.google_endpoint import GoogleEndpoint
 

@@ -1,6 +1,6 @@
 """What the clouds offer, as shipped with spotbench: zones, machine families, GPUs.
 
-Used by spec validation (`spotbench.spec_checks`) so that `plan` refuses what the cloud
+Used by spec validation (`spotbench.spec.checks`) so that `plan` refuses what the cloud
 would refuse, offline. Each cloud's provider holds its catalog (`Provider.catalog`:
 `GcpCatalog`, `AwsCatalog`; the local cloud has none and takes anything). Machine types known by name are the price catalog's rows
 (`spotbench/prices/*.csv`); the families below say which other names are well formed.

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from spotbench.search.spec import SearchSpec
 from spotbench import catalog
-from spotbench._spec_errors import _MISSING
+from spotbench.spec.errors import _MISSING
 from spotbench.cron import CronShiftError
 from spotbench.facts import facts_of
 
@@ -34,7 +34,7 @@ class CheckedSchedule(Protocol):
 
 
 class CheckedSpec(Protocol):
-    """What the checks read of a valid spec (`spotbench.spec.SweepSpec` is one; spec_checks
+    """What the checks read of a valid spec (`spotbench.spec.SweepSpec` is one; spec.checks
     sits below spec, which calls it from `load_spec`)."""
 
     @property

@@ -1,9 +1,7 @@
-"""The sweep spec: what to run, where, how often, and for how much.
-
-`load_spec()` turns YAML (or a dict, e.g. from Pulumi stack config) into a validated
-`SweepSpec`. Problems are reported all at once, one line each, naming the file, the field
-path, the bad value and what is allowed (`SpecError`). `SweepSpec.plan()` expands the
-matrix × trials into run groups (see `spotbench.plan`).
+"""`SweepSpec` and its sections (pydantic), and `load_spec`, which turns YAML (or a dict,
+e.g. from Pulumi stack config) into one. Problems are reported all at once, one line each,
+naming the file, the field path, the bad value and what is allowed (`SpecError`).
+`SweepSpec.plan()` expands the matrix × trials into run groups (`spotbench.plan`).
 """
 
 from __future__ import annotations
@@ -22,17 +20,17 @@ from pydantic import (
     model_validator,
 )
 
-from spotbench._spec_errors import _MISSING as _NO_VALUE
-from spotbench._spec_errors import SpecError, problems_from_validation
+from spotbench.spec.errors import _MISSING as _NO_VALUE
+from spotbench.spec.errors import SpecError, problems_from_validation
 from spotbench.facts import CLOUDS, facts_of
 from spotbench.image_ref import check_image
 from spotbench.labels import NAME_SEPARATOR
 from spotbench.plan import MACHINE_KEYS as MATRIX_MACHINE_KEYS, RunGroup
 from spotbench.search import SearchSpec, check_search, search_design
 from spotbench.plan import plan as plan_groups
-from spotbench.spec_zones import candidate_regions, candidate_zones, check_zones
-from spotbench.spec_fields import Schedule, parse_duration
-from spotbench.spec_scaling import Scaling, Work, check_scaling
+from spotbench.spec.zones import candidate_regions, candidate_zones, check_zones
+from spotbench.spec.fields import Schedule, parse_duration
+from spotbench.spec.scaling import Scaling, Work, check_scaling
 from spotbench.workload import Params
 from spotbench.workload_registry import get_workload, registry
 
@@ -208,12 +206,12 @@ class _SpecCore(_Strict):
     # ---- derived values -------------------------------------------------------------
     @property
     def candidate_zones(self) -> list[str]:
-        """The zones a group may run in, first choice first (`spec_zones.candidate_zones`)."""
+        """The zones a group may run in, first choice first (`zones.candidate_zones`)."""
         return candidate_zones(self.cloud, self.zone, self.zones, self.region)
 
     @property
     def candidate_regions(self) -> list[str]:
-        """The regions of the candidate zones, first choice first (`spec_zones`): the home
+        """The regions of the candidate zones, first choice first (`zones`): the home
         region (`CloudFacts.sweep_region`) holds the sweep; each region here holds VMs."""
         return candidate_regions(self.cloud, self.candidate_zones)
 
@@ -299,13 +297,13 @@ STACK_SPEC_KEY = "spotbench:spec"
 def load_spec(source: str | Path | dict[str, Any], *, origin: str | None = None) -> SweepSpec:
     """Load and validate a spec from a YAML file (a `str` or `Path` naming it) or a parsed dict.
 
-    A `str` is always a path, never YAML text: parse text yourself (`spotbench.spec_yaml.load`)
+    A `str` is always a path, never YAML text: parse text yourself (`spotbench.reading.load`)
     and pass the dict.
 
     A Pulumi stack file (`Pulumi.<stack>.yaml`) is followed to the spec its
     `config: spotbench:spec` names (a path relative to the stack file, or the spec inline).
     Beyond the schema, a gcp/aws spec is checked against what the cloud accepts
-    (`spotbench.spec_checks`). Raises `SpecError` listing every problem (file, field path,
+    (`spotbench.spec.checks`). Raises `SpecError` listing every problem (file, field path,
     value, what is allowed).
     """
     return _load(source, origin=origin, followed=())
@@ -313,7 +311,7 @@ def load_spec(source: str | Path | dict[str, Any], *, origin: str | None = None)
 
 def _load(source: str | Path | dict[str, Any], *, origin: str | None,
           followed: tuple[Path, ...]) -> SweepSpec:
-    from spotbench import spec_yaml
+    from spotbench.spec import reading
 
     base_dir: Path | None = None
     if isinstance(source, dict):
@@ -322,7 +320,7 @@ def _load(source: str | Path | dict[str, Any], *, origin: str | None,
         path = Path(source)
         where = origin or str(source)
         try:
-            text = spec_yaml.read_text(path)
+            text = reading.read_text(path)
         except FileNotFoundError:
             raise SpecError(where, [("", _NO_VALUE, "file not found (give a sweep spec's path, "
                                                     "e.g. examples/osu-local.yaml)")]) from None
@@ -330,11 +328,11 @@ def _load(source: str | Path | dict[str, Any], *, origin: str | None,
             raise SpecError(where, [("", _NO_VALUE, "is a directory, not a spec file")]) from None
         except OSError as exc:
             raise SpecError(where, [("", _NO_VALUE, f"cannot read: {exc.strerror}")]) from None
-        except spec_yaml.SpecYamlError as exc:
+        except reading.SpecYamlError as exc:
             raise SpecError(where, [("", _NO_VALUE, str(exc))]) from None
         try:
-            data = spec_yaml.load(text)
-        except spec_yaml.SpecYamlError as exc:
+            data = reading.load(text)
+        except reading.SpecYamlError as exc:
             raise SpecError(where, [("", _NO_VALUE, str(exc))]) from None
         except yaml.YAMLError as exc:
             first = " ".join(str(exc).split())
@@ -352,9 +350,9 @@ def _load(source: str | Path | dict[str, Any], *, origin: str | None,
         spec = SweepSpec.model_validate(data, context={"base_dir": base_dir or Path.cwd()})
     except ValidationError as exc:
         raise SpecError(where, problems_from_validation(exc, data, SweepSpec)) from None
-    from spotbench import spec_checks
+    from spotbench.spec import checks
 
-    errors = spec_checks.check(spec).errors
+    errors = checks.check(spec).errors
     if errors:
         raise SpecError(where, errors)
     return spec
@@ -362,9 +360,9 @@ def _load(source: str | Path | dict[str, Any], *, origin: str | None,
 
 def spec_warnings(spec: SweepSpec) -> list[tuple[str, Any, str]]:
     """Names the shipped catalogs do not list but the cloud may know (newer than spotbench)."""
-    from spotbench import spec_checks
+    from spotbench.spec import checks
 
-    return spec_checks.check(spec).warnings
+    return checks.check(spec).warnings
 
 
 def _is_stack_file(data: dict[str, Any]) -> bool:
@@ -373,7 +371,7 @@ def _is_stack_file(data: dict[str, Any]) -> bool:
 
 def _follow_stack(data: dict[str, Any], where: str, base_dir: Path,
                   followed: tuple[Path, ...]) -> SweepSpec:
-    from spotbench.spec_yaml import unwrap, with_stack_project
+    from spotbench.spec.reading import unwrap, with_stack_project
     config = data["config"]
     raw = unwrap(config.get(STACK_SPEC_KEY))  # `pulumi config set --path` form: {value: …}
     if raw is None:
