@@ -123,3 +123,46 @@ def test_multinode_per_role_provisioning_aws_created_templates_carry_each_member
         assert "instanceMarketOptions" not in t.inputs  # the fleet request sets the market
         doc = base64.b64decode(t.inputs["userData"]).decode()
         assert json.loads(env_of(doc)[ENV_KEY])["spot"] is (role not in RESERVED)
+
+
+def _cli(*args: str) -> str:
+    from typer.testing import CliRunner
+
+    from spotbench.cli import app
+
+    out = CliRunner().invoke(app, list(args), env={"COLUMNS": "250"})
+    assert out.exit_code == 0, out.output
+    return out.output
+
+
+def test_multinode_per_role_provisioning_preview_of_both_clouds_shows_each_roles_provisioning():
+    """`spotbench preview --json` of the reserved-master examples: every VM names its role
+    and its provisioning (GCE `provisioningModel`, EC2 `market`), as the role says."""
+    from tests.infra.test_aws import ROOT
+
+    shown = {"gcp": ("provisioningModel", {"standard": "STANDARD", "spot": "SPOT"}),
+             "aws": ("market", {"standard": "on-demand", "spot": "spot persistent stop"})}
+    for cloud, (key, value) in shown.items():
+        path = ROOT / "examples" / f"{cloud}-tf-reserved.yaml"
+        spec = load_spec(path)
+        want = {m.name: value[m.provisioning] for g in spec.plan() for m in g.members}
+        assert set(want.values()) == set(value.values())  # the example mixes both
+        rows = json.loads(_cli("preview", str(path), "--json"))
+        vms = {r["name"]: r["properties"] for r in rows if r["type"] in (GCP_VM, INSTANCE)}
+        got = {p.get("role"): set() for p in vms.values()}
+        for p in vms.values():
+            got[p["role"]].add(p[key])
+        assert got == {r: {value[spec.provisioning_of(r)]} for r in ("chief", "ps", "worker")}, got
+        assert len(vms) == len(want)
+        text = _cli("preview", str(path))
+        assert 'role="chief"' in text and f'{key}="{value["standard"]}"' in text
+
+
+def test_multinode_per_role_provisioning_plan_names_each_members_provisioning():
+    from tests.infra.test_aws import ROOT
+
+    path = ROOT / "examples" / "aws-tf-reserved.yaml"
+    groups = json.loads(_cli("plan", str(path), "--json"))
+    assert {(m["role"], m["provisioning"]) for g in groups for m in g["members"]} == {
+        ("chief", "standard"), ("ps", "standard"), ("worker", "spot")}
+    assert "provisioning: spot, but chief: standard, ps: standard" in _cli("plan", str(path))
