@@ -324,30 +324,8 @@ def _quota(api: Api, spec: SweepSpec, project: str, region: str, groups: list[Ru
         return [Problem("quota", f"cannot read the quotas of {region}: HTTP {status} {_message(body)}",
                         f"check that {region} is a region, and roles/compute.viewer on {project}")]
     quotas = _quotas(body)
-    preemptible_cpus = quotas.get("PREEMPTIBLE_CPUS", (0, 0))[0] > 0
-    # each member counts where its own provisioning does (`role_provisioning`: a standard
-    # role's VMs on the standard quotas, the spot roles' on the preemptible ones)
-    cpu_need: dict[str, Callable[[RunGroup], float]] = {}
-    for spot in sorted({m.spot for g in groups for m in g.members}):
-        metric = "PREEMPTIBLE_CPUS" if spot and preemptible_cpus else "CPUS"
-        cpu_need[metric] = _summed(cpu_need.get(metric), lambda g, s=spot: sum(
-            cpus.get(m.machine_type, 0) for m in g.members if m.spot == s))
-    needs = {metric: (concurrent_footprint(spec, groups, size), 0.0, "")
-             for metric, size in cpu_need.items()}
-    attached = {g.accelerator for g in groups if g.accelerator}
-    models = {gpu for g in groups for m in g.members
-              for gpu, n in [_vm_gpus(g, m.machine_type or g.machine_type)] if gpu and n > 0}
-    stopped = spec.lifecycle == "stopped"
-    for acc in sorted((models & accelerators) | (models - attached)):
-        gpu_need: dict[str, tuple[Callable[[RunGroup], float], str]] = {}
-        for spot in sorted({m.spot for g in groups for m in g.members}):
-            metric, note = _gpu_metric(quotas, acc, spot)
-            size = _summed(gpu_need.get(metric, (None, ""))[0],
-                           lambda g, a=acc, s=spot: _group_gpus(g, a, spot=s))
-            gpu_need[metric] = (size, gpu_need.get(metric, (None, note))[1] or note)
-        for metric, (size, note) in gpu_need.items():
-            deploy = float(sum(size(g) for g in groups)) if stopped else 0.0
-            needs[metric] = (concurrent_footprint(spec, groups, size), deploy, note)
+    needs = _cpu_needs(spec, groups, quotas, cpus)
+    needs.update(_gpu_needs(spec, groups, quotas, accelerators))
     out = []
     for metric, (need, deploy, note) in needs.items():
         limit, usage = quotas.get(metric, (0.0, 0.0))
@@ -378,3 +356,40 @@ def _gpu_metric(quotas: Quotas, accelerator: str, spot: bool) -> tuple[str, str]
         return preemptible, ""
     return standard, (f"; the region grants no {preemptible} quota, so spot VMs count against the "
                       f"standard {standard} (or request {preemptible})")
+
+
+Needs = dict[str, tuple[float, float, str]]  # quota metric → (at once, at deploy, note)
+
+
+def _cpu_needs(spec: SweepSpec, groups: list[RunGroup], quotas: Quotas, cpus: dict[str, int]) -> Needs:
+    """vCPUs per quota metric, each member where its own provisioning counts
+    (`role_provisioning`: a standard role's VMs on `CPUS`, the spot roles' on the
+    preemptible quota where the region grants one)."""
+    preemptible_cpus = quotas.get("PREEMPTIBLE_CPUS", (0, 0))[0] > 0
+    cpu_need: dict[str, Callable[[RunGroup], float]] = {}
+    for spot in sorted({m.spot for g in groups for m in g.members}):
+        metric = "PREEMPTIBLE_CPUS" if spot and preemptible_cpus else "CPUS"
+        cpu_need[metric] = _summed(cpu_need.get(metric), lambda g, s=spot: sum(
+            cpus.get(m.machine_type, 0) for m in g.members if m.spot == s))
+    return {metric: (concurrent_footprint(spec, groups, size), 0.0, "")
+            for metric, size in cpu_need.items()}
+
+
+def _gpu_needs(spec: SweepSpec, groups: list[RunGroup], quotas: Quotas, accelerators: set[str]) -> Needs:
+    """GPUs per quota metric (model × the members' provisioning), at once and at deploy."""
+    attached = {g.accelerator for g in groups if g.accelerator}
+    models = {gpu for g in groups for m in g.members
+              for gpu, n in [_vm_gpus(g, m.machine_type or g.machine_type)] if gpu and n > 0}
+    stopped = spec.lifecycle == "stopped"
+    needs: Needs = {}
+    for acc in sorted((models & accelerators) | (models - attached)):
+        gpu_need: dict[str, tuple[Callable[[RunGroup], float], str]] = {}
+        for spot in sorted({m.spot for g in groups for m in g.members}):
+            metric, note = _gpu_metric(quotas, acc, spot)
+            size = _summed(gpu_need.get(metric, (None, ""))[0],
+                           lambda g, a=acc, s=spot: _group_gpus(g, a, spot=s))
+            gpu_need[metric] = (size, gpu_need.get(metric, (None, note))[1] or note)
+        for metric, (size, note) in gpu_need.items():
+            deploy = float(sum(size(g) for g in groups)) if stopped else 0.0
+            needs[metric] = (concurrent_footprint(spec, groups, size), deploy, note)
+    return needs
