@@ -25,16 +25,16 @@ def member_contexts(
     results_url: str,
     done_url: str | None,
     zone: str | None,
-    spot: bool,
     deadline_s: int | None = None,
 ) -> dict[str, MemberContext]:
-    """member name → context, with every peer's (static IP, workload service port)."""
+    """member name → context, with every peer's (static IP, workload service port); each
+    says whether its own member runs spot (its role's provisioning, `Member.spot`)."""
     port = group.descriptor.port
     addresses = {m.name: (ips[m.name], port) for m in group.members}
     return {
         m.name: MemberContext.for_member(
             group, m, addresses=addresses, cloud=cloud, results_url=results_url,
-            done_url=done_url, zone=zone, spot=spot, deadline_s=deadline_s,
+            done_url=done_url, zone=zone, spot=m.spot, deadline_s=deadline_s,
         )
         for m in group.members
     }

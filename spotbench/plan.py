@@ -23,7 +23,7 @@ from spotbench.workload_registry import get_workload
 
 __all__ = [
     "GROUP_LABEL", "MANAGED_BY", "ROLE_LABEL", "SWEEP_LABEL", "Member", "PlannedSpec", "RunGroup",
-    "concurrent_footprint", "plan", "sweep_labels",
+    "concurrent_footprint", "plan", "provisionings", "sweep_labels",
 ]
 
 
@@ -37,6 +37,8 @@ class PlannedSpec(Protocol):
     placement: str
     role_machine_types: dict[str, str]
     search: SearchSpec | None
+
+    def provisioning_of(self, role: str) -> str: ...
 
     @property
     def max_concurrency(self) -> int | None: ...
@@ -55,6 +57,12 @@ class Member:
     index: int  # index within its role (ps 0, worker 2, …)
     rank: int  # position within the group, 0-based
     machine_type: str = ""  # the VM's type: the group's, or the spec's role override
+    provisioning: str = "spot"  # spot | preemptible | standard: the spec's, or its role's
+
+    @property
+    def spot(self) -> bool:
+        """Whether this member runs spot/preemptible (else standard: on-demand)."""
+        return self.provisioning != "standard"
 
 
 @dataclass(frozen=True)
@@ -97,6 +105,11 @@ class RunGroup:
         own = self.params.model_dump()
         extra = {k: v for k, v in self.point.items() if k not in own and k not in MACHINE_KEYS}
         return {**own, **extra}
+
+
+def provisionings(groups: list[RunGroup]) -> set[str]:
+    """Every provisioning a member of `groups` runs with (spot, preemptible, standard)."""
+    return {m.provisioning for g in groups for m in g.members}
 
 
 def point_key(point: dict[str, Any]) -> str:
@@ -149,7 +162,8 @@ def _group(spec: PlannedSpec, gid: str, trial: int, point: dict[str, Any]) -> Ru
     accelerator = point.get("accelerator") or None
     members = tuple(
         Member(name=f"{gid}-{workload.member_code(role)}{index}", role=role, index=index, rank=rank,
-               machine_type=spec.role_machine_types.get(role, str(machine_type)))
+               machine_type=spec.role_machine_types.get(role, str(machine_type)),
+               provisioning=spec.provisioning_of(role))
         for rank, (role, index) in enumerate(workload.roles(params))
     )
     return RunGroup(

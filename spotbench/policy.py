@@ -12,7 +12,9 @@ field is optional; a missing field allows anything:
     machine_families: [n2, e2, g2]     # the part before the first '-' (GCP) or '.' (AWS), of
                                        # every member's type (role_machine_types too)
     accelerators: [nvidia-tesla-t4]    # [] forbids GPUs, attached or built into the type
-    spot_only: true                    # provisioning must be spot/preemptible
+    spot_only: true                    # provisioning must be spot/preemptible (every role's)
+    standard_roles: [chief, ps]        # the only roles that may run standard (a reserved
+                                       # master, `role_provisioning`); with spot_only: its exceptions
     max_vms_per_group: 8
     max_gpus_per_group: 4              # counted from the catalog: a2/a3/g2, p*/g* types
     max_vms_per_sweep: 16              # VMs running at once (the largest concurrent footprint)
@@ -59,6 +61,7 @@ class Policy(BaseModel):
     machine_families: list[str] | None = None
     accelerators: list[str] | None = None
     spot_only: bool = False
+    standard_roles: list[str] | None = None  # roles that may run standard (None: any, unless spot_only)
     max_vms_per_group: int | None = Field(None, ge=1)
     max_gpus_per_group: int | None = Field(None, ge=0)
     max_vms_per_sweep: int | None = Field(None, ge=1)
@@ -82,6 +85,9 @@ class Policy(BaseModel):
                 out[name] = sorted(set(a) | set(b))
             elif name == "spot_only":
                 out[name] = a or b
+            elif name == "standard_roles":  # the roles both allow standard (spot_only: none)
+                ea, eb = self.standard_allowed(), other.standard_allowed()
+                out[name] = eb if ea is None else ea if eb is None else [x for x in ea if x in eb]
             elif a is None or b is None:
                 out[name] = b if a is None else a
             elif isinstance(a, list):
@@ -89,6 +95,13 @@ class Policy(BaseModel):
             else:
                 out[name] = min(a, b)
         return Policy.model_validate(out)
+
+    def standard_allowed(self) -> list[str] | None:
+        """The roles that may run standard VMs: `standard_roles`, else none under
+        `spot_only`, else any (None)."""
+        if self.standard_roles is not None:
+            return self.standard_roles
+        return [] if self.spot_only else None
 
 
 def parse_policy(data: Any, origin: str) -> Policy:
@@ -244,10 +257,21 @@ def _uncounted_gpus(c: _Checked) -> list[str]:
 
 
 def _spot_only(c: _Checked) -> list[str]:
-    if not c.policy.spot_only or c.spec.spot:
+    """Standard members only in the roles the policy allows (`spot_only`, `standard_roles`):
+    one line for the spec's `provisioning`, one per `role_provisioning` entry."""
+    allowed = c.policy.standard_allowed()
+    if allowed is None:
         return []
-    return [f"provisioning {c.spec.provisioning!r}: the policy allows spot VMs only "
-            "(provisioning: spot)"]
+    refused = sorted({m.role for g in c.groups for m in g.members
+                      if not m.spot and m.role not in allowed})
+    only = (f"standard VMs only for roles {', '.join(allowed)} (standard_roles)" if allowed
+            else "spot VMs only")
+    out = [f"role_provisioning.{r} {c.spec.role_provisioning[r]!r}: the policy allows {only}"
+           for r in refused if r in c.spec.role_provisioning]
+    if any(r not in c.spec.role_provisioning for r in refused):
+        out.insert(0, f"provisioning {c.spec.provisioning!r}: the policy allows {only} "
+                   "(provisioning: spot)")
+    return out
 
 
 def _group_caps(c: _Checked) -> list[str]:

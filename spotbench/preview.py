@@ -20,6 +20,8 @@ from typing import Any
 
 import yaml
 
+from spotbench.labels import ROLE_LABEL
+
 
 @dataclass
 class Declared:
@@ -113,8 +115,20 @@ def _scheduling(d: Declared) -> dict[str, Any]:
     return out
 
 
+def _role(d: Declared) -> dict[str, Any]:
+    """The member role a VM, template or launch template is for (its role's provisioning
+    shows beside it: `provisioningModel` on GCP, `market` on AWS)."""
+    if d.type not in VM_TYPES and not d.type.endswith("InstanceTemplate"):
+        return {}
+    tags = d.inputs.get("labels") or d.inputs.get("tags")
+    role = tags.get(ROLE_LABEL) if isinstance(tags, dict) else None
+    return {"role": role} if role else {}
+
+
 def _market(d: Declared) -> dict[str, Any]:
     market = d.inputs.get("instanceMarketOptions")  # AWS spot members
+    if d.type == AWS_INSTANCE and not market:  # a standard role's member (`role_provisioning`)
+        return {"market": "on-demand"}
     if not isinstance(market, dict):
         return {}
     spot = market.get("spotOptions") or {}
@@ -216,13 +230,14 @@ def _rules(d: Declared) -> dict[str, Any]:
 
 # what `key_properties` shows, in this order
 _PROPERTIES: tuple[Callable[[Declared], dict[str, Any]], ...] = (
-    _plain, _images, _scheduling, _market, _imds, _launch_template, _accelerators, _ingress,
+    _plain, _role, _images, _scheduling, _market, _imds, _launch_template, _accelerators, _ingress,
     _http_target, _permissions, _template, _network, _set, _iam_documents, _rules,
 )
 
 
 AWS_INSTANCE = "aws:ec2/instance:Instance"
 AWS_LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+VM_TYPES = (AWS_INSTANCE, AWS_LAUNCH_TEMPLATE, "gcp:compute/instance:Instance")
 GCP_FIREWALL = "gcp:compute/firewall:Firewall"
 AWS_SG_RULES = {"aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": "INGRESS",
                 "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": "EGRESS"}

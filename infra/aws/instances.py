@@ -106,7 +106,7 @@ class AwsRunGroup(pulumi.ComponentResource):
         def render(values: list) -> dict[str, str]:
             image, results_url, done_url, keys = values
             contexts = member_contexts(group, args.ips, cloud="aws", results_url=results_url,
-                                       done_url=done_url, zone=spec.zone, spot=spec.spot,
+                                       done_url=done_url, zone=spec.zone,
                                        deadline_s=int(spec.deadline.total_seconds()))
             documents = {n: user_data(image=image, env={**ctx.to_env(), **extra}, gpu=gpus[n],
                                       ssh=keys, keys_url=(spec.region or "",
@@ -146,7 +146,7 @@ class AwsRunGroup(pulumi.ComponentResource):
                 volume_tags=tags,
                 instance_initiated_shutdown_behavior="stop",  # the first boot's power-off
             )
-            if spec.spot:
+            if m.spot:  # its role's provisioning (`role_provisioning`): standard is on-demand
                 # A persistent spot instance that stops on interruption, declared as an
                 # `Instance` with spot market options: `RunInstances` carries the metadata
                 # options, volume tags and shutdown behaviour (a `SpotInstanceRequest`'s

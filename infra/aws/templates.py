@@ -74,7 +74,7 @@ class AwsGroupTemplates(pulumi.ComponentResource):
                 image, results_url, done_url, keys = values
                 contexts = member_contexts(
                     group, args.ips[zone], cloud="aws", results_url=results_url,
-                    done_url=done_url, zone=zone, spot=spec.spot,
+                    done_url=done_url, zone=zone,
                     deadline_s=int(spec.deadline.total_seconds()))
                 raw = {n: user_data(
                     image=image, env={**ctx.to_env(), **extra}, gpu=gpus[n], ssh=keys,
@@ -90,7 +90,6 @@ class AwsGroupTemplates(pulumi.ComponentResource):
             out = pulumi.Output.all(args.image, args.results_url, args.done_url, ssh).apply(docs)
             return pulumi.Output.secret(out) if args.ssh is not None else out
 
-        market = "spot" if spec.spot else "on-demand"
         self.templates: dict[tuple[str, str], aws.ec2.LaunchTemplate] = {}
         for zone, subnet in args.subnet_ids.items():
             documents = render(zone)
@@ -119,7 +118,7 @@ class AwsGroupTemplates(pulumi.ComponentResource):
                     tag_specifications=[{"resource_type": kind, "tags": tags}
                                         for kind in ("instance", "volume")],
                     tags={**tags, MEMBER_TAG: m.name, ZONE_TAG: zone, SUBNET_TAG: subnet,
-                          MARKET_TAG: market},
+                          MARKET_TAG: "spot" if m.spot else "on-demand"},  # its role's
                     update_default_version=True,
                     opts=pulumi.ResourceOptions(parent=self),
                 )

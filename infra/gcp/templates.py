@@ -55,11 +55,13 @@ def role_members(args: Any) -> dict[str, list]:
     return out
 
 
-def group_templates(name: str, args: Any, scheduling: dict, policies: list,
+def group_templates(name: str, args: Any, scheduling: Mapping[str, dict], policies: list,
                     network_cidr: str, parent: pulumi.Resource,
                     key: str = "") -> dict[str, gcp.compute.RegionInstanceTemplate]:
     """role → the template its members are created from in `args.region`, on `args.subnet`
-    (whose range `network_cidr` the host firewall admits as peers). `key` tells the Pulumi
+    (whose range `network_cidr` the host firewall admits as peers), with the role's
+    `scheduling` (its provisioning: a role is one template, one bulkInsert, so a group that
+    mixes spot and standard roles never mixes them in one request). `key` tells the Pulumi
     names of several regions' templates apart (the GCE name is the same in each region)."""
     spec, group = args.spec, args.group
     gpu = group.accelerator_count if group.accelerator else 0
@@ -69,7 +71,7 @@ def group_templates(name: str, args: Any, scheduling: dict, policies: list,
     def render(keys: object) -> dict[str, str]:
         contexts = member_contexts(
             group, {n: n for n in names}, cloud="gcp", results_url=args.results_url,
-            done_url=args.done_url, zone=None, spot=spec.spot,
+            done_url=args.done_url, zone=None,
             deadline_s=int(spec.deadline.total_seconds()))
         extra = {**workload_env(group.workload), **GCSFS_ENV}
         documents = {}
@@ -109,7 +111,7 @@ def group_templates(name: str, args: Any, scheduling: dict, policies: list,
                     "labels": labels}],
             network_interfaces=[{"subnetwork": args.subnet}],  # no access config: no external IP
             guest_accelerators=[{"type": group.accelerator, "count": gpu}] if gpu else None,
-            scheduling=scheduling,
+            scheduling=scheduling[role],
             # one self link (the provider types it a string: "currently a max of 1 resource
             # policy"); a list failed the deploy of every spread / compact created group
             resource_policies=policies[0] if policies else None,

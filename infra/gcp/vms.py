@@ -37,14 +37,19 @@ PREEMPTIBLE_NOTE = (
 )
 
 
-def scheduling(spec: SweepSpec, *, gpu: bool, compact: bool, domain: int | None) -> dict:
+def scheduling(spec: SweepSpec, *, gpu: bool, compact: bool, domain: int | None,
+               provisioning: str | None = None) -> dict:
+    """A VM's (or a role's template's) scheduling: `provisioning` is the member's (its
+    role's, `Member.provisioning`; default the spec's). A STANDARD VM keeps the deadline's
+    `max_run_duration` and termination action: GCE limits the run time of any VM but a
+    legacy preemptible one (docs/platform.md, "Per-role provisioning")."""
     s: dict = {
         "max_run_duration": {"seconds": max(30, int(spec.deadline.total_seconds()))},
         # created: deleted at the deadline or a preemption (no disk left billed); the
         # driver still reports a member GCE deleted so (spotbench.clouds.gcp.created)
         "instance_termination_action": "DELETE" if spec.lifecycle == "created" else "STOP",
     }
-    if spec.provisioning in ("spot", "preemptible"):
+    if (provisioning or spec.provisioning) in ("spot", "preemptible"):
         # Legacy preemptible VMs cannot take max_run_duration / a termination action (the
         # Compute API rejects the combination); Spot is their successor at the same price
         # without the 24 h limit, so `preemptible` deploys as SPOT (see PREEMPTIBLE_NOTE).
@@ -96,7 +101,7 @@ class GcpRunGroup(pulumi.ComponentResource):
                 f"{', '.join(sorted(COMPACT_SERIES))} — change matrix.machine_type or use "
                 "placement 'spread' or 'none'"
             )
-        if spec.provisioning == "preemptible":
+        if "preemptible" in {m.provisioning for m in group.members}:
             pulumi.log.warn(PREEMPTIBLE_NOTE, resource=self)
         self.instance_names = [m.name for m in group.members]
         if spec.lifecycle == "created":  # templates only: the start function makes the VMs
@@ -126,7 +131,7 @@ class GcpRunGroup(pulumi.ComponentResource):
             ip_list, keys = values
             contexts = member_contexts(
                 group, dict(zip(names, ip_list)), cloud="gcp", results_url=args.results_url,
-                done_url=args.done_url, zone=args.zone, spot=spec.spot,
+                done_url=args.done_url, zone=args.zone,
                 deadline_s=int(spec.deadline.total_seconds()),
             )
             extra = {**workload_env(group.workload), **GCSFS_ENV}
@@ -175,7 +180,8 @@ class GcpRunGroup(pulumi.ComponentResource):
                 guest_accelerators=(
                     [{"type": group.accelerator, "count": gpu}] if gpu else None
                 ),
-                scheduling=scheduling(spec, gpu=bool(gpu), compact=compact, domain=domain),
+                scheduling=scheduling(spec, gpu=bool(gpu), compact=compact, domain=domain,
+                                      provisioning=m.provisioning),
                 resource_policies=policies[0] if policies else None,
                 service_account={"email": args.vm_account, "scopes": ["cloud-platform"]},
                 metadata={"user-data": documents.apply(lambda d, n=m.name: d[n]), **METADATA_FLAGS},
@@ -208,9 +214,9 @@ class GcpRunGroup(pulumi.ComponentResource):
             key = "" if len(subnets) == 1 else f"-{region}"
             here = replace(args, region=region, subnet=subnet)
             policies, _ = self._placement(f"{name}{key}", here, child)
-            made = group_templates(name, here, scheduling(spec, gpu=gpu, compact=compact,
-                                                           domain=None),
-                                   policies, cidrs[region], self, key=key)
+            by_role = {m.role: scheduling(spec, gpu=gpu, compact=compact, domain=None,
+                                          provisioning=m.provisioning) for m in group.members}
+            made = group_templates(name, here, by_role, policies, cidrs[region], self, key=key)
             self.templates |= {f"{role}{key}": t for role, t in made.items()}
         self.register_outputs({"instances": self.instance_names,
                                "templates": {r: t.name for r, t in self.templates.items()}})

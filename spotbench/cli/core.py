@@ -41,7 +41,8 @@ def plan(
                 "id": g.id, "trial": g.trial, "point": g.point, "machine_type": g.machine_type,
                 "accelerator": g.accelerator, "accelerator_count": g.accelerator_count,
                 "labels": g.labels,
-                "members": [{"name": m.name, "role": m.role, "rank": m.rank} for m in g.members],
+                "members": [{"name": m.name, "role": m.role, "rank": m.rank,
+                             "provisioning": m.provisioning} for m in g.members],
             }
             for g in groups
         ]
@@ -63,6 +64,9 @@ def plan(
     console.print(table)
     if dropped:
         console.print(dropped_note(dropped), highlight=False, markup=False)
+    if spec.role_provisioning:  # a role's own provisioning (#36), e.g. a reserved master
+        typer.echo(f"provisioning: {spec.provisioning}, but " + ", ".join(
+            f"{r}: {p}" for r, p in sorted(spec.role_provisioning.items())))
     if spec.search is not None:
         from spotbench.search.design import space_lines
 

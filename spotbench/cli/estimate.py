@@ -88,6 +88,9 @@ def estimate(
     rows = [[g.group, g.machine_type, str(g.members), num(g.run_s), g.run_source, str(g.billed_s),
              _money(g.compute_usd + g.gpu_usd), _money(g.gpu_usd), _money(g.deadline_usd),
              f"{g.retry_overhead:.2f}"] for g in est.groups]
+    if spec.role_provisioning:  # a role's own provisioning (#36): how each group's members are priced
+        columns.insert(2, Column("provisioning"))
+        rows = [[*r[:2], g.provisioning, *r[2:]] for r, g in zip(rows, est.groups)]
     dropped: list[str] = []
     table, gone = fit_table("per group run (USD = compute + GPU)", columns, rows)
     console.print(table)

@@ -33,6 +33,7 @@ class GroupCost:
     deadline_usd: float  # compute+GPU if it ran until the deadline stop
     retry_overhead: float = 1.0  # real cost per completed result ÷ happy path (sweep history)
     expected_attempts: float = 1.0  # 1 + retries per completed group (sweep history)
+    provisioning: str = "spot"  # `spot`, or `spot (chief: standard)`: how its members are priced
 
 
 @dataclass

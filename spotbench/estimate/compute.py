@@ -19,7 +19,9 @@ from spotbench.estimate.answer import Estimate, GroupCost, Line
 from spotbench.estimate import services
 from spotbench.estimate.assumptions import Assumptions
 from spotbench.facts import facts_of
-from spotbench.estimate.pricing import group_hourly, price_rows, spec_region, types_label
+from spotbench.estimate.pricing import (
+    group_hourly, price_rows, provisioning_label, spec_region, types_label,
+)
 from spotbench.prices import notes as price_notes
 from spotbench.estimate.ticks import ticks_per_month
 from spotbench.plan import RunGroup
@@ -87,6 +89,7 @@ def _group_cost(spec: SweepSpec, g: RunGroup, catalog: Catalog, a: Assumptions,
         deadline_usd=(machine + gpu) * billed_seconds(spec.deadline.total_seconds() + a.boot_s) / 3600,
         retry_overhead=stats.get("retry_overhead") or 1.0,
         expected_attempts=1.0 + (stats.get("retries_per_completed") or 0.0),
+        provisioning=provisioning_label(spec, g),
     )
 
 
@@ -273,7 +276,7 @@ def _notes(spec: SweepSpec, a: Assumptions, groups: list[GroupCost], r: Rates,
                                           if ticks is not None and spec.schedule else ""),
         "free_tier=" + ("on: each cloud's monthly free tier deducted from the month's lines "
                         "(not from a single tick)" if a.free_tier else "off: list prices, no free tier"),
-        f"provisioning: {spec.provisioning} prices" + (" (spot prices vary; see the catalog notes)" if spec.spot else ""),
+        _provisioning_note(spec),
         "self-stop: each group stops when its workload calls `done`; without it every group "
         "would run until the deadline stop",
         "override any of the above with --assume KEY=VALUE (repeatable)",
@@ -286,6 +289,16 @@ def _notes(spec: SweepSpec, a: Assumptions, groups: list[GroupCost], r: Rates,
     if approx:
         notes.append("approximate prices: " + ", ".join(approx))
     return notes
+
+
+def _provisioning_note(spec: SweepSpec) -> str:
+    """How members are priced: the spec's provisioning, and each role's own where it differs."""
+    roles = sorted(r for r, p in spec.role_provisioning.items() if p != spec.provisioning)
+    own = "".join(f"; {r}: {spec.role_provisioning[r]}"
+                  + (" (on-demand prices)" if spec.role_provisioning[r] == "standard" else "")
+                  for r in roles)
+    spot = spec.spot or any(spec.role_provisioning[r] != "standard" for r in roles)
+    return (f"provisioning: {spec.provisioning} prices" + own + (" (spot prices vary; see the catalog notes)" if spot else ""))
 
 
 def _retries_note(groups: list[GroupCost]) -> str:

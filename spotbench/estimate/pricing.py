@@ -1,5 +1,6 @@
 """What one member or group costs per hour and per run, each member at its own machine type
-(`role_machine_types`); `budget` prices groups with these too.
+(`role_machine_types`) and provisioning (`role_provisioning`: a standard role at on-demand
+prices, the spot roles at spot prices); `budget` prices groups with these too.
 
 Where: the spec's zone (or region). In the created lifecycle a group lands in whichever
 candidate zone has capacity, possibly in another region at another price, so a group is
@@ -46,7 +47,7 @@ def member_type(group: RunGroup, member: Member) -> str:
 def _at(spec: SweepSpec, group: RunGroup, member: Member, catalog: Catalog,
         where: tuple[str | None, str | None]) -> tuple[float, float]:
     region, zone = where
-    return instance_hourly(catalog, spec.cloud, region, member_type(group, member), spec.spot,
+    return instance_hourly(catalog, spec.cloud, region, member_type(group, member), member.spot,
                            group.accelerator, group.accelerator_count, zone)
 
 
@@ -90,6 +91,14 @@ def member_cost_usd(spec: SweepSpec, group: RunGroup, member: Member, catalog: C
     return (machine + gpu) * billed_seconds(run_s + facts_of(spec.cloud).boot_s) / 3600
 
 
+def provisioning_label(spec: SweepSpec, group: RunGroup) -> str:
+    """`spot`, or `spot (chief: standard, ps: standard)` where a role's provisioning differs
+    (`role_provisioning`): how each member is priced (standard: on-demand)."""
+    other = sorted({(m.role, m.provisioning) for m in group.members
+                    if m.provisioning != spec.provisioning})
+    return spec.provisioning + (f" ({', '.join(f'{r}: {p}' for r, p in other)})" if other else "")
+
+
 def types_label(group: RunGroup) -> str:
     """`n1-standard-2`, or `n1-standard-2 (chief: n1-standard-4)` with role overrides."""
     other = sorted({(m.role, m.machine_type) for m in group.members
@@ -106,15 +115,15 @@ def price_rows(spec: SweepSpec, catalog: Catalog, others: list[Any]) -> tuple[li
     unpriced: set[str] = set()
     for g in spec.plan():
         for region, zone in dict.fromkeys(locations):
-            for mtype in sorted({member_type(g, m) for m in g.members}):
-                row = catalog.find(spec.cloud, region, "machine", mtype, spec.spot, zone)
+            for mtype, spot in sorted({(member_type(g, m), m.spot) for m in g.members}):
+                row = catalog.find(spec.cloud, region, "machine", mtype, spot, zone)
                 rows.append(row)
                 if row is None and region:
                     unpriced.add(region)
                 zones.append(price_notes.by_zone(
-                    mtype, catalog.by_zone(spec.cloud, region, "machine", mtype, spec.spot), row))
-            if g.accelerator and g.accelerator_count:
-                rows.append(catalog.find(spec.cloud, region, "gpu", g.accelerator, spec.spot))
+                    mtype, catalog.by_zone(spec.cloud, region, "machine", mtype, spot), row))
+            for spot in sorted({m.spot for m in g.members} if g.accelerator and g.accelerator_count else ()):
+                rows.append(catalog.find(spec.cloud, region, "gpu", g.accelerator, spot))
     used = price_notes.used(rows, getattr(catalog, "tables", []))
     return rows, (used + sorted({z for z in zones if z})
                   + _candidates_lines(spec, locations, sorted(unpriced)))

@@ -49,7 +49,7 @@ def deploy(spec: SweepSpec, state: LocalState, cloud: LocalCloud, done_url: str,
             ctx = MemberContext.for_member(
                 group, member, addresses=addresses, cloud="local", results_url=results_url,
                 done_url=done_url, token=member_token(secret, member.name), zone="local",
-                spot=spec.spot,
+                spot=member.spot,
             )
             env = {**ctx.to_env(), "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
                    "PYTHONUNBUFFERED": "1"}

@@ -58,6 +58,8 @@ class CheckedSpec(Protocol):
     @property
     def role_machine_types(self) -> dict[str, str]: ...
     @property
+    def role_provisioning(self) -> dict[str, str]: ...
+    @property
     def deadline(self) -> timedelta: ...
     @property
     def schedule(self) -> CheckedSchedule | None: ...
@@ -89,6 +91,7 @@ def check(spec: CheckedSpec) -> Findings:
         return found
     bad_types = {v for p, v, _ in found.errors if p.startswith(("matrix.machine_type", "role_machine_types"))}
     seen: set[tuple[str, ...]] = set()
+    spot = spec.spot or any(p != "standard" for p in spec.role_provisioning.values())  # a role's too
     for point in spec.points():
         group_type = str(point["machine_type"])
         accelerator = point.get("accelerator") or None
@@ -103,7 +106,7 @@ def check(spec: CheckedSpec) -> Findings:
             if ("placement", mtype, placement) not in seen:
                 seen.add(("placement", mtype, placement))
                 path = "matrix.placement" if "placement" in point else "placement"
-                found.add(path, placement, cat.check_placement(mtype, placement, spec.spot))
+                found.add(path, placement, cat.check_placement(mtype, placement, spot))
     _schedule(spec, cat, found)
     return found
 

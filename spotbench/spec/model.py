@@ -31,6 +31,7 @@ from spotbench.plan import plan as plan_groups
 from spotbench.spec.zones import candidate_regions, candidate_zones, check_zones
 from spotbench.spec.fields import Schedule, parse_duration
 from spotbench.spec.scaling import Scaling, Work, check_scaling
+from spotbench.spec.roles import Provisioning, check_roles
 from spotbench.workload import Params
 from spotbench.workload_registry import get_workload, registry
 
@@ -83,7 +84,9 @@ class _SpecCore(_Strict):
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
     search: SearchSpec | None = Field(None, description="a search of a space (#35): one group a trial")
     trials: int = Field(1, ge=1, le=100)
-    provisioning: Literal["spot", "preemptible", "standard"] = "spot"
+    provisioning: Provisioning = "spot"
+    role_provisioning: dict[str, Provisioning] = Field(default_factory=dict, description=(
+        "provisioning per role over `provisioning`, e.g. {chief: standard, ps: standard}"))
     placement: Literal["spread", "compact", "none"] = "none"
     schedule: Schedule | None = None
     deadline: timedelta = Field(timedelta(hours=1), description="max run time of one group")
@@ -165,12 +168,8 @@ class _SpecCore(_Strict):
         check_search(self.search, get_workload(self.workload.name), allowed, self.matrix, self.trials,
                      facts_of(self.cloud).deployed_by_stack)
         roles = {role for role, _ in get_workload(self.workload.name).roles(self.workload)}
-        for role in self.role_machine_types:
-            if role not in roles:
-                raise ValueError(
-                    f"role_machine_types.{role}: {self.workload.name} has no role {role!r}; "
-                    f"its roles are {', '.join(sorted(roles))}"
-                )
+        check_roles(self.workload.name, roles, {"role_machine_types": self.role_machine_types,
+                                                 "role_provisioning": self.role_provisioning})
         facts = facts_of(self.cloud)
         check_zones(self.cloud, self.zone, self.zones, self.region, self.lifecycle)
         located = getattr(self, facts.location) if facts.location else True
@@ -222,8 +221,12 @@ class _SpecCore(_Strict):
         return self.zone or next(iter(self.candidate_zones), None)
 
     @property
-    def spot(self) -> bool:
+    def spot(self) -> bool:  # the default's (`provisioning`); a member's: `Member.spot`
         return self.provisioning != "standard"
+
+    def provisioning_of(self, role: str) -> str:
+        """A role's provisioning: its `role_provisioning` entry, else `provisioning`."""
+        return self.role_provisioning.get(role, self.provisioning)
 
     @property
     def max_concurrency(self) -> int | None:

@@ -29,7 +29,6 @@ def declare_templates(ec2: Any, spec: SweepSpec, zones: list[str],
                                     TagSpecifications=[_tags("subnet", stack)])["Subnet"]["SubnetId"]
                for n, z in enumerate(zones)}
     image = MotoServer.any_image(ec2)
-    market = "spot" if spec.spot else "on-demand"
     for group in spec.plan():
         sg = ec2.create_security_group(GroupName=f"members-{group.id}", VpcId=vpc,
                                        Description="members",
@@ -51,5 +50,5 @@ def declare_templates(ec2: Any, spec: SweepSpec, zones: list[str],
                         **({"IamInstanceProfile": {"Name": profile}} if profile else {})},
                     TagSpecifications=[_tags("launch-template", {
                         **tags, MEMBER_TAG: m.name, ZONE_TAG: zone, SUBNET_TAG: subnet,
-                        MARKET_TAG: market})])
+                        MARKET_TAG: "spot" if m.spot else "on-demand"})])  # its role's
     return subnets

@@ -152,13 +152,15 @@ class FakeGce:
 
     def add_template(self, region: str, name: str, labels: dict[str, str],
                      service_account: str | None = None, machine_type: str = "n1-standard-4",
-                     termination_action: str = "STOP") -> None:
+                     termination_action: str = "STOP", provisioning_model: str = "SPOT") -> None:
         """A regional instance template (what infra declares in the created lifecycle);
         `termination_action` (its scheduling's instanceTerminationAction, GCE's default
-        STOP) is what GCE does to a VM made from it at a preemption or max_run_duration."""
+        STOP) is what GCE does to a VM made from it at a preemption or max_run_duration;
+        `provisioning_model` (SPOT | STANDARD) what its VMs run as (only SPOT is preempted)."""
         self.templates[(region, name)] = {"labels": dict(labels), "service_account": service_account,
                                           "machine_type": machine_type,
-                                          "termination_action": termination_action}
+                                          "termination_action": termination_action,
+                                          "provisioning_model": provisioning_model}
 
     def exceed_quota(self, region: str, metric: str = "NVIDIA_T4_GPUS") -> None:
         """Every bulkInsert in `region` is refused up front: HTTP 403 `quotaExceeded`."""
@@ -186,6 +188,8 @@ class FakeGce:
         from a template saying DELETE, the VM and its boot disk deleted."""
         with self._lock:
             inst = self.instances[(zone, name)]
+            if inst.get("provisioning_model") == "STANDARD":
+                raise ValueError(f"fake GCE: {name} is a STANDARD VM: Compute Engine does not preempt it")
             op = _Op(f"operation-{next(self._ids)}", zone, name, "compute.instances.preempted",
                      done=True, target_id=inst["id"])
             self._ops[op.name] = op
@@ -363,7 +367,8 @@ class FakeGce:
                          service_account=template["service_account"],
                          instance_id=str(500000 + next(self._ids)))
                 self.instances[(zone, n)].update(template=tname,
-                                                 termination_action=template["termination_action"])
+                                                 termination_action=template["termination_action"],
+                                                 provisioning_model=template["provisioning_model"])
         self._region_ops[op["name"]] = op
         return 200, self._region_op_body(op)
 

@@ -91,7 +91,7 @@ def check(spec: SweepSpec, endpoint_url: str | None = None) -> list[Problem]:
         problems += _region(spec, groups, region, zones, endpoint_url)
     iam = boto3.client("iam", **kw)  # IAM is global
     problems += iam_room(iam)
-    if spec.spot and spec.lifecycle == "created":
+    if spec.lifecycle == "created" and any(m.spot for g in groups for m in g.members):
         problems += spot_role(iam)
     return problems
 
@@ -225,16 +225,19 @@ def _quota(client: Any, spec: SweepSpec, groups: list[RunGroup], vcpus: dict[str
            region: str | None = None) -> list[Problem]:
     region = region or spec.region
     out = []
-    for name, (_, spot_code, od_code) in QUOTA_CLASSES.items():
-        def size(g: RunGroup, cls: str = name) -> float:
+    # each member counts against its own market's quota (`role_provisioning`: a standard
+    # role's instances On-Demand, the spot roles' Spot)
+    for (name, (_, spot_code, od_code)), spot in ((c, s) for c in QUOTA_CLASSES.items()
+                                                  for s in sorted({m.spot for g in groups for m in g.members})):
+        def size(g: RunGroup, cls: str = name, s: bool = spot) -> float:
             return sum(vcpus.get(m.machine_type, 0) for m in g.members
-                       if quota_class(m.machine_type) == cls)
+                       if quota_class(m.machine_type) == cls and m.spot == s)
 
         need = concurrent_footprint(spec, groups, size)
         if not need:
             continue
-        code = spot_code if spec.spot else od_code
-        kind = "Spot Instance Requests" if spec.spot else "Running On-Demand instances"
+        code = spot_code if spot else od_code
+        kind = "Spot Instance Requests" if spot else "Running On-Demand instances"
         try:
             limit = float(client.get_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"])
         except Exception as exc:  # noqa: BLE001 - botocore ClientError; the check cannot run

@@ -25,6 +25,7 @@ and serviceusage.googleapis.com as ADC's identity.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import requests
@@ -142,14 +143,24 @@ def _vm_gpus(group: RunGroup, member_type: str) -> tuple[str | None, int]:
     return vm_gpus(FACTS.catalog, member_type, group.accelerator, group.accelerator_count)
 
 
-def _group_gpus(group: RunGroup, model: str | None = None) -> int:
-    """GPUs the group's VMs hold (of `model`, or of any), a count unknown to the catalog as 0."""
+def _group_gpus(group: RunGroup, model: str | None = None, spot: bool | None = None) -> int:
+    """GPUs the group's VMs hold (of `model`, or of any; of its spot or standard members, or
+    of all), a count unknown to the catalog as 0."""
     total = 0
     for m in group.members:
+        if spot is not None and m.spot != spot:
+            continue
         gpu, count = _vm_gpus(group, m.machine_type or group.machine_type)
         if gpu and count > 0 and (model is None or gpu == model):
             total += count
     return total
+
+
+def _summed(first: Callable[[RunGroup], float] | None,
+            then: Callable[[RunGroup], float]) -> Callable[[RunGroup], float]:
+    """A group's size under one quota: `then`'s members added to `first`'s (both kinds of
+    member on the standard quota where the region grants no preemptible one)."""
+    return then if first is None else (lambda g: first(g) + then(g))
 
 
 DEPLOY_FIX = ("the stopped lifecycle creates every VM during `pulumi up` (GCE runs each until "
@@ -313,18 +324,8 @@ def _quota(api: Api, spec: SweepSpec, project: str, region: str, groups: list[Ru
         return [Problem("quota", f"cannot read the quotas of {region}: HTTP {status} {_message(body)}",
                         f"check that {region} is a region, and roles/compute.viewer on {project}")]
     quotas = _quotas(body)
-    spot = spec.spot
-    cpu_metric = "PREEMPTIBLE_CPUS" if spot and quotas.get("PREEMPTIBLE_CPUS", (0, 0))[0] > 0 else "CPUS"
-    needs = {cpu_metric: (concurrent_footprint(
-        spec, groups, lambda g: sum(cpus.get(m.machine_type, 0) for m in g.members)), 0.0, "")}
-    attached = {g.accelerator for g in groups if g.accelerator}
-    models = {gpu for g in groups for m in g.members
-              for gpu, n in [_vm_gpus(g, m.machine_type or g.machine_type)] if gpu and n > 0}
-    stopped = spec.lifecycle == "stopped"
-    for acc in sorted((models & accelerators) | (models - attached)):
-        metric, note = _gpu_metric(quotas, acc, spot)
-        deploy = float(sum(_group_gpus(g, acc) for g in groups)) if stopped else 0.0
-        needs[metric] = (concurrent_footprint(spec, groups, lambda g, a=acc: _group_gpus(g, a)), deploy, note)
+    needs = _cpu_needs(spec, groups, quotas, cpus)
+    needs.update(_gpu_needs(spec, groups, quotas, accelerators))
     out = []
     for metric, (need, deploy, note) in needs.items():
         limit, usage = quotas.get(metric, (0.0, 0.0))
@@ -355,3 +356,40 @@ def _gpu_metric(quotas: Quotas, accelerator: str, spot: bool) -> tuple[str, str]
         return preemptible, ""
     return standard, (f"; the region grants no {preemptible} quota, so spot VMs count against the "
                       f"standard {standard} (or request {preemptible})")
+
+
+Needs = dict[str, tuple[float, float, str]]  # quota metric → (at once, at deploy, note)
+
+
+def _cpu_needs(spec: SweepSpec, groups: list[RunGroup], quotas: Quotas, cpus: dict[str, int]) -> Needs:
+    """vCPUs per quota metric, each member where its own provisioning counts
+    (`role_provisioning`: a standard role's VMs on `CPUS`, the spot roles' on the
+    preemptible quota where the region grants one)."""
+    preemptible_cpus = quotas.get("PREEMPTIBLE_CPUS", (0, 0))[0] > 0
+    cpu_need: dict[str, Callable[[RunGroup], float]] = {}
+    for spot in sorted({m.spot for g in groups for m in g.members}):
+        metric = "PREEMPTIBLE_CPUS" if spot and preemptible_cpus else "CPUS"
+        cpu_need[metric] = _summed(cpu_need.get(metric), lambda g, s=spot: sum(
+            cpus.get(m.machine_type, 0) for m in g.members if m.spot == s))
+    return {metric: (concurrent_footprint(spec, groups, size), 0.0, "")
+            for metric, size in cpu_need.items()}
+
+
+def _gpu_needs(spec: SweepSpec, groups: list[RunGroup], quotas: Quotas, accelerators: set[str]) -> Needs:
+    """GPUs per quota metric (model × the members' provisioning), at once and at deploy."""
+    attached = {g.accelerator for g in groups if g.accelerator}
+    models = {gpu for g in groups for m in g.members
+              for gpu, n in [_vm_gpus(g, m.machine_type or g.machine_type)] if gpu and n > 0}
+    stopped = spec.lifecycle == "stopped"
+    needs: Needs = {}
+    for acc in sorted((models & accelerators) | (models - attached)):
+        gpu_need: dict[str, tuple[Callable[[RunGroup], float], str]] = {}
+        for spot in sorted({m.spot for g in groups for m in g.members}):
+            metric, note = _gpu_metric(quotas, acc, spot)
+            size = _summed(gpu_need.get(metric, (None, ""))[0],
+                           lambda g, a=acc, s=spot: _group_gpus(g, a, spot=s))
+            gpu_need[metric] = (size, gpu_need.get(metric, (None, note))[1] or note)
+        for metric, (size, note) in gpu_need.items():
+            deploy = float(sum(size(g) for g in groups)) if stopped else 0.0
+            needs[metric] = (concurrent_footprint(spec, groups, size), deploy, note)
+    return needs
