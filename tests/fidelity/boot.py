@@ -410,6 +410,28 @@ class Lab:
         subprocess.run(["ip", "netns", "del", self.hub], capture_output=True)
 
 
+def attach_gpus(vm: VM, count: int) -> None:
+    """Give `vm` what a cloud VM with `count` NVIDIA GPUs has once its driver is installed
+    (before it boots): the count (`STATE/gpus`: the VM gets a /dev of its own, where the
+    `cos-extensions` shim makes the device nodes) and the driver's files the installer copies
+    to /var/lib/nvidia — `lib64/libcuda.so.1`, a real shared object (a copy of this
+    machine's libm: the lab has no NVIDIA driver; what is tested is that the container's
+    loader finds and maps it) — and `bin/nvidia-smi`."""
+    import ctypes
+    import ctypes.util
+
+    ctypes.CDLL(ctypes.util.find_library("m"))
+    libm = next(line.split()[-1] for line in Path("/proc/self/maps").read_text().splitlines()
+                if "/libm.so" in line or "/libm-" in line)
+    (vm.state / "gpus").write_text(str(count))
+    for sub in ("lib64", "bin"):
+        (vm.state / "driver" / sub).mkdir(parents=True, exist_ok=True)
+    shutil.copy(libm, vm.state / "driver" / "lib64" / "libcuda.so.1")
+    smi = vm.state / "driver" / "bin" / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\necho 'NVIDIA-SMI (boot lab): {count} GPU(s)'\n")
+    smi.chmod(0o755)
+
+
 def shared_results(tmp: Path, uid: int) -> Any:
     """A file:// results store (the bucket) whose folder the image's uid can write."""
     from spotbench.results import ResultStore

@@ -24,8 +24,14 @@
 - `systemd-run --unit=U --on-active=Ns [--timer-property=…] CMD…`: a transient timer of
   this boot (`systemctl is-active U.timer` answers for it) that runs CMD after N seconds
   unless the VM booted again meanwhile (a timer dies with its boot).
-- `cos-extensions install gpu`: creates /var/lib/nvidia/{lib64,bin} as COS does (no
-  device nodes: the lab has no GPU).
+- `cos-extensions install gpu`: creates /var/lib/nvidia/{lib64,bin} as COS does; on a VM
+  without GPUs nothing more (no device nodes: the lab has no GPU). On a VM the test gave
+  GPUs (`boot.attach_gpus`: `STATE/gpus`, the driver's files in `STATE/driver/`) it does
+  what COS's installer leaves behind: the driver's files in /var/lib/nvidia/{lib64,bin}
+  (on COS's noexec /var) and the device nodes `/dev/nvidia<i>` (char 195:i), `/dev/nvidiactl`
+  (195:255), `/dev/nvidia-uvm` in the VM's own /dev. Then `docker run --device` takes
+  character devices only, and a container on such a VM gets docker's own /dev (a tmpfs with
+  null, zero, full, random, urandom, tty, a fresh shm, and only the `--device` nodes).
 
 Every call is appended to `STATE/calls.jsonl` (what the tests read back).
 """
@@ -36,7 +42,9 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -377,6 +385,10 @@ def docker(state: Path, argv: list[str]) -> int:
         if not Path(dev).exists():
             print(f"docker: error gathering device information for {dev}", file=sys.stderr)
             return 125
+        if not stat.S_ISCHR(os.stat(dev).st_mode) and not stat.S_ISBLK(os.stat(dev).st_mode):
+            print(f"docker: error gathering device information while adding custom device "
+                  f"{dev!r}: not a device node", file=sys.stderr)
+            return 125
     host = run["image"].split("/", 1)[0]
     private = ".dkr.ecr." in host or host.endswith(("pkg.dev", "gcr.io"))
     if private and host not in logins(state):
@@ -477,6 +489,8 @@ def container(state: Path) -> int:
     for path, flags in (("/", "rw"), ("/var", "exec")):
         subprocess.run(["mount", "-o", f"remount,bind,{flags}", path], capture_output=True)
     subprocess.run(["mount", "-t", "tmpfs", "tmpfs", "/home"], check=True)
+    if (state / "gpus").exists():
+        docker_dev(state, run["devices"])
     home = Path(f"/home/{user}")
     home.mkdir()
     os.chown(home, uid, uid)
@@ -508,6 +522,42 @@ def container(state: Path) -> int:
     os.execvpe("setpriv", ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                            "--", *entry], spec["env"])
     return 127
+
+
+DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
+
+
+def docker_dev(state: Path, devices: list[str]) -> None:
+    """docker's /dev for a container: a tmpfs with the usual nodes, a fresh shm, the host's
+    pts, and of the host's other devices only those given with `--device`."""
+    host = state / "container-host-dev"
+    host.mkdir(exist_ok=True)
+    subprocess.run(["mount", "--rbind", "/dev", str(host)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", "/dev"], check=True)
+    for node in [f"/dev/{n}" for n in DEV_NODES] + list(devices):
+        Path(node).touch()
+        subprocess.run(["mount", "--bind", str(host / Path(node).name), node], check=True)
+    Path("/dev/shm").mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=1777", "tmpfs", "/dev/shm"], check=True)
+    Path("/dev/pts").mkdir()
+    subprocess.run(["mount", "--rbind", str(host / "pts"), "/dev/pts"], check=True)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2"),
+                         ("ptmx", "pts/ptmx")):
+        os.symlink(target, f"/dev/{name}")
+
+
+def install_gpu_driver(state: Path) -> None:
+    """What COS's GPU installer leaves on a VM with GPUs (see the module's docstring)."""
+    count = int((state / "gpus").read_text())
+    for sub in ("lib64", "bin"):
+        for src in sorted((state / "driver" / sub).glob("*")):
+            shutil.copy2(src, Path("/var/lib/nvidia", sub, src.name))
+    nodes = [(f"/dev/nvidia{i}", 195, i) for i in range(count)]
+    nodes += [("/dev/nvidiactl", 195, 255), ("/dev/nvidia-uvm", 510, 0)]
+    for path, major, minor in nodes:
+        if not Path(path).exists():
+            os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
 
 
 def user_images(state: Path) -> set[str]:
@@ -587,6 +637,8 @@ def main(name: str, state: str, argv: list[str]) -> int:
     if name == "cos-extensions" and argv[:2] == ["install", "gpu"]:
         for sub in ("lib64", "bin"):  # where COS puts the driver (no device nodes here)
             Path("/var/lib/nvidia", sub).mkdir(parents=True, exist_ok=True)
+        if (st / "gpus").exists():  # a VM with GPUs: the driver and its device nodes
+            install_gpu_driver(st)
     return 0
 
 

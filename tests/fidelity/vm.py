@@ -9,6 +9,9 @@ What the VM sees, built from the state dir (`vm.json` says cloud, hostname, ip, 
 - `/usr/bin` (and `/usr/local/bin`) are overlays holding the shims (`docker`, `systemctl`, `cos-extensions`,
   `docker-credential-gcr`) written by `boot.Lab`;
 - `/proc/sys/kernel/random/boot_id` is a fresh id per boot;
+- a VM with GPUs attached (`STATE/gpus`, written by `boot.attach_gpus`) has a `/dev` of its
+  own (an overlay on this machine's, its submounts bound back), where the driver's installer
+  (the `cos-extensions` shim) makes the NVIDIA device nodes, as on the cloud;
 - on gcp, Container-Optimized OS's file system (`cos_mounts`): `/var` and `/home` noexec
   except COS's executable folders (`/var/lib/{google,docker,toolbox}`, `/var/lib/cloud`),
   the root file system read-only;
@@ -134,6 +137,24 @@ def cos_mounts(state: Path) -> None:
     sh("mount", "-o", "remount,bind,ro", "/")
 
 
+def private_dev(state: Path) -> None:
+    """This boot's own /dev (GPU VMs): an overlay on the machine's (upper on a tmpfs, which
+    takes device nodes), /dev/pts, /dev/shm, /dev/mqueue bound back; nodes made in it stay
+    in this boot's mount namespace."""
+    keep, rw = state / "machine-dev", state / "dev-rw"
+    for path in (keep, rw):
+        path.mkdir(exist_ok=True)
+    sh("mount", "--rbind", "/dev", str(keep))
+    sh("mount", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", str(rw))
+    (rw / "upper").mkdir()
+    (rw / "work").mkdir()
+    sh("mount", "-t", "overlay", "overlay", "-o",
+       f"lowerdir=/dev,upperdir={rw / 'upper'},workdir={rw / 'work'}", "/dev")
+    for sub in ("pts", "shm", "mqueue"):
+        if os.path.ismount(keep / sub):
+            sh("mount", "--rbind", str(keep / sub), f"/dev/{sub}")
+
+
 def chown_by_name(path: Path, owner: str) -> None:
     """cloud-init's `owner: user[:group]` (names, resolved on the host)."""
     user, _, group = owner.partition(":")
@@ -169,6 +190,8 @@ def main(state: Path) -> int:
         hosts.write(f"{vm['ip']} {vm['hostname']}\n169.254.169.254 metadata.google.internal\n")
     varlib = state / "var-lib"
     varlib.mkdir(exist_ok=True)
+    if (state / "gpus").exists():
+        private_dev(state)
     if gcp:
         cos_mounts(state)
     else:

@@ -29,6 +29,7 @@ from typing import Any
 
 from spotbench import failures
 from spotbench.member import MemberContext
+from workloads import gpu
 from workloads.common import Preempted, WorkloadRun, exit_if_outside_run
 from workloads.torch_cifar import launch
 from workloads.torch_cifar.checkpoints import TorchCheckpoints, Uploader
@@ -189,6 +190,27 @@ def follow(ctx: MemberContext, params: TorchParams, tmp: Path) -> int:
     return torchrun.wait(POLL_S)
 
 
+def driver_missing(ctx: MemberContext) -> int | None:
+    """A member of a group with GPUs whose container does not reach the driver fails here,
+    before training on the CPU unnoticed (`workloads.gpu`): the leader stores the failure
+    (why: what is missing) and calls `done`; None when there is nothing to check or all is there."""
+    if not ctx.accelerator_count:
+        return None
+    problems, found = gpu.check(ctx.accelerator_count)
+    log.info("%s", found)
+    if not problems:
+        return None
+    why = f"the NVIDIA driver does not reach this container: {'; '.join(problems)}"
+    log.error("%s", why)
+    if ctx.index == 0:
+        run = WorkloadRun(ctx)
+        run.record(failures.FAILED_METRIC, 1.0, failures.FAILED_UNIT, exit_code=1,
+                   **{failures.FAILURE_KEY: why, failures.TAIL_KEY: found})
+        run.finish()
+        run.done_quietly()
+    return 1
+
+
 def _cores() -> int:
     return os.cpu_count() or 1
 
@@ -199,6 +221,9 @@ def main() -> int:
     exit_if_outside_run(ctx)
     params = TorchParams.model_validate(ctx.params)
     log.info("torch %s: worker %d of %d in group %s", params.mode, ctx.index, params.workers, ctx.group)
+    missing = driver_missing(ctx)
+    if missing is not None:
+        return missing
     with tempfile.TemporaryDirectory(prefix="spotbench-torch-") as tmp:
         if ctx.index == 0:
             return lead(ctx, params, Path(tmp))

@@ -71,7 +71,8 @@ def job_env(ctx: MemberContext, params: TorchParams, out: Path, nproc: int,
             resume: Path | None) -> dict[str, str]:
     threads = threads_per_process(ctx, nproc)
     job = {"params": params.model_dump(), "out": str(out), "leader": ctx.index == 0,
-           "resume": str(resume) if resume else None, "threads": threads}
+           "resume": str(resume) if resume else None, "threads": threads,
+           "gpus": ctx.accelerator_count}
     env = {**os.environ, JOB_ENV: json.dumps(job), "OMP_NUM_THREADS": str(threads)}
     if ctx.shares_host:  # every "VM" is a process here: gloo talks over loopback
         env.setdefault("GLOO_SOCKET_IFNAME", "lo")

@@ -64,10 +64,17 @@ class Job:
         return self.params[key]
 
 
-def device_of(local_rank: int) -> torch.device:
+def device_of(local_rank: int, gpus: int = 0) -> torch.device:
+    """This process's GPU, else the CPU; a VM with `gpus` GPUs whose torch sees none is an
+    error (not a CPU run measured as a GPU one)."""
     if torch.cuda.is_available():
         torch.cuda.set_device(local_rank)
         return torch.device("cuda", local_rank)
+    if gpus:
+        raise RuntimeError(
+            f"this VM has {gpus} GPU(s) and its NVIDIA driver reaches the container, but torch "
+            f"{torch.__version__} sees no CUDA device (its CUDA build: {torch.version.cuda}); "
+            "the GPU image (images/torch-gpu) carries a CUDA build")
     return torch.device("cpu")
 
 
@@ -306,7 +313,7 @@ class Pipeline(Trainer):
 def main() -> int:
     spec = json.loads(os.environ[JOB_ENV])
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    device = device_of(local_rank)
+    device = device_of(local_rank, int(spec.get("gpus") or 0))
     if spec.get("threads"):
         torch.set_num_threads(int(spec["threads"]))
     dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
