@@ -172,6 +172,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
     def __init__(self) -> None:
         self.declared: list[Declared] = []
         self.calls: list[tuple[str, dict[str, Any]]] = []
+        # token → its answer, in place of the generic one (the boot lab's AMIs: tests/fidelity/amis.py)
+        self.answers: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
 
     def reset(self) -> None:
         self.declared.clear()
@@ -195,7 +197,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
 
     def call(self, args: Any) -> tuple[dict[str, Any], list[tuple[str, str]]]:
         self.calls.append((args.token, dict(args.args)))
-        return dict(_CALLS.get(args.token, {})), []
+        answer = self.answers.get(args.token)
+        return (answer(dict(args.args)) if answer else dict(_CALLS.get(args.token, {}))), []
 
     # ---- queries used by tests and the preview table --------------------------------
     def of_type(self, typ: str) -> list[Declared]:

@@ -10,20 +10,23 @@ from spotbench.member import EXIT_OUTSIDE_RUN
 
 
 def workload_unit(*, pre: list[str], start: list[str], home: str, timeout_stop_s: int,
-                  install: bool = False) -> str:
+                  install: bool = False, after: tuple[str, ...] = ()) -> str:
     """The systemd unit that runs a member's workload container (GCP cloud-init, AWS user-data).
 
     `pre` are ExecStartPre commands (a leading '-' lets one fail), `start` the docker command.
     When the workload exits with `EXIT_OUTSIDE_RUN` (it started with no open run, or after
     its run's deadline) the unit powers the VM off: a stopped VM bills no compute.
+    `after`: units of the image the workload needs done first (wanted and ordered before it;
+    systemd ignores a wanted unit the image does not have).
     """
+    extra = "".join(f" {u}" for u in after)
     poweroff = f'if [ "$$EXIT_STATUS" = {EXIT_OUTSIDE_RUN} ]; then systemctl poweroff; fi'
 
     lines = [
         "[Unit]",
         "Description=spotbench workload",
-        "Wants=network-online.target",
-        "After=network-online.target docker.service",
+        f"Wants=network-online.target{extra}",
+        f"After=network-online.target docker.service{extra}",
         "Requires=docker.service",
         "",
         "[Service]",

@@ -395,3 +395,28 @@ def test_deploy_preflight_gcp_stopped_lifecycle_needs_the_gpu_quota_at_pulumi_up
     gcp.project.quotas[REGION]["PREEMPTIBLE_NVIDIA_T4_GPUS"] = (8, 0)
     (problem,) = _problems(spec)
     assert problem.check == "deploy" and problem.message.startswith("GPUS_ALL_REGIONS (project proj")
+
+
+def test_preflight_limits_aws_a_region_without_the_ami_parameter_is_named_with_the_fix(aws):
+    """Preflight reads the public SSM parameter of each AMI the sweep boots in its region:
+    moto's us-east-1 has both ECS-optimized AL2023 ones (CPU and GPU), its mx-central-1
+    neither; an `aws.ami_ssm_parameter` the region lacks is named the same way."""
+    from spotbench.facts.aws import CPU_AMI_PARAMETER, GPU_AMI_PARAMETER
+
+    ssm = boto3.client("ssm", region_name="us-east-1")
+    for name in (CPU_AMI_PARAMETER, GPU_AMI_PARAMETER):
+        assert ssm.get_parameter(Name=name)["Parameter"]["Value"].startswith("ami-")
+    assert preflight(load_spec(_aws(concurrency=1)), None, {}) == []
+    from spotbench.clouds.aws.preflight import ami_parameters
+
+    spec = load_spec(_aws(concurrency=1))
+    problems = ami_parameters(boto3.client("ssm", region_name="mx-central-1"), spec,
+                              spec.plan(), "mx-central-1")
+    assert [p.check for p in problems] == ["ami", "ami"]
+    problem = next(p for p in problems if GPU_AMI_PARAMETER in p.message)
+    assert "mx-central-1 publishes no SSM parameter" in problem.message
+    assert f"aws ssm get-parameter --name {GPU_AMI_PARAMETER}" in problem.fix
+    assert "aws.ami_ssm_parameter" in problem.fix
+    missing = "/aws/service/ecs/optimized-ami/amazon-linux-2023/none/recommended/image_id"
+    problems = preflight(load_spec(_aws(concurrency=1, aws={"ami_ssm_parameter": missing})), None, {})
+    assert [p.check for p in problems] == ["ami"] and missing in problems[0].message

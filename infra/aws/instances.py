@@ -7,7 +7,8 @@ spot VMs), valid for `aws.spot_valid_days` (EC2 restarts an interrupted member o
 then); or on-demand. Not a `SpotInstanceRequest`: its launch specification cannot carry
 metadata options, volume tags or the shutdown behaviour, so the provider drops them
 (tests/infra/test_aws_provider_api.py);
-the ECS-optimized AMI (GPU variant on GPU types) from its public SSM parameter; a fixed
+the ECS-optimized Amazon Linux 2023 AMI (its GPU variant on GPU types) from its public SSM
+parameter; a fixed
 private IP; IMDSv2 only; no public IP; the sweep's tags (+ `Name`); shutdown from the OS
 stops (not terminates). Each member powers itself off at the end of its first boot
 (cloud-init `power_state`, `infra/aws/user_data.py`), once the workload unit is installed:
@@ -19,7 +20,6 @@ re-points the SSM parameter) keeps a later `pulumi up` from replacing members mi
 from __future__ import annotations
 
 import ipaddress
-import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from collections.abc import Mapping
@@ -31,18 +31,13 @@ from infra.aws.user_data import DEADMAN_GRACE_S, SshKeys, check_launch, user_dat
 from infra.members import member_contexts, workload_env
 from infra.user_image import user_step
 from spotbench.clouds.aws.identity import function_url_path
+from spotbench.facts.aws import CPU_AMI_PARAMETER, GPU_AMI_PARAMETER, has_gpu  # noqa: F401 - the AMIs' home
+from spotbench.facts.aws import ami_parameter as _ami_parameter
 from spotbench.plan import Member, RunGroup
 from spotbench.spec import SweepSpec
 
-CPU_AMI_PARAMETER = "/aws/service/ecs/optimized-ami/amazon-linux-2023/recommended/image_id"
-GPU_AMI_PARAMETER = "/aws/service/ecs/optimized-ami/amazon-linux-2/gpu/recommended/image_id"
 PLACEMENT_STRATEGY = {"spread": "spread", "compact": "cluster"}
 FIRST_HOST = 10  # AWS reserves .0-.3 and the last address of a subnet; leave a margin
-
-
-def has_gpu(machine_type: str, accelerator: str | None = None) -> bool:
-    """GPU instance families (g4dn, g5, p3, …); an accelerator in the spec implies one."""
-    return bool(accelerator) or bool(re.match(r"^(g|p)\d", machine_type))
 
 
 def machine_type(group: RunGroup, member: Member) -> str:
@@ -50,7 +45,7 @@ def machine_type(group: RunGroup, member: Member) -> str:
 
 
 def ami_parameter(spec: SweepSpec, gpu: bool) -> str:
-    return spec.aws.ami_ssm_parameter or (GPU_AMI_PARAMETER if gpu else CPU_AMI_PARAMETER)
+    return _ami_parameter(spec.aws.ami_ssm_parameter, gpu)
 
 
 def member_ips(groups: list[RunGroup], subnet_cidr: str) -> dict[str, str]:

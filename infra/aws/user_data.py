@@ -1,4 +1,6 @@
-"""The cloud-init user-data of one member (ECS-optimized Amazon Linux: docker preinstalled).
+"""The cloud-init user-data of one member (the ECS-optimized Amazon Linux 2023 AMI: docker
+preinstalled; its GPU variant adds the NVIDIA driver and nvidia-container-toolkit, whose
+kernel module `GPU_DRIVER_UNIT` loads at boot; cloud-init 22.2: docs/platform.md).
 
 First boot (at `pulumi up`; it ends with cloud-init powering the instance off) only
 *installs*: the
@@ -51,11 +53,15 @@ STOP_TIMEOUT_S = 90  # EC2 gives a stopping instance ~2 min; keep inside it
 # has no run-duration limit; GCE's max_run_duration is this switch's counterpart)
 DEADMAN_UNIT = "spotbench-deadline"
 DEADMAN_GRACE_S = 300  # the stop tick's own retries and the workload's 90 s to store
+# The ECS-optimized AL2023 GPU AMI loads the NVIDIA kernel module at boot from this unit
+# (its open, proprietary or GRID build, chosen by the GPU's PCI ids), ordered before
+# ecs.service only; a GPU member's unit waits for it, or `docker run --gpus` races the load
+GPU_DRIVER_UNIT = "nvidia-kmod-load.service"
 
 
 def deadman_command(max_run_s: int) -> str:
     """ExecStartPre arming a transient systemd timer (`systemd-run --on-active`, systemd ≥
-    218: AL2023 and AL2 alike) that powers the instance off `max_run_s` after this boot's
+    218: AL2023 ships 252) that powers the instance off `max_run_s` after this boot's
     unit started; a second start in the same boot keeps the first timer."""
     arm = (f"systemctl is-active --quiet {DEADMAN_UNIT}.timer || systemd-run "
            f"--unit={DEADMAN_UNIT} --on-active={int(max_run_s)}s "
@@ -148,7 +154,7 @@ def docker_command(image: str, *, gpu: bool, ssh: bool, name: str = CONTAINER,
     for volume in volumes:
         cmd += ["--volume", volume]
     if gpu:
-        cmd += ["--gpus", "all"]  # the ECS GPU AMI ships the NVIDIA container runtime
+        cmd += ["--gpus", "all"]  # the AL2023 GPU AMI's nvidia-container-toolkit serves it
     return cmd + [shlex.quote(check_image(image))]
 
 
@@ -171,7 +177,8 @@ def unit(image: str, *, gpu: bool, ssh: bool, user: ui.UserStep | None = None,
         pre.append(f"-/usr/bin/docker rm -f {ui.CONTAINER}")
         start = ["/bin/sh", ui.SCRIPT]
     return workload_unit(pre=pre, start=start, home=STATE_DIR,
-                         timeout_stop_s=STOP_TIMEOUT_S + 10, install=True)
+                         timeout_stop_s=STOP_TIMEOUT_S + 10, install=True,
+                         after=(GPU_DRIVER_UNIT,) if gpu else ())
 
 
 def user_data(*, image: str, env: Mapping[str, str], gpu: bool = False,

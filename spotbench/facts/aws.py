@@ -2,15 +2,43 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+import re
+
+from pydantic import Field, field_validator
 
 from spotbench.catalog import AWS_CATALOG
 from spotbench.facts.base import CloudFacts
 from spotbench.facts.options import CloudOptions
 
 
+# The members' image: the ECS-optimized Amazon Linux 2023 AMI (docker preinstalled), its
+# GPU variant (NVIDIA driver, nvidia-container-toolkit) on GPU types, found through AWS's
+# public SSM parameters (docs/platform.md, "AWS boot image"). The AL2 variants reached their
+# end of life on 2026-06-30 and the boot document is written (and booted in the lab) for
+# AL2023 only.
+ECS_AMI_PARAMETERS = "/aws/service/ecs/optimized-ami"
+CPU_AMI_PARAMETER = f"{ECS_AMI_PARAMETERS}/amazon-linux-2023/recommended/image_id"
+GPU_AMI_PARAMETER = f"{ECS_AMI_PARAMETERS}/amazon-linux-2023/gpu/recommended/image_id"
+AL2_END_OF_LIFE = "2026-06-30"
+_AL2_PARAMETER = re.compile(r"^/aws/service/(ecs/optimized-ami/amazon-linux-2/|"
+                            r"ami-amazon-linux-latest/amzn2-)")
+
+
+def has_gpu(machine_type: str, accelerator: str | None = None) -> bool:
+    """GPU instance families (g4dn, g5, p3, …); an accelerator in the spec implies one."""
+    return bool(accelerator) or bool(re.match(r"^(g|p)\d", machine_type))
+
+
+def ami_parameter(override: str | None, gpu: bool) -> str:
+    """The public SSM parameter naming a member's AMI: `aws.ami_ssm_parameter`, else the
+    ECS-optimized AL2023 one (its GPU variant when `gpu`)."""
+    return override or (GPU_AMI_PARAMETER if gpu else CPU_AMI_PARAMETER)
+
+
 class AwsOptions(CloudOptions):
-    ami_ssm_parameter: str | None = None
+    ami_ssm_parameter: str | None = Field(
+        None, description="the public SSM parameter naming the members' AMI (default: the "
+                          "ECS-optimized Amazon Linux 2023 AMI, its GPU variant on GPU types)")
     vpc_cidr: str = "10.43.0.0/16"
     subnet_cidr: str = "10.43.1.0/24"
     root_volume_gb: int = Field(30, ge=8)
@@ -19,6 +47,17 @@ class AwsOptions(CloudOptions):
         description="days the members' persistent spot requests stay valid after `pulumi up`: "
                     "EC2 restarts interrupted members only until then (redeploy to renew)",
     )
+
+    @field_validator("ami_ssm_parameter")
+    @classmethod
+    def _not_amazon_linux_2(cls, value: str | None) -> str | None:
+        if value and _AL2_PARAMETER.match(value):
+            raise ValueError(
+                "it names an Amazon Linux 2 AMI, past its end of life "
+                f"({AL2_END_OF_LIFE}); the members' boot document is made for Amazon Linux "
+                f"2023: drop aws.ami_ssm_parameter (spotbench picks {CPU_AMI_PARAMETER}, or "
+                f"{GPU_AMI_PARAMETER} on GPU types) or name an AL2023 one")
+        return value
 
 
 FACTS = CloudFacts(

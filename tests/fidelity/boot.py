@@ -45,7 +45,7 @@ import yaml
 
 from spotbench.member import ENV_KEY, MemberContext
 from infra.preview import PROGRAM, RecordingMocks, install, run_declarations
-from tests.fidelity import aws_ssm, shims
+from tests.fidelity import amis, aws_ssm, shims
 from tests.fidelity.hub import DONE_PORT, HUB_IP, METADATA_IP
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,6 +62,7 @@ class Rendered:
     user_data: str
     ctx: MemberContext
     account: str | None = None  # the service account (GCP) or role (AWS) it runs as
+    image: amis.Image | None = None  # AWS: the AMI it boots (tests/fidelity/amis.py)
 
     @property
     def doc(self) -> dict:
@@ -100,24 +101,27 @@ def render(spec_file: Path | str, mocks: RecordingMocks) -> tuple[list[Rendered]
     install(mocks, stack="fidelity")
     mocks.reset()
     pulumi.runtime.set_all_config({**CONFIG[cloud], "spotbench:spec": str(path)})
+    mocks.answers[amis.GET_PARAMETER] = amis.get_parameter  # the AMIs' public parameters
     try:
         run_declarations(lambda: runpy.run_path(str(PROGRAM), run_name="__main__"))
     finally:
         pulumi.runtime.set_all_config({})
+        mocks.answers.pop(amis.GET_PARAMETER, None)
     out = []
     for inst in (i for typ in INSTANCE[cloud] for i in mocks.of_type(typ)):
-        account = None
+        account, image = None, None
         if cloud == "gcp":
             name, text = inst.inputs["name"], inst.inputs["metadata"]["user-data"]
             account = inst.inputs["serviceAccount"]["email"]
         else:
             name, text = inst.inputs["tags"]["Name"], inst.inputs["userData"]
             account = aws_ssm.instance_role(mocks.declared, inst.inputs["iamInstanceProfile"])
+            image = amis.image_of(inst.inputs["ami"])
         env = dict(line.split("=", 1) for line in next(
             f["content"] for f in yaml.safe_load(text)["write_files"]
             if f["path"].endswith("/env")).splitlines())
         out.append(Rendered(cloud, name, text, MemberContext.model_validate_json(env[ENV_KEY]),
-                            account))
+                            account, image))
     return out, json.loads(as_json(mocks.declared))
 
 
@@ -313,7 +317,7 @@ class Lab:
         return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
 
     def vm(self, name: str, address: str, cloud: str, user_data: str,
-           account: str | None = None) -> VM:
+           account: str | None = None, image: amis.Image | None = None) -> VM:
         if cloud == "gcp":
             self._grant_files(name, address)
         i = len(self.vms)
@@ -321,6 +325,8 @@ class Lab:
         state = self.tmp / f"vm-{name}"
         state.mkdir()
         (state / "user-data").write_text(user_data)
+        if image is not None:  # what the AMI carries (the docker shim's --gpus reads it)
+            (state / "image.json").write_text(json.dumps(image.as_dict()))
         ip("netns", "add", netns)
         ip("link", "add", f"v{self.tag}{i}", "netns", self.hub, "type", "veth", "peer", "name",
            "eth0", "netns", netns)

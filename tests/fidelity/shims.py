@@ -334,6 +334,24 @@ def parse_run(argv: list[str]) -> dict:
     return out
 
 
+def gpus_refused(state: Path) -> str | None:
+    """What dockerd answers `docker run --gpus` on this VM, None when it would start it.
+    dockerd offers `--gpus` only when nvidia-container-toolkit's `nvidia-container-runtime-hook`
+    is on its PATH (moby daemon/nvidia_linux.go), which only the AMI's GPU variant carries
+    (`STATE/image.json`, tests/fidelity/amis.py); the hook then needs the NVIDIA kernel module
+    loaded, and the lab has no GPU."""
+    path = state / "image.json"
+    image = json.loads(path.read_text()) if path.exists() else {}
+    if not image.get("nvidia_hook"):
+        return ('docker: Error response from daemon: could not select device driver "" with '
+                "capabilities: [[gpu]].")
+    if not Path("/dev/nvidia0").exists():
+        return ("docker: Error response from daemon: failed to create task for container: "
+                "OCI runtime create failed: nvidia-container-cli: initialization error: "
+                "nvml error: driver not loaded: unknown.")
+    return None
+
+
 def read_env_file(path: str) -> dict[str, str]:
     env = {}
     for line in Path(path).read_text().splitlines():
@@ -377,10 +395,11 @@ def docker(state: Path, argv: list[str]) -> int:
         print(f"docker shim: --network {network}: spotbench's images need --network host, "
               "a user's image runs on host or docker's default bridge", file=sys.stderr)
         return 125
-    if run["gpus"] and not Path("/dev/nvidia0").exists():
-        print('docker: Error response from daemon: could not select device driver "" with '
-              "capabilities: [[gpu]].", file=sys.stderr)
-        return 125
+    if run["gpus"]:
+        refused = gpus_refused(state)
+        if refused:
+            print(refused, file=sys.stderr)
+            return 125
     for dev in run["devices"]:
         if not Path(dev).exists():
             print(f"docker: error gathering device information for {dev}", file=sys.stderr)

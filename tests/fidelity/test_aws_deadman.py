@@ -71,7 +71,8 @@ def test_the_lab_host_powers_off_when_the_deadman_fires_on_each_run_boot_aws(lab
     with boot.Lab(lab_dir) as lab:
         lab.serve_secrets(_rendered()[1])
         vm = lab.vm(member.name, member.ctx.me.host, "aws",
-                    _shortened(boot.localize(member, store.url, lab.done_url)), member.account)
+                    _shortened(boot.localize(member, store.url, lab.done_url)), member.account,
+                    member.image)
         lab.boot(vm)  # the creation boot: installs, arms nothing
         assert lab.wait(vm, 60) == 0, vm.journal
         assert vm.calls("systemd-run") == []

@@ -132,7 +132,8 @@ def _boot_osu_group(cloud: str, work, group: list[boot.Rendered], rows: list[dic
     with boot.Lab(work) as lab:
         lab.serve_secrets(secrets)
         vms = {r.ctx.role: lab.vm(r.name, r.ctx.me.host, cloud,
-                                  edit(boot.localize(r, results_url, lab.done_url)), r.account)
+                                  edit(boot.localize(r, results_url, lab.done_url)), r.account,
+                                  r.image)
                for r in group}
         for r in group:
             assert hosts[r.name].ip == r.ctx.me.host
@@ -411,13 +412,14 @@ def gpu_boot(cloud: str, lab_dir) -> Callable[[], dict]:
             if function is not None:
                 lab.serve_secrets(function)
             vm = lab.vm(chief.name, chief.ctx.me.host, cloud,
-                        boot.localize(chief, store.url, lab.done_url), chief.account)
+                        boot.localize(chief, store.url, lab.done_url), chief.account, chief.image)
             for _ in range(1 if cloud == "gcp" else 2):  # aws: the creation boot installs only
                 lab.boot(vm)
                 waits.append(lab.wait(vm, 90))
                 if waits[-1] is None:
                     break
-        return {"vm": vm, "store": store, "waits": waits}
+        return {"vm": vm, "store": store, "waits": waits, "image": chief.image,
+                "unit": chief.unit if cloud == "aws" else None}
     return run
 
 
@@ -447,9 +449,23 @@ def test_gpu_group_boots_the_gpu_image_with_the_gpu(cloud, example, gpu_boots):
         assert "/dev/nvidia0" in run["devices"] and "/dev/nvidiactl" in run["devices"]
     else:
         assert run["gpus"] == "all"
+        _check_aws_gpu_image(g["image"], g["unit"], vm.journal)
     end = [c for c in vm.calls("systemd") if c["phase"] == "end"][-1]
     assert end["status"] == 125 and not vm.powered_off  # no GPU here: docker refuses
     assert boot.files(store) == [f"runs/{store.current_run().run}/run.json"]
+
+
+def _check_aws_gpu_image(image, unit: dict[str, list[str]], journal: str) -> None:
+    """An AWS GPU member boots the ECS-optimized AL2023 GPU AMI (the AL2 one reached its end
+    of life on 2026-06-30): its dockerd took `--gpus` (nvidia-container-toolkit's hook; the
+    CPU image has none) and failed only for want of the kernel module, and the workload's
+    unit waits for the unit that loads it."""
+    assert image is not None and image.os == "Amazon Linux 2023", image
+    assert image.supported(), f"{image.name} is past its end of life ({image.end_of_life})"
+    assert image.nvidia_hook and image.driver_unit, image
+    assert "nvml error: driver not loaded" in journal, journal
+    assert image.driver_unit in " ".join(unit["After"]).split(), unit["After"]
+    assert image.driver_unit in " ".join(unit["Wants"]).split(), unit["Wants"]
 
 
 TINY_TF = {"steps": 20, "batch_size": 16, "dataset": "synthetic", "warmup_steps": 5}
@@ -489,7 +505,8 @@ def _boot_tf_group(cloud: str, work, group: list[boot.Rendered], rows: list[dict
         if function is not None:
             lab.serve_secrets(function)
         vms = {_key(r, group): lab.vm(r.name, r.ctx.me.host, cloud,
-                                      boot.localize(r, store.url, lab.done_url), r.account)
+                                      boot.localize(r, store.url, lab.done_url), r.account,
+                                      r.image)
                for r in group}
         for r in group:
             lab.nft(vms[_key(r, group)], fw.nft_ruleset(rows, hosts[r.name], lab_hosts))

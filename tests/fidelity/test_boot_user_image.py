@@ -39,7 +39,8 @@ SLOW = "echo warmup=2 s; sleep 60; echo never=1"
 
 def _vm(lab: boot.Lab, r: boot.Rendered, store) -> boot.VM:
     """A member's VM whose docker can run USER_IMAGE (a public image, no spotbench inside)."""
-    vm = lab.vm(r.name, r.ctx.me.host, r.cloud, boot.localize(r, store.url, lab.done_url), r.account)
+    vm = lab.vm(r.name, r.ctx.me.host, r.cloud, boot.localize(r, store.url, lab.done_url), r.account,
+                r.image)
     (vm.state / "user-images").write_text(USER_IMAGE + "\n")
     return vm
 

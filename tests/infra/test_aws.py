@@ -399,3 +399,50 @@ def test_spec_labels_are_tags_on_every_tagged_resource(declare):
         assert labels.items() <= vm.inputs["volumeTags"].items()
         assert vm.inputs["tags"]["spotbench-sweep"] == spec.name
         assert vm.inputs["tags"]["managed-by"] == "spotbench"
+
+
+def test_deploy_gpu_members_boot_the_al2023_gpu_ami_after_its_driver_loads(declare):
+    """GPU members boot the ECS-optimized Amazon Linux 2023 GPU AMI (the AL2 GPU AMI reached
+    its end of life on 2026-06-30), CPU members the AL2023 one; a GPU member's workload unit
+    waits for the AMI's `nvidia-kmod-load.service`, which loads the NVIDIA kernel module at
+    boot (before ecs.service only, and ECS is disabled here)."""
+    from infra.aws.user_data import GPU_DRIVER_UNIT
+
+    assert GPU_AMI_PARAMETER == "/aws/service/ecs/optimized-ami/amazon-linux-2023/gpu/recommended/image_id"
+    assert CPU_AMI_PARAMETER == "/aws/service/ecs/optimized-ami/amazon-linux-2023/recommended/image_id"
+    assert GPU_DRIVER_UNIT == "nvidia-kmod-load.service"
+    for machine, gpu in (("g5.xlarge", True), ("c5.large", False)):
+        _, mocks = sweep(declare, name="gx", workload={"name": "tf-mnist", "workers": 1},
+                         matrix={"machine_type": [machine]}, placement="none", image=None,
+                         results=None)
+        params = [c[1]["name"] for c in mocks.calls if c[0] == "aws:ssm/getParameter:getParameter"]
+        assert params == [GPU_AMI_PARAMETER if gpu else CPU_AMI_PARAMETER]
+        for inst in members(mocks):
+            doc = yaml.safe_load(inst.inputs["userData"].removeprefix("#cloud-config\n"))
+            unit = next(f["content"] for f in doc["write_files"] if f["path"].endswith(".service"))
+            after = next(line for line in unit.splitlines() if line.startswith("After="))
+            wants = next(line for line in unit.splitlines() if line.startswith("Wants="))
+            assert (GPU_DRIVER_UNIT in after.split("=", 1)[1].split()) is gpu, unit
+            assert (GPU_DRIVER_UNIT in wants.split("=", 1)[1].split()) is gpu, unit
+            assert "docker.service" in after and "network-online.target" in wants
+
+
+@pytest.mark.parametrize("parameter", [
+    "/aws/service/ecs/optimized-ami/amazon-linux-2/gpu/recommended/image_id",
+    "/aws/service/ecs/optimized-ami/amazon-linux-2/recommended/image_id",
+    "/aws/service/ami-amazon-linux-latest/amzn2-ami-hvm-x86_64-gp2",
+])
+def test_deploy_an_amazon_linux_2_ami_parameter_is_refused_at_plan(parameter):
+    """`aws.ami_ssm_parameter` naming an AL2 image is refused when the spec loads, with the
+    field, the value, the end-of-life date and the fix; an AL2023 one is taken."""
+    from spotbench.spec import SpecError
+
+    data = {"name": "ax", "cloud": "aws", "region": "eu-west-1", "zone": "eu-west-1a",
+            "workload": {"name": "osu"}, "matrix": {"machine_type": ["c5n.large"]}}
+    with pytest.raises(SpecError) as err:
+        load_spec({**data, "aws": {"ami_ssm_parameter": parameter}})
+    text = str(err.value)
+    assert "ami_ssm_parameter" in text and parameter in text and "2026-06-30" in text
+    assert CPU_AMI_PARAMETER in text and GPU_AMI_PARAMETER in text
+    ok = "/aws/service/ecs/optimized-ami/amazon-linux-2023/gpu/recommended/image_id"
+    assert load_spec({**data, "aws": {"ami_ssm_parameter": ok}}).aws.ami_ssm_parameter == ok

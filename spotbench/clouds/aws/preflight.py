@@ -13,6 +13,10 @@
    Steps 2, 3 and 3b run in every candidate region (`SweepSpec.candidate_regions`, the
    created lifecycle's candidates may span regions; else the spec's region), each with a
    client for that region: a fleet may place the sweep's whole footprint in any of them.
+3a. boot image: the public SSM parameter of each AMI the sweep boots (the ECS-optimized
+   AL2023 AMI, its GPU variant on GPU types, or `aws.ami_ssm_parameter`) resolves in the
+   region (`ssm:GetParameter`): the GPU variant is not published in every region, and
+   `pulumi up` would fail there at its first lookup.
 3c. launch templates (`lifecycle: created`): the sweep declares one per member and candidate
    zone (infra/aws/templates.py); a region holds at most `LAUNCH_TEMPLATES_PER_REGION`
    (an account's fixed limit, shared with everything else in it): the templates already
@@ -35,7 +39,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from spotbench.facts.aws import FACTS
+from spotbench.facts.aws import FACTS, ami_parameter, has_gpu
 from spotbench.interfaces import Problem
 from spotbench.plan import RunGroup, concurrent_footprint
 from spotbench.spec import SweepSpec
@@ -146,10 +150,34 @@ def _region(spec: SweepSpec, groups: list[RunGroup], region: str, zones: list[st
                                     f"({exc.response['Error'].get('Code')})",
                                     f"pick one from `aws ec2 describe-instance-type-offerings --region {region}`"))
     problems += zone_offerings(ec2, sorted(vcpus), zones, region)
+    problems += ami_parameters(boto3.client("ssm", **kw), spec, groups, region)
     if spec.lifecycle == "created":
         problems += template_room(ec2, sum(len(g.members) for g in groups) * len(zones), region)
     problems += _quota(boto3.client("service-quotas", **kw), spec, groups, vcpus, region)
     return problems
+
+
+def ami_parameters(ssm: Any, spec: SweepSpec, groups: list[RunGroup], region: str) -> list[Problem]:
+    """A problem per AMI parameter the sweep needs that `region` does not publish."""
+    gpus = {has_gpu(m.machine_type or g.machine_type, g.accelerator)
+            for g in groups for m in g.members}
+    out = []
+    for name in sorted({ami_parameter(spec.aws.ami_ssm_parameter, gpu) for gpu in gpus}):
+        try:
+            ssm.get_parameter(Name=name)
+        except Exception as exc:  # noqa: BLE001 - botocore ClientError
+            code = getattr(exc, "response", {}).get("Error", {}).get("Code")
+            if code not in ("ParameterNotFound", "ParameterVersionNotFound"):
+                out.append(Problem("ami", f"cannot read the SSM parameter {name} in {region}: {exc}",
+                                   "grant ssm:GetParameter, or check the parameter in the console"))
+                continue
+            out.append(Problem(
+                "ami", f"{region} publishes no SSM parameter {name}: the members' AMI cannot be "
+                "found there", f"pick a region that has it (`aws ssm get-parameter --name {name} "
+                f"--region <region>` answers an AMI id there), or set aws.ami_ssm_parameter to a "
+                f"parameter {region} has that names an Amazon Linux 2023 AMI with docker (and, on "
+                "GPU types, the NVIDIA driver and nvidia-container-toolkit)"))
+    return out
 
 
 def zone_offerings(ec2: Any, types: list[str], zones: list[str], region: str) -> list[Problem]:
