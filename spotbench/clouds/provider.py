@@ -11,7 +11,8 @@ Everything else in spotbench asks the provider instead of comparing cloud names:
     cloud = provider.cloud(spec)                  # the driver, configured as the functions do
     control = provider.schedule(spec, root=root)  # pause / resume / run-now
 
-A provider answers its cloud's facts too (`provider.boot_s` is `provider.facts.boot_s`).
+A provider carries its cloud's facts (`provider.facts.boot_s`) and forwards only its region rule
+(`region_of_zone`, `price_region`); every operation is a declared method.
 `get_provider` finds the provider through the facts registry (`spotbench.facts.CLOUDS`, the
 only list of cloud names). Provider modules import no cloud SDK at module level: `import
 spotbench` and a price estimate of a GCP sweep need neither boto3 nor google-cloud; the SDK
@@ -115,11 +116,16 @@ class Provider:
     def __init__(self, facts: CloudFacts):
         self.facts = facts
 
-    def __getattr__(self, attr: str) -> Any:
-        """The cloud's facts, read through its provider (`provider.catalog`, `.boot_s`)."""
-        if attr == "facts":
-            raise AttributeError(attr)
-        return getattr(self.facts, attr)
+    # what the cloud *is* stays in `self.facts` (`provider.facts.boot_s`); the provider
+    # declares every operation it answers, and forwards only the region rule its own
+    # operations and callers ask with a provider in hand
+    def region_of_zone(self, zone: str) -> str:
+        """The region a zone is in (`CloudFacts.region_of_zone`: us-central1-a → us-central1)."""
+        return self.facts.region_of_zone(zone)
+
+    def price_region(self, zone: str | None, region: str | None = None) -> str | None:
+        """The region prices are looked up in (`CloudFacts.price_region`)."""
+        return self.facts.price_region(zone, region)
 
     @property
     def name(self) -> str:
