@@ -45,8 +45,32 @@ if TYPE_CHECKING:  # only for annotations: providers import what they need lazil
 # cloud name → the module of its facts (the registry, `spotbench.facts.CLOUDS`)
 PROVIDERS = CLOUDS
 
-__all__ = ["PROVIDERS", "FunctionSettings", "GroupStorage", "Provider", "SettingMissing",
-           "UnknownCloud", "env_of", "get_provider"]
+__all__ = ["PROVIDERS", "FunctionSettings", "GroupStorage", "Provider", "ProxyTarget",
+           "SettingMissing", "SshProxy", "UnknownCloud", "env_of", "get_provider", "state_root"]
+
+
+class ProxyTarget(Protocol):
+    """The member an ssh ProxyCommand reaches (`spotbench.ops.remote.Target`)."""
+
+    @property
+    def host(self) -> str: ...  # the instance's name / id (a proxy reaches it by name)
+
+    @property
+    def port(self) -> int: ...
+
+    @property
+    def zone(self) -> str | None: ...  # where the cloud says the instance is, if known
+
+
+# a cloud's ssh ProxyCommand for one member (`Provider.ssh_proxy`), as one shell line
+SshProxy = Callable[[ProxyTarget], str]
+
+
+def state_root(root: Path | str | None = None) -> Path:
+    """The operator's state folder, every cloud's (a local sweep's state, the host keys a
+    stack recorded: `<root>/<sweep>/known_hosts`): `root`, else `SPOTBENCH_STATE_ROOT`, else
+    `.spotbench`."""
+    return Path(root or os.environ.get("SPOTBENCH_STATE_ROOT", ".spotbench")).resolve()
 
 
 @dataclass(frozen=True)
@@ -204,9 +228,18 @@ class Provider:
         """Pulumi config (beyond `spotbench:spec`) the offline preview sets for this cloud."""
         return {}
 
+    # `spotbench ssh|exec|collect --via`: the ways this cloud adds beyond `direct` and `jump`
+    ssh_vias: tuple[str, ...] = ()
+
+    def ssh_proxy(self, spec: SweepSpec, via: str) -> SshProxy | None:
+        """The ProxyCommand reaching a member `via` one of `ssh_vias` (GCP: an IAP tunnel,
+        AWS: a Session Manager session); None for any other way."""
+        return None
+
     def access_options(self, spec: SweepSpec, via: str) -> dict[str, Any]:
-        """Cloud settings `spotbench ssh|exec|collect` pass to `AccessConfig`."""
-        return {}
+        """Cloud settings `spotbench ssh|exec|collect` pass to `AccessConfig`: the proxy."""
+        proxy = self.ssh_proxy(spec, via)
+        return {"proxy": proxy} if proxy is not None else {}
 
     # ---- the member's side -----------------------------------------------------------
     def post_done(self, ctx: MemberContext, body: dict[str, Any], timeout: float) -> requests.Response:

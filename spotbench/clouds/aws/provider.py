@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     import requests
 
     from spotbench.clouds.aws.scheduler import AwsSchedule
+    from spotbench.clouds.aws.ssh import SsmSession
     from spotbench.clouds.base import Sweeper
     from spotbench.clouds.aws.ec2 import AwsCloud
     from spotbench.clouds.aws.lease_objects import S3Objects
@@ -33,12 +34,16 @@ class AwsProvider(Provider):
     prices_module = "spotbench.clouds.aws.prices"
     catalog_module = "spotbench.clouds.aws.catalog"
 
-    def access_options(self, spec: SweepSpec, via: str) -> dict[str, Any]:
-        # `aws ssm start-session` must look for the instance in its own region (a created
-        # group may run in any candidate region): its zone's, else the sweep's
-        if via != "ssm":
-            return {}
-        return {"aws_region": spec.region, "aws_zone_region": FACTS.region_of_zone}
+    ssh_vias = ("ssm",)
+
+    def ssh_proxy(self, spec: SweepSpec, via: str) -> SsmSession | None:
+        """`aws ssm start-session` must look for the instance in its own region (a created
+        group may run in any candidate region): its zone's, else the sweep's."""
+        from spotbench.clouds.aws.ssh import VIA, SsmSession
+
+        if via != VIA:
+            return None
+        return SsmSession(region=spec.region, region_of_zone=FACTS.region_of_zone)
 
     def results_url(self, spec: SweepSpec, env: Mapping[str, str] | None = None) -> str:
         if spec.results:

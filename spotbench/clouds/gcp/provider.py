@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from spotbench.clouds.gcp.grants import GcpGrants
     from spotbench.clouds.gcp.lease_objects import GcsObjects
     from spotbench.clouds.gcp.scheduler import GcpSchedule
+    from spotbench.clouds.gcp.ssh import IapTunnel
     from spotbench.member import MemberContext
     from spotbench.spec import SweepSpec
 
@@ -162,14 +163,18 @@ class GcpProvider(Provider):
             "gcp:region": region or region_of(spec),
         }
 
-    def access_options(self, spec: SweepSpec, via: str) -> dict[str, Any]:
+    ssh_vias = ("iap",)
+
+    def ssh_proxy(self, spec: SweepSpec, via: str) -> IapTunnel | None:
         """`gcloud compute start-iap-tunnel` needs the instance's project and zone: the fixed
         zone (stopped lifecycle); a created VM's is the one the cloud reports it in (each
         `Target.zone`, spotbench.ops.remote), any candidate of any candidate region."""
-        if via != "iap":
-            return {}
+        from spotbench.clouds.gcp.ssh import VIA, IapTunnel
+
+        if via != VIA:
+            return None
         fixed = first_zone(spec) if spec.lifecycle != "created" else None
-        return {"gcp_project": project_of(spec), "gcp_zone": fixed}
+        return IapTunnel(project=project_of(spec), zone=fixed)
 
     def post_done(self, ctx: MemberContext, body: dict, timeout: float) -> requests.Response:
         import requests
