@@ -241,6 +241,25 @@ class Provider:
         proxy = self.ssh_proxy(spec, via)
         return {"proxy": proxy} if proxy is not None else {}
 
+    # ---- `spotbench preview`: what the cloud's declared resources show ---------------
+    # the Pulumi package of the type tokens its stack declares (`gcp:compute/…`): how the
+    # preview finds the provider of a resource (`spotbench.preview.provider_of`)
+    pulumi_package: str | None = None
+
+    def preview_properties(self, type_token: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        """The cloud's own properties of a declared resource, beside the neutral ones."""
+        return {}
+
+    def preview_rules(self, type_token: str, inputs: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """A firewall's / security-group rule's effect, one dict per (action, protocol):
+        `{action, direction, protocol, ports, sources, targets}`; [] for anything else."""
+        return []
+
+    def preview_user_data(self, type_token: str, inputs: Mapping[str, Any]) -> str | None:
+        """A VM's boot document where the cloud encodes it its own way (decoded; "" when it
+        does not decode); None: read the neutral `metadata["user-data"]` / `userData`."""
+        return None
+
     # ---- the member's side -----------------------------------------------------------
     def post_done(self, ctx: MemberContext, body: dict[str, Any], timeout: float) -> requests.Response:
         """POST `body` to the member's done URL, proving who the member is."""

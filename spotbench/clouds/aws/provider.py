@@ -99,6 +99,23 @@ class AwsProvider(Provider):
                      region: str | None = None) -> dict[str, str]:
         return {"aws:region": region or spec.region or "us-east-1"}
 
+    pulumi_package = "aws"
+
+    def preview_properties(self, type_token: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        from spotbench.clouds.aws.preview import properties
+
+        return properties(type_token, inputs)
+
+    def preview_rules(self, type_token: str, inputs: Mapping[str, Any]) -> list[dict[str, Any]]:
+        from spotbench.clouds.aws.preview import rules
+
+        return rules(type_token, inputs)
+
+    def preview_user_data(self, type_token: str, inputs: Mapping[str, Any]) -> str | None:
+        from spotbench.clouds.aws.preview import user_data
+
+        return user_data(type_token, inputs)
+
     def post_done(self, ctx: MemberContext, body: dict, timeout: float) -> requests.Response:
         from spotbench.clouds.aws.identity import signed_post  # botocore: only on AWS VMs
 

@@ -176,6 +176,18 @@ class GcpProvider(Provider):
         fixed = first_zone(spec) if spec.lifecycle != "created" else None
         return IapTunnel(project=project_of(spec), zone=fixed)
 
+    pulumi_package = "gcp"
+
+    def preview_properties(self, type_token: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        from spotbench.clouds.gcp.preview import properties
+
+        return properties(type_token, inputs)
+
+    def preview_rules(self, type_token: str, inputs: Mapping[str, Any]) -> list[dict[str, Any]]:
+        from spotbench.clouds.gcp.preview import rules
+
+        return rules(type_token, inputs)
+
     def post_done(self, ctx: MemberContext, body: dict, timeout: float) -> requests.Response:
         import requests
 
