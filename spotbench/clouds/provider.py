@@ -147,9 +147,9 @@ class Provider:
         """The region a zone is in (`CloudFacts.region_of_zone`: us-central1-a → us-central1)."""
         return self.facts.region_of_zone(zone)
 
-    def price_region(self, zone: str | None, region: str | None = None) -> str | None:
+    def price_region(self, region: str | None, zone: str | None = None) -> str | None:
         """The region prices are looked up in (`CloudFacts.price_region`)."""
-        return self.facts.price_region(zone, region)
+        return self.facts.price_region(region, zone)
 
     @property
     def name(self) -> str:
@@ -192,6 +192,20 @@ class Provider:
     def authenticate(self, headers: Mapping[str, str], settings: FunctionSettings) -> Caller:
         """Who is calling a function over HTTP (raises Unauthorized / Forbidden)."""
         raise SettingMissing(f"on {self.name}, callers are authenticated by the function's adapter")
+
+    def function_account(self, settings: FunctionSettings, context: Any = None) -> str:
+        """The project / account the sweep's instances live in, as a function knows it (the
+        instance rule's `account`: `spotbench.auth.instance.Roster`); `context`: what the
+        platform hands the invocation (AWS: the Lambda context, whose ARN names it). "":
+        the cloud has none (local)."""
+        return ""
+
+    def authenticate_event(self, event: Mapping[str, Any], settings: FunctionSettings,
+                           account: str | None = None) -> Caller:
+        """Who sent a function an event its platform already authenticated (AWS: a function
+        URL's IAM authorizer, a direct invocation by the scheduler); `account`: the
+        function's (`function_account`). Raises Unauthorized / Forbidden."""
+        raise SettingMissing(f"on {self.name}, functions are called over HTTP (`authenticate`)")
 
     def grants(self, spec: SweepSpec, env: Mapping[str, str]) -> Any:
         """What the `grant` function mints a group's storage grants and files with (issue #29)."""

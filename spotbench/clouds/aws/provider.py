@@ -14,13 +14,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spotbench.clouds.provider import GroupStorage, Provider, SettingMissing, env_of
+from spotbench.clouds.provider import (
+    FunctionSettings, GroupStorage, Provider, SettingMissing, env_of,
+)
 from spotbench.facts.aws import FACTS
 from spotbench.interfaces import Problem
 
 if TYPE_CHECKING:
     import requests
 
+    from spotbench.auth import Caller
+    from spotbench.clouds.aws.function_grants import AwsGrants
     from spotbench.clouds.aws.scheduler import AwsSchedule
     from spotbench.clouds.aws.ssh import SsmSession
     from spotbench.clouds.base import Sweeper
@@ -67,6 +71,40 @@ class AwsProvider(Provider):
 
             return AwsRegions(spec.region or "", spec.candidate_regions, endpoint_url=endpoint)
         return self.driver(region=spec.region, endpoint_url=endpoint, lifecycle=spec.lifecycle)
+
+    def function_account(self, settings: FunctionSettings, context: Any = None) -> str:
+        """The Lambda's own account, from the ARN its runtime context names
+        (`invoked_function_arn`); ValueError when that is not a Lambda ARN."""
+        from spotbench.clouds.aws.identity import function_account
+
+        if context is None:
+            raise SettingMissing("on aws the function's account is its Lambda ARN's: pass the "
+                                 "invocation's context (function_account(settings, context))")
+        return function_account(getattr(context, "invoked_function_arn", ""))
+
+    def authenticate_event(self, event: Mapping[str, Any], settings: FunctionSettings,
+                           account: str | None = None) -> Caller:
+        """A function-URL request (`AWS_IAM`): an instance session of the sweep's one member
+        role in the function's own `account`; a direct invocation: the scheduler (or an
+        operator), which IAM already allowed (`spotbench.clouds.aws.identity`)."""
+        from spotbench.clouds.aws.identity import (
+            caller_from_function_url, caller_from_invocation, member_role_name,
+        )
+
+        if "http" not in (event.get("requestContext") or {}):
+            return caller_from_invocation(event)
+        if not account:
+            raise SettingMissing("a function-URL caller is checked against the function's "
+                                 "account: pass function_account(settings, context)")
+        spec = settings.spec
+        return caller_from_function_url(event, account=account,
+                                        member_role=member_role_name(spec.name, spec.region or ""))
+
+    def grants(self, spec: SweepSpec, env: Mapping[str, str]) -> AwsGrants:
+        """What the function URL's `grant` and `keys` paths mint with (issue #29)."""
+        from spotbench.clouds.aws.function_grants import AwsGrants
+
+        return AwsGrants(spec, env.get("SPOTBENCH_RESULTS_URL") or spec.results_url())
 
     def credentials_problem(self, env: Mapping[str, str] | None = None) -> str | None:
         from spotbench.clouds.aws.credentials import aws_problem

@@ -19,7 +19,7 @@ class SsmSession:
     region: str | None = None  # the sweep's region: a target of unknown zone
     region_of_zone: Callable[[str], str] | None = None  # a target's zone → its region
 
-    def region_of(self, target: ProxyTarget) -> str | None:
+    def session_region(self, target: ProxyTarget) -> str | None:
         """The region Session Manager must be asked in: the target's (its zone's), else
         the sweep's (SSM sessions are regional: another region does not know the id)."""
         if target.zone and self.region_of_zone is not None:
@@ -29,6 +29,6 @@ class SsmSession:
     def __call__(self, target: ProxyTarget) -> str:
         cmd = ["aws", "ssm", "start-session", "--target", target.host,
                "--document-name", "AWS-StartSSHSession", "--parameters", f"portNumber={target.port}"]
-        region = self.region_of(target)
+        region = self.session_region(target)
         cmd += ["--region", region] if region else []
         return shlex.join(cmd)

@@ -97,11 +97,16 @@ class GcpProvider(Provider):
             headers,
             audience=settings.need("SPOTBENCH_AUDIENCE"),
             scheduler_accounts=[a for a in env.get("SPOTBENCH_SCHEDULER_ACCOUNTS", "").split(",") if a],
-            project=env.get("SPOTBENCH_GCP_PROJECT") or settings.spec.gcp.project or "",
+            project=self.function_account(settings),
             member_accounts=member_accounts(env.get("SPOTBENCH_MEMBER_ACCOUNTS", "")),
             certs_url=env.get("SPOTBENCH_GCP_CERTS_URL") or None,
             front=env.get("SPOTBENCH_GCP_FRONT") or None,
         ).caller
+
+    def function_account(self, settings: FunctionSettings, context: Any = None) -> str:
+        """The sweep's project: `SPOTBENCH_GCP_PROJECT`, else the spec's `gcp.project`."""
+        project: str = settings.env.get("SPOTBENCH_GCP_PROJECT") or settings.spec.gcp.project or ""
+        return project
 
     def group_storage(self, ctx: MemberContext) -> GroupStorage:
         """A VM's group grants, from one `grant` answer (`member_grant.MemberGrant`, kept and
