@@ -155,10 +155,9 @@ def spend_sentence(spend: dict) -> str:
 
 def _local_overview(root: Path | None, as_json: bool) -> None:
     from spotbench.clouds import get_provider
-    from spotbench.facts import CLOUDS, facts_of
+    from spotbench.facts import facts_of
     from spotbench.ops.context import state_root
 
-    # the sweeps whose members run on this machine: their clouds' orphan finders list them
     found = [r for name in CLOUDS if facts_of(name).shares_host
              for r in get_provider(name).orphans(None, root=root).find(None)]
     if as_json:
@@ -290,10 +289,8 @@ def _access(
 def _vias_help() -> str:
     """direct|jump and each cloud's own ways (`Provider.ssh_vias`), named by cloud."""
     from spotbench.clouds import get_provider
-    from spotbench.facts import CLOUDS
 
-    own = [f"{v} ({name})" for name in CLOUDS for v in get_provider(name).ssh_vias]
-    return "|".join(("direct", "jump", *own))
+    return "|".join(("direct", "jump", *(f"{v} ({n})" for n in CLOUDS for v in get_provider(n).ssh_vias)))
 
 
 _ACCESS_OPTS = dict(
