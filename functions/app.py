@@ -148,8 +148,10 @@ class FunctionConfig:
 
     @cached_property
     def account(self) -> str:
-        """The project/account the sweep's instances live in (the instance rule's)."""
-        return self.env.get("SPOTBENCH_GCP_PROJECT") or self.spec.gcp.project or ""
+        """The project/account the sweep's instances live in (the instance rule's), as the
+        provider reads it from the function's settings (`Provider.function_account`; AWS's
+        needs the invocation's context: the Lambda adapter asks with it)."""
+        return self.provider.function_account(self)
 
     @cached_property
     def grants(self) -> Any:

@@ -1,5 +1,7 @@
-"""The AWS function URL's `grant` and `keys` paths: a group's storage grant and its entries,
-for an instance of that group only.
+"""The function URL's `grant` and `keys` paths (AWS's `done` Lambda serves them): a group's
+storage grant and its entries, for an instance of that group only. Nothing here names a
+cloud: the group, the credentials and the entries are the provider's `grants`
+(`Provider.grants`; AWS: `spotbench.clouds.aws.function_grants.AwsGrants`).
 
 The caller is an instance session of the sweep's one member role in the function's own
 account (the URL verified the signature; `spotbench.clouds.aws.identity.caller_from_function_url`).
@@ -27,91 +29,42 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from functions.app import FunctionConfig
-from functions.grant import current_grant, past_deadline
+from functions.grant import current_grant
 from spotbench.auth import Caller, Forbidden
-from spotbench.auth.instance import InstanceClaim, LiveInstance, Roster, group_of
-from spotbench.clouds import Instance
-from spotbench.clouds.aws import grants as aws_grants
-from spotbench.clouds.aws.identity import grant_role_name, member_role_name
-from spotbench.labels import GROUP_LABEL
 
 log = logging.getLogger("spotbench.functions")
 
 PATHS = ("grant", "keys")
 
 
-def instance_group(config: FunctionConfig, instance_id: str, account: str,
-                   find: Callable[[str], Instance | None] | None = None) -> str:
-    """The run group of instance `instance_id` by the neutral rule (`spotbench.auth.instance`):
-    EC2 DescribeInstances by id gives its `Name` and deployer-written `spotbench-group` tags;
-    the name must be one of the plan's members and the tag that member's group. Raises
-    `InstanceRefused` (403) otherwise."""
-    spec = config.spec
-    if find is None:
-        find = config.cloud.find  # spotbench.clouds.aws.ec2.AwsCloud.find
-    found = find(instance_id)
-
-    def lookup(claim: InstanceClaim) -> LiveInstance | None:
-        if found is None or found.name != claim.instance_id:
-            return None
-        return LiveInstance(found.name, found.labels.get("Name", ""), found.labels.get(GROUP_LABEL))
-
-    # an EC2 session names only the id: the name the plan gave it is its Name tag
-    claim = InstanceClaim(instance_id=instance_id,
-                          instance_name=found.labels.get("Name", "") if found else "",
-                          location=spec.region or "", account=account)
-    return group_of(claim, Roster.of_plan(spec.name, account, config.sweep.groups), lookup)
-
-
-def _bucket_prefix(config: FunctionConfig) -> tuple[str, str]:
-    url = config.env.get("SPOTBENCH_RESULTS_URL") or config.spec.results_url()
-    if not url.startswith("s3://"):
-        raise ValueError(f"results URL {url!r} is not an s3:// URL")
-    bucket, _, prefix = url[len("s3://"):].partition("/")
-    return bucket, prefix.strip("/")
+def instance_group(config: FunctionConfig, caller: Caller, account: str) -> str:
+    """The caller's run group by the neutral rule (`spotbench.auth.instance`), from the
+    cloud's view of the calling instance; raises `InstanceRefused` (403) otherwise."""
+    return config.grants.group(caller, account, config.sweep.groups, config.cloud.find)
 
 
 def grant(config: FunctionConfig, caller: Caller, account: str,
           now: datetime | None = None) -> dict[str, Any]:
     """The caller's group's storage grant (see the module's docstring)."""
     now = now or datetime.now(UTC)
-    group = instance_group(config, caller.name, account)
+    group = instance_group(config, caller, account)
     granted = current_grant(config, group, now)  # the open run, the launch, the deadline
-    window = aws_grants.GrantWindow.until(granted.expires, now)
-    if window is None:  # the deadline passed since (the window is None once it did)
-        raise past_deadline(granted, granted.run)
-    bucket, prefix = _bucket_prefix(config)
-    policy = aws_grants.session_policy(bucket, prefix, group, records=granted.records,
-                                       checkpoints=granted.checkpoints is not None,
-                                       until=granted.expires)
-    region = config.spec.region or ""
-    role = f"arn:aws:iam::{account}:role/{grant_role_name(config.spec.name, region)}"
-    creds = aws_grants.assume_grant(role, policy, session_name=caller.name,
-                                    duration_s=window.duration_s)
-    until = window.expires(now)
-    records = aws_grants.under(prefix, granted.records)
-    post = aws_grants.presigned_post(bucket, records, until, granted.max_bytes)
+    answer = config.grants.storage(granted, caller, account, now)
     log.info("grant for %s: group %s, run %s, until %s", caller.name, group, granted.run,
-             until.isoformat())
-    return {**granted.to_json(), "bucket": bucket, "root": prefix,
-            "credentials": {**creds, "Expiration": until.isoformat()}, "post": post}
+             answer["credentials"]["Expiration"])
+    return dict(answer)
 
 
 def keys(config: FunctionConfig, caller: Caller, account: str) -> dict[str, Any]:
     """The caller's group's entries (base64): its keys derived from the seed, others as stored."""
-    group = instance_group(config, caller.name, account)
+    group = instance_group(config, caller, account)
     files = json.loads(config.env.get("SPOTBENCH_SECRET_FILES") or "[]")
-    return {"group": group,
-            "files": aws_grants.read_secrets(config.spec.name, group, [str(f) for f in files])}
-
-
-def member_role(config: FunctionConfig) -> str:
-    return member_role_name(config.spec.name, config.spec.region or "")
+    return {"group": group, "files": config.grants.files(group, [str(f) for f in files])}
 
 
 def answer(path: str, config: FunctionConfig, caller: Caller, account: str,

@@ -20,7 +20,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from spotbench.auth import Caller, Forbidden
-from spotbench.auth.instance import Grant, InstanceClaim, Roster, deadline_of, group_of
+from spotbench.auth.instance import (  # GrantRefused, past_deadline: every cloud's refusal
+    Grant, GrantRefused, InstanceClaim, Roster, deadline_of, group_of, past_deadline,
+)
 from spotbench.control import BadRequest
 
 if TYPE_CHECKING:
@@ -42,10 +44,6 @@ class FunctionConfig(Protocol):
     def sweep(self) -> Sweep: ...
 
 MAX_FILE_ID = 64
-
-
-class GrantRefused(Forbidden):
-    """The group has no grant now (not launched in the open run, or past its deadline)."""
 
 
 def claim_of(caller: Caller) -> InstanceClaim:
@@ -76,13 +74,6 @@ def current_grant(config: FunctionConfig, group: str, now: datetime | None = Non
     if grant.expired(now):
         raise past_deadline(grant, run.run)
     return grant
-
-
-def past_deadline(grant: Grant, run: str) -> GrantRefused:
-    """The one refusal of a grant asked for after its group's deadline (every cloud)."""
-    return GrantRefused(f"group {grant.group} is past its deadline: its deadline "
-                        f"({grant.expires.isoformat()}) in run {run} has passed; its launch is "
-                        "over, no grant (the stop tick stops it)")
 
 
 def grant(config: FunctionConfig, caller: Caller, body: Any) -> dict[str, Any]:

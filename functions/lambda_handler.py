@@ -4,13 +4,13 @@ One handler (`functions.lambda_handler.handler`) serves all three Lambdas; each 
 `SPOTBENCH_ACTION` env says which action it is. Two kinds of events arrive:
 
 - Function URL requests (`done`, `AWS_IAM` auth): the URL has verified the SigV4 signature;
-  the caller comes from `requestContext.authorizer.iam` (`spotbench.clouds.aws.identity`): an instance
+  the caller comes from `requestContext.authorizer.iam` (`Provider.authenticate_event`): an instance
   role session of this account → `Caller("member", <instance id>)`. Unsigned → 401, another
   account / not an instance → 403, a body that is not a JSON object → 400. The answer is an
   HTTP response (`statusCode`, JSON `body`).
 - Direct invocations (EventBridge Scheduler for `start`/`stop`): `{"schedule": ARN,
-  "body": {...}}` → `Caller("scheduler", ARN)`. A 5xx outcome raises, so the scheduler's
-  retry policy retries (actions are idempotent); other outcomes are returned as a dict.
+  "body": {...}}` → `Caller("scheduler", ARN)` (`Provider.authenticate_event` too). A 5xx
+  outcome raises, so the scheduler's retry policy retries (actions are idempotent); other outcomes are returned as a dict.
 
 Environment: as `functions/app.py` (SPOTBENCH_CLOUD=aws, SPOTBENCH_SPEC,
 SPOTBENCH_RESULTS_URL) plus SPOTBENCH_ACTION and SPOTBENCH_SECRET_FILES (`keys`). Only
@@ -31,7 +31,6 @@ from typing import Any
 from functions.app import BadBody, ConfigError, FunctionConfig, handle, parse_body
 from spotbench.auth import Caller, Forbidden, Unauthorized
 from functions import aws_grants
-from spotbench.clouds.aws.identity import caller_from_function_url, caller_from_invocation, function_account
 
 log = logging.getLogger("spotbench.functions")
 log.setLevel(logging.INFO)
@@ -101,9 +100,8 @@ def handle_function_url(event: Mapping[str, Any], context: Any) -> dict[str, Any
             return _response(404, {"error": f"no path /{path[:40]} here; use /, /grant or /keys"})
         if method != "POST":
             return _response(405, {"error": f"{path} takes POST with a JSON body"})
-        account = function_account(getattr(context, "invoked_function_arn", ""))
-        caller = caller_from_function_url(event, account=account,
-                                          member_role=aws_grants.member_role(config))
+        account = config.provider.function_account(config, context)  # the Lambda's own
+        caller = config.provider.authenticate_event(event, config, account)
     except Unauthorized as exc:
         return _response(401, {"error": str(exc)})
     except Forbidden as exc:
@@ -129,7 +127,7 @@ def handle_invocation(event: Any, context: Any) -> dict[str, Any]:
     action = _action(config)
     if not isinstance(event, Mapping):
         return {"status": 400, "error": "the event must be a JSON object"}
-    caller: Caller = caller_from_invocation(event)
+    caller: Caller = config.provider.authenticate_event(event, config)
     status, payload = handle(action, event.get("body"), caller, config)
     if status >= 500:
         raise InvocationFailed(f"{action} failed ({status}): {payload.get('error')}")

@@ -20,7 +20,7 @@ from spotbench.clouds import get_provider  # noqa: E402
 
 spec = spec_from_config(pulumi.Config("spotbench"))
 
-component = get_provider(spec.cloud).stack_component  # e.g. "infra.gcp:GcpSweep"
+component = get_provider(spec.cloud).facts.stack_component  # e.g. "infra.gcp:GcpSweep"
 if component is None:
     raise pulumi.RunError(
         f"spec {spec.name!r} is for cloud {spec.cloud!r}; Pulumi deploys gcp and aws sweeps. "

@@ -186,8 +186,8 @@ def billed_seconds(run_s: float) -> int:
 
 
 def region_of(cloud: str, zone: str | None, region: str | None = None) -> str | None:
-    """The price region: given region, or the zone without its suffix (us-central1-a, us-east-1a)."""
-    return facts_of(cloud).price_region(zone, region)
+    """The price region of a record's place by cloud name (`CloudFacts.price_region`)."""
+    return facts_of(cloud).price_region(region, zone)
 
 
 def instance_hourly(
@@ -246,7 +246,7 @@ def annotate(results: list[Result], prices: Catalog | Path | str | None = None,
             types = [r.machine_type] * int(members or r.metadata.get("members") or 1)
         n = len(types)
         per_member = billed_seconds(run_seconds(r.started_at, r.ended_at))
-        region = region_of(r.cloud, r.zone)
+        region = facts_of(r.cloud).price_region(None, r.zone)
         meta = dict(r.metadata)
         if members or member_types:
             meta["members"] = n

@@ -4,13 +4,14 @@ rules as effects, JSON.
 
 The preview itself (the Pulumi program run under mocks) is `infra.preview`: only `infra/`
 imports Pulumi. `spotbench preview` (spotbench/cli/preview.py) runs it and shows the result
-with these functions.
+with these functions. What a resource of one cloud shows beyond the neutral properties is
+its provider's (`Provider.preview_properties`, `preview_rules`, `preview_user_data`), found
+by the type token's Pulumi package (`provider_of`).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
+import functools
 import json
 import re
 import shlex
@@ -20,6 +21,8 @@ from typing import Any
 
 import yaml
 
+from spotbench.clouds import Provider, get_provider
+from spotbench.facts import CLOUDS
 from spotbench.labels import ROLE_LABEL
 
 
@@ -48,15 +51,22 @@ _DOCKER_VALUE_FLAGS = {"--name", "--network", "--stop-timeout", "--env-file", "-
                        "--device", "--gpus"}
 
 
+@functools.cache
+def provider_of(type_token: str) -> Provider | None:
+    """The provider whose stack declares resources of this type (by the token's Pulumi
+    package, `Provider.pulumi_package`); None for a neutral one (`tls:`, `random:`)."""
+    package = type_token.split(":", 1)[0]
+    found = (get_provider(name) for name in CLOUDS)
+    return next((p for p in found if p.pulumi_package == package), None)
+
+
 def _boot_files(d: Declared) -> list[str]:
     """The files a VM's cloud-config writes (its units and scripts)."""
-    metadata = d.inputs.get("metadata")
-    text = metadata.get("user-data") if isinstance(metadata, dict) else d.inputs.get("userData")
-    if d.type == AWS_LAUNCH_TEMPLATE and isinstance(text, str):  # a template's is base64
-        try:
-            text = base64.b64decode(text, validate=True).decode()
-        except (binascii.Error, UnicodeDecodeError):
-            return []
+    provider = provider_of(d.type)
+    text = provider.preview_user_data(d.type, d.inputs) if provider is not None else None
+    if text is None:
+        metadata = d.inputs.get("metadata")
+        text = metadata.get("user-data") if isinstance(metadata, dict) else d.inputs.get("userData")
     if not isinstance(text, str) or not text.startswith("#cloud-config"):
         return []
     try:
@@ -116,10 +126,9 @@ def _scheduling(d: Declared) -> dict[str, Any]:
 
 
 def _role(d: Declared) -> dict[str, Any]:
-    """The member role a VM, template or launch template is for (its role's provisioning
-    shows beside it: `provisioningModel` on GCP, `market` on AWS)."""
-    if d.type not in VM_TYPES and not d.type.endswith("InstanceTemplate"):
-        return {}
+    """The member role a VM, template or launch template is for (only members carry the
+    role label; its role's provisioning shows beside it: `provisioningModel` on GCP,
+    `market` on AWS)."""
     tags = d.inputs.get("labels") or d.inputs.get("tags")
     role = tags.get(ROLE_LABEL) if isinstance(tags, dict) else None
     return {"role": role} if role else {}
@@ -127,36 +136,12 @@ def _role(d: Declared) -> dict[str, Any]:
 
 def _market(d: Declared) -> dict[str, Any]:
     market = d.inputs.get("instanceMarketOptions")  # AWS spot members
-    if d.type == AWS_INSTANCE and not market:  # a standard role's member (`role_provisioning`)
-        return {"market": "on-demand"}
     if not isinstance(market, dict):
         return {}
     spot = market.get("spotOptions") or {}
     return {"market": " ".join(str(v) for v in (market.get("marketType"),
                                                 spot.get("spotInstanceType"),
                                                 spot.get("instanceInterruptionBehavior")) if v)}
-
-
-def _imds(d: Declared) -> dict[str, Any]:
-    metadata = d.inputs.get("metadataOptions")
-    # only where the call carries it (RunInstances; a spot request's launch spec cannot)
-    if d.type == AWS_INSTANCE and isinstance(metadata, dict) and metadata.get("httpTokens"):
-        return {"imdsTokens": metadata["httpTokens"]}
-    return {}
-
-
-def _launch_template(d: Declared) -> dict[str, Any]:
-    """A launch template of `lifecycle: created`: which member, in which zone, how."""
-    if d.type != AWS_LAUNCH_TEMPLATE:
-        return {}
-    tags = d.inputs.get("tags") or {}
-    nics = d.inputs.get("networkInterfaces") or [{}]
-    out = {"member": tags.get("spotbench-member"), "zone": tags.get("spotbench-zone"),
-           "market": tags.get("spotbench-market"),
-           "imdsTokens": (d.inputs.get("metadataOptions") or {}).get("httpTokens"),
-           "privateIp": nics[0].get("privateIpAddress") if isinstance(nics[0], dict) else None,
-           "onShutdown": d.inputs.get("instanceInitiatedShutdownBehavior")}
-    return {k: v for k, v in out.items() if v}
 
 
 def _accelerators(d: Declared) -> dict[str, Any]:
@@ -185,16 +170,9 @@ def _permissions(d: Declared) -> dict[str, Any]:
     return {"permissions": list(perms)} if perms else {}
 
 
-def _template(d: Declared) -> dict[str, Any]:
-    """What an instance template makes VMs with (the created lifecycle): labels, account."""
-    if not d.type.endswith("InstanceTemplate:RegionInstanceTemplate") and \
-            not d.type.endswith("instanceTemplate:InstanceTemplate"):
-        return {}
-    account = d.inputs.get("serviceAccount")
-    out: dict[str, Any] = {"labels": d.inputs.get("labels", {})}
-    if isinstance(account, dict) and account.get("email"):
-        out["serviceAccount"] = account["email"]
-    return out
+def _cloud(d: Declared) -> dict[str, Any]:
+    provider = provider_of(d.type)
+    return provider.preview_properties(d.type, d.inputs) if provider is not None else {}
 
 
 def _network(d: Declared) -> dict[str, Any]:
@@ -230,62 +208,18 @@ def _rules(d: Declared) -> dict[str, Any]:
 
 # what `key_properties` shows, in this order
 _PROPERTIES: tuple[Callable[[Declared], dict[str, Any]], ...] = (
-    _plain, _role, _images, _scheduling, _market, _imds, _launch_template, _accelerators, _ingress,
-    _http_target, _permissions, _template, _network, _set, _iam_documents, _rules,
+    _plain, _role, _images, _scheduling, _market, _accelerators, _ingress, _http_target,
+    _permissions, _cloud, _network, _set, _iam_documents, _rules,
 )
-
-
-AWS_INSTANCE = "aws:ec2/instance:Instance"
-AWS_LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
-VM_TYPES = (AWS_INSTANCE, AWS_LAUNCH_TEMPLATE, "gcp:compute/instance:Instance")
-GCP_FIREWALL = "gcp:compute/firewall:Firewall"
-AWS_SG_RULES = {"aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": "INGRESS",
-                "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": "EGRESS"}
-
-
-def _ports(ports: Any) -> str:
-    return ",".join(str(p) for p in ports) if ports else "all"
 
 
 def network_rules(d: Declared) -> list[dict[str, Any]]:
     """A firewall's / security-group rule's effect, one dict per (action, protocol):
     `{action, direction, protocol, ports, sources, targets}`; `ports` is "all" or a list
-    like "2222,50000-50100"; sources/targets name tags, security groups or CIDRs."""
-    if d.type == GCP_FIREWALL:
-        return _firewall_rules(d.inputs)
-    if d.type in AWS_SG_RULES:
-        return [_security_group_rule(AWS_SG_RULES[d.type], d.inputs)]
-    return []
-
-
-def _firewall_rules(i: dict[str, Any]) -> list[dict[str, Any]]:
-    direction = i.get("direction", "INGRESS")
-    sources = {k: i[k] for k in ("sourceTags", "sourceRanges", "sourceServiceAccounts") if i.get(k)}
-    targets = {k: i[k] for k in ("targetTags", "targetServiceAccounts", "destinationRanges")
-               if i.get(k)} or {"all instances": i.get("network")}
-    return [{"action": action, "direction": direction, "protocol": a.get("protocol"),
-             "ports": _ports(a.get("ports")), "sources": sources, "targets": targets}
-            for action, key in (("allow", "allows"), ("deny", "denies"))
-            for a in i.get(key) or []]
-
-
-def _security_group_rule(direction: str, i: dict[str, Any]) -> dict[str, Any]:
-    proto = i.get("ipProtocol")
-    every = proto in ("-1", "all")
-    other = {k: i[k] for k in ("referencedSecurityGroupId", "cidrIpv4", "cidrIpv6",
-                               "prefixListId") if i.get(k)}
-    own = {"securityGroupId": i.get("securityGroupId")}
-    ingress = direction == "INGRESS"
-    return {"action": "allow", "direction": direction, "protocol": "all" if every else proto,
-            "ports": "all" if every else _port_range(i), "sources": other if ingress else own,
-            "targets": own if ingress else other}
-
-
-def _port_range(i: dict[str, Any]) -> str:
-    lo, hi = (int(i[k]) if i.get(k) is not None else None for k in ("fromPort", "toPort"))
-    if lo is None:
-        return "all"
-    return f"{lo}-{hi}" if hi not in (None, lo) else str(lo)
+    like "2222,50000-50100"; sources/targets name tags, security groups or CIDRs (each
+    cloud's rule: `Provider.preview_rules`)."""
+    provider = provider_of(d.type)
+    return provider.preview_rules(d.type, d.inputs) if provider is not None else []
 
 
 def kind_of(type_token: str) -> str:

@@ -152,6 +152,17 @@ def deadline_of(launched: datetime, run_time: timedelta) -> datetime:
 MAX_OBJECT_BYTES = 64 << 20  # one object a group uploads: records (readers read 16 MiB), raw output
 
 
+class GrantRefused(Forbidden):
+    """The group has no grant now (not launched in the open run, or past its deadline)."""
+
+
+def past_deadline(grant: Grant, run: str) -> GrantRefused:
+    """The one refusal of a grant asked for after its group's deadline (every cloud)."""
+    return GrantRefused(f"group {grant.group} is past its deadline: its deadline "
+                        f"({grant.expires.isoformat()}) in run {run} has passed; its launch is "
+                        "over, no grant (the stop tick stops it)")
+
+
 @dataclass(frozen=True)
 class Grant:
     """What a group may write, until when: the neutral shape each cloud's credential encodes.

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from spotbench.facts import CLOUDS  # the registry: the --cloud choices
+
 if TYPE_CHECKING:
     from spotbench.ops.schedule import ScheduleInfo
     from spotbench.ops.status import SweepStatus
@@ -152,10 +154,12 @@ def spend_sentence(spend: dict) -> str:
 
 
 def _local_overview(root: Path | None, as_json: bool) -> None:
+    from spotbench.clouds import get_provider
+    from spotbench.facts import facts_of
     from spotbench.ops.context import state_root
-    from spotbench.clouds.local.orphans import LocalSweeper
 
-    found = LocalSweeper(state_root(root)).find(None)
+    found = [r for name in CLOUDS if facts_of(name).shares_host
+             for r in get_provider(name).orphans(None, root=root).find(None)]
     if as_json:
         typer.echo(json.dumps([r.__dict__ for r in found], indent=2))
         return
@@ -208,7 +212,7 @@ def teardown(
     all_sweeps: bool = typer.Option(False, "--all-sweeps", envvar="SPOTBENCH_ALL_SWEEPS",
                                     help="every spotbench-labelled resource, of any sweep"),
     cloud: str | None = typer.Option(None, "--cloud", envvar="SPOTBENCH_CLOUD",
-                                     help="local|gcp|aws (default: the spec's)"),
+                                     help=f"{'|'.join(CLOUDS)} (default: the spec's)"),
     stack: str | None = typer.Option(None, "--stack", envvar="SPOTBENCH_STACK",
                                      help="Pulumi stack to destroy (default: the sweep's name)"),
     regions: str | None = typer.Option(None, "--regions", envvar="SPOTBENCH_REGIONS",
@@ -227,7 +231,7 @@ def teardown(
         fail("give SPEC, or --all-sweeps with --cloud", 2)
     which = cloud or (spec.cloud if spec else None)
     if which is None:
-        fail("--all-sweeps without SPEC needs --cloud local|gcp|aws", 2)
+        fail(f"--all-sweeps without SPEC needs --cloud {'|'.join(CLOUDS)}", 2)
     credentials_or_exit(which)
     try:
         sweeper = sweeper_for(which, spec, root=root, project=project,
@@ -261,23 +265,32 @@ def _access(
     jump: str | None, port: int, hosts: list[str] | None, root: Path | None,
 ):
     from spotbench.clouds import get_provider
-    from spotbench.ops.context import cloud_for, local_state
-    from spotbench.ops.remote import AccessConfig, targets_for
+    from spotbench.ops.context import cloud_for, sweep_dir
+    from spotbench.ops.remote import NEUTRAL_VIAS, AccessConfig, targets_for
 
     spec = spec_or_exit(spec_path)
     group = next((g for g in spec.plan() if g.id == group_id), None)
     if group is None:
         fail(f"{spec.name} has no group {group_id!r}; `spotbench plan {spec_path}` lists them", 2)
-    if via not in ("direct", "jump", "iap", "ssm"):
-        fail(f"--via {via!r}: choose direct, jump, iap or ssm", 2)
+    provider = get_provider(spec.cloud)
+    vias = (*NEUTRAL_VIAS, *provider.ssh_vias)  # the cloud's own ways are its provider's
+    if via not in vias:
+        fail(f"--via {via!r}: choose {', '.join(vias[:-1])} or {vias[-1]} (cloud {spec.cloud})", 2)
     cfg = AccessConfig(
-        known_hosts=known_hosts or local_state(spec.name, root).dir / "known_hosts",
-        user=user, key_filename=key, via=via, jump=jump, port=port,  # type: ignore[arg-type]
-        **get_provider(spec.cloud).access_options(spec, via),
+        known_hosts=known_hosts or sweep_dir(spec.name, root) / "known_hosts",
+        user=user, key_filename=key, via=via, jump=jump, port=port,
+        **provider.access_options(spec, via),
     )
     overrides = dict(h.split("=", 1) for h in hosts or [])
     cloud = None if len(overrides) >= len(group.members) else cloud_for(spec, root)
     return spec, group, cfg, targets_for(group, cloud, cfg, overrides)
+
+
+def _vias_help() -> str:
+    """direct|jump and each cloud's own ways (`Provider.ssh_vias`), named by cloud."""
+    from spotbench.clouds import get_provider
+
+    return "|".join(("direct", "jump", *(f"{v} ({n})" for n in CLOUDS for v in get_provider(n).ssh_vias)))
 
 
 _ACCESS_OPTS = dict(
@@ -285,7 +298,7 @@ _ACCESS_OPTS = dict(
                              help="host keys the stack recorded (default .spotbench/<sweep>/known_hosts)"),
     user=typer.Option("spotbench", "--user", envvar="SPOTBENCH_SSH_USER"),
     key=typer.Option(None, "--key", envvar="SPOTBENCH_SSH_KEY", help="private key file"),
-    via=typer.Option("direct", "--via", envvar="SPOTBENCH_SSH_VIA", help="direct|jump|iap|ssm"),
+    via=typer.Option("direct", "--via", envvar="SPOTBENCH_SSH_VIA", help=_vias_help()),
     jump=typer.Option(None, "--jump", envvar="SPOTBENCH_SSH_JUMP", help="bastion user@host[:port]"),
     port=typer.Option(22, "--port", envvar="SPOTBENCH_SSH_PORT"),
     hosts=typer.Option(None, "--host", envvar="SPOTBENCH_SSH_HOSTS",

@@ -11,7 +11,8 @@ Everything else in spotbench asks the provider instead of comparing cloud names:
     cloud = provider.cloud(spec)                  # the driver, configured as the functions do
     control = provider.schedule(spec, root=root)  # pause / resume / run-now
 
-A provider answers its cloud's facts too (`provider.boot_s` is `provider.facts.boot_s`).
+A provider carries its cloud's facts (`provider.facts.boot_s`) and forwards only its region rule
+(`region_of_zone`, `price_region`); every operation is a declared method.
 `get_provider` finds the provider through the facts registry (`spotbench.facts.CLOUDS`, the
 only list of cloud names). Provider modules import no cloud SDK at module level: `import
 spotbench` and a price estimate of a GCP sweep need neither boto3 nor google-cloud; the SDK
@@ -44,8 +45,32 @@ if TYPE_CHECKING:  # only for annotations: providers import what they need lazil
 # cloud name → the module of its facts (the registry, `spotbench.facts.CLOUDS`)
 PROVIDERS = CLOUDS
 
-__all__ = ["PROVIDERS", "FunctionSettings", "GroupStorage", "Provider", "SettingMissing",
-           "UnknownCloud", "env_of", "get_provider"]
+__all__ = ["PROVIDERS", "FunctionSettings", "GroupStorage", "Provider", "ProxyTarget",
+           "SettingMissing", "SshProxy", "UnknownCloud", "env_of", "get_provider", "state_root"]
+
+
+class ProxyTarget(Protocol):
+    """The member an ssh ProxyCommand reaches (`spotbench.ops.remote.Target`)."""
+
+    @property
+    def host(self) -> str: ...  # the instance's name / id (a proxy reaches it by name)
+
+    @property
+    def port(self) -> int: ...
+
+    @property
+    def zone(self) -> str | None: ...  # where the cloud says the instance is, if known
+
+
+# a cloud's ssh ProxyCommand for one member (`Provider.ssh_proxy`), as one shell line
+SshProxy = Callable[[ProxyTarget], str]
+
+
+def state_root(root: Path | str | None = None) -> Path:
+    """The operator's state folder, every cloud's (a local sweep's state, the host keys a
+    stack recorded: `<root>/<sweep>/known_hosts`): `root`, else `SPOTBENCH_STATE_ROOT`, else
+    `.spotbench`."""
+    return Path(root or os.environ.get("SPOTBENCH_STATE_ROOT", ".spotbench")).resolve()
 
 
 @dataclass(frozen=True)
@@ -115,11 +140,16 @@ class Provider:
     def __init__(self, facts: CloudFacts):
         self.facts = facts
 
-    def __getattr__(self, attr: str) -> Any:
-        """The cloud's facts, read through its provider (`provider.catalog`, `.boot_s`)."""
-        if attr == "facts":
-            raise AttributeError(attr)
-        return getattr(self.facts, attr)
+    # what the cloud *is* stays in `self.facts` (`provider.facts.boot_s`); the provider
+    # declares every operation it answers, and forwards only the region rule its own
+    # operations and callers ask with a provider in hand
+    def region_of_zone(self, zone: str) -> str:
+        """The region a zone is in (`CloudFacts.region_of_zone`: us-central1-a → us-central1)."""
+        return self.facts.region_of_zone(zone)
+
+    def price_region(self, region: str | None, zone: str | None = None) -> str | None:
+        """The region prices are looked up in (`CloudFacts.price_region`)."""
+        return self.facts.price_region(region, zone)
 
     @property
     def name(self) -> str:
@@ -163,6 +193,20 @@ class Provider:
         """Who is calling a function over HTTP (raises Unauthorized / Forbidden)."""
         raise SettingMissing(f"on {self.name}, callers are authenticated by the function's adapter")
 
+    def function_account(self, settings: FunctionSettings, context: Any = None) -> str:
+        """The project / account the sweep's instances live in, as a function knows it (the
+        instance rule's `account`: `spotbench.auth.instance.Roster`); `context`: what the
+        platform hands the invocation (AWS: the Lambda context, whose ARN names it). "":
+        the cloud has none (local)."""
+        return ""
+
+    def authenticate_event(self, event: Mapping[str, Any], settings: FunctionSettings,
+                           account: str | None = None) -> Caller:
+        """Who sent a function an event its platform already authenticated (AWS: a function
+        URL's IAM authorizer, a direct invocation by the scheduler); `account`: the
+        function's (`function_account`). Raises Unauthorized / Forbidden."""
+        raise SettingMissing(f"on {self.name}, functions are called over HTTP (`authenticate`)")
+
     def grants(self, spec: SweepSpec, env: Mapping[str, str]) -> Any:
         """What the `grant` function mints a group's storage grants and files with (issue #29)."""
         raise SettingMissing(f"cloud {self.name!r} has no grant function")
@@ -198,9 +242,37 @@ class Provider:
         """Pulumi config (beyond `spotbench:spec`) the offline preview sets for this cloud."""
         return {}
 
+    # `spotbench ssh|exec|collect --via`: the ways this cloud adds beyond `direct` and `jump`
+    ssh_vias: tuple[str, ...] = ()
+
+    def ssh_proxy(self, spec: SweepSpec, via: str) -> SshProxy | None:
+        """The ProxyCommand reaching a member `via` one of `ssh_vias` (GCP: an IAP tunnel,
+        AWS: a Session Manager session); None for any other way."""
+        return None
+
     def access_options(self, spec: SweepSpec, via: str) -> dict[str, Any]:
-        """Cloud settings `spotbench ssh|exec|collect` pass to `AccessConfig`."""
+        """Cloud settings `spotbench ssh|exec|collect` pass to `AccessConfig`: the proxy."""
+        proxy = self.ssh_proxy(spec, via)
+        return {"proxy": proxy} if proxy is not None else {}
+
+    # ---- `spotbench preview`: what the cloud's declared resources show ---------------
+    # the Pulumi package of the type tokens its stack declares (`gcp:compute/…`): how the
+    # preview finds the provider of a resource (`spotbench.preview.provider_of`)
+    pulumi_package: str | None = None
+
+    def preview_properties(self, type_token: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        """The cloud's own properties of a declared resource, beside the neutral ones."""
         return {}
+
+    def preview_rules(self, type_token: str, inputs: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """A firewall's / security-group rule's effect, one dict per (action, protocol):
+        `{action, direction, protocol, ports, sources, targets}`; [] for anything else."""
+        return []
+
+    def preview_user_data(self, type_token: str, inputs: Mapping[str, Any]) -> str | None:
+        """A VM's boot document where the cloud encodes it its own way (decoded; "" when it
+        does not decode); None: read the neutral `metadata["user-data"]` / `userData`."""
+        return None
 
     # ---- the member's side -----------------------------------------------------------
     def post_done(self, ctx: MemberContext, body: dict[str, Any], timeout: float) -> requests.Response:

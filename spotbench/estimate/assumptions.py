@@ -57,7 +57,7 @@ class Assumptions:
     @classmethod
     def for_spec(cls, spec: SweepSpec, overrides: list[str] | dict[str, Any] | None = None) -> Assumptions:
         provider = get_provider(spec.cloud)
-        base = cls(boot_s=provider.boot_s, disk_type=provider.disk(spec)[0])
+        base = cls(boot_s=provider.facts.boot_s, disk_type=provider.disk(spec)[0])
         return base.override(overrides or [])
 
     def override(self, pairs: list[str] | dict[str, Any]) -> Assumptions:

@@ -80,7 +80,7 @@ def _group_cost(spec: SweepSpec, g: RunGroup, catalog: Catalog, a: Assumptions,
     machine, gpu = group_hourly(spec, g, catalog)
     run_s, source = _run_time(spec, g, a, records)
     billed = billed_seconds(run_s + a.boot_s)
-    zone = spec.zone or get_provider(spec.cloud).default_zone
+    zone = spec.zone or facts_of(spec.cloud).default_zone
     stats = _market_row(market, zone, g.machine_type, g.accelerator) or {}
     return GroupCost(
         group=g.id, machine_type=types_label(g), members=len(g.members), run_s=run_s,
@@ -151,7 +151,7 @@ class Rates:
         invocations = a.calls_per_tick if a.calls_per_tick is not None else 2 + len(groups)
         return cls(
             disk=catalog.get(spec.cloud, region, "disk", a.disk_type),
-            scheduler=catalog.get(spec.cloud, region, "scheduler", provider.scheduler_item),
+            scheduler=catalog.get(spec.cloud, region, "scheduler", provider.facts.scheduler_item),
             invocation=catalog.get(spec.cloud, region, "function", "invocation"),
             gb_second=catalog.get(spec.cloud, region, "function", "gb-second"),
             disk_gb=provider.disk(spec)[1],

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from spotbench.facts import facts_of
-from spotbench.costs import Catalog, MissingPrice, billed_seconds, instance_hourly, region_of
+from spotbench.costs import Catalog, MissingPrice, billed_seconds, instance_hourly
 from spotbench.plan import Member, RunGroup
 from spotbench.prices import notes as price_notes
 from spotbench.spec import SweepSpec
@@ -21,7 +21,7 @@ from spotbench.spec import SweepSpec
 
 def spec_region(spec: SweepSpec) -> str | None:
     """The price region of the spec's own location: its `region`, else its (first) zone's."""
-    return region_of(spec.cloud, spec.first_zone, spec.region)
+    return facts_of(spec.cloud).price_region(spec.region, spec.first_zone)
 
 
 def price_locations(spec: SweepSpec) -> list[tuple[str | None, str | None]]:
@@ -29,7 +29,7 @@ def price_locations(spec: SweepSpec) -> list[tuple[str | None, str | None]]:
     created lifecycle (each in its own region's prices), else the spec's one location."""
     zones = spec.candidate_zones
     if spec.lifecycle == "created" and len(zones) > 1:
-        return [(region_of(spec.cloud, z), z) for z in zones]
+        return [(facts_of(spec.cloud).price_region(None, z), z) for z in zones]
     return [(spec_region(spec), spec.first_zone)]
 
 

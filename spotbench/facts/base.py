@@ -70,8 +70,10 @@ class CloudFacts:
         """`pulumi up` of infra/ creates this cloud's resources (else `spotbench run`)."""
         return self.stack_component is not None
 
-    def price_region(self, zone: str | None, region: str | None = None) -> str | None:
-        """The region prices are looked up in: the given region, else the zone's."""
+    # the region helpers, one argument order: (region, zone), the region winning when given
+    def price_region(self, region: str | None, zone: str | None = None) -> str | None:
+        """The region prices are looked up in: the given region, else the zone's ("*" for
+        a cloud with one price everywhere)."""
         if self.any_price_region:
             return "*"
         return self.sweep_region(region, zone)

@@ -11,16 +11,19 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from spotbench._private import private_dir
 from spotbench.clouds import Cloud, get_provider
-from spotbench.clouds.local.state import LocalState, state_root
+from spotbench.clouds.provider import state_root
 from spotbench.results import ResultStore
 from spotbench.spec import SweepSpec
 
-__all__ = ["cloud_for", "local_state", "results_for", "results_url_for", "state_root"]
+__all__ = ["cloud_for", "results_for", "results_url_for", "state_root", "sweep_dir"]
 
 
-def local_state(sweep: str, root: Path | str | None = None) -> LocalState:
-    return LocalState(sweep, root=state_root(root))
+def sweep_dir(sweep: str, root: Path | str | None = None) -> Path:
+    """The sweep's folder under the operator's state root (0700; a local sweep's state, the
+    host keys a stack recorded: `known_hosts`)."""
+    return private_dir(state_root(root) / sweep)
 
 
 def cloud_for(spec: SweepSpec, root: Path | str | None = None) -> Cloud:

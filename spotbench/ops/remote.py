@@ -6,12 +6,9 @@ How members are reached (`AccessConfig.via`, CLI `--via`, env `SPOTBENCH_SSH_VIA
 - `direct`  the member's IP (local runs, tests, a VPN into the sweep's network)
 - `jump`    through a bastion (`--jump user@host[:port]`), ProxyJump-style, its host key
             checked against the same known_hosts
-- `iap`     GCP: `gcloud compute start-iap-tunnel NAME PORT --listen-on-stdin` as the
-            ProxyCommand, what `gcloud compute ssh --tunnel-through-iap` does
-- `ssm`     AWS: `aws ssm start-session --document-name AWS-StartSSHSession` as the
-            ProxyCommand (the member's name is its instance id), asking Session Manager
-            in the instance's own region (its zone's: a created group may run in another
-            candidate region than the sweep's), else the sweep's
+- a cloud's own way (its provider's `ssh_vias`: GCP's `iap`, AWS's `ssm`): the member's
+            instance name as the host, reached through the ProxyCommand the provider builds
+            (`Provider.ssh_proxy`, handed in as `AccessConfig.proxy` by `access_options`)
 
 Host keys are checked against `known_hosts` (the keys the stack recorded, e.g. exported
 from its outputs to `.spotbench/<sweep>/known_hosts`) with paramiko's RejectPolicy: an
@@ -28,7 +25,6 @@ import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 from fabric import Config, Connection, ThreadingGroup
 from fabric.exceptions import GroupException
@@ -40,7 +36,7 @@ from spotbench.results import ResultStore
 
 log = logging.getLogger("spotbench.remote")
 
-Via = Literal["direct", "jump", "iap", "ssm"]
+NEUTRAL_VIAS = ("direct", "jump")  # every cloud's; a cloud adds its own (`Provider.ssh_vias`)
 DEFAULT_COLLECT_PATHS = ("/var/log/spotbench",)
 MAX_COLLECT_BYTES = 64 << 20  # one file a member serves to `collect` (its words, its size)
 MAX_COLLECT_FILES = 1000  # files per member
@@ -63,9 +59,9 @@ class _Capped(io.BytesIO):
 @dataclass(frozen=True)
 class Target:
     member: str
-    host: str  # IP, hostname, or (iap/ssm) the instance name / id
+    host: str  # IP, hostname, or (a cloud's proxy) the instance name / id
     port: int = 22
-    zone: str | None = None  # where the cloud says the instance is (iap: its --zone)
+    zone: str | None = None  # where the cloud says the instance is (a proxy may need it)
 
 
 @dataclass
@@ -73,37 +69,24 @@ class AccessConfig:
     known_hosts: Path
     user: str = "spotbench"
     key_filename: str | None = None
-    via: Via = "direct"
+    via: str = "direct"  # direct | jump | one of the cloud's `ssh_vias` (with its `proxy`)
     port: int = 22
     jump: str | None = None  # user@host[:port], for via=jump
-    gcp_project: str | None = None
-    gcp_zone: str | None = None
-    aws_region: str | None = None  # the sweep's region: a target of unknown zone
-    aws_zone_region: Callable[[str], str] | None = None  # a target's zone → its region
+    proxy: Callable[[Target], str] | None = None  # the cloud's ProxyCommand (`access_options`)
     connect_timeout: float = 15.0
 
-    def region_of(self, target: Target) -> str | None:
-        """The region Session Manager must be asked in: the target's (its zone's), else
-        the sweep's (SSM sessions are regional: another region does not know the id)."""
-        if target.zone and self.aws_zone_region is not None:
-            return self.aws_zone_region(target.zone)
-        return self.aws_region
+    @property
+    def by_name(self) -> bool:
+        """A cloud's own way reaches members by instance name, not IP."""
+        return self.via not in NEUTRAL_VIAS
 
     def proxy_command(self, target: Target) -> str | None:
-        if self.via == "iap":
-            cmd = ["gcloud", "compute", "start-iap-tunnel", target.host, str(target.port),
-                   "--listen-on-stdin", "--verbosity=warning"]
-            zone = target.zone or self.gcp_zone  # a created VM: the zone it was made in
-            cmd += [f"--zone={zone}"] if zone else []
-            cmd += [f"--project={self.gcp_project}"] if self.gcp_project else []
-            return shlex.join(cmd)
-        if self.via == "ssm":
-            cmd = ["aws", "ssm", "start-session", "--target", target.host,
-                   "--document-name", "AWS-StartSSHSession", "--parameters", f"portNumber={target.port}"]
-            region = self.region_of(target)
-            cmd += ["--region", region] if region else []
-            return shlex.join(cmd)
-        return None
+        if not self.by_name:
+            return None
+        if self.proxy is None:
+            raise ValueError(f"via={self.via!r} needs its cloud's proxy: build the AccessConfig "
+                             "with `**get_provider(spec.cloud).access_options(spec, via)`")
+        return self.proxy(target)
 
 
 @dataclass
@@ -124,7 +107,7 @@ class HostKeyError(RuntimeError):
 def targets_for(group: RunGroup, cloud: Cloud | None, cfg: AccessConfig,
                 overrides: Mapping[str, str] | None = None) -> list[Target]:
     """Each member's address: `overrides` (member → host[:port]) first, then the cloud's
-    view (its IP; for iap/ssm its name). A member the cloud does not know is skipped."""
+    view (its IP; through a cloud's proxy its name). A member the cloud does not know is skipped."""
     overrides = dict(overrides or {})
     from spotbench.ops.status import member_name
 
@@ -137,7 +120,7 @@ def targets_for(group: RunGroup, cloud: Cloud | None, cfg: AccessConfig,
             out.append(Target(m.name, host, int(port) if port else cfg.port))
         elif m.name in known:
             inst = known[m.name]
-            host = inst.name if cfg.via in ("iap", "ssm") else (inst.ip or inst.name)
+            host = inst.name if cfg.by_name else (inst.ip or inst.name)
             out.append(Target(m.name, host, cfg.port, zone=inst.zone))
     return out
 

@@ -43,6 +43,10 @@ print(json.dumps({
     "disk": get_provider("toy").disk(spec),
     "run_usd": est.run_usd,
     "items": sorted({line.item for line in est.per_tick}),
+    "new": [get_provider("toy").ssh_vias, get_provider("toy").ssh_proxy(spec, "direct"),
+            get_provider("toy").access_options(spec, "direct"), get_provider("toy").pulumi_package,
+            get_provider("toy").preview_rules("toy:fw", {}), get_provider("toy").preview_properties("toy:vm", {}),
+            get_provider("toy").price_region("toy-east"), get_provider("toy").region_of_zone("toy-east")],
 }))
 """
 
@@ -77,6 +81,8 @@ def test_a_toy_cloud_needs_its_folder_and_one_registry_line(tmp_path: Path):
     assert out["disk"] == ["toy-disk", 40.0]  # from the toy's own spec section
     assert {"compute", "disk"} <= set(out["items"]), out  # priced from the toy's own rows
     assert 0.1 < out["run_usd"] < 0.3, out  # 4 members at $0.04/h spot, the disks, the calls
+    # ssh, preview and region rule: the base's defaults, no edit in ops/cli/preview (issue #37)
+    assert out["new"] == [[], None, {}, None, [], {}, "toy-east", "toy-east"], out
 
 
 def test_without_the_registry_line_the_spec_refuses_the_cloud(tmp_path: Path):

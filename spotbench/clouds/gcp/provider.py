@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from spotbench.clouds.gcp.grants import GcpGrants
     from spotbench.clouds.gcp.lease_objects import GcsObjects
     from spotbench.clouds.gcp.scheduler import GcpSchedule
+    from spotbench.clouds.gcp.ssh import IapTunnel
     from spotbench.member import MemberContext
     from spotbench.spec import SweepSpec
 
@@ -96,11 +97,16 @@ class GcpProvider(Provider):
             headers,
             audience=settings.need("SPOTBENCH_AUDIENCE"),
             scheduler_accounts=[a for a in env.get("SPOTBENCH_SCHEDULER_ACCOUNTS", "").split(",") if a],
-            project=env.get("SPOTBENCH_GCP_PROJECT") or settings.spec.gcp.project or "",
+            project=self.function_account(settings),
             member_accounts=member_accounts(env.get("SPOTBENCH_MEMBER_ACCOUNTS", "")),
             certs_url=env.get("SPOTBENCH_GCP_CERTS_URL") or None,
             front=env.get("SPOTBENCH_GCP_FRONT") or None,
         ).caller
+
+    def function_account(self, settings: FunctionSettings, context: Any = None) -> str:
+        """The sweep's project: `SPOTBENCH_GCP_PROJECT`, else the spec's `gcp.project`."""
+        project: str = settings.env.get("SPOTBENCH_GCP_PROJECT") or settings.spec.gcp.project or ""
+        return project
 
     def group_storage(self, ctx: MemberContext) -> GroupStorage:
         """A VM's group grants, from one `grant` answer (`member_grant.MemberGrant`, kept and
@@ -162,14 +168,30 @@ class GcpProvider(Provider):
             "gcp:region": region or region_of(spec),
         }
 
-    def access_options(self, spec: SweepSpec, via: str) -> dict[str, Any]:
+    ssh_vias = ("iap",)
+
+    def ssh_proxy(self, spec: SweepSpec, via: str) -> IapTunnel | None:
         """`gcloud compute start-iap-tunnel` needs the instance's project and zone: the fixed
         zone (stopped lifecycle); a created VM's is the one the cloud reports it in (each
         `Target.zone`, spotbench.ops.remote), any candidate of any candidate region."""
-        if via != "iap":
-            return {}
+        from spotbench.clouds.gcp.ssh import VIA, IapTunnel
+
+        if via != VIA:
+            return None
         fixed = first_zone(spec) if spec.lifecycle != "created" else None
-        return {"gcp_project": project_of(spec), "gcp_zone": fixed}
+        return IapTunnel(project=project_of(spec), zone=fixed)
+
+    pulumi_package = "gcp"
+
+    def preview_properties(self, type_token: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        from spotbench.clouds.gcp.preview import properties
+
+        return properties(type_token, inputs)
+
+    def preview_rules(self, type_token: str, inputs: Mapping[str, Any]) -> list[dict[str, Any]]:
+        from spotbench.clouds.gcp.preview import rules
+
+        return rules(type_token, inputs)
 
     def post_done(self, ctx: MemberContext, body: dict, timeout: float) -> requests.Response:
         import requests

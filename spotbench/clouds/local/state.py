@@ -23,6 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from spotbench._private import FILE_MODE, private_dir, trusted_path, write_private
+from spotbench.clouds.provider import state_root  # where local sweeps keep their state
+
+__all__ = ["LocalState", "StateError", "state_root"]
 
 
 SECRET = re.compile(r"^[0-9a-f]{64}$")
@@ -33,9 +36,6 @@ class StateError(RuntimeError):
     what to do."""
 
 
-def state_root(root: Path | str | None = None) -> Path:
-    """Where local sweeps keep their state: `root`, else `SPOTBENCH_STATE_ROOT`, else `.spotbench`."""
-    return Path(root or os.environ.get("SPOTBENCH_STATE_ROOT", ".spotbench")).resolve()
 
 
 class LocalState:
