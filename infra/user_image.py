@@ -9,8 +9,9 @@ instead of one `docker run`:
 2. the user's image with its command, `DIR/results` mounted (mode 0777: it may run as any
    uid), stdout and stderr to `DIR/stdout.txt`, its own env file (the spec's `env` and
    `SPOTBENCH_RESULTS_DIR`, never the member context), on docker's bridge with the
-   metadata server out of its reach (`SHIELD`: no cloud identity). When the spec sets `env`
-   (secret: tokens, passwords) that file is not in the boot document — anyone allowed to
+   metadata server out of its reach (`SHIELD`: no cloud identity). `env` values are
+   parameters, written in the boot document; when the spec declares some secret
+   (`secret_env`: tokens, passwords) that file is not in the boot document — anyone allowed to
    describe the instance reads those — but one secret per group (`env_file_text`, GCP
    Secret Manager / AWS SSM SecureString), fetched at boot by the group's own identity;
 3. DIR handed to the runner's uid, then the runner: `collect DIR --exit-code N` reads the
@@ -46,11 +47,13 @@ class UserStep:
     image: str
     command: list[str]
     env: dict[str, str]
+    secret_keys: frozenset[str] = frozenset()  # the env keys the spec declared secret
 
     @property
     def secret(self) -> bool:
-        """Whether the env holds the spec's own values (then it is fetched, not written)."""
-        return any(k != "SPOTBENCH_RESULTS_DIR" for k in self.env)
+        """Whether the env holds a value the spec declared secret (`secret_env`): then the
+        whole env file is fetched at boot, never written in the boot document."""
+        return bool(self.secret_keys)
 
     def env_file_text(self) -> str:
         """The env file's content: what the group's secret holds."""
@@ -64,7 +67,8 @@ def user_step(group: RunGroup, explicit_image: str | None) -> UserStep | None:
     if user is None or image is None:
         return None
     env = {**user.env(group.params), "SPOTBENCH_RESULTS_DIR": RESULTS}
-    return UserStep(image=image, command=user.command(group.params), env=env)
+    return UserStep(image=image, command=user.command(group.params), env=env,
+                    secret_keys=user.secret(group.params))
 
 
 RUNNER_VOLUMES = (f"{DIR}:{DIR}",)  # the runner reads and writes DIR

@@ -55,7 +55,7 @@ class Images:
 SSH_DIR_IN_CONTAINER = "/etc/spotbench/ssh"
 
 # The local cloud hands a user-image workload's `env(params)` to its member in this process
-# variable (JSON); the member context carries the params with secret values masked.
+# variable (JSON); the member context carries the params with declared secrets masked.
 USER_ENV = "SPOTBENCH_USER_ENV"
 
 
@@ -74,6 +74,8 @@ class UserImage:
     runner: str
     command: Callable[[Any], list[str]]  # params → the command the user's image runs
     env: Callable[[Any], dict[str, str]]  # params → its environment (no spotbench context)
+    # params → the env keys the spec declared secret (fetched at boot, never in a document)
+    secret: Callable[[Any], frozenset[str]] = field(default=lambda params: frozenset())
 
 
 @dataclass(frozen=True)

@@ -158,8 +158,11 @@ class WorkloadRun(StallWatch):
 
     def intermediate(self, metric: str, value: float, unit: str, **metadata: Any) -> Result | None:
         """Report a value while the attempt runs (per epoch or step: metadata `step`, `epoch`):
-        stored at once beside the attempt (`ResultStore.intermediate` reads it, a search's
-        pruner among others). Best effort: a store that refuses it is logged."""
+        stored at once beside the attempt, under the group's own prefix with its own grant
+        (every cloud: the path its results take). `ResultStore.intermediate` reads it: the
+        report, and a search's pruner in control's next call (`control.search.pruner_step`:
+        an integer `epoch`, else an integer `step`). The one progress path of a member. Best
+        effort: a store that refuses it is logged, never raised (the run goes on)."""
         why = _refused(metric, value, unit, len(self.progress))
         if why:
             log.warning("intermediate value %.80r refused: %s", metric, why)
@@ -187,15 +190,6 @@ class WorkloadRun(StallWatch):
         ctx = self.ctx
         found = {"accelerator_count": ctx.accelerator_count, "scaling": ctx.scaling, "work": ctx.work}
         return {k: v for k, v in found.items() if v}
-
-    def report_progress(self, step: int, metric: str, value: float) -> None:
-        """Report an intermediate value (a search's pruner reads it in control's next call),
-        written under the group's own prefix with its own grant. Best effort: logged, never
-        raised (the run goes on)."""
-        try:
-            self.store.write_progress(self.run_id, self.ctx.group, step, metric, value)
-        except (StoreError, ValueError, OSError) as exc:
-            log.warning("progress %s step %s not stored: %s", metric, step, exc)
 
     def raw(self, name: str, text: str | bytes) -> None:
         self._raw[name] = text

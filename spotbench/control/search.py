@@ -5,8 +5,9 @@ a group's stop): tell, prune, then ask as slots free.
              (read from their records as control reads them; `cost` from control's own
              ledger); a failed command, or a group given up, is told FAIL (never a value, and
              never RUNNING forever: optuna#1641)
-    prune    each running trial's new intermediate values (`runs/<run>/<group>.progress/`,
-             written with the group's own grant) go to the pruner; a pruned trial's groups
+    prune    each running trial's new intermediate values (the attempt's intermediate
+             records, `runs/<run>/<group>.<n>/intermediate.jsonl`, written with the group's
+             own grant: `WorkloadRun.intermediate`, the one progress path) go to the pruner; a pruned trial's groups
              are stopped in this very call, told PRUNED, and what the stop saved is noted
              (`runs/<run>/pruned/<group>.json`, control's own: no grant reaches it)
     ask      a pending group's trial is asked only when it is about to start (after the
@@ -236,31 +237,35 @@ def sweep_now(now: datetime | None) -> datetime:
 
 
 def read_progress(sweep: Sweep, run: str, groups: list[RunGroup], metric: str) -> list[tuple[int, float]]:
-    """(step, value) of `metric` the groups' members reported, in step order (a step
-    reported by several repeats: their mean). Files that cannot be used are skipped."""
+    """(step, value) of `metric` the groups' members reported (their latest attempt's
+    intermediate records, bounded and checked against their group by the store), in step
+    order (a step reported by several repeats: their mean). Unusable records are skipped."""
     by_step: dict[int, list[float]] = {}
     for group in groups:
         try:
-            paths = sweep.store.progress_files(run, group.id)
+            records = sweep.store.intermediate(run, group.id)
         except StoreError:
             continue
-        for path in paths:
-            entry = _progress_entry(sweep, path, metric)
-            if entry is not None:
-                by_step.setdefault(entry[0], []).append(entry[1])
+        for record in records:
+            step = pruner_step(record.metadata)
+            if record.metric == metric and step is not None:
+                by_step.setdefault(step, []).append(float(record.value))
     return [(step, statistics.fmean(v)) for step, v in sorted(by_step.items())]
 
 
-def _progress_entry(sweep: Sweep, path: str, metric: str) -> tuple[int, float] | None:
-    from spotbench.results.storage import json_object
+def pruner_step(metadata: dict[str, Any]) -> int | None:
+    """The pruner's step of an intermediate value: a whole `epoch` when the workload gives
+    epochs (a mid-epoch value, a resumed attempt's last, is none), else an integer `step`."""
+    def whole(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < MAX_PROGRESS_STEPS
 
-    data = json_object(sweep.store.fs, path)
-    if data is None or data.get("metric") != metric:
-        return None
-    step, value = data.get("step"), data.get("value")
-    if not isinstance(step, int) or isinstance(step, bool) or not isinstance(value, (int, float)):
-        return None
-    return step, float(value)
+    if "epoch" in metadata:
+        epoch = metadata["epoch"]
+        return epoch if whole(epoch) else None
+    return metadata["step"] if whole(metadata.get("step")) else None
+
+
+MAX_PROGRESS_STEPS = 10_000  # a member's steps per group the pruner takes
 
 
 def note_pruned(sweep: Sweep, run: str, group: RunGroup, step: int, now: datetime | None) -> float:

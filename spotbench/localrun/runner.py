@@ -273,7 +273,7 @@ class _Watch:
             return False
         fresh = False
         for gid in sorted(active):
-            count = len(self.sweep.store.progress_files(self.run_id, gid))
+            count = len(self.sweep.store.intermediate(self.run_id, gid))
             fresh |= count > self.progress_seen.get(gid, 0)
             self.progress_seen[gid] = count
         return fresh

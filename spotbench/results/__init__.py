@@ -25,7 +25,6 @@ Layout under the results URL (any fsspec URL: file://, gs://, s3://, memory://):
     market/<time>.json                     the spot-market statistics as of <time> (written by
                                            whoever read the catalog: report, market), read by
                                            control to order candidate zones
-    runs/<run>/<group>.progress/<step>.json  a search trial's intermediate value (the member's)
     runs/<run>/pruned/<group>.json         a pruned group: when, at which step, what it saved
     search/<study>.journal                 a search's Optuna study (JournalStorage), control's
     control.lock                           the control lease while a function acts
@@ -45,7 +44,7 @@ The package, one job per module: `model` (the records and their bounds), `storag
 whole-file writes, bounded reads), `records` (attempt files, flags, what readers skipped),
 `launches` (control's launch/start/end notes), `runs` (the run ledger and control lease),
 `market_snapshot` (the market statistics' dated snapshot control reads), `artifacts` (an
-attempt's intermediate values and stored files), `trials` (a search's progress values,
+attempt's intermediate values and stored files), `trials` (a search's
 pruned notes and assigned parameters).
 """
 

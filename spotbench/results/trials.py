@@ -1,6 +1,5 @@
-"""A search's files beside the runs (issue #35): what a member reports while it runs
-(`runs/<run>/<group>.progress/<step>.json`, under its group's own prefix, so its grant
-writes it), what control noted of a pruned group (`runs/<run>/pruned/<group>.json`, no
+"""A search's files beside the runs (issue #35; what a member reports while it runs is
+its attempt's intermediate records, `spotbench.results.artifacts`): what control noted of a pruned group (`runs/<run>/pruned/<group>.json`, no
 grant reaches it), an adaptive trial's parameters in the run's ledger entry (`assigned`,
 control's: members read it at boot, as they read the ledger to find their run), and the
 store's conditional requests the study's journal is written with."""
@@ -8,7 +7,6 @@ store's conditional requests the study's journal is written with."""
 from __future__ import annotations
 
 import json
-import math
 from typing import TYPE_CHECKING, Any
 
 from spotbench.results.model import RunInfo, StoreError
@@ -17,31 +15,11 @@ from spotbench.results.storage import Storage, read_small, store_errors
 if TYPE_CHECKING:
     from spotbench.lease import ConditionalObjects
 
-MAX_PROGRESS_STEPS = 10_000  # a member's steps per group that control reads
-
 
 class TrialFiles(Storage):
     def conditional_objects(self) -> ConditionalObjects | None:
         """The store's conditional requests (its cloud's; None on a local folder)."""
         return self._lease_objects(self.fs) if self._lease_objects is not None else None
-
-    # ---- progress (the member's) ---------------------------------------------------
-    def progress_path(self, run: str, group: str, step: int) -> str:
-        return self.path("runs", run, f"{group}.progress", f"{step:08d}.json")
-
-    @store_errors
-    def write_progress(self, run: str, group: str, step: int, metric: str, value: float) -> str:
-        """One intermediate value of a running group (its own prefix: its grant writes it)."""
-        if not (isinstance(step, int) and 0 <= step < MAX_PROGRESS_STEPS) or not math.isfinite(value):
-            raise ValueError(f"progress step {step!r} value {value!r}: a step 0…{MAX_PROGRESS_STEPS - 1} "
-                             "and a finite value")
-        path = self.progress_path(run, group, step)
-        self.write_whole(path, json.dumps({"step": step, "metric": metric, "value": value}).encode())
-        return path
-
-    @store_errors
-    def progress_files(self, run: str, group: str) -> list[str]:
-        return self._glob(self.path("runs", run, f"{group}.progress", "*.json"))[:MAX_PROGRESS_STEPS]
 
     # ---- pruned groups (control's) -------------------------------------------------
     @store_errors

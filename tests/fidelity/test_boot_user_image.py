@@ -70,7 +70,7 @@ def user_image_boot(lab_dir):
     need_tools("cloud-init", "shellcheck")
     spec = boot.spec_variant(
         "examples/gcp-container-cron.yaml", lab_dir, image=USER_IMAGE,
-        workload={"command": ["sh", "-c", FAST], "env": {"GREETING": "42"}},
+        workload={"command": ["sh", "-c", FAST], "env": {"GREETING": "42"}, "secret_env": ["GREETING"]},
         matrix={"machine_type": ["e2-standard-2"],
                 "command": [["sh", "-c", FAST], ["sh", "-c", SLOW]]})
     rendered, rows = boot.render(spec, MOCKS)
@@ -218,7 +218,7 @@ def aws_user_image_boot(lab_dir):
     need_tools("cloud-init", "shellcheck")
     spec = boot.spec_variant(
         "examples/aws-container.yaml", lab_dir, image=USER_IMAGE, trials=1,
-        workload={"command": ["sh", "-c", FAST], "env": {"GREETING": "42"}},
+        workload={"command": ["sh", "-c", FAST], "env": {"GREETING": "42"}, "secret_env": ["GREETING"]},
         matrix={"machine_type": ["c5.large"]})
     rendered, _ = boot.render(spec, MOCKS)
     [member] = rendered

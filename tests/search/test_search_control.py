@@ -192,8 +192,16 @@ def test_search_adaptive_asks_the_sampler_and_hands_the_member_its_parameters(tm
 
 
 def progress(sweep: control.Sweep, run: str, gid: str, values: list[float]) -> None:
+    """The member's intermediate values, step by step, as `WorkloadRun.intermediate` stores
+    them (the attempt's intermediate records: the one progress path)."""
+    group = next(g for g in sweep.groups if g.id == gid)
+    now, kept = utcnow(), []
     for step, v in enumerate(values):
-        sweep.store.write_progress(run, gid, step, "score", v)
+        kept.append(Result(sweep="s", run=run, group=gid, trial=group.trial, params=group.record_params,
+                           workload="container", metric="score", value=v, unit="", cloud="local",
+                           machine_type="local", started_at=now, ended_at=now,
+                           metadata={"intermediate": True, "step": step}))
+        sweep.store.write_intermediate(run, gid, sweep.store.next_attempt(run, gid), kept)
 
 
 def test_search_a_pruned_trial_stops_within_one_control_call_and_the_saving_is_noted(tmp_path: Path) -> None:
@@ -307,8 +315,8 @@ def test_search_no_member_grant_reaches_the_study_or_controls_notes(tmp_path: Pa
     run = "20260101T000000Z"
     mine, other = sweep.groups[0].id, sweep.groups[1].id
     journal = f"search/{open_study(sweep).name}.journal"
-    allowed = [f"runs/{run}/{mine}.progress/00000001.json"]
-    refused = [journal, f"runs/{run}/{other}.progress/00000001.json", f"runs/{run}/pruned/{mine}.json",
+    allowed = [f"runs/{run}/{mine}.1/intermediate.jsonl"]  # its progress: the one path
+    refused = [journal, f"runs/{run}/{other}.1/intermediate.jsonl", f"runs/{run}/pruned/{mine}.json",
                f"runs/{run}/run.json"]
     grant = Grant.for_group(mine, run, datetime(2030, 1, 1, tzinfo=UTC), checkpoints=True)
     now = datetime(2029, 1, 1, tzinfo=UTC)

@@ -1,4 +1,5 @@
-"""A `container` sweep's `env` (API tokens, passwords) is a secret (issue 24: 6, 8):
+"""A `container` sweep's declared secret env (`secret_env`: API tokens, passwords) is a
+secret (issue 24: 6, 8; declared since #35, the rest of `env` being parameters):
 
 - never in a record, `records.csv` or the report (a real local run);
 - never in GCE metadata or EC2 user-data (readable by anyone allowed to describe the
@@ -32,7 +33,8 @@ SECRET = "tok-3f9a1c7e5b2d-SECRET"
 ENV = {"API_TOKEN": SECRET, "MODE": "fast"}
 BASE = {"name": "byo", "schedule": {"cron": "0 3 * * *"}, "deadline": "20m",
         "image": "docker.io/library/python:3.12-slim",
-        "workload": {"name": "container", "command": ["python", "-c", "print('x=1 s')"], "env": ENV}}
+        "workload": {"name": "container", "command": ["python", "-c", "print('x=1 s')"], "env": ENV,
+                     "secret_env": ["API_TOKEN"]}}
 
 
 def _forms(value: str) -> list[str]:
@@ -148,7 +150,8 @@ def test_local_run_delivers_env_but_stores_it_nowhere(tmp_path: Path) -> None:
     script = tmp_path / "bench.py"
     script.write_text(BENCH.replace("SECRET_HERE", repr(SECRET)))
     spec = {"name": "byo", "cloud": "local", "deadline": "2m", "results": str(tmp_path / "results"),
-            "workload": {"name": "container", "command": [sys.executable, str(script)], "env": ENV}}
+            "workload": {"name": "container", "command": [sys.executable, str(script)], "env": ENV,
+                         "secret_env": ["API_TOKEN"]}}
     path = tmp_path / "byo.yaml"
     path.write_text(yaml.safe_dump(spec))
     proc = cli(tmp_path, "run", str(path), "--report-dir", str(tmp_path / "report"))

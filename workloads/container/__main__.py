@@ -120,7 +120,7 @@ def execute(run: WorkloadRun, params: ContainerParams, results_dir: Path,
 
 def _progress(run: WorkloadRun, line: str) -> None:
     """A JSON metric line with an integer `step` label is also an intermediate value, sent
-    as it comes (a search's pruner reads it: `WorkloadRun.report_progress`)."""
+    as it comes (a search's pruner reads it: `WorkloadRun.intermediate`)."""
     if '"step"' not in line or not line.strip().startswith("{"):
         return
     try:
@@ -129,7 +129,7 @@ def _progress(run: WorkloadRun, line: str) -> None:
         return
     step = m.labels.get("step")
     if isinstance(step, int) and not isinstance(step, bool):
-        run.report_progress(step, m.metric, m.value)
+        run.intermediate(m.metric, m.value, m.unit or "", step=step)
 
 
 def _copy(stream, into: list[str], echo) -> None:  # noqa: ANN001 - text streams

@@ -1,21 +1,24 @@
 """The `container` workload: one member runs the user's command; metrics come from what
 it writes (see `workloads/container/__init__.py`).
 
-The command's `env` is treated as secret (API tokens, passwords): its values are
-`SecretStr`s, so every serialised form of the params — the member context in GCE metadata
-or EC2 user-data, records, `records.csv`, the functions' `SPOTBENCH_SPEC` — holds
-`**********`; the values reach the command only through `user_env(params)`: on a cloud VM
-from Secret Manager / SSM at boot (infra/user_image.py), locally through the member's own
-process environment (`USER_ENV`).
+The command's `env` values are parameters (a matrix's or a search's `${name}` among them):
+shown in the plan, records, report rows and group keys like any field. Only the keys the
+spec declares secret (`secret_env: [API_TOKEN]`: tokens, passwords) are masked: their values
+are `SecretStr`s, so every serialised form of the params — the member context in GCE
+metadata or EC2 user-data, records, `records.csv`, the functions' `SPOTBENCH_SPEC` — holds
+`**********`. The env reaches the command only through `user_env(params)`: on a cloud VM
+written in the boot document, or, when it holds a declared secret, from Secret Manager / SSM
+at boot (infra/user_image.py); locally through the member's own process environment
+(`USER_ENV`).
 """
 
 from __future__ import annotations
 
 import re
 import shlex
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from spotbench.workload import Images, Params, UserImage, Workload
 
@@ -31,9 +34,15 @@ class ContainerParams(Params):
         min_length=1,
         description="what to run: a list of arguments, or one string split like a shell does",
     )
-    env: dict[str, SecretStr] = Field(
+    env: dict[str, str | SecretStr] = Field(
         default_factory=dict,
-        description="extra environment for it (secret: never stored in metadata, records or reports)")
+        description="extra environment for it: parameters, shown like any field (a matrix's or "
+                    "search's `${name}` may fill them); the keys in `secret_env` are masked")
+    secret_env: list[str] = Field(
+        default_factory=list,
+        description="the `env` keys whose values are secret (API_TOKEN, passwords): masked as "
+                    "********** in every stored or shown form, delivered at boot from the "
+                    "cloud's secret store, never in metadata, records or reports")
     nodes: int = Field(
         1, ge=1, le=64,
         description="members (VMs) the command runs on, each told its rank, the world size, the "
@@ -55,6 +64,23 @@ class ContainerParams(Params):
                                  "line per variable in the container's env file)")
         return v
 
+    @model_validator(mode="before")
+    @classmethod
+    def _declared_secrets(cls, data: Any) -> Any:
+        """The values of the keys `secret_env` names become secrets; a name that is no `env`
+        key is an error (a typo would leave the token in clear)."""
+        if not isinstance(data, dict) or not data.get("secret_env"):
+            return data
+        declared, env = data["secret_env"], data.get("env") or {}
+        if not isinstance(declared, list) or not isinstance(env, dict):
+            return data
+        missing = [k for k in declared if k not in env]
+        if missing:
+            raise ValueError(f"secret_env {missing!r}: no such key in env (keys: "
+                             f"{sorted(env) or 'none'}); name the env keys whose values are secret")
+        wrapped = {k: SecretStr(v) if k in declared and isinstance(v, str) else v for k, v in env.items()}
+        return {**data, "env": wrapped}
+
     @field_validator("command", mode="before")
     @classmethod
     def _split(cls, v: object) -> object:
@@ -67,8 +93,13 @@ class ContainerParams(Params):
 
 
 def user_env(params: ContainerParams) -> dict[str, str]:
-    """The command's environment, values in clear (for the boot's secret and the member)."""
-    return {k: v.get_secret_value() for k, v in params.env.items()}
+    """The command's environment, values in clear (for the boot and the member)."""
+    return {k: v.get_secret_value() if isinstance(v, SecretStr) else v for k, v in params.env.items()}
+
+
+def secret_keys(params: ContainerParams) -> frozenset[str]:
+    """The env keys the spec declared secret (`secret_env`)."""
+    return frozenset(k for k, v in params.env.items() if isinstance(v, SecretStr))
 
 
 def roles(params: ContainerParams) -> list[tuple[str, int]]:
@@ -85,7 +116,7 @@ WORKLOAD = Workload(
     images=Images(),  # no default: the spec's `image:` is the benchmark
     # on a cloud VM the spec's image runs the command as it is; images/runner collects
     user_image=UserImage(runner="runner", command=lambda p: list(p.command),
-                         env=user_env),
+                         env=user_env, secret=secret_keys),
     report="workloads.container.report:section",
     templated=("command", "env"),  # `${name}`: a search's or matrix's parameter
     description=ContainerParams.__doc__ or "",

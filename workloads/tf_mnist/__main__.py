@@ -93,16 +93,9 @@ def _record(run, ctx: MemberContext, params: TfMnistParams, n_threads: tuple[int
 
 def _progress(run):
     """Where per-epoch validation goes: the attempt's intermediate records
-    (`WorkloadRun.intermediate`) and, where the run has it, a search's progress path
-    (`report_progress(step, metric, value)`, its pruner's input: the epoch is the step)."""
-    to_search = getattr(run, "report_progress", None)
-
-    def report(metric: str, value: float, unit: str, **meta) -> None:
-        run.intermediate(metric, value, unit, **meta)
-        if to_search is not None and isinstance(meta.get("epoch"), int):
-            to_search(meta["epoch"], metric, value)
-
-    return report
+    (`WorkloadRun.intermediate`, the one progress path; a search's pruner reads the whole
+    epochs among them, the epoch its step)."""
+    return run.intermediate
 
 
 def _save_weights(run, trainer, params: TfMnistParams) -> None:

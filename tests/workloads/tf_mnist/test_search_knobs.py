@@ -89,20 +89,18 @@ def test_search_epochs_set_the_steps_and_the_sync_points():
 
 
 def test_search_per_epoch_values_reach_the_attempt_and_a_search_progress_path():
-    """Each validation goes to the attempt's intermediate records; a run that also has a
-    search's progress path (`report_progress(step, metric, value)`) gets it there, the
-    epoch as the pruner's step; a mid-epoch value (a resumed attempt's last) only to the first."""
+    """Each validation goes to the attempt's intermediate records (the one progress path);
+    a search's pruner reads the epoch as its step there; a mid-epoch value (a resumed
+    attempt's last) is kept but never a pruner step."""
+    from spotbench.control.search import pruner_step
     from workloads.tf_mnist.__main__ import _progress
 
     class Run:
         def __init__(self):
-            self.kept, self.told = [], []
+            self.kept = []
 
         def intermediate(self, metric, value, unit, **meta):
             self.kept.append((metric, value, meta))
-
-        def report_progress(self, step, metric, value):
-            self.told.append((step, metric, value))
 
     run = Run()
     report = _progress(run)
@@ -110,7 +108,8 @@ def test_search_per_epoch_values_reach_the_attempt_and_a_search_progress_path():
     report("val_accuracy", 0.6, "fraction", step=12, epoch=1.5)
     assert run.kept == [("val_accuracy", 0.5, {"step": 8, "epoch": 1}),
                         ("val_accuracy", 0.6, {"step": 12, "epoch": 1.5})]
-    assert run.told == [(1, "val_accuracy", 0.5)]
+    told = [(pruner_step(meta), metric, value) for metric, value, meta in run.kept if pruner_step(meta) is not None]
+    assert told == [(1, "val_accuracy", 0.5)]
 
     class Plain:  # no search core: the attempt's records only
         def __init__(self):
