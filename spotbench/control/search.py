@@ -299,11 +299,4 @@ def note_pruned(sweep: Sweep, run: str, group: RunGroup, step: int, now: datetim
 
 def pruning_savings(sweep_store: Any, run: str | None = None) -> list[dict[str, Any]]:
     """Every pruned group's note (what the report shows as the dollars pruning saved)."""
-    from spotbench.results.storage import json_object
-
-    out = []
-    for path in sweep_store.pruned_files(run):
-        data = json_object(sweep_store.fs, path)
-        if data is not None:
-            out.append(data)
-    return out
+    return list(sweep_store.pruning_notes(run))

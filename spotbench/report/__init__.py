@@ -106,7 +106,7 @@ def write_report(
     doc.insert(summary_at, *answer_blocks)  # the answer opens the report
     search_blocks, search_pngs = search.section(found, goals, out_dir) if found else ([], [])
     if found:  # a search's best trial before anything else; its leaderboard after the summary
-        told = search.answer(found, goals)
+        told = search.answer(found, goals, pruned=store.pruning_notes())
         doc.insert(summary_at, *told)
         first = [*told, *first]
         doc.add(*search_blocks)

@@ -58,8 +58,23 @@ def _usd(value: float | None) -> str:
     return "n/a" if value is None else f"${value:,.4f}" if value < 1 else f"${value:,.2f}"
 
 
-def answer(found: list[Trial], objectives: list[Objective]) -> list[Block]:
-    """The first blocks: which trial won, with what, at what cost."""
+def pruning(notes: list[dict[str, Any]]) -> list[Block]:
+    """What the pruner saved: control's note of each pruned group (`note_pruned`: the
+    seconds it would still have run × its price per hour). Nothing when none was pruned."""
+    usable = [n for n in notes if isinstance(n.get("saved_usd"), (int, float))
+              and isinstance(n.get("ran_s"), (int, float)) and isinstance(n.get("expected_s"), (int, float))]
+    if not usable:
+        return []
+    saved = sum(float(n["saved_usd"]) for n in usable)
+    spared = sum(max(0.0, float(n["expected_s"]) - float(n["ran_s"])) for n in usable)
+    which = ", ".join(sorted((str(n.get("trial", n.get("group"))) for n in usable), key=lambda t: (len(t), t)))
+    count = f"{len(usable)} trial{'s' if len(usable) != 1 else ''}"
+    return [Para(f"Pruning saved {_usd(saved)}: the pruner stopped {count} early (trial {which}), "
+                 f"{num(spared / 60)} machine-minutes they would still have run at their price per hour.")]
+
+
+def answer(found: list[Trial], objectives: list[Objective], pruned: list[dict[str, Any]] | None = None) -> list[Block]:
+    """The first blocks: which trial won, with what, at what cost; what pruning saved."""
     main = objectives[0]
     top = best(found, main)
     searched = varying(found)
@@ -67,7 +82,7 @@ def answer(found: list[Trial], objectives: list[Objective]) -> list[Block]:
     head = Heading("Best trial", 2, anchor="best-trial")
     if top is None:
         return [head, Para(f"No complete trial reported {main.metric} yet ({len(found)} trials, "
-                           f"{done} complete).", strong=True)]
+                           f"{done} complete).", strong=True), *pruning(pruned or [])]
     twin = test_metric(main)
     parts = [f"Best of {len(found)} trials ({done} complete) by {main}: {top.label} "
              f"(group {', '.join(top.groups)}), {main.metric} = {num(top.values[main.metric])}"]
@@ -75,7 +90,8 @@ def answer(found: list[Trial], objectives: list[Objective]) -> list[Block]:
         parts.append(f"{twin} = {num(top.values[twin])} (held out: reported, never optimized)")
     parts.append(f"cost {_usd(top.total_usd)}")
     params = ", ".join(f"{k}={param_text(top.params.get(k))}" for k in searched) or "no parameter varies"
-    return [head, Para("; ".join(parts) + ".", strong=True), Para(f"Its parameters: {params}.")]
+    return [head, Para("; ".join(parts) + ".", strong=True), Para(f"Its parameters: {params}."),
+            *pruning(pruned or [])]
 
 
 def leaderboard(found: list[Trial], objectives: list[Objective]) -> pd.DataFrame:

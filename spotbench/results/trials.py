@@ -10,7 +10,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from spotbench.results.model import RunInfo, StoreError
-from spotbench.results.storage import Storage, read_small, store_errors
+from spotbench.results.storage import Storage, json_object, read_small, store_errors
 
 if TYPE_CHECKING:
     from spotbench.lease import ConditionalObjects
@@ -33,6 +33,12 @@ class TrialFiles(Storage):
     def pruned_groups(self, run: str) -> set[str]:
         """The groups a search's pruner stopped in `run` (over: not failed, not retried)."""
         return {p.rsplit("/", 1)[-1].removesuffix(".json") for p in self.pruned_files(run)}
+
+    def pruning_notes(self, run: str | None = None) -> list[dict[str, Any]]:
+        """What control noted of each pruned group (`note_pruned`: step, seconds run and
+        expected, `saved_usd`), of `run` or every run; unreadable notes are skipped."""
+        notes = (json_object(self.fs, path) for path in self.pruned_files(run))
+        return [note for note in notes if note is not None]
 
     # ---- an adaptive trial's parameters (control's, in the run's ledger entry) ------
     @store_errors

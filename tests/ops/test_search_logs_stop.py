@@ -266,3 +266,88 @@ def test_search_logs_follow_and_stop_on_the_local_cloud(tmp_path: Path) -> None:
     stopped = [r for r in store.read(run) if r.group == g0]
     assert stopped and all(r.preempted for r in stopped)  # what it measured: cut short, kept apart
 
+
+
+# ---- the CLI itself under both clouds' doubles -----------------------------------------------
+def _follow_then_stop(runner, app, spec_path: Path, spec, group: str, results: str, during) -> str:
+    """`spotbench logs SPEC GROUP --follow` in this thread while another one runs `during`
+    (the VM prints more) and then stops the group as `spotbench stop` does: the follow ends
+    by itself once the group is off. Its output."""
+    import threading
+
+    from spotbench.ops.stop_group import stop_group
+
+    def later() -> None:
+        time.sleep(1.0)
+        during()
+        time.sleep(1.0)
+        stop_group(spec, group, results=results, who="bob")
+
+    worker = threading.Thread(target=later, daemon=True)
+    worker.start()
+    res = runner.invoke(app, ["logs", str(spec_path), group, "--follow", "--interval", "0.2"])
+    worker.join(timeout=60)
+    assert res.exit_code == 0, res.output
+    return res.output
+
+
+def test_search_logs_follow_and_stop_through_the_cli_on_gce(gce, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from spotbench.cli import app
+
+    spec = _gcp_spec()
+    path = tmp_path / "lg.yaml"
+    path.write_text(yaml.safe_dump(spec.model_dump(mode="json")))
+    monkeypatch.setenv("SPOTBENCH_GCP_API_ENDPOINT", gce.url)
+    results = f"file://{tmp_path}/results"
+    g0, g1 = spec.plan()
+    sweep = control.Sweep(spec=spec, cloud=_gcp(gce), store=ResultStore(results))
+    run = control.start(sweep, TICK)["run"]
+    name = g0.members[0].name
+    gce.write_serial(ZONE, name, "epoch 1 val_accuracy=0.5\n")
+    runner = CliRunner()
+    out = _follow_then_stop(runner, app, path, spec, g0.id, results,
+                            lambda: gce.write_serial(ZONE, name, "epoch 2 val_accuracy=0.4\n"))
+    assert out.count(f"[{name}] epoch 1 val_accuracy=0.5") == 1
+    assert out.count(f"[{name}] epoch 2 val_accuracy=0.4") == 1  # read while it ran, once
+    assert all(gce.status(ZONE, m.name) == "TERMINATED" for m in g0.members)
+    res = runner.invoke(app, ["stop", str(path), g1.id, "--results", results])
+    assert res.exit_code == 0, res.output
+    assert f"stopped {g1.id} in run {run}" in res.output and "not retried" in res.output
+    assert all(gce.status(ZONE, m.name) == "TERMINATED" for m in g1.members)
+    store = ResultStore(results)
+    assert set(store.user_stopped(run)) == {g0.id, g1.id}
+    control.start(sweep, TICK)  # the next tick retries neither
+    assert store.launch_count(run, g0.id) == 1 and store.launch_count(run, g1.id) == 1
+
+
+def test_search_logs_follow_and_stop_through_the_cli_on_ec2(aws, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from spotbench.cli import app
+
+    spec = _aws_spec()
+    data = spec.model_dump(mode="json")
+    results = f"file://{tmp_path}/results"
+    path = tmp_path / "la.yaml"
+    path.write_text(yaml.safe_dump(data))
+    monkeypatch.setenv("AWS_ENDPOINT_URL", aws)
+    ec2 = boto3.client("ec2", region_name="us-east-1", endpoint_url=aws)
+    _launch_members(ec2, spec)
+    cloud = AwsCloud("us-east-1", endpoint_url=aws, wait_timeout_s=10, poll_s=1)
+    g0, g1 = spec.plan()
+    sweep = control.Sweep(spec=spec, cloud=cloud, store=ResultStore(results))
+    run = control.start(sweep, TICK)["run"]
+    runner = CliRunner()
+    out = _follow_then_stop(runner, app, path, spec, g0.id, results, lambda: None)
+    lines = [ln for ln in out.splitlines() if ln.startswith("[")]
+    assert {ln.split("]", 1)[0][1:] for ln in lines} == {m.name for m in g0.members}
+    assert sum("Linux version" in ln for ln in lines) == len(g0.members)  # each console once, not per read
+    assert {i.state for i in cloud.query(g0.labels)} <= {State.STOPPING, State.STOPPED}
+    res = runner.invoke(app, ["stop", str(path), g1.id, "--results", results])
+    assert res.exit_code == 0, res.output
+    assert f"stopped {g1.id} in run {run}" in res.output
+    assert {i.state for i in cloud.query(g1.labels)} <= {State.STOPPING, State.STOPPED}
+    store = ResultStore(results)
+    assert set(store.user_stopped(run)) == {g0.id, g1.id}

@@ -233,6 +233,38 @@ def test_search_a_pruned_trial_stops_within_one_control_call_and_the_saving_is_n
     assert third not in again["started"]  # a pruned trial is never rerun
 
 
+def test_search_the_report_shows_the_dollars_pruning_saved(tmp_path: Path) -> None:
+    """The pruned trial above, then `write_report` on its store: the answer says what the
+    stop saved (control's note: 80 s of a 3.6 USD/h machine = $0.08), and nothing of the
+    kind when no trial was pruned."""
+    from spotbench.report import write_report
+
+    prices = tmp_path / "prices.csv"
+    prices.write_text("cloud,region,kind,item,provisioning,unit,usd,bundled_gpu,date,source,note\n"
+                      "local,*,machine,local,,hour,3.6,,2026-01-01,test,\n")
+    sweep = make_sweep(tmp_path / "store", {"parallel": 1, "pruner": "median"}, prices=str(prices),
+                       deadline="10m")
+    t0 = utcnow()
+    run = control.start(sweep, SCHEDULER, {}, now=t0)["run"]
+    for i, gid in enumerate(g.id for g in sweep.groups[:2]):
+        progress(sweep, run, gid, [1.0, 2.0, 3.0])
+        store(sweep, run, gid, value=3.0)
+        group = next(g for g in sweep.groups if g.id == gid)
+        control.done(sweep, Caller("member", group.members[0].name), {"group": gid},
+                     now=t0 + timedelta(seconds=100 * (i + 1)))
+    before = write_report(sweep.store.url, tmp_path / "before", objectives=["score:max"])
+    assert "Pruning saved" not in before.markdown.read_text()
+    third = sweep.groups[2].id
+    progress(sweep, run, third, [-5.0, -6.0])
+    assert control.start(sweep, SCHEDULER, {"run": run}, now=t0 + timedelta(seconds=220))["pruned"] == [third]
+    store(sweep, run, third, value=-6.0, preempted=True)  # what it measured before the stop
+    paths = write_report(sweep.store.url, tmp_path / "after", objectives=["score:max"])
+    first = paths.markdown.read_text().split("\n## ", 2)[1]  # the answer, before anything else
+    assert first.startswith("Best trial")
+    assert "Pruning saved $0.0800: the pruner stopped 1 trial early (trial 3)" in first
+    assert "1.333 machine-minutes" in first  # 80 s it would still have run
+
+
 def test_search_cost_objective_comes_from_the_ledger_and_gives_a_pareto_front(tmp_path: Path) -> None:
     prices = tmp_path / "prices.csv"
     prices.write_text("cloud,region,kind,item,provisioning,unit,usd,bundled_gpu,date,source,note\n"
