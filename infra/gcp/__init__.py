@@ -27,6 +27,7 @@ from infra.gcp.registry import GcpRegistry
 from infra.gcp.secrets import SweepSecret
 from infra.gcp.scheduler import GcpScheduler, GcpSchedulerArgs, cron_pair
 from infra.gcp.vms import GcpRunGroup, GcpRunGroupArgs
+from infra.once import crons_output, scheduled
 from infra.keys import derived_mpi_keys, group_known_hosts, key_seed
 from infra.user_image import user_step
 from spotbench.auth.group_keys import KEY_FILES
@@ -90,7 +91,7 @@ class GcpSweep(pulumi.ComponentResource):
         spec = args.spec
         project, region, zone = resolve_location(spec)
         groups = spec.plan()
-        crons = cron_pair(spec)  # fail before declaring anything
+        crons = cron_pair(spec) if scheduled(spec) else None  # fail before declaring anything
         regions = checked_regions(spec, region)  # where VMs run: a subnet and templates each
         self.apis = GcpApis(f"{name}-apis", project)
         # every resource of the sweep waits for the APIs it needs
@@ -134,7 +135,7 @@ class GcpSweep(pulumi.ComponentResource):
             pulumi.ResourceOptions(parent=self, depends_on=self.secret.resources),
         )
         urls = self.functions.urls
-        self.scheduler = GcpScheduler(
+        self.scheduler = None if crons is None else GcpScheduler(
             f"{name}-sched",
             GcpSchedulerArgs(spec=spec, project=project, region=region,
                              scheduler_account=ids.scheduler.email,
@@ -175,8 +176,9 @@ class GcpSweep(pulumi.ComponentResource):
             "image_registry": self.registry.url,
             "function_urls": dict(urls),
             "groups": {gid: grp.instance_names for gid, grp in self.groups.items()},
-            "crons": {"start": crons[0], "stop": crons[1],
-                      "time_zone": spec.schedule.timezone if spec.schedule else "UTC"},
+            "crons": crons_output(spec, crons and {
+                "start": crons[0], "stop": crons[1],
+                "time_zone": spec.cron_schedule.timezone if spec.cron_schedule else "UTC"}),
         }
         if mpi is not None:  # for `spotbench exec/collect --port 2222`: pinned, never TOFU
             self.outputs["known_hosts"] = group_known_hosts(

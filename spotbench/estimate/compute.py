@@ -60,7 +60,8 @@ def estimate(spec: SweepSpec, catalog: Catalog, *, records: list[Result] | None 
         self_stop_saving_month=saving_tick * ticks if ticks is not None else None,
         assumptions=_notes(spec, a, groups, rates, ticks), assumed=a.as_dict(),
         overridden=sorted(a.overridden), budget=spec.budget,
-        schedule=f"'{spec.schedule.cron}' {spec.schedule.timezone}" if spec.schedule else None,
+        schedule=("once" if spec.run_once else f"'{spec.cron_schedule.cron}' {spec.cron_schedule.timezone}"
+                  if spec.cron_schedule else None),
         prices=prices, price_warning=price_notes.stale(rows, spec.cloud, spec_region(spec), now),
     )
 
@@ -268,9 +269,9 @@ def _notes(spec: SweepSpec, a: Assumptions, groups: list[GroupCost], r: Rates,
         "calls_per_tick=" + (f"{a.calls_per_tick:g}" if a.calls_per_tick is not None
                              else f"(start + stop + one done per group = {2 + len(groups)})"),
         f"disk_type={a.disk_type}: {r.disk_gb:g} GB per member, {r.disk.usd:g} USD per GB-month",
-        f"month_days={a.month_days:g}" + (f": {ticks:.4g} schedule ticks ('{spec.schedule.cron}', "
-                                          f"{spec.schedule.timezone}) on average"
-                                          if ticks is not None and spec.schedule else ""),
+        f"month_days={a.month_days:g}" + (f": {ticks:.4g} schedule ticks ('{spec.cron_schedule.cron}', "
+                                          f"{spec.cron_schedule.timezone}) on average"
+                                          if ticks is not None and spec.cron_schedule else ""),
         "free_tier=" + ("on: each cloud's monthly free tier deducted from the month's lines "
                         "(not from a single tick)" if a.free_tier else "off: list prices, no free tier"),
         f"provisioning: {spec.provisioning} prices" + (" (spot prices vary; see the catalog notes)" if spec.spot else ""),
