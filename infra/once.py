@@ -12,13 +12,14 @@ with nothing standing after it but the results.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pulumi
 
 from spotbench.spec import SweepSpec
 
-__all__ = ["crons_output", "kept_after_run", "scheduled"]
+__all__ = ["crons_of", "crons_output", "kept_after_run", "scheduled"]
 
 
 def scheduled(spec: SweepSpec) -> bool:
@@ -33,8 +34,16 @@ def kept_after_run(spec: SweepSpec, opts: pulumi.ResourceOptions) -> pulumi.Reso
     return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=True))
 
 
-def crons_output(spec: SweepSpec, crons: dict[str, Any] | None) -> dict[str, Any]:
-    """The stack's `crons` output: the pair's crons, or `{"mode": "once"}`."""
-    if spec.run_once or crons is None:
+def crons_of(spec: SweepSpec, pair: Callable[[SweepSpec], tuple[str, ...]]) -> tuple[str, ...] | None:
+    """The scheduler's crons (`pair(spec)`, which refuses a bad schedule), None with once."""
+    return pair(spec) if scheduled(spec) else None
+
+
+def crons_output(spec: SweepSpec, crons: tuple[str, ...] | None,
+                 names: tuple[str, ...] = ("start", "stop")) -> dict[str, Any]:
+    """The stack's `crons` output: the pair's values by `names` and the time zone, or
+    `{"mode": "once"}` (no scheduler)."""
+    if crons is None:
         return {"mode": "once", "start": None, "stop": None, "time_zone": None}
-    return crons
+    schedule = spec.cron_schedule
+    return {**dict(zip(names, crons)), "time_zone": schedule.timezone if schedule else "UTC"}

@@ -31,8 +31,7 @@ from spotbench.plan import MACHINE_KEYS as MATRIX_MACHINE_KEYS, RunGroup
 from spotbench.search import SearchSpec, check_search, search_design
 from spotbench.plan import plan as plan_groups
 from spotbench.spec_zones import candidate_regions, candidate_zones, check_zones
-from spotbench.spec_fields import (ONCE, Schedule, ScheduleField, once_lifecycle, parse_duration,
-                                   schedule_value)
+from spotbench.spec_fields import SCHEDULE_HELP, Schedule, ScheduleField, ScheduleViews, once_lifecycle, parse_duration
 from spotbench.spec_scaling import Scaling, Work, check_scaling
 from spotbench.workload import Params
 from spotbench.workload_registry import get_workload, registry
@@ -68,7 +67,7 @@ def _cloud_sections() -> dict[str, Any]:
     return sections
 
 
-class _SpecCore(_Strict):
+class _SpecCore(ScheduleViews, _Strict):
     name: str = Field(pattern=NAME_PATTERN,
                       description="lowercase, digits and single '-', ≤ 24")
     cloud: CloudName = "local"
@@ -88,9 +87,7 @@ class _SpecCore(_Strict):
     trials: int = Field(1, ge=1, le=100)
     provisioning: Literal["spot", "preemptible", "standard"] = "spot"
     placement: Literal["spread", "compact", "none"] = "none"
-    schedule: ScheduleField | None = Field(
-        None, description="when runs start: {cron, timezone} for a recurring sweep; `once` for "
-        "one run started by `spotbench run` with nothing standing after it but the results")
+    schedule: ScheduleField | None = Field(None, description=SCHEDULE_HELP)
     deadline: timedelta = Field(timedelta(hours=1), description="max run time of one group")
     budget: float | None = Field(None, gt=0, description="USD cap for the whole sweep")
     results: str | None = Field(None, description="results URL (file://, gs://, s3://)")
@@ -105,12 +102,8 @@ class _SpecCore(_Strict):
 
     @model_validator(mode="before")
     @classmethod
-    def _once_is_created(cls, data: Any) -> Any:
-        return once_lifecycle(data)
-
-    @model_validator(mode="before")
-    @classmethod
     def _spot_shorthand(cls, data: Any) -> Any:
+        data = once_lifecycle(data)  # `schedule: once` (spec_fields)
         if isinstance(data, dict) and "spot" in data:
             if "provisioning" in data:
                 raise ValueError("give either 'spot' or 'provisioning', not both")
@@ -132,11 +125,6 @@ class _SpecCore(_Strict):
                 f"{'-'.join(p for p in v.split('-') if p)!r}"
             )
         return v
-
-    @field_validator("schedule", mode="before")
-    @classmethod
-    def _schedule_text(cls, v: Any) -> Any:
-        return schedule_value(v)
 
     @field_validator("image")
     @classmethod
@@ -235,16 +223,6 @@ class _SpecCore(_Strict):
         """"The" zone where one is needed (the stopped lifecycle's VMs, IAP, the region):
         `zone`, else the first candidate; None when the spec names no zone."""
         return self.zone or next(iter(self.candidate_zones), None)
-
-    @property
-    def run_once(self) -> bool:
-        """`schedule: once`: one run, no scheduler, nothing standing after it (spec_fields)."""
-        return self.schedule == ONCE
-
-    @property
-    def cron_schedule(self) -> Schedule | None:
-        """The recurring schedule (None without one, or with `schedule: once`)."""
-        return self.schedule if isinstance(self.schedule, Schedule) else None
 
     @property
     def spot(self) -> bool:

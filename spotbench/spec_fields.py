@@ -12,7 +12,7 @@ from pydantic import Discriminator, Field, Tag, TypeAdapter, ValidationError, fi
 from spotbench.cron import cron_problem
 from spotbench.workload import Params
 
-__all__ = ["ONCE", "ScheduleField", "Schedule", "once_lifecycle", "parse_duration", "schedule_value"]
+__all__ = ["ONCE", "SCHEDULE_HELP", "ScheduleField", "ScheduleViews", "Schedule", "once_lifecycle", "parse_duration", "schedule_value"]
 
 _DURATION = re.compile(r"^\s*(?:(\d+)h)?\s*(?:(\d+)m)?\s*(?:(\d+)s)?\s*$")
 
@@ -82,15 +82,37 @@ def schedule_value(value: Any) -> Any:
         return ONCE
     if isinstance(value, str):
         raise ValueError(
-            "give `once` for one run with nothing standing after it, or a mapping for recurring runs, e.g. `schedule: {cron: '0 3 * * *', timezone: UTC}`")
+            f"schedule {value!r}: give `once` for one run with nothing standing after it, or a mapping for recurring runs, e.g. `schedule: {cron: '0 3 * * *', timezone: UTC}`")
     return value
+
+
+SCHEDULE_HELP = ("when runs start: {cron, timezone} for a recurring sweep; `once` for one run "
+                 "started by `spotbench run`, with nothing standing after it but the results")
+
+
+class ScheduleViews:
+    """The spec's schedule read two ways (a mixin of `SweepSpec`)."""
+
+    schedule: Any
+
+    @property
+    def run_once(self) -> bool:
+        """`schedule: once`: one run, no scheduler, nothing standing after it."""
+        return bool(self.schedule == ONCE)
+
+    @property
+    def cron_schedule(self) -> Schedule | None:
+        """The recurring schedule (None without one, or with `schedule: once`)."""
+        return self.schedule if isinstance(self.schedule, Schedule) else None
 
 
 def once_lifecycle(data: Any) -> Any:
     """With `schedule: once` the VMs are made at start and deleted after (`lifecycle:
-    created`, the default then); stopped VMs would keep their disks, billed, after the run."""
-    if not isinstance(data, dict) or not (isinstance(data.get("schedule"), str)
-                                          and data["schedule"].strip().lower() == ONCE):
+    created`, the default then); stopped VMs would keep their disks, billed, after the run.
+    Text other than `once` is refused naming both forms."""
+    if isinstance(data, dict) and isinstance(data.get("schedule"), str):
+        data = {**data, "schedule": schedule_value(data["schedule"])}
+    if not isinstance(data, dict) or data.get("schedule") != ONCE:
         return data
     if data.get("lifecycle", "created") != "created":
         raise ValueError(
