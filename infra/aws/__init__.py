@@ -32,6 +32,7 @@ from infra.aws.templates import AwsGroupTemplates, AwsGroupTemplatesArgs
 from infra.aws.registry import AwsRegistry
 from infra.aws.secrets import USER_ENV, keys_arn, seed_parameter, user_env_parameter
 from infra.aws.scheduler import AwsScheduler, AwsSchedulerArgs, schedule_pair
+from infra.once import crons_of, crons_output
 from infra.keys import derived_mpi_keys, group_known_hosts, key_seed
 from spotbench.auth.group_keys import KEY_FILES
 from infra.user_image import user_step
@@ -90,7 +91,7 @@ class AwsSweep(pulumi.ComponentResource):
         spec = args.spec
         region = _check_region(spec)
         groups = spec.plan()
-        start_cron, stop_cron, start_expr, stop_expr = schedule_pair(spec)  # fail early
+        crons = crons_of(spec, schedule_pair)  # fail early; `schedule: once`: None
         created = spec.lifecycle == "created"
         zones = _candidates(spec) if created else []
         by_region = _zones_by_region(spec, zones)
@@ -152,14 +153,7 @@ class AwsSweep(pulumi.ComponentResource):
                   failures_arn=self.failures.arn)
         self.failures.route({a: self.functions.functions[a].name for a in ("start", "stop")},
                             depends_on=[ids.failure_policy])
-        self.scheduler = AwsScheduler(
-            f"{name}-sched",
-            AwsSchedulerArgs(spec=spec, role_arn=ids.scheduler_role.arn,
-                             start_arn=arns["start"], stop_arn=arns["stop"],
-                             dead_letter_arn=self.failures.arn),
-            pulumi.ResourceOptions(parent=self, provider=self.provider,
-                                   depends_on=[ids.scheduler_policy]),
-        )
+        self.scheduler = self._scheduler(name, spec, ids, arns, crons)
         needs = {has_gpu(machine_type(g, m), g.accelerator) for g in groups for m in g.members}
         amis = {gpu: aws.ssm.get_parameter_output(name=ami_parameter(spec, gpu), opts=invoke).value
                 for gpu in sorted(needs)}
@@ -169,9 +163,22 @@ class AwsSweep(pulumi.ComponentResource):
             self._templates(spec, groups, ids, r, amis if r == region else
                             _amis(spec, needs, self.providers[r]), gpu_of, mpi)
         self.groups = {} if created else self._instances(spec, groups, ids, ips, amis, gpu_of, mpi)
-        self.outputs = self._outputs(spec, groups, ips, mpi, workload,
-                                     (start_cron, stop_cron, start_expr, stop_expr))
+        self.outputs = self._outputs(spec, groups, ips, mpi, workload, crons)
         self.register_outputs(self.outputs)  # infra/__main__.py exports them
+
+    def _scheduler(self, name: str, spec: SweepSpec, ids: AwsIdentities, arns,
+                   crons: tuple[str, ...] | None) -> AwsScheduler | None:
+        """The start/stop pair of schedules (none with `schedule: once`: infra/once.py)."""
+        if crons is None:
+            return None
+        return AwsScheduler(
+            f"{name}-sched",
+            AwsSchedulerArgs(spec=spec, role_arn=ids.scheduler_role.arn,
+                             start_arn=arns["start"], stop_arn=arns["stop"],
+                             dead_letter_arn=self.failures.arn),
+            pulumi.ResourceOptions(parent=self, provider=self.provider,
+                                   depends_on=[ids.scheduler_policy]),
+        )
 
     def _networks(self, name: str, spec: SweepSpec, by_region: dict[str, list[str]],
                   cidrs: dict[str, dict[str, str]], tags: dict[str, str]) -> None:
@@ -274,8 +281,7 @@ class AwsSweep(pulumi.ComponentResource):
         return [p for p in (self.seed_parameter, self.env_parameters.get(group)) if p is not None]
 
     def _outputs(self, spec: SweepSpec, groups: list[RunGroup], ips: dict[str, str], mpi,
-                 workload, crons: tuple[str, str, str, str]) -> dict:
-        start_cron, stop_cron, start_expr, stop_expr = crons
+                 workload, crons: tuple[str, ...] | None) -> dict:
         outputs = {
             "bucket_url": self.bucket.results_url,
             "image_registry": self.registry.url,
@@ -286,9 +292,7 @@ class AwsSweep(pulumi.ComponentResource):
             "launch_templates": {gid: _merged([t.template_ids for (g, _), t
                                                in self.region_templates.items() if g == gid])
                                  for gid in self.templates},
-            "crons": {"start": start_cron, "stop": stop_cron,
-                      "time_zone": spec.schedule.timezone if spec.schedule else "UTC",
-                      "start_expression": start_expr, "stop_expression": stop_expr},
+            "crons": crons_output(spec, crons, ("start", "stop", "start_expression", "stop_expression")),
         }
         if mpi is not None:  # for `spotbench exec/collect --port 2222`: pinned, never TOFU
             # by private IP (direct, jump) and by instance id (`--via ssm` names the instance)

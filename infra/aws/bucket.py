@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from infra.once import kept_after_run
 from spotbench.spec import SweepSpec
 
 
@@ -34,7 +35,8 @@ class ResultsBucket(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         spec = args.spec
         self.bucket = aws.s3.Bucket(f"{name}", bucket_prefix=f"{spec.name}-results-",
-                                    force_destroy=False, tags=args.tags, opts=child)
+                                    force_destroy=False, tags=args.tags,
+                                    opts=kept_after_run(spec, child))  # once: outlives the stack
         self.public_access = aws.s3.BucketPublicAccessBlock(
             f"{name}-private", bucket=self.bucket.id, block_public_acls=True,
             block_public_policy=True, ignore_public_acls=True, restrict_public_buckets=True,

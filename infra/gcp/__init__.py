@@ -27,6 +27,7 @@ from infra.gcp.registry import GcpRegistry
 from infra.gcp.secrets import SweepSecret
 from infra.gcp.scheduler import GcpScheduler, GcpSchedulerArgs, cron_pair
 from infra.gcp.vms import GcpRunGroup, GcpRunGroupArgs
+from infra.once import crons_of, crons_output
 from infra.keys import derived_mpi_keys, group_known_hosts, key_seed
 from infra.user_image import user_step
 from spotbench.auth.group_keys import KEY_FILES
@@ -90,7 +91,7 @@ class GcpSweep(pulumi.ComponentResource):
         spec = args.spec
         project, region, zone = resolve_location(spec)
         groups = spec.plan()
-        crons = cron_pair(spec)  # fail before declaring anything
+        crons = crons_of(spec, cron_pair)  # fail before declaring anything; once: None
         regions = checked_regions(spec, region)  # where VMs run: a subnet and templates each
         self.apis = GcpApis(f"{name}-apis", project)
         # every resource of the sweep waits for the APIs it needs
@@ -134,15 +135,7 @@ class GcpSweep(pulumi.ComponentResource):
             pulumi.ResourceOptions(parent=self, depends_on=self.secret.resources),
         )
         urls = self.functions.urls
-        self.scheduler = GcpScheduler(
-            f"{name}-sched",
-            GcpSchedulerArgs(spec=spec, project=project, region=region,
-                             scheduler_account=ids.scheduler.email,
-                             start_url=urls["start"], stop_url=urls["stop"],
-                             start_uri=self.functions.service_uris["start"],
-                             stop_uri=self.functions.service_uris["stop"]),
-            pulumi.ResourceOptions(parent=self, depends_on=list(self.functions.functions.values())),
-        )
+        self.scheduler = self._scheduler(name, spec, project, region, crons)
         # keys per group, derived from the sweep's seed: a member is handed only its group's
         mpi = derived_mpi_keys(name, self, [g.id for g in groups], seed.hex) if workload.mpi else None
         self.registry = GcpRegistry(f"{name}-registry", sweep=spec.name, project=project,
@@ -175,8 +168,7 @@ class GcpSweep(pulumi.ComponentResource):
             "image_registry": self.registry.url,
             "function_urls": dict(urls),
             "groups": {gid: grp.instance_names for gid, grp in self.groups.items()},
-            "crons": {"start": crons[0], "stop": crons[1],
-                      "time_zone": spec.schedule.timezone if spec.schedule else "UTC"},
+            "crons": crons_output(spec, crons),
         }
         if mpi is not None:  # for `spotbench exec/collect --port 2222`: pinned, never TOFU
             self.outputs["known_hosts"] = group_known_hosts(
@@ -185,3 +177,19 @@ class GcpSweep(pulumi.ComponentResource):
                 mpi.host_public, workload.port)
             self.outputs["ssh_private_key"] = mpi.login_private  # the operator's key
         self.register_outputs(self.outputs)  # infra/__main__.py exports them
+
+    def _scheduler(self, name: str, spec: SweepSpec, project: str, region: str,
+                   crons: tuple[str, ...] | None) -> GcpScheduler | None:
+        """The start/stop pair on the functions (none with `schedule: once`: infra/once.py)."""
+        if crons is None:
+            return None
+        urls = self.functions.urls
+        return GcpScheduler(
+            f"{name}-sched",
+            GcpSchedulerArgs(spec=spec, project=project, region=region,
+                             scheduler_account=self.identities.scheduler.email,
+                             start_url=urls["start"], stop_url=urls["stop"],
+                             start_uri=self.functions.service_uris["start"],
+                             stop_uri=self.functions.service_uris["stop"]),
+            pulumi.ResourceOptions(parent=self, depends_on=list(self.functions.functions.values())),
+        )

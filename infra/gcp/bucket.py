@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_gcp as gcp
 
+from infra.once import kept_after_run
 from spotbench.clouds import gcp as gcp_names
 from spotbench.plan import sweep_labels
 from spotbench.spec import SweepSpec
@@ -90,7 +91,7 @@ class ResultsBucket(pulumi.ComponentResource):
             force_destroy=True,
             labels=sweep_labels(args.spec.name),
             project=args.project,
-            opts=child,
+            opts=kept_after_run(args.spec, child),  # `schedule: once`: outlives the stack
         )
         prefix = self.url.removeprefix(f"gs://{self.bucket_name}").strip("/")
         sa = lambda e: pulumi.Output.from_input(e).apply(lambda v: f"serviceAccount:{v}")  # noqa: E731

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 import typer
 
 from spotbench.cli._common import (
-    EXIT_BAD_INPUT, Column, console, dropped_note, fail, fit_table, policy_or_exit, print_answer,
+    EXIT_BAD_INPUT, Column, console, dropped_note, err_console, fail, fit_table, policy_or_exit,
+    print_answer,
     spec_or_exit,
 )
 
@@ -153,12 +154,17 @@ def run(
     from spotbench.localrun.outcome import RunError
     from spotbench.localrun.takeover import AlreadyRunning
 
-    try:
-        outcome, _ = run_with_progress(
-            spec, on_schedule=on_schedule, grace_s=grace, as_json=as_json,
-            report_dir=None if no_report else (report_dir or Path("reports") / spec.name),
+    reports = None if no_report else (report_dir or Path("reports") / spec.name)
+
+    def one_run():  # noqa: ANN202 - (RunOutcome, report paths)
+        return run_with_progress(
+            spec, on_schedule=on_schedule, grace_s=grace, as_json=as_json, report_dir=reports,
             show_answer=lambda rankings: print_answer(rankings, to_stderr=as_json),
         )
+
+    try:
+        outcome, _ = _once(spec, one_run, reports or Path("reports") / spec.name, as_json,
+                           on_schedule) if spec.run_once else one_run()
     except AlreadyRunning as exc:
         fail(str(exc), code=1)
     except RunError as exc:
@@ -167,6 +173,25 @@ def run(
         fail("interrupted: every group was stopped and the run closed", code=EXIT_INTERRUPTED)
     if not outcome.ok:
         raise typer.Exit(EXIT_INCOMPLETE)
+
+
+def _once(spec: SweepSpec, one_run, logs_to: Path, as_json: bool, on_schedule: bool):  # noqa: ANN001, ANN202
+    """`schedule: once` on the local cloud: the run, then nothing left but the results
+    (`spotbench.ops.once`); the members' logs move beside the report."""
+    from spotbench.localrun.takeover import AlreadyRunning
+    from spotbench.ops.once import OnceLeftovers, run_then_teardown
+
+    if on_schedule:
+        fail("--on-schedule: the spec says `schedule: once` (one run, no cron); leave "
+             "--on-schedule out, or give `schedule: {cron: ...}`", code=EXIT_BAD_INPUT)
+    echo = (lambda line: err_console.print(line, highlight=False, markup=False)) if as_json else (
+        lambda line: console.print(line, highlight=False, markup=False))
+    try:
+        result, _ended = run_then_teardown(spec, one_run, logs_to=logs_to, echo=echo,
+                                           spare=(AlreadyRunning,))
+    except OnceLeftovers as exc:
+        fail(str(exc), code=EXIT_INCOMPLETE)
+    return result
 
 
 def register(app: typer.Typer) -> None:

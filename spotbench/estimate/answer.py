@@ -120,6 +120,9 @@ def headline(est: Estimate) -> list[str]:
     if est.month_usd is not None and est.ticks_per_month is not None:
         first += (f", ≈ {usd(est.month_usd)} per month ({est.ticks_per_month:.3g} runs a month"
                   + (f" at {est.schedule}" if est.schedule else "") + ")")
+    elif est.schedule == "once":
+        first += (" (schedule: once: nothing stands before or after it; "
+                  "`spotbench run` deploys, runs and tears down, the results bucket kept)")
     else:
         first += " (no schedule: one run per `spotbench run`)"
     lines = [first]

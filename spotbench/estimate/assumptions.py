@@ -39,6 +39,8 @@ class Assumptions:
     nat_gb_per_tick      GB through the NAT per tick (image pulls, package downloads)
     egress_gb_per_tick   GB sent to the internet per tick (results stay in the region: 0)
     bucket_gb            GB kept in the results bucket (records, logs, checkpoints)
+    stack_s              `schedule: once`: seconds the stack stands beside the VMs' run
+                         (`pulumi up` before the start, `pulumi destroy` after the run)
     """
 
     boot_s: float
@@ -52,6 +54,7 @@ class Assumptions:
     nat_gb_per_tick: float = 0.0
     egress_gb_per_tick: float = 0.0
     bucket_gb: float = 1.0
+    stack_s: float = 900.0
     overridden: frozenset[str] = frozenset()
 
     @classmethod
@@ -78,7 +81,7 @@ class Assumptions:
 
 ASSUMPTION_KEYS = ("boot_s", "run_s", "function_s_per_call", "function_mb", "calls_per_tick",
                    "disk_type", "month_days", "free_tier", "nat_gb_per_tick", "egress_gb_per_tick",
-                   "bucket_gb")
+                   "bucket_gb", "stack_s")
 _OPTIONAL = {"run_s", "calls_per_tick"}
 
 

@@ -60,11 +60,17 @@ def estimate(spec: SweepSpec, catalog: Catalog, *, records: list[Result] | None 
         per_tick=per_tick, per_month=per_month, ticks_per_month=ticks,
         self_stop_saving_tick=saving_tick,
         self_stop_saving_month=saving_tick * ticks if ticks is not None else None,
-        assumptions=_notes(spec, a, groups, rates, ticks), assumed=a.as_dict(),
+        assumptions=_notes(spec, a, groups, rates, ticks), assumed=_assumed(spec, a),
         overridden=sorted(a.overridden), budget=spec.budget,
-        schedule=f"'{spec.schedule.cron}' {spec.schedule.timezone}" if spec.schedule else None,
+        schedule=("once" if spec.run_once else f"'{spec.cron_schedule.cron}' {spec.cron_schedule.timezone}"
+                  if spec.cron_schedule else None),
         prices=prices, price_warning=price_notes.stale(rows, spec.cloud, spec_region(spec), now),
     )
+
+
+def _assumed(spec: SweepSpec, a: Assumptions) -> dict[str, Any]:
+    """The values used: `stack_s` only where it prices something (`schedule: once`)."""
+    return {k: v for k, v in a.as_dict().items() if spec.run_once or k != "stack_s"}
 
 
 def _stored_records(spec: SweepSpec) -> list[Result]:
@@ -143,6 +149,7 @@ class Rates:
     catalog: Catalog | None = None  # for the services' lines (estimate/services.py)
     wall_s: float = 0.0  # how long the tick's VMs run: the longest group × the waves of groups
     lifecycle: str = "stopped"  # created: disks only while the VMs run (made at start, deleted after)
+    once: bool = False  # `schedule: once`: no scheduler, the stack stands for the run only
 
     @classmethod
     def of(cls, spec: SweepSpec, catalog: Catalog, a: Assumptions, groups: list[GroupCost]) -> Rates:
@@ -162,7 +169,7 @@ class Rates:
             cloud=spec.cloud, region=region, catalog=catalog,
             wall_s=max((g.billed_s for g in groups), default=0)
             * math.ceil(len(groups) / (spec.max_concurrency or len(groups) or 1)),
-            lifecycle=spec.lifecycle,
+            lifecycle=spec.lifecycle, once=spec.run_once,
         )
 
 
@@ -183,7 +190,7 @@ def _per_tick(groups: list[GroupCost], r: Rates, a: Assumptions) -> list[Line]:
         _line("disk", r.disk_gb * r.instance_s / (HOURS_PER_MONTH * 3600), "GB-month", r.disk.usd,
               f"{a.disk_type} {r.disk_gb:g} GB × {r.members} while running"),  # each disk while running
     ]
-    if r.scheduler.unit == "invocation":
+    if r.scheduler.unit == "invocation" and not r.once:  # once: no scheduler at all
         lines.append(_line("scheduler jobs", 2, "invocation", r.scheduler.usd, "start + stop"))
     lines += [
         _line("functions (invocations)", r.invocations, "invocation", r.invocation.usd,
@@ -193,7 +200,8 @@ def _per_tick(groups: list[GroupCost], r: Rates, a: Assumptions) -> list[Line]:
     ]
     if r.catalog is not None:
         lines += services.tick_lines(r.cloud, r.region, r.catalog, a, invocations=r.invocations,
-                                     instance_s=r.instance_s, run_s=r.wall_s)
+                                     instance_s=r.instance_s, run_s=r.wall_s,
+                                     stack_s=r.wall_s + a.stack_s if r.once else None)
     happy = compute + gpu
     retry_usd = sum((g.retry_overhead - 1) * (g.compute_usd + g.gpu_usd) for g in groups)
     if retry_usd > 0 and happy > 0:
@@ -271,9 +279,9 @@ def _notes(spec: SweepSpec, a: Assumptions, groups: list[GroupCost], r: Rates,
         "calls_per_tick=" + (f"{a.calls_per_tick:g}" if a.calls_per_tick is not None
                              else f"(start + stop + one done per group = {2 + len(groups)})"),
         f"disk_type={a.disk_type}: {r.disk_gb:g} GB per member, {r.disk.usd:g} USD per GB-month",
-        f"month_days={a.month_days:g}" + (f": {ticks:.4g} schedule ticks ('{spec.schedule.cron}', "
-                                          f"{spec.schedule.timezone}) on average"
-                                          if ticks is not None and spec.schedule else ""),
+        f"month_days={a.month_days:g}" + (f": {ticks:.4g} schedule ticks ('{spec.cron_schedule.cron}', "
+                                          f"{spec.cron_schedule.timezone}) on average"
+                                          if ticks is not None and spec.cron_schedule else ""),
         "free_tier=" + ("on: each cloud's monthly free tier deducted from the month's lines "
                         "(not from a single tick)" if a.free_tier else "off: list prices, no free tier"),
         _provisioning_note(spec),
@@ -282,7 +290,11 @@ def _notes(spec: SweepSpec, a: Assumptions, groups: list[GroupCost], r: Rates,
         "override any of the above with --assume KEY=VALUE (repeatable)",
         _retries_note(groups),
     ]
-    if ticks is None:
+    if spec.run_once:
+        notes.append(f"schedule: once: no scheduler, no month; the stack stands {a.stack_s:g} s "
+                     "(stack_s: deploy + destroy) beside the VMs' run, then nothing but the "
+                     "results bucket is left")
+    elif ticks is None:
         notes.append("no schedule: no per-month figures (one tick = one `spotbench run`)")
     approx = sorted({row.item for row in (r.disk, r.scheduler, r.invocation, r.gb_second)
                      if row.approximate})

@@ -16,6 +16,8 @@ A cloud without a row for an item (the local cloud) gets no line for it.
 
 from __future__ import annotations
 
+import math
+
 from spotbench.costs import Catalog, PriceRow
 from spotbench.estimate.answer import Line
 from spotbench.estimate.assumptions import Assumptions
@@ -34,9 +36,11 @@ def function_vcpu(cloud: str, memory_mb: float) -> float:
 
 
 def tick_lines(cloud: str, region: str | None, catalog: Catalog, a: Assumptions, *,
-               invocations: float, instance_s: float, run_s: float) -> list[Line]:
+               invocations: float, instance_s: float, run_s: float,
+               stack_s: float | None = None) -> list[Line]:
     """One tick's lines: functions' CPU, NAT (per VM-hour, its IP while running, data), egress.
-    `instance_s`: billed seconds of every member; `run_s`: how long the tick's VMs run."""
+    `instance_s`: billed seconds of every member; `run_s`: how long the tick's VMs run;
+    `stack_s` (`schedule: once`): how long the stack stands, its NAT gateway with it."""
     out: list[Line] = []
     cpu = _row(catalog, cloud, region, "function", "vcpu-second")
     vcpu = function_vcpu(cloud, a.function_mb)
@@ -52,6 +56,8 @@ def tick_lines(cloud: str, region: str | None, catalog: Catalog, a: Assumptions,
                         "Cloud NAT: each VM using the gateway, while it runs"))
         out.append(Line("NAT (IP)", run_s / 3600, "IP-hour", ip.usd, run_s / 3600 * ip.usd,
                         "the gateway's external IP while the VMs run"))
+    if stack_s is not None:
+        out += _gateway_for_the_run(cloud, region, catalog, stack_s)
     data = _row(catalog, cloud, region, "network", "nat-data")
     if nat and data is not None:
         out.append(Line("NAT (data)", a.nat_gb_per_tick, "GB", data.usd, a.nat_gb_per_tick * data.usd,
@@ -61,6 +67,20 @@ def tick_lines(cloud: str, region: str | None, catalog: Catalog, a: Assumptions,
         out.append(Line("egress", a.egress_gb_per_tick, "GB", egress.usd, a.egress_gb_per_tick * egress.usd,
                         "--assume egress_gb_per_tick (results stay in the region: free)"))
     return out
+
+
+def _gateway_for_the_run(cloud: str, region: str | None, catalog: Catalog,
+                         stack_s: float) -> list[Line]:
+    """`schedule: once`: an AWS NAT Gateway and its IP bill only the hours the stack stands,
+    each partial hour as a full one (docs/platform.md); none is left after the run."""
+    gateway = _row(catalog, cloud, region, "network", "nat-gateway")
+    ip = _row(catalog, cloud, region, "network", "nat-ip")
+    if facts_of(cloud).nat != "gateway" or gateway is None or ip is None:
+        return []
+    hours = float(math.ceil(stack_s / 3600))
+    note = f"{stack_s:g} s the stack stands (the run + stack_s), partial hours billed whole"
+    return [Line("NAT (gateway)", hours, "hour", gateway.usd, hours * gateway.usd, note),
+            Line("NAT (IP)", hours, "IP-hour", ip.usd, hours * ip.usd, "the gateway's Elastic IP, " + note)]
 
 
 def month_lines(cloud: str, region: str | None, catalog: Catalog, a: Assumptions, tick: dict[str, Line],

@@ -39,7 +39,8 @@ def fires_per_day(cron: str, timezone: str = "UTC") -> float:
 
 def ticks_per_month(spec: SweepSpec, month_days: float = DEFAULT_MONTH_DAYS) -> float | None:
     """Average start ticks in a month of `month_days` days (None without a schedule)."""
-    if spec.schedule is None:
+    schedule = spec.cron_schedule  # `schedule: once`: one run, no month
+    if schedule is None:
         return None
-    return fires_per_day(spec.schedule.cron, spec.schedule.timezone) * month_days
+    return fires_per_day(schedule.cron, schedule.timezone) * month_days
 

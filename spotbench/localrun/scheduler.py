@@ -48,7 +48,7 @@ class LocalScheduler:
         self.url = functions_url.rstrip("/")
         self.token = token
         self.window = window
-        self.tz = ZoneInfo(spec.schedule.timezone if spec.schedule else "UTC")
+        self.tz = ZoneInfo(spec.cron_schedule.timezone if spec.cron_schedule else "UTC")
         self._sched = BackgroundScheduler(timezone=self.tz)
         self.answers: list[dict] = []  # every answer of start/stop, newest last
 
@@ -99,9 +99,9 @@ class LocalScheduler:
         """Start the background scheduler; fire one start tick now and/or follow the cron."""
         self._sched.start()
         if on_schedule:
-            if self.spec.schedule is None:
-                raise ValueError(f"spec {self.spec.name} has no schedule: remove --on-schedule")
-            trigger = CronTrigger.from_crontab(self.spec.schedule.cron, timezone=self.tz)
+            if self.spec.cron_schedule is None:
+                raise ValueError(f"spec {self.spec.name} has no cron schedule: remove --on-schedule")
+            trigger = CronTrigger.from_crontab(self.spec.cron_schedule.cron, timezone=self.tz)
             job = self._sched.add_job(self.start_tick, trigger, id="start", misfire_grace_time=60)
             self.state.update_schedule(next_start=str(job.next_run_time))
         if now:

@@ -49,11 +49,12 @@ class ScheduleInfo:
 
 def next_ticks(spec: SweepSpec, now: datetime | None = None) -> tuple[datetime | None, datetime | None]:
     """The next start tick (spec's cron in its time zone) and the stop tick it implies."""
-    if spec.schedule is None:
+    schedule = spec.cron_schedule  # `schedule: once`: no tick follows
+    if schedule is None:
         return None, None
-    tz = ZoneInfo(spec.schedule.timezone)
+    tz = ZoneInfo(schedule.timezone)
     base = (now or datetime.now(UTC)).astimezone(tz)
-    start = croniter(spec.schedule.cron, base).get_next(datetime)
+    start = croniter(schedule.cron, base).get_next(datetime)
     return start, start + spec.deadline
 
 
@@ -66,6 +67,9 @@ def control_for(spec: SweepSpec, root: Path | str | None = None, **options: Any)
 def describe(spec: SweepSpec, control: ScheduleControl | None, now: datetime | None = None) -> ScheduleInfo:
     start, stop = next_ticks(spec, now)
     paused, detail, jobs = None, "", {}
+    if spec.run_once:  # nothing to ask: the stack declares no scheduler
+        control, detail = None, ("schedule: once: no scheduler; `spotbench run` starts the one "
+                                 "run and tears the sweep down after it, results kept")
     if control is not None:
         try:
             paused, detail, jobs = control.state()
@@ -74,8 +78,8 @@ def describe(spec: SweepSpec, control: ScheduleControl | None, now: datetime | N
     return ScheduleInfo(
         sweep=spec.name,
         cloud=spec.cloud,
-        cron=spec.schedule.cron if spec.schedule else None,
-        timezone=spec.schedule.timezone if spec.schedule else None,
+        cron=spec.cron_schedule.cron if spec.cron_schedule else None,
+        timezone=spec.cron_schedule.timezone if spec.cron_schedule else None,
         next_start=start,
         next_stop=stop,
         paused=paused,

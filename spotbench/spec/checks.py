@@ -62,7 +62,7 @@ class CheckedSpec(Protocol):
     @property
     def deadline(self) -> timedelta: ...
     @property
-    def schedule(self) -> CheckedSchedule | None: ...
+    def schedule(self) -> CheckedSchedule | str | None: ...
 
     def points(self) -> list[dict[str, Any]]: ...
 
@@ -160,6 +160,8 @@ def _schedule(spec: CheckedSpec, cat: catalog.CloudCatalog, found: Findings) -> 
         found.warnings.append(("schedule", _MISSING, f"`pulumi up` needs one for cloud "
                                f"{spec.cloud}: the sweep is started by {scheduler}; e.g. "
                                "schedule: {cron: '0 3 * * *'}"))
+        return
+    if isinstance(spec.schedule, str):  # `once`: no cron, nothing scheduled (spec_fields)
         return
     cron = spec.schedule.cron
     try:

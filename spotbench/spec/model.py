@@ -29,7 +29,8 @@ from spotbench.plan import MACHINE_KEYS as MATRIX_MACHINE_KEYS, RunGroup
 from spotbench.search import SearchSpec, check_search, search_design
 from spotbench.plan import plan as plan_groups
 from spotbench.spec.zones import candidate_regions, candidate_zones, check_zones
-from spotbench.spec.fields import Schedule, parse_duration
+from spotbench.spec.fields import (SCHEDULE_HELP, Schedule, ScheduleField, ScheduleViews,
+                                   once_lifecycle, parse_duration)
 from spotbench.spec.scaling import Scaling, Work, check_scaling
 from spotbench.spec.roles import Provisioning, check_roles
 from spotbench.workload import Params
@@ -66,7 +67,7 @@ def _cloud_sections() -> dict[str, Any]:
     return sections
 
 
-class _SpecCore(_Strict):
+class _SpecCore(ScheduleViews, _Strict):
     name: str = Field(pattern=NAME_PATTERN,
                       description="lowercase, digits and single '-', ≤ 24")
     cloud: CloudName = "local"
@@ -88,7 +89,7 @@ class _SpecCore(_Strict):
     role_provisioning: dict[str, Provisioning] = Field(default_factory=dict, description=(
         "provisioning per role over `provisioning`, e.g. {chief: standard, ps: standard}"))
     placement: Literal["spread", "compact", "none"] = "none"
-    schedule: Schedule | None = None
+    schedule: ScheduleField | None = Field(None, description=SCHEDULE_HELP)
     deadline: timedelta = Field(timedelta(hours=1), description="max run time of one group")
     budget: float | None = Field(None, gt=0, description="USD cap for the whole sweep")
     results: str | None = Field(None, description="results URL (file://, gs://, s3://)")
@@ -104,6 +105,7 @@ class _SpecCore(_Strict):
     @model_validator(mode="before")
     @classmethod
     def _spot_shorthand(cls, data: Any) -> Any:
+        data = once_lifecycle(data)  # `schedule: once` (spec_fields)
         if isinstance(data, dict) and "spot" in data:
             if "provisioning" in data:
                 raise ValueError("give either 'spot' or 'provisioning', not both")
