@@ -7,7 +7,8 @@ arrives; the thread then blocks reading the rest. A client sending its headers a
 time held a thread for the whole read deadline, so a few dozen of them queued every real
 call behind them (16 threads per 5 s). Here the event loop buffers, without blocking, the
 request line and headers (at most `HEAD_BYTES`) and the body a function reads (at most
-`BODY_BYTES`, the functions' own cap + 1) until the request is complete, and only then
+`BODY_BYTES`, the functions' own cap + 1; a chunked body and a malformed head go on at
+once, under the thread's own read deadline) until the request is complete, and only then
 submits it to a thread; a connection incomplete `REQUEST_READ_S` after it was accepted gets
 a JSON 408 and is closed, one over `HEAD_BYTES` of headers a JSON 431. A slow client costs a
 file descriptor and a buffer, never a thread. One request per connection (the server keeps
@@ -63,21 +64,25 @@ def peer_uid(client: tuple[str, int], server: tuple[str, int],
 
 
 def request_state(data: bytes | bytearray) -> bool | None:
-    """Whether DATA holds a whole request for a thread to serve: its head and the body it
-    declares (at most BODY_BYTES of it); None when the head is over HEAD_BYTES."""
-    end = data.find(b"\r\n\r\n")
+    """Whether DATA holds enough of a request for a thread to serve it without waiting: its
+    head and the body it declares (a declared body over BODY_BYTES is refused unread, a
+    malformed head or a chunked body is left to gunicorn's parser and the thread's own read
+    deadline); None when the head is over HEAD_BYTES."""
+    end, bare = data.find(b"\r\n\r\n"), data.find(b"\n\n")
+    if 0 <= bare and (end < 0 or bare < end):
+        return True  # bare line feeds: gunicorn answers it at once
     if end < 0:
         return None if len(data) > HEAD_BYTES else False
     if end > HEAD_BYTES:
         return None
     head = bytes(data[:end]).lower()
-    body = len(data) - end - 4
-    if b"\nexpect:" in head:  # the client waits for a 100 Continue before its body
-        return True
-    if b"\ntransfer-encoding:" in head:
-        return body >= BODY_BYTES or data.endswith(b"0\r\n\r\n")
+    if b"\nexpect:" in head or b"\ntransfer-encoding:" in head:
+        return True  # a client waiting for 100 Continue; a chunked body
     match = _LENGTH.search(head)
-    return body >= min(int(match.group(1)) if match else 0, BODY_BYTES)
+    if match is None:
+        return True  # no body declared, or a malformed length gunicorn refuses at once
+    want = int(match.group(1))
+    return want >= BODY_BYTES or len(data) - end - 4 >= want
 
 
 class UserConn(TConn):
