@@ -16,8 +16,9 @@ none alive: `keepalive` 0), so a client that sends requests and never reads the 
 fills no socket buffer a thread would wait on.
 
 Connections are counted per local user, the uid that owns the client's socket (looked up in
-`/proc/net/tcp`, the server binds 127.0.0.1 only): over `PER_USER` open at once, another
-is answered JSON 503 and closed at once, so one user's flood never takes the slots (gunicorn's
+`/proc/net/tcp`, the server binds 127.0.0.1 only, looked up once `PER_USER` connections are
+open): over `PER_USER` attributed to it, another is answered JSON 503 and closed at once (so a
+user holds at most 2 × `PER_USER`), so one user's flood never takes the slots (gunicorn's
 `worker_connections`) the sweep's own calls need.
 """
 
@@ -135,8 +136,10 @@ class PrefetchMixin:
             sock, client = listener.accept()
         except (BlockingIOError, ConnectionAbortedError, InterruptedError):
             return
-        uid = peer_uid(client, listener.getsockname())
-        if self.per_user[uid] >= PER_USER:
+        # looked up only once PER_USER are open (reading /proc/net/tcp per call cost the
+        # fuzz run more CPU than its bound); those before are counted under no user
+        uid = peer_uid(client, listener.getsockname()) if self.nr_conns >= PER_USER else None
+        if uid is not None and self.per_user[uid] >= PER_USER:
             self.log.info("refused a connection: uid %s holds %d", uid, self.per_user[uid])
             self.refuse(sock, 503, "Service Unavailable")
             sock.close()

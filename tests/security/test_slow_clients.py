@@ -75,8 +75,8 @@ def test_slow_clients_starve_no_legitimate_call_and_are_bounded_per_user(tmp_pat
     read_by = http_server.REQUEST_READ_S + 8
     assert all(e[0] in ("408", "503") and e[1] < read_by + 3 for e in slow), slow
     refused = sum(e[0] == "503" for e in slow)
-    if other_user:  # only PER_USER of its connections at once; the rest refused at once
-        assert refused >= len(slow) - prefetch.PER_USER, f"{refused} of {len(slow)} refused"
+    if other_user:  # at most 2 × PER_USER of its connections at once; the rest refused at once
+        assert refused >= len(slow) - 2 * prefetch.PER_USER, f"{refused} of {len(slow)} refused"
         assert all(e[1] < read_by for e in slow if e[0] == "503")
     else:
         assert refused == 0 and len(slow) == 3 * count // 4
