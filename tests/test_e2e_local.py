@@ -91,7 +91,7 @@ def test_a_member_killed_mid_run_is_recorded_as_preempted(tmp_path: Path) -> Non
         wait_for(lambda: any(r.preempted for r in store.read()))
         # the group is pending again and restarts; the deadline tick ends the run
         state = LocalState("kill", tmp_path / "state")
-        post(state.functions["url"] + "/stop", scheduler_token(state.secret()), {"reason": "deadline"})
+        post(state.functions["url"] + "/stop", scheduler_token(state.secret(), state.functions["session"]), {"reason": "deadline"})
         out, _ = proc.communicate(timeout=120)  # the run ends, it does not hang
     finally:
         if proc.poll() is None:

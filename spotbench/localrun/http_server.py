@@ -8,9 +8,10 @@ through gunicorn's public custom-application API (`gunicorn.app.base.BaseApplica
 https://gunicorn.org/custom) with functions-framework's own settings (`ServerApp`), and
 what a server reachable by every local user needs:
 
-- every request (line, headers, body) must arrive within `REQUEST_READ_S` of its first
-  byte, or the connection gets a JSON 408 and is closed: slow-loris clients hold a worker
-  thread for at most that long instead of forever;
+- a request is read whole in the worker's event loop before a thread takes it, and must
+  arrive within `REQUEST_READ_S` of its connection, or it gets a JSON 408 and is closed; a
+  local user holds at most `prefetch.PER_USER` connections (more: JSON 503). Slow-loris
+  clients hold no thread, and one user's flood no slot another needs (`prefetch`);
 - request line, header count and header size are limited (functions-framework turns the
   line limit off): too large → JSON 414/431;
 - gunicorn's own error pages (400, 414, 431, …) are JSON `{"error": …}` like every answer
@@ -35,6 +36,8 @@ from gunicorn import util as gunicorn_util
 from gunicorn.app.base import BaseApplication
 from gunicorn.workers.gthread import ThreadWorker
 
+from spotbench.localrun.prefetch import PrefetchMixin
+
 REQUEST_READ_S = 5.0  # from a request's first byte to its last
 WRITE_S = 30.0  # a client that does not read its answer
 THREADS = 16
@@ -53,6 +56,7 @@ _REASONS = {
     431: "request headers too large",
     500: "internal server error",
     501: "unsupported transfer coding",
+    503: "too many connections from this user: retry later",
 }
 
 
@@ -126,17 +130,30 @@ class BoundedSocket(socket.socket):
         return super().send(data, flags)
 
 
-class BoundedThreadWorker(ThreadWorker):
-    """gunicorn's threaded worker with per-request read deadlines and JSON error pages."""
+class BoundedThreadWorker(PrefetchMixin, ThreadWorker):
+    """gunicorn's threaded worker with requests read whole before a thread takes them
+    (`prefetch`), connections bounded per local user, per-request read deadlines and JSON
+    error pages."""
+
+    read_s = REQUEST_READ_S
 
     def init_process(self) -> None:
         gunicorn_util.write_error = write_json_error  # this worker process only
+        self.init_prefetch()
         super().init_process()
+
+    @staticmethod
+    def refuse(sock: socket.socket, status: int, reason: str) -> None:
+        try:
+            write_json_error(sock, status, reason)
+        except OSError:
+            pass
 
     def handle(self, conn):
         if not isinstance(conn.sock, BoundedSocket):
             conn.sock = BoundedSocket.adopt(conn.sock)
         conn.sock.new_request()
+        self.replay(conn)
         return super().handle(conn)
 
     def handle_request(self, req, conn):
@@ -199,7 +216,7 @@ def main(argv: list[str] | None = None) -> None:
     # bodies capped before anything reads them, Flask's own errors in JSON (functions/http_guard.py)
     bind = {"bind": f"fd://{args.fd}"} if args.fd is not None else {}
     ServerApp(app, args.host, args.port, worker_class="spotbench.localrun.http_server.BoundedThreadWorker",
-              threads=THREADS, **LIMITS, **bind).run()
+              threads=THREADS, keepalive=0, **LIMITS, **bind).run()  # a request per connection
 
 
 if __name__ == "__main__":

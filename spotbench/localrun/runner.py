@@ -88,11 +88,11 @@ def run_local(
     results_url = spec.results_url()
     store = ResultStore(results_url)
     secret, cloud = usable_state(state, store, grace_s)
-    token = functools.partial(scheduler_token, secret)  # minted per tick: tokens expire
     faults: list[dict] = []
     port = take_over_server(state, faults)
     server = FunctionsServer(_functions_env(spec, results_url, state, grace_s),
                              state.dir / "logs" / "functions.log", port=port).launch()
+    token = functools.partial(scheduler_token, secret, server.session)  # per tick: they expire
     groups = deploy_or_halt(spec, state, cloud, server, results_url, grace_s)
     sweep = control.Sweep(spec=spec, cloud=cloud, store=store, groups=groups)
     scheduler = LocalScheduler(spec, state, server.url, token, run_window(spec, groups))

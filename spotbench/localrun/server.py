@@ -4,7 +4,9 @@
 The listening socket is bound here, before its port is known to anyone, and handed to
 gunicorn as an inherited file descriptor (`fd://N`); this process keeps it open across
 restarts. So no other local user can take the port between its choice and gunicorn's bind
-and answer the readiness probe, or a scheduler tick carrying its token (issue 38)."""
+and answer the readiness probe, or a scheduler tick carrying its token (issue 38). Each
+server serves one run (`session`, in its environment and `functions.json`, both readable by
+its user only): it takes scheduler tokens of that run alone."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ import requests
 
 from spotbench import PROJECT_ROOT
 from spotbench._private import open_private_append, private_dir
+from spotbench.auth.local import SESSION_ENV, new_session
 from spotbench.localrun.net import listening_socket
 
 FUNCTIONS_SOURCE = PROJECT_ROOT / "functions" / "main.py"
@@ -47,7 +50,8 @@ class FunctionsServer:
         self.sock = listening_socket(port or None)
         self.port = self.sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        self.env = env
+        self.session = env.get(SESSION_ENV) or new_session()  # the run whose tokens it takes
+        self.env = {**env, SESSION_ENV: self.session}
         self.log_path = log_path
         self.proc: subprocess.Popen | None = None
 
@@ -81,7 +85,7 @@ class FunctionsServer:
                 ctime = psutil.Process(pid).create_time()
             except psutil.NoSuchProcess:
                 pass
-        return {"url": self.url, "port": self.port, "pid": pid, "ctime": ctime}
+        return {"url": self.url, "port": self.port, "pid": pid, "ctime": ctime, "session": self.session}
 
     def restart(self, timeout: float = 60) -> FunctionsServer:
         """Start it again on the same port (members keep their done URL)."""

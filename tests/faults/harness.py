@@ -151,7 +151,7 @@ class FaultSweep:
         return all(i.state not in ACTIVE for i in self.instances(group=group))
 
     def scheduler_post(self, path: str, body: dict) -> dict:
-        return post(self.state.functions["url"] + path, scheduler_token(self.state.secret()), body)
+        return post(self.state.functions["url"] + path, scheduler_token(self.state.secret(), self.state.functions["session"]), body)
 
     # ---- faults --------------------------------------------------------------------------
     def kill_member(self, role: str, sig: signal.Signals, timeout: float = 90) -> dict[str, Any]:

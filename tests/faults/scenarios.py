@@ -180,7 +180,7 @@ def duplicate_ticks_and_storm(root: Path, calls: int = 50) -> dict[str, Any]:
            "SPOTBENCH_GRACE_S": str(GRACE_S)}
     server = FunctionsServer(env, root / "functions.log").start()
     store = ResultStore(f"file://{root}/results")
-    sched = {"Authorization": f"Bearer {scheduler_token(secret)}"}
+    sched = {"Authorization": f"Bearer {scheduler_token(secret, server.session)}"}
     peak = {"groups": 0, "open_runs": 0}
     stop_sampling = threading.Event()
 

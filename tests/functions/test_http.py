@@ -47,7 +47,7 @@ class Env:
         return requests.post(self.server.url + path, json=body, headers=headers, timeout=30)
 
     def scheduler(self) -> str:
-        return scheduler_token(self.secret)
+        return scheduler_token(self.secret, self.server.session)
 
     def member(self, group_index: int, member_index: int = 0) -> tuple[str, str]:
         name = self.groups[group_index].members[member_index].name

@@ -11,6 +11,8 @@ from spotbench.clouds.local.state import LocalState
 from spotbench.clouds.local.schedule import LocalSchedule, NoFunctionsServer
 from tests.ops._http import LocalHttp
 
+RUN = "0123456789abcdef"  # the run (session) the recorded functions server serves
+
 
 def test_pause_and_resume_write_the_state_file(tmp_path):
     control = LocalSchedule("osu", root=tmp_path)
@@ -25,7 +27,7 @@ def test_run_now_without_a_server_says_how_to_start_one(tmp_path):
     control = LocalSchedule("osu", root=tmp_path)
     with pytest.raises(NoFunctionsServer, match="spotbench run SPEC --on-schedule"):
         control.run_now()
-    LocalState("osu", root=tmp_path).functions = {"url": "http://127.0.0.1:9", "pid": 1}
+    LocalState("osu", root=tmp_path).functions = {"url": "http://127.0.0.1:9", "pid": 1, "session": RUN}
     with pytest.raises(NoFunctionsServer, match="not running"):
         control.run_now()
 
@@ -36,7 +38,7 @@ def test_run_now_posts_start_as_the_scheduler(tmp_path):
 
     def handle(method, path, headers, body):
         try:
-            caller = caller_from_headers(headers, secret)
+            caller = caller_from_headers(headers, secret, RUN)
         except Unauthorized as exc:
             return 401, {"error": str(exc)}
         if caller.kind != "scheduler":
@@ -45,7 +47,7 @@ def test_run_now_posts_start_as_the_scheduler(tmp_path):
                      "refused": [{"group": "g2", "reason": "budget 1 USD is spent"}], "pending": 0}
 
     with LocalHttp(handle) as http:
-        state.functions = {"url": http.url, "pid": 0}
+        state.functions = {"url": http.url, "pid": 0, "session": RUN}
         message = LocalSchedule("osu", root=tmp_path).run_now()
         (method, path, _, body), = http.calls
         assert (method, path) == ("POST", "/start") and "tick" in body

@@ -34,10 +34,10 @@ def test_paused_sweep_starts_nothing_over_a_tick(tmp_path):
            "SPOTBENCH_RESULTS_URL": spec.results_url(), "SPOTBENCH_STATE_DIR": str(state.dir),
            "SPOTBENCH_GRACE_S": "2"}
     server = FunctionsServer(env, state.dir / "logs" / "functions.log").start()
-    scheduler = LocalScheduler(spec, state, server.url, scheduler_token(state.secret()), spec.deadline)
+    scheduler = LocalScheduler(spec, state, server.url, scheduler_token(state.secret(), server.session), spec.deadline)
     scheduler.run(now=False, on_schedule=True)  # the cron itself: next tick at 03:00
     try:
-        state.functions = {"url": server.url, "pid": server.proc.pid}
+        state.functions = server.record()
         control = LocalSchedule("osu", root=root)
         control.pause()
         assert scheduler.start_tick() is None  # the cron tick is skipped

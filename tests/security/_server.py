@@ -48,7 +48,7 @@ class LocalFunctions:
 
     @property
     def scheduler(self) -> str:
-        return scheduler_token(self.secret)
+        return scheduler_token(self.secret, self.server.session)
 
     def member(self, group: int = 0, index: int = 0) -> str:
         return member_token(self.secret, self.groups[group].members[index].name)

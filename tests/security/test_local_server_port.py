@@ -78,7 +78,8 @@ def test_local_server_port_cannot_be_taken_between_its_choice_and_gunicorns_bind
         verdict = attacker.stdout.readline().split()
         server.launch().wait_ready(60)
         answer = requests.post(server.url + "/stop", json={"reason": "test"},
-                               headers={"Authorization": f"Bearer {scheduler_token(secret)}"}, timeout=30)
+                               headers={"Authorization": f"Bearer {scheduler_token(secret, server.session)}"},
+                               timeout=30)
         assert verdict and verdict[0] == "refused", f"the attacker bound port {server.port} first"
         assert answer.status_code == 200 and answer.json() != {}, answer.text
         assert not seen.exists() or b"scheduler." not in seen.read_bytes()
@@ -89,7 +90,7 @@ def test_local_server_port_cannot_be_taken_between_its_choice_and_gunicorns_bind
                                capture_output=True, text=True, timeout=30)
         assert again.stdout.split()[0] == "refused"
         server.restart()
-        assert post(server.url + "/stop", lambda: scheduler_token(secret), {"reason": "test"}) != {}
+        assert post(server.url + "/stop", lambda: scheduler_token(secret, server.session), {"reason": "test"}) != {}
     finally:
         attacker.kill()
         attacker.wait()
@@ -97,15 +98,15 @@ def test_local_server_port_cannot_be_taken_between_its_choice_and_gunicorns_bind
 
 
 def test_local_server_a_caught_scheduler_token_expires() -> None:
-    secret = "s" * 64
-    token = scheduler_token(secret)
+    secret, run = "s" * 64, "0123456789abcdef"
+    token = scheduler_token(secret, run)
     headers = {"Authorization": f"Bearer {token}"}
-    assert caller_from_headers(headers, secret).kind == "scheduler"
+    assert caller_from_headers(headers, secret, run).kind == "scheduler"
     with pytest.raises(Unauthorized, match="expired"):
-        caller_from_headers(headers, secret, now=time.time() + SCHEDULER_TOKEN_S + 1)
-    far = scheduler_token(secret, now=time.time() + 10 * SCHEDULER_TOKEN_S)  # minted for later
+        caller_from_headers(headers, secret, run, now=time.time() + SCHEDULER_TOKEN_S + 1)
+    far = scheduler_token(secret, run, now=time.time() + 10 * SCHEDULER_TOKEN_S)  # minted for later
     with pytest.raises(Unauthorized, match="too late"):
-        caller_from_headers({"Authorization": f"Bearer {far}"}, secret)
+        caller_from_headers({"Authorization": f"Bearer {far}"}, secret, run)
     forged = token.rsplit(".", 2)[0] + f".{int(time.time()) + 99}." + token.rsplit(".", 1)[1]
     with pytest.raises(Unauthorized, match="invalid"):
-        caller_from_headers({"Authorization": f"Bearer {forged}"}, secret)
+        caller_from_headers({"Authorization": f"Bearer {forged}"}, secret, run)

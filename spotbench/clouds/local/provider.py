@@ -37,9 +37,9 @@ class LocalProvider(Provider):
                           grace_s=float(env.get("SPOTBENCH_GRACE_S", "30")))
 
     def authenticate(self, headers: Mapping[str, str], settings: FunctionSettings) -> Caller:
-        from spotbench.auth.local import caller_from_headers
+        from spotbench.auth.local import SESSION_ENV, caller_from_headers
 
-        return caller_from_headers(headers, settings.secret)
+        return caller_from_headers(headers, settings.secret, settings.env.get(SESSION_ENV))
 
     def schedule(self, spec: SweepSpec, root: Path | str | None = None, **options: Any) -> LocalSchedule:
         return LocalSchedule(spec.name, root, **options)

@@ -54,11 +54,16 @@ class LocalSchedule:
         return f"{self.sweep}: resumed; the next start tick will fire"
 
     def run_now(self) -> str:
-        url = self.local.functions.get("url")
+        noted = self.local.functions
+        url, session = noted.get("url"), noted.get("session")
         hint = f"start it with `spotbench run SPEC --on-schedule` (sweep {self.sweep})"
-        if not url:
+        if not url or not isinstance(session, str):
             raise NoFunctionsServer(f"no functions server is recorded for {self.sweep}; {hint}")
-        token = scheduler_token(self.local.secret())
+        try:
+            token = scheduler_token(self.local.secret(), session)  # the running server's run
+        except ValueError:
+            raise NoFunctionsServer(f"{self.local.dir}/functions.json names no valid run "
+                                    f"(session {session!r}); {hint}") from None
         try:
             reply = requests.post(
                 url.rstrip("/") + "/start",
