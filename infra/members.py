@@ -31,10 +31,14 @@ def member_contexts(
     says whether its own member runs spot (its role's provisioning, `Member.spot`)."""
     port = group.descriptor.port
     addresses = {m.name: (ips[m.name], port) for m in group.members}
+    # further service ports (TF tasks of `processes_per_vm`): the next ones up; the group's
+    # rules and the host firewall admit every port between its members (docs/platform.md)
+    extra = [port + j for j in range(1, group.descriptor.member_ports(group.params))]
     return {
         m.name: MemberContext.for_member(
             group, m, addresses=addresses, cloud=cloud, results_url=results_url,
             done_url=done_url, zone=zone, spot=m.spot, deadline_s=deadline_s,
+            extra_ports=dict.fromkeys(addresses, extra),
         )
         for m in group.members
     }

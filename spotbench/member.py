@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -40,6 +40,7 @@ class Peer(BaseModel):
     host: str  # internal IP on clouds, 127.0.0.1 locally
     port: int  # the member's service port (TF gRPC, MPI exec agent / sshd)
     machine_type: str = ""  # its VM type when its role has its own (`role_machine_types`)
+    extra_ports: tuple[int, ...] = ()  # its further service ports (`Workload.member_ports`)
 
 
 class MemberContext(BaseModel):
@@ -83,11 +84,15 @@ class MemberContext(BaseModel):
         zone: str | None = None,
         spot: bool = False,
         deadline_s: int | None = None,
+        extra_ports: Mapping[str, Sequence[int]] | None = None,
     ) -> MemberContext:
-        """Build the context of `member`; `addresses` maps member name → (host, port)."""
+        """Build the context of `member`; `addresses` maps member name → (host, port),
+        `extra_ports` member name → its further service ports (`Workload.member_ports`)."""
+        extra = extra_ports or {}
         peers = [
             Peer(name=m.name, role=m.role, index=m.index, rank=m.rank,
                  host=addresses[m.name][0], port=addresses[m.name][1],
+                 extra_ports=tuple(extra.get(m.name, ())),
                  machine_type=m.machine_type or group.machine_type)
             for m in group.members
         ]

@@ -149,6 +149,11 @@ class Workload:
     # config fields where `${name}` names a parameter (a search's or a matrix key that is no
     # field): each trial's value is written in (`fill_templates`); container: command, env
     templated: tuple[str, ...] = ()
+    # params → service ports each member listens on (tf-mnist: one per TF task of a VM,
+    # `processes_per_vm`): the local cloud picks that many free ones per member, a cloud VM
+    # uses `port`, `port` + 1, … (its members reach each other on every port); the ports
+    # beyond the first are the member's `Peer.extra_ports`
+    member_ports: Callable[[Any], int] = field(default=lambda params: 1)
 
     def parameter_names(self, base: Params) -> set[str]:
         """What a matrix key or a search parameter may name besides the machine keys: the

@@ -40,16 +40,18 @@ def deploy(spec: SweepSpec, state: LocalState, cloud: LocalCloud, done_url: str,
     """Declare every member of every group as a local instance (created stopped)."""
     groups = spec.plan()
     secret = state.secret()
-    ports = iter(free_ports(sum(len(g.members) for g in groups)))
+    ports = iter(free_ports(sum(len(g.members) * g.descriptor.member_ports(g.params) for g in groups)))
     bin_dir = str(Path(sys.executable).parent)
     specs = []
     for group in groups:
         addresses = {m.name: ("127.0.0.1", next(ports)) for m in group.members}
+        more = group.descriptor.member_ports(group.params) - 1
+        extra = {m.name: [next(ports) for _ in range(more)] for m in group.members}
         for member in group.members:
             ctx = MemberContext.for_member(
                 group, member, addresses=addresses, cloud="local", results_url=results_url,
                 done_url=done_url, token=member_token(secret, member.name), zone="local",
-                spot=member.spot,
+                spot=member.spot, extra_ports=extra,
             )
             env = {**ctx.to_env(), "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
                    "PYTHONUNBUFFERED": "1"}

@@ -22,7 +22,7 @@ import traceback
 
 from spotbench.member import MemberContext
 from workloads.tf_mnist.descriptor import TfMnistParams
-from workloads.tf_mnist.cluster import prepare_env, records_results, threads
+from workloads.tf_mnist.cluster import local_task, prepare_env, records_results, threads
 
 log = logging.getLogger("spotbench.tf_mnist")
 
@@ -133,14 +133,25 @@ def main() -> int:
     for noisy in ("absl", "tensorflow"):  # per-step INFO lines from TF's Python side
         logging.getLogger(noisy).setLevel(logging.WARNING)
     ctx = MemberContext.from_env()
-    from workloads.common import exit_if_outside_run, trial_context
+    if not local_task():  # a further task of this member: its parent checked and resolved
+        from workloads.common import exit_if_outside_run, trial_context
 
-    exit_if_outside_run(ctx)
-    ctx = trial_context(ctx)  # an adaptive search's trial: the parameters control asked
+        exit_if_outside_run(ctx)
+        ctx = trial_context(ctx)  # an adaptive search's trial: the parameters control asked
     params = TfMnistParams.model_validate(ctx.params)
-    prepare_env(ctx)
+    config = prepare_env(ctx)
     n_threads = threads(ctx)
-    log.info("tf-mnist %s: %s %d of group %s", params.strategy, ctx.role, ctx.index, ctx.group)
+    log.info("tf-mnist %s: %s %d of group %s (TF task %s %d of %d)", params.strategy, ctx.role,
+             ctx.index, ctx.group, config["task"]["type"], config["task"]["index"],
+             sum(map(len, config["cluster"].values())))
+    from workloads.tf_mnist.tasks import start
+
+    tasks = None if local_task() else start(ctx)  # processes_per_vm > 1: tasks 1..n-1
+    code = _run_task(ctx, params, n_threads)
+    return max(code, tasks.finish()) if tasks else code
+
+
+def _run_task(ctx: MemberContext, params: TfMnistParams, n_threads: tuple[int, int]) -> int:
     if params.strategy == "parameter_server" and ctx.role != "chief":
         from workloads.tf_mnist.ps import serve
 

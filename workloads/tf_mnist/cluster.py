@@ -12,14 +12,39 @@ import signal
 import socket
 import time
 
-from spotbench.member import MemberContext
+from spotbench.member import MemberContext, Peer
 
 ROLES_PS = ("chief", "ps", "worker")
 THREADS_ENV = "SPOTBENCH_TF_THREADS"
+# which of its VM's worker tasks a process is (0: the member's own process; the member
+# starts 1..processes_per_vm-1 with this set, see `tasks.py`)
+LOCAL_TASK_ENV = "SPOTBENCH_TF_LOCAL_TASK"
+
+
+def processes(ctx: MemberContext) -> int:
+    """TF worker tasks per worker member (`processes_per_vm`)."""
+    return int(ctx.params.get("processes_per_vm", 1))
+
+
+def local_task() -> int:
+    """This process's task among its member's (0 unless started by `tasks.start`)."""
+    return int(os.environ.get(LOCAL_TASK_ENV) or 0)
+
+
+def _addresses(peer: Peer, role: str, per_vm: int) -> list[str]:
+    """The "host:port" of each TF task of `peer`: one, or `per_vm` for a worker."""
+    if role != "worker":
+        return [f"{peer.host}:{peer.port}"]
+    ports = (peer.port, *peer.extra_ports)
+    if len(ports) < per_vm:
+        raise ValueError(f"processes_per_vm {per_vm}: member {peer.name} has {len(ports)} "
+                         "service port(s); its cloud must hand it one per task")
+    return [f"{peer.host}:{port}" for port in ports[:per_vm]]
 
 
 def cluster_spec(ctx: MemberContext) -> dict[str, list[str]]:
-    """{"chief": [...], "ps": [...], "worker": [...]} with "host:port", ordered by index."""
+    """{"chief": [...], "ps": [...], "worker": [...]} with "host:port", ordered by task
+    index; a worker member's `processes_per_vm` tasks are indexes member × n … member × n + n-1."""
     strategy = ctx.params.get("strategy", "parameter_server")
     roles = ROLES_PS if strategy == "parameter_server" else ("worker",)
     cluster: dict[str, list[str]] = {}
@@ -28,7 +53,7 @@ def cluster_spec(ctx: MemberContext) -> dict[str, list[str]]:
         if [p.index for p in peers] != list(range(len(peers))):
             raise ValueError(f"{role} indexes must be 0..n-1, got {[p.index for p in peers]}")
         if peers:
-            cluster[role] = [f"{p.host}:{p.port}" for p in peers]
+            cluster[role] = [a for p in peers for a in _addresses(p, role, processes(ctx))]
     if strategy == "parameter_server":
         missing = [r for r in ROLES_PS if r not in cluster]
         if missing or len(cluster["chief"]) != 1:
@@ -43,16 +68,27 @@ def cluster_spec(ctx: MemberContext) -> dict[str, list[str]]:
     return cluster
 
 
-def tf_config(ctx: MemberContext) -> dict:
-    """The TF_CONFIG of this member: the whole cluster plus its own task."""
-    return {"cluster": cluster_spec(ctx), "task": {"type": ctx.role, "index": ctx.index}}
+def task_index(ctx: MemberContext, local: int = 0) -> int:
+    """The TF task index of this member's `local`-th task."""
+    return ctx.index * processes(ctx) + local if ctx.role == "worker" else ctx.index
+
+
+def task_count(ctx: MemberContext) -> int:
+    """Every TF task of the group (chief, ps and workers × processes_per_vm)."""
+    return sum(len(addresses) for addresses in cluster_spec(ctx).values())
+
+
+def tf_config(ctx: MemberContext, local: int | None = None) -> dict:
+    """The TF_CONFIG of this process: the whole cluster plus its own task."""
+    local = local_task() if local is None else local
+    return {"cluster": cluster_spec(ctx), "task": {"type": ctx.role, "index": task_index(ctx, local)}}
 
 
 def records_results(ctx: MemberContext) -> bool:
-    """True for the task that records, finishes and calls done (chief, or worker 0)."""
+    """True for the task that records, finishes and calls done (chief, or worker task 0)."""
     if ctx.params.get("strategy", "parameter_server") == "parameter_server":
         return ctx.role == "chief"
-    return ctx.role == "worker" and ctx.index == 0
+    return ctx.role == "worker" and ctx.index == 0 and local_task() == 0
 
 
 def threads(ctx: MemberContext) -> tuple[int, int]:

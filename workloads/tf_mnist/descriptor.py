@@ -1,5 +1,6 @@
 """The `tf-mnist` workload: distributed TensorFlow training of the MNIST CNN, parameter
-server (chief + ps + workers) or all-reduce (workers). Members talk TF's gRPC on one port.
+server (chief + ps + workers) or all-reduce (workers). Members talk TF's gRPC, one port per
+TF task (a worker VM runs `processes_per_vm` of them: GRPC_PORT, GRPC_PORT + 1, …).
 """
 
 from __future__ import annotations
@@ -20,6 +21,12 @@ class TfMnistParams(Params):
     strategy: Literal["parameter_server", "multi_worker_mirrored"] = "parameter_server"
     workers: int = Field(1, ge=1, le=256)
     ps: int = Field(1, ge=1, le=64, description="parameter servers (parameter_server only)")
+    processes_per_vm: int = Field(
+        1, ge=1, le=64,
+        description="TF worker tasks per worker VM, each its own TF_CONFIG task index and port "
+                    "(the member starts the others and stops them when it ends): the cluster "
+                    "has workers × processes_per_vm worker tasks, the batch split over them all",
+    )
     steps: int = Field(1000, ge=1, description="training steps (unless `epochs` is given)")
     epochs: int | None = Field(
         None, ge=1, le=1000,
@@ -80,4 +87,5 @@ WORKLOAD = Workload(
     description=TfMnistParams.__doc__ or "",
     local_modules=("tensorflow", "sklearn"),  # the `tf` extra
     checkpoints=lambda params: params.checkpoint_every > 0,
+    member_ports=lambda params: params.processes_per_vm,
 )

@@ -206,11 +206,13 @@ class Outcome:
 
 
 def base_metadata(params: Any, *, tasks: int, tf_version: str, threads: tuple[int, int]) -> dict[str, Any]:
-    shape = (f"1 chief + {params.ps} ps + {params.workers} workers"
-             if params.strategy == "parameter_server" else f"{params.workers} workers")
+    per_vm = getattr(params, "processes_per_vm", 1)
+    workers = f"{params.workers} workers" + (f" × {per_vm} tasks" if per_vm > 1 else "")
+    shape = f"1 chief + {params.ps} ps + {workers}" if params.strategy == "parameter_server" else workers
     return {
         "strategy": params.strategy,
         "workers": params.workers,
+        "processes_per_vm": per_vm,
         "ps": params.ps if params.strategy == "parameter_server" else 0,
         "batch_size": params.batch_size,
         "learning_rate": params.learning_rate,

@@ -15,7 +15,7 @@ from spotbench.member import MemberContext
 from workloads.common import mark_edge
 from workloads.tf_mnist.descriptor import TfMnistParams
 from workloads.tf_mnist.checkpoints import CheckpointStore
-from workloads.tf_mnist.cluster import reclaim_sigterm
+from workloads.tf_mnist.cluster import cluster_spec, reclaim_sigterm, task_count
 from workloads.tf_mnist.datasets import Dataset
 from workloads.tf_mnist.measure import (
     Outcome, StepTimer, Validation, base_metadata, effective_warmup, planned_steps, steps_per_epoch,
@@ -42,9 +42,10 @@ class MirroredTrainer:
 
         from workloads.tf_mnist import model as m
 
-        p, workers = self.params, self.params.workers
+        p, workers = self.params, len(cluster_spec(self.ctx)["worker"])  # workers × processes_per_vm
         if p.batch_size < workers:
-            raise ValueError(f"batch_size {p.batch_size} < workers {workers}: each worker needs ≥1 example per step")
+            raise ValueError(f"batch_size {p.batch_size} < {workers} worker tasks (workers × "
+                             "processes_per_vm): each task needs ≥1 example per step")
         per_worker = p.batch_size // workers
         global_batch = per_worker * workers
         steps = planned_steps(p, len(self.data.y_train), global_batch)
@@ -83,12 +84,12 @@ class MirroredTrainer:
 
         warmup = effective_warmup(p.warmup_steps, steps - start)
         timer = StepTimer(first_step=start, warmup=warmup, on_edge=self._edge)
-        meta = base_metadata(p, tasks=len(self.ctx.members), tf_version=tf.__version__, threads=self.threads)
+        meta = base_metadata(p, tasks=task_count(self.ctx), tf_version=tf.__version__, threads=self.threads)
         meta.update(resumed_from_step=start, steps_redone=redone, examples_per_step=global_batch,
                     per_worker_batch=per_worker, sync="synchronous all-reduce (ring)")
         self.outcome = Outcome(timer, examples_per_step=global_batch, metadata=meta,
                                worker_examples_per_step=per_worker, stall_s=p.stall_s)
-        log.info("training steps %d..%d (warm-up %d, %d workers × %d examples)", start + 1, steps,
+        log.info("training steps %d..%d (warm-up %d, %d worker tasks × %d examples)", start + 1, steps,
                  warmup, workers, per_worker)
         validation = None
         if self.chief and len(self.data.y_val):  # worker 0 validates; the others wait at the next step

@@ -27,7 +27,7 @@ from spotbench.member import MemberContext
 from workloads.common import mark_edge
 from workloads.tf_mnist.descriptor import TfMnistParams
 from workloads.tf_mnist.checkpoints import CheckpointStore
-from workloads.tf_mnist.cluster import cluster_spec, reclaim_sigterm, wait_for_peers
+from workloads.tf_mnist.cluster import cluster_spec, reclaim_sigterm, task_count, wait_for_peers
 from workloads.tf_mnist.datasets import Dataset
 from workloads.tf_mnist.measure import (
     Outcome, StepTimer, Validation, base_metadata, effective_warmup, planned_steps, steps_per_epoch, sync_points,
@@ -82,11 +82,11 @@ def serve(ctx: MemberContext, threads: tuple[int, int]) -> None:
         intra_op_parallelism_threads=threads[0], inter_op_parallelism_threads=threads[1]
     )
     server = tf.distribute.Server(
-        resolver.cluster_spec(), job_name=ctx.role, task_index=ctx.index,
+        resolver.cluster_spec(), job_name=ctx.role, task_index=resolver.task_id,  # TF_CONFIG's task
         protocol="grpc", config=config, start=True,
     )
     reclaim_sigterm()  # SIGTERM: just exit
-    log.info("%s %d serving at %s", ctx.role, ctx.index, server.target)
+    log.info("%s %d serving at %s", ctx.role, resolver.task_id, server.target)
     server.join()
 
 
@@ -157,15 +157,15 @@ class ChiefTrainer:
 
         warmup = effective_warmup(p.warmup_steps, self.steps - start)
         timer = StepTimer(first_step=start, warmup=warmup, on_edge=lambda name: mark_edge(self.ctx.name, name))
-        meta = base_metadata(p, tasks=len(self.ctx.members), tf_version=tf.__version__, threads=self.threads)
+        meta = base_metadata(p, tasks=task_count(self.ctx), tf_version=tf.__version__, threads=self.threads)
         meta.update(resumed_from_step=start, steps_redone=redone, examples_per_step=batch,
                     sync="async SGD, one worker batch per step")
         self.outcome = Outcome(timer, examples_per_step=batch, metadata=meta, worker_steps=Counter(),
                                stall_s=p.stall_s)
         points = sync_points(start, self.steps, warmup=warmup, every=sync_every(self.steps),
                              checkpoint_every=p.checkpoint_every, epoch_every=self.per_epoch)
-        log.info("training steps %d..%d (warm-up %d, %d workers, sync points %s…)", start + 1, self.steps,
-                 warmup, p.workers, points[:4])
+        log.info("training steps %d..%d (warm-up %d, %d worker tasks, sync points %s…)", start + 1, self.steps,
+                 warmup, len(cluster["worker"]), points[:4])
         timer.start()
         step = start
         workers = {f"worker {i}": a for i, a in enumerate(cluster["worker"])}
