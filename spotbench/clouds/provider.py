@@ -227,6 +227,13 @@ class Provider:
         """The orphan finder teardown uses (every spotbench-labelled object of the cloud)."""
         raise NotImplementedError(f"cloud {self.name!r} has no orphan finder")
 
+    def run_state_removed(self, spec: SweepSpec, root: Path | str | None = None,
+                          logs_to: Path | None = None) -> Path | None:
+        """After a `schedule: once` run's teardown (spotbench/ops/once.py): the sweep's
+        state on this machine removed, its members' logs moved to `logs_to` first; where
+        they went, or None. Clouds keep no such state (the stack is gone)."""
+        return None
+
     def credentials_problem(self, env: Mapping[str, str] | None = None) -> str | None:
         """Why this machine cannot call the cloud (no credentials), in one line with the fix;
         None when it can, or when the cloud needs none (local)."""

@@ -11,13 +11,12 @@ report first. What is left: the results store and the report.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from spotbench.clouds.local.state import state_root
+from spotbench.clouds import get_provider
 from spotbench.ops._resources import TeardownReport
 from spotbench.ops.teardown import StackDestroyer, sweeper_for, teardown
 from spotbench.spec import SweepSpec
@@ -70,22 +69,6 @@ def after_the_run(spec: SweepSpec, *, root: Path | None = None,
         what = [r.describe() for r, _ in report.failed] + failed_stack
         raise OnceLeftovers(f"{spec.name}: the run is over but teardown left {'; '.join(what)}: "
                             f"run `spotbench teardown SPEC --yes`")
-    logs = _local_state_removed(spec, root, logs_to) if spec.cloud == "local" else None
+    logs = get_provider(spec.cloud).run_state_removed(spec, root, logs_to)
     echo(f"{spec.name}: nothing left but the results: {spec.results_url()}")
     return Ended(report, logs)
-
-
-def _local_state_removed(spec: SweepSpec, root: Path | None, logs_to: Path | None) -> Path | None:
-    """The local sweep's state folder deleted, its `logs/` moved to `logs_to` first."""
-    folder = state_root(root) / spec.name
-    if not folder.is_dir():
-        return None
-    moved = None
-    if logs_to is not None and (folder / "logs").is_dir():
-        moved = logs_to / "logs"
-        if moved.exists():
-            shutil.rmtree(moved)
-        moved.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(folder / "logs"), str(moved))
-    shutil.rmtree(folder)
-    return moved

@@ -15,7 +15,7 @@ from spotbench.clouds.base import Sweeper
 from spotbench.clouds.local.cloud import LocalCloud
 from spotbench.clouds.local.orphans import LocalSweeper
 from spotbench.clouds.local.schedule import LocalSchedule
-from spotbench.clouds.local.state import LocalState, state_root
+from spotbench.clouds.local.state import LocalState, state_removed, state_root
 from spotbench.clouds.provider import FunctionSettings, Provider, env_of
 from spotbench.facts.local import FACTS
 
@@ -47,6 +47,10 @@ class LocalProvider(Provider):
     def orphans(self, spec: SweepSpec | None = None, *, root: Path | str | None = None,
                 regions: list[str] | None = None, project: str | None = None) -> Sweeper:
         return LocalSweeper(state_root(root))
+
+    def run_state_removed(self, spec: SweepSpec, root: Path | str | None = None,
+                          logs_to: Path | None = None) -> Path | None:
+        return state_removed(state_root(root) / spec.name, logs_to)
 
 
 PROVIDER = LocalProvider(FACTS)

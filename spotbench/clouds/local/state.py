@@ -19,13 +19,14 @@ import json
 import os
 import re
 import secrets
+import shutil
 from pathlib import Path
 from typing import Any
 
 from spotbench._private import FILE_MODE, private_dir, trusted_path, write_private
 from spotbench.clouds.provider import state_root  # where local sweeps keep their state
 
-__all__ = ["LocalState", "StateError", "state_root"]
+__all__ = ["LocalState", "StateError", "state_removed", "state_root"]
 
 
 SECRET = re.compile(r"^[0-9a-f]{64}$")
@@ -119,3 +120,19 @@ class LocalState:
     @property
     def paused(self) -> bool:
         return bool(self.schedule["paused"])
+
+
+def state_removed(folder: Path, logs_to: Path | None = None) -> Path | None:
+    """A local sweep's state folder deleted, its `logs/` moved to `logs_to / "logs"` first;
+    where the logs went (None: no folder, or no logs to move)."""
+    if not folder.is_dir():
+        return None
+    moved = None
+    if logs_to is not None and (folder / "logs").is_dir():
+        moved = logs_to / "logs"
+        if moved.exists():
+            shutil.rmtree(moved)
+        moved.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(folder / "logs"), str(moved))
+    shutil.rmtree(folder)
+    return moved
