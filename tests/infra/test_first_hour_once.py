@@ -7,7 +7,7 @@ from __future__ import annotations
 import pulumi
 
 from spotbench.spec import load_spec
-from tests.infra.conftest import MOCKS
+from tests.infra.conftest import snapshot
 from tests.infra.test_aws import INSTANCE as AWS_INSTANCE
 from tests.infra.test_aws import SCHEDULE as AWS_SCHEDULE
 from tests.infra.test_aws import SPOT as AWS_SPOT
@@ -31,16 +31,7 @@ def _declared(fn, config: dict[str, str]) -> tuple[dict[str, str], dict[str, boo
         pulumi.runtime.register_stack_transformation(record)
         fn()
 
-    from infra.preview import install, run_declarations
-
-    install(MOCKS, stack="test")
-    MOCKS.reset()
-    pulumi.runtime.set_all_config(config)
-    try:
-        run_declarations(program)
-    finally:
-        pulumi.runtime.set_all_config({})
-    return {d.name: d.type for d in MOCKS.declared}, retained
+    return {d.name: d.type for d in snapshot(program, config).declared}, retained
 
 
 def _gcp(**over):
