@@ -28,6 +28,7 @@ from spotbench.labels import NAME_SEPARATOR
 from spotbench.plan import MACHINE_KEYS as MATRIX_MACHINE_KEYS, RunGroup
 from spotbench.search import SearchSpec, check_search, search_design
 from spotbench.plan import plan as plan_groups
+from spotbench.spec import checks, reading
 from spotbench.spec.zones import candidate_regions, candidate_zones, check_zones
 from spotbench.spec.fields import (SCHEDULE_HELP, Schedule, ScheduleField, ScheduleViews,
                                    once_lifecycle, parse_duration)
@@ -316,8 +317,6 @@ def load_spec(source: str | Path | dict[str, Any], *, origin: str | None = None)
 
 def _load(source: str | Path | dict[str, Any], *, origin: str | None,
           followed: tuple[Path, ...]) -> SweepSpec:
-    from spotbench.spec import reading
-
     base_dir: Path | None = None
     if isinstance(source, dict):
         data, where = source, origin or "<spec>"
@@ -355,8 +354,6 @@ def _load(source: str | Path | dict[str, Any], *, origin: str | None,
         spec = SweepSpec.model_validate(data, context={"base_dir": base_dir or Path.cwd()})
     except ValidationError as exc:
         raise SpecError(where, problems_from_validation(exc, data, SweepSpec)) from None
-    from spotbench.spec import checks
-
     errors = checks.check(spec).errors
     if errors:
         raise SpecError(where, errors)
@@ -365,8 +362,6 @@ def _load(source: str | Path | dict[str, Any], *, origin: str | None,
 
 def spec_warnings(spec: SweepSpec) -> list[tuple[str, Any, str]]:
     """Names the shipped catalogs do not list but the cloud may know (newer than spotbench)."""
-    from spotbench.spec import checks
-
     return checks.check(spec).warnings
 
 
