@@ -105,3 +105,16 @@ def test_first_hour_function_memory_is_what_the_stack_deploys():
     aws = (ROOT / "infra" / "aws" / "functions.py").read_text()
     assert f'"available_memory": "{DEFAULT_FUNCTION_MB:g}M"' in gcp
     assert f"memory_size={DEFAULT_FUNCTION_MB:g}," in aws
+
+
+def test_first_hour_egress_priced_from_its_row_and_its_assumption(tmp_path):
+    """Egress (#39: "NAT, egress and bucket storage priced"): a line per tick from the shipped
+    network/egress row × `--assume egress_gb_per_tick`, and the month's the tick's × ticks."""
+    for example, usd_per_gb in (("gcp-osu.yaml", 0.12), ("aws-osu.yaml", 0.09)):
+        est, month = _month(_spec(tmp_path, example), "egress_gb_per_tick=2")
+        tick = {ln.item: ln for ln in est.per_tick}
+        assert tick["egress"].unit_usd == pytest.approx(usd_per_gb)
+        assert tick["egress"].usd == pytest.approx(2 * usd_per_gb)
+        assert month["egress"].usd == pytest.approx(2 * usd_per_gb * est.ticks_per_month)
+        _, none = _month(_spec(tmp_path, example))  # results stay in the region: free
+        assert none["egress"].usd == 0
