@@ -1,12 +1,13 @@
 """`schedule: once` (issue #39): one run and nothing standing after it but the results.
 
-`spotbench run SPEC` drives it: the run (local: `localrun`; gcp/aws: `spotbench.ops.once_cloud`,
-deploy → start → wait → stop), then — whatever way the run ended, Ctrl-C included —
-the sweep's teardown with `--yes`: the stack destroyed (its results bucket is
+On the local cloud `spotbench run SPEC` drives it: the run (`localrun`), then — whatever
+way the run ended, Ctrl-C included — the sweep's teardown with `--yes`: the stack destroyed (its results bucket is
 `retain_on_delete`, infra/once.py) and the orphan sweep, which never lists results. On the
 local cloud the teardown removes every instance row and the functions server, then the
 sweep's state folder (its secret, cloud.db, schedule); the members' logs move beside the
-report first. What is left: the results store and the report.
+report first. What is left: the results store and the report. (On gcp/aws the stack
+declares no scheduler and keeps its bucket, infra/once.py; a `spotbench run` that deploys,
+starts, waits and tears down there is not built yet: issue #39.)
 """
 
 from __future__ import annotations
